@@ -1,0 +1,39 @@
+# recnas: the commands a newcomer needs. Every target sets itself up first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-fast demo lint lock clean
+
+setup: $(STAMP)
+
+# Re-install only when the declared or locked dependencies change.
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e ".[dev]"
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest
+
+# Skips the slow end-to-end runs of the CLI (CI runs everything).
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+demo: setup
+	$(BIN)/nas data prepare movielens-1m
+	$(BIN)/nas train examples/specs/dcnv2.json --dataset movielens-1m --steps 2000
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# Regenerate requirements.lock from a fresh resolve of pyproject.toml.
+lock:
+	rm -rf /tmp/recnas-lock && $(PYTHON) -m venv /tmp/recnas-lock
+	/tmp/recnas-lock/bin/python -m pip install --quiet -e ".[dev]"
+	/tmp/recnas-lock/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > requirements.lock
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

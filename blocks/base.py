@@ -1,0 +1,170 @@
+"""What every block shares: token shapes, GEMM shapes, and config validation.
+
+A block is a frozen config dataclass + an ``nn.Module`` built from it + an analytic cost.
+Interaction blocks map feature tokens ``[B, N, D] -> [B, N', D']``; their config carries the
+input shape (``num_tokens``, ``dim``) so that the config alone fixes the output shape and the
+cost, and a candidate can be costed without building it.
+
+FLOPs convention (the same as fvcore's and ``torch.utils.flop_counter``'s): 2 FLOPs per
+multiply-add of a contraction (linear, matmul, bmm, einsum, attention). Elementwise ops,
+activations, normalisation and embedding lookups are not counted: they are memory-bound and
+a rounding error next to the contractions of any block here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from nas.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TokenShape:
+    """Per-example shape of a block's output: ``num_tokens`` tokens of width ``dim``."""
+
+    num_tokens: int
+    dim: int
+
+    @property
+    def numel(self) -> int:
+        return self.num_tokens * self.dim
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``count`` matrix multiplies of ``[m, k] @ [k, n]``: what the cost model prices."""
+
+    m: int
+    n: int
+    k: int
+    count: int = 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.count
+
+
+# --- config validation -----------------------------------------------------------------
+
+
+def check_int(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ConfigError(name, f"must be >= {minimum}, got {value}")
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(name, f"must be true or false, got {value!r}")
+
+
+def check_widths(name: str, value: Any, allow_empty: bool = False) -> tuple[int, ...]:
+    """A list of layer widths, returned as a tuple."""
+    if not isinstance(value, list | tuple) or (not value and not allow_empty):
+        need = "a list of" if allow_empty else "a non-empty list of"
+        raise ConfigError(name, f"must be {need} positive integers, got {value!r}")
+    for i, width in enumerate(value):
+        check_int(f"{name}[{i}]", width)
+    return tuple(value)
+
+
+class BlockConfig:
+    """Mixin for block config dataclasses: parameters from a plain mapping, and back."""
+
+    # Fields that describe where a block sits (its input), not what it is. A spec does not
+    # state them; the model builder fills them in.
+    context_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def param_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in cls.context_fields)
+
+    @classmethod
+    def default_params(cls) -> dict[str, Any]:
+        """The parameters that have defaults, JSON-ready."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            if f.name in cls.context_fields or f.default is dataclasses.MISSING:
+                continue
+            out[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
+        return out
+
+    @classmethod
+    def check_param_names(cls, params: dict[str, Any]) -> None:
+        names = cls.param_names()
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown parameter; valid: {', '.join(names) or '(none)'}")
+        missing = sorted(set(names) - set(params) - set(cls.default_params()))
+        if missing:
+            raise ConfigError(missing[0], "is required")
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], **context: Any) -> BlockConfig:
+        cls.check_param_names(params)
+        return cls(**params, **context)
+
+    def params(self) -> dict[str, Any]:
+        """The architecture parameters (context excluded), JSON-ready."""
+        out = {}
+        for name in self.param_names():
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def out_shape(self) -> TokenShape:
+        raise NotImplementedError
+
+    def gemms(self, batch_size: int) -> list[Gemm]:
+        """The matrix multiplies one forward pass of ``batch_size`` examples runs."""
+        raise NotImplementedError
+
+    def flops(self) -> int:
+        """Analytic FLOPs per example (2 per multiply-add of contractions)."""
+        return sum(g.flops for g in self.gemms(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class InteractionConfig(BlockConfig):
+    """Config of a block over feature tokens ``[B, num_tokens, dim]``."""
+
+    context_fields: ClassVar[tuple[str, ...]] = ("num_tokens", "dim")
+
+    num_tokens: int
+    dim: int
+
+    def __post_init__(self) -> None:
+        check_int("num_tokens", self.num_tokens)
+        check_int("dim", self.dim)
+
+    @property
+    def in_shape(self) -> TokenShape:
+        return TokenShape(self.num_tokens, self.dim)
+
+
+class Block(nn.Module):
+    """An ``nn.Module`` built from a frozen config; ``example_input`` feeds tests and FLOPs."""
+
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+
+    @property
+    def out_shape(self) -> TokenShape:
+        return self.config.out_shape()
+
+    def example_input(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor]:
+        """Random feature tokens; blocks with other inputs (ids) override this."""
+        shape = self.config.in_shape
+        return (torch.randn(batch_size, shape.num_tokens, shape.dim, generator=generator),)

@@ -1,0 +1,142 @@
+"""A prepared dataset on disk: one ``.npy`` per array and a ``manifest.json`` that checksums them.
+
+Every dataset is written in the same layout, so trainers never care where it came from:
+
+    categorical [R, F] int32    multi_hot [R, M, L] int32    dense [R, Dn] float32
+    label [R] int8              split [R] int8 (0 train, 1 valid, 2 test)
+    source_row [R] int64        the row's line in the source file (0-based, header excluded)
+
+plus views that some datasets add (MovieLens: ``timestamp``, ``rating``, ``user_offsets`` for
+per-user sequences, ``request_offsets`` for (user, timestamp) requests).
+
+Writing goes to a temporary folder that replaces the old one only when complete, so an
+interrupted ``prepare`` never leaves a half-written cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nas.data.schema import Features, Schema
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "valid", "test")
+MANIFEST = "manifest.json"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def split_checksum(split: np.ndarray, source_row: np.ndarray) -> str:
+    """Hash of which source rows land in which split, in order: the split's identity."""
+    digest = hashlib.sha256()
+    for code, name in enumerate(SPLITS):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(source_row[split == code], dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class PreparedDataset:
+    root: Path
+    manifest: dict
+    _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    @property
+    def schema(self) -> Schema:
+        return Schema.from_list(self.manifest["schema"])
+
+    def array(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            self._cache[name] = np.load(self.root / f"{name}.npy", mmap_mode="r")
+        return self._cache[name]
+
+    def split_rows(self, split: str) -> np.ndarray:
+        return np.flatnonzero(self.array("split") == SPLITS.index(split))
+
+    def features(self, split: str) -> Features:
+        """One split's rows as tensors in memory (cache order; trainers shuffle)."""
+        rows = self.split_rows(split)
+        return Features(
+            categorical=torch.from_numpy(self.array("categorical")[rows].astype(np.int64)),
+            multi_hot=torch.from_numpy(self.array("multi_hot")[rows].astype(np.int64)),
+            dense=torch.from_numpy(np.asarray(self.array("dense")[rows], dtype=np.float32)),
+            label=torch.from_numpy(self.array("label")[rows].astype(np.float32)),
+        )
+
+    def positive_rate(self, split: str = "train") -> float:
+        return self.manifest["positive_rate"][split]
+
+    def problems(self) -> list[str]:
+        """Files that are missing or do not match their checksum (empty when intact)."""
+        found = []
+        for name, expected in self.manifest["files"].items():
+            path = self.root / f"{name}.npy"
+            if not path.exists():
+                found.append(f"{path} is missing")
+            elif sha256_file(path) != expected:
+                found.append(f"{path} does not match its checksum")
+        return found
+
+
+def open_prepared(root: Path) -> PreparedDataset | None:
+    """The dataset at ``root``, or None when there is none of this format version."""
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("format_version") != FORMAT_VERSION:
+        return None
+    return PreparedDataset(root, manifest)
+
+
+def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) -> PreparedDataset:
+    """Write ``arrays`` and the completed manifest at ``root``, replacing what was there."""
+    split, label = arrays["split"], arrays["label"]
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        **manifest,
+        "rows": int(len(label)),
+        "split_sizes": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
+        "positive_rate": {
+            name: float(label[split == i].mean()) if (split == i).any() else 0.0
+            for i, name in enumerate(SPLITS)
+        },
+        "split_checksum": split_checksum(split, arrays["source_row"]),
+    }
+    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        files = {}
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+            files[name] = sha256_file(tmp / f"{name}.npy")
+        manifest["files"] = files
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        old = root.with_name(f"{root.name}.old-{os.getpid()}")
+        if root.exists():
+            root.rename(old)
+        tmp.rename(root)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PreparedDataset(root, manifest)

@@ -1,0 +1,56 @@
+"""The recnas error family: every message names what is wrong and what would be valid.
+
+User input (a spec, a config, a data file, a CLI flag) is checked with these, never with
+``assert``; the CLI turns a ``NasError`` into a one-paragraph message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class NasError(Exception):
+    """Base of every error recnas raises on purpose."""
+
+
+class ConfigError(NasError):
+    """A value in a spec or config is invalid. ``field`` is its dotted path (``a[0].b``)."""
+
+    def __init__(self, field: str, message: str, source: str | None = None):
+        self.field = field
+        self.message = message
+        self.source = source
+        text = f"{field}: {message}" if field else message
+        super().__init__(f"{source}: {text}" if source else text)
+
+    def within(self, prefix: str = "", source: str | None = None) -> ConfigError:
+        """The same error, its field placed under ``prefix``, naming ``source`` (a file)."""
+        field = ".".join(part for part in (prefix, self.field) if part)
+        return ConfigError(field, self.message, source or self.source)
+
+
+class UnknownNameError(ConfigError):
+    """A name that is not registered; the message lists the close matches and the choices."""
+
+    def __init__(self, field: str, kind: str, name: str, choices: Iterable[str]):
+        choices = sorted(choices)
+        close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(
+            field, f"unknown {kind} {name!r}.{hint} Valid {kind}s: {', '.join(choices)}."
+        )
+
+
+class DataError(NasError):
+    """A data file is missing or malformed. Names the file (and line, when there is one)."""
+
+    def __init__(self, path: object, message: str, line: int | None = None):
+        where = f"{path}, line {line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+class TrainingError(NasError):
+    """Training could not produce a usable model (a NaN/Inf loss, for instance)."""

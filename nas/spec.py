@@ -1,0 +1,197 @@
+"""ArchSpec: the one description of a candidate architecture.
+
+A frozen, JSON-serialisable value. The model it describes:
+
+    tokens_0 = [embedding(categorical ids) ; embedding_bag(each multi-hot field) ;
+                bottom_mlp(dense features)]                            [B, N_0, embedding_dim]
+    tokens_i = interaction[i](tokens_{i-1})                            i = 1..L
+    logit    = top_mlp(flatten(tokens_L))                              top_input: "last"
+             = top_mlp(concat_i flatten(tokens_i), i = 0..L)           top_input: "all"
+
+``top_input: "all"`` feeds the top MLP every stage's output (the embeddings included), as
+DLRM (embeddings + pairwise dots) and DeepFM (embeddings + FM) do.
+
+A spec is checked twice: on load (structure, block names, parameter names, widths) and
+against a dataset's token count when its layers are resolved (parameter values, shapes).
+Its canonical JSON (keys sorted, every default filled in, ``name`` left out) hashes to a
+stable ``arch_id``, so two specs that build the same model share an id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import blocks
+from blocks.base import BlockConfig, TokenShape, check_int, check_widths
+from nas.errors import ConfigError, NasError
+
+TOP_INPUTS = ("last", "all")
+SPEC_FIELDS = ("name", "embedding_dim", "interaction", "top_mlp", "top_input", "bottom_mlp")
+JSONValue = int | float | str | bool | None | tuple
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One interaction layer: a registered block name and its parameters (defaults filled)."""
+
+    block: str
+    params: tuple[tuple[str, JSONValue], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"block": self.block, **{k: _to_json(v) for k, v in self.params}}
+
+    def config(self, in_shape: TokenShape) -> BlockConfig:
+        entry = blocks.get_block(self.block, kind="interaction")
+        return entry.config(
+            {k: _to_json(v) for k, v in self.params},
+            num_tokens=in_shape.num_tokens,
+            dim=in_shape.dim,
+        )
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    embedding_dim: int
+    interaction: tuple[LayerSpec, ...]
+    top_mlp: tuple[int, ...]
+    top_input: str = "last"
+    bottom_mlp: tuple[int, ...] = ()
+    name: str | None = None  # a label; not part of the architecture or its arch_id
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> ArchSpec:
+        """Validate a plain mapping (parsed JSON) into a spec; errors name the field."""
+        try:
+            return cls._from_dict(data)
+        except ConfigError as err:
+            raise err.within(source=source) from None
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> ArchSpec:
+        if not isinstance(data, dict):
+            raise ConfigError("", f"a spec must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(SPEC_FIELDS))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown field; valid fields: {', '.join(SPEC_FIELDS)}")
+        for required in ("embedding_dim", "interaction", "top_mlp"):
+            if required not in data:
+                raise ConfigError(required, "is required")
+        name = data.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ConfigError("name", f"must be a string, got {name!r}")
+        check_int("embedding_dim", data["embedding_dim"])
+        top_input = data.get("top_input", "last")
+        if top_input not in TOP_INPUTS:
+            raise ConfigError("top_input", f"must be one of {', '.join(TOP_INPUTS)}; got {top_input!r}")
+        layers = data["interaction"]
+        if not isinstance(layers, list):
+            raise ConfigError("interaction", f"must be a list of layers, got {layers!r}")
+        return cls(
+            name=name,
+            embedding_dim=data["embedding_dim"],
+            interaction=tuple(_layer_from_dict(layer, f"interaction[{i}]") for i, layer in enumerate(layers)),
+            top_mlp=check_widths("top_mlp", data["top_mlp"], allow_empty=True),
+            top_input=top_input,
+            bottom_mlp=check_widths("bottom_mlp", data.get("bottom_mlp", []), allow_empty=True),
+        )
+
+    @classmethod
+    def from_json(cls, text: str, source: str | None = None) -> ArchSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError("", f"not valid JSON: {err}", source=source) from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ArchSpec:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise NasError(f"{path}: cannot read the spec file ({err.strerror})") from None
+        return cls.from_json(text, source=str(path))
+
+    # --- serialisation ------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name} if self.name is not None else {}
+        out.update(
+            embedding_dim=self.embedding_dim,
+            interaction=[layer.to_dict() for layer in self.interaction],
+            top_mlp=list(self.top_mlp),
+            top_input=self.top_input,
+            bottom_mlp=list(self.bottom_mlp),
+        )
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def canonical_json(self) -> str:
+        data = self.to_dict()
+        data.pop("name", None)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def arch_id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    # --- shapes -------------------------------------------------------------------------
+
+    def layer_configs(self, input_tokens: int) -> list[BlockConfig]:
+        """Each interaction layer's config, chained from ``input_tokens`` embedding tokens.
+
+        Checks every parameter value and every shape; an error names the layer's field.
+        """
+        shape = TokenShape(input_tokens, self.embedding_dim)
+        configs = []
+        for i, layer in enumerate(self.interaction):
+            try:
+                config = layer.config(shape)
+            except ConfigError as err:
+                raise err.within(f"interaction[{i}]") from None
+            configs.append(config)
+            shape = config.out_shape()
+        return configs
+
+    def with_name(self, name: str | None) -> ArchSpec:
+        return dataclasses.replace(self, name=name)
+
+
+def _layer_from_dict(data: Any, field: str) -> LayerSpec:
+    if not isinstance(data, dict) or "block" not in data:
+        raise ConfigError(field, f'must be an object like {{"block": "mlp", ...}}, got {data!r}')
+    params = {k: v for k, v in data.items() if k != "block"}
+    entry = blocks.get_block(data["block"], kind="interaction", field=f"{field}.block")
+    try:
+        entry.config_cls.check_param_names(params)
+    except ConfigError as err:
+        raise err.within(field) from None
+    for key, value in params.items():
+        if not _is_json_value(value):
+            raise ConfigError(f"{field}.{key}", f"must be a number, string, bool or list, got {value!r}")
+    defaults = entry.config_cls.default_params()
+    merged = {**defaults, **params}
+    return LayerSpec(entry.name, tuple(sorted((k, _freeze(v)) for k, v in merged.items())))
+
+
+def _is_json_value(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_is_json_value(v) for v in value)
+    return value is None or isinstance(value, int | float | str | bool)
+
+
+def _freeze(value: Any) -> JSONValue:
+    return tuple(_freeze(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _to_json(value: JSONValue) -> Any:
+    return [_to_json(v) for v in value] if isinstance(value, tuple) else value
