@@ -123,6 +123,11 @@ class BlockConfig:
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
 
+    @classmethod
+    def example(cls) -> BlockConfig:
+        """A small valid config: what the registry contract tests build."""
+        raise NotImplementedError
+
     def out_shape(self) -> TokenShape:
         raise NotImplementedError
 
@@ -147,6 +152,10 @@ class InteractionConfig(BlockConfig):
     def __post_init__(self) -> None:
         check_int("num_tokens", self.num_tokens)
         check_int("dim", self.dim)
+
+    @classmethod
+    def example(cls) -> InteractionConfig:
+        return cls(num_tokens=5, dim=8)
 
     @property
     def in_shape(self) -> TokenShape:

@@ -36,6 +36,10 @@ class EmbeddingConfig(BlockConfig):
             check_int(f"cardinalities[{i}]", size, minimum=2)
         check_int("dim", self.dim)
 
+    @classmethod
+    def example(cls) -> EmbeddingConfig:
+        return cls(cardinalities=(7, 3, 11), dim=8)
+
     def out_shape(self) -> TokenShape:
         return TokenShape(len(self.cardinalities), self.dim)
 
@@ -74,6 +78,10 @@ class EmbeddingBagConfig(BlockConfig):
         check_int("max_len", self.max_len)
         check_int("dim", self.dim)
         check_choice("mode", self.mode, ("mean", "sum"))
+
+    @classmethod
+    def example(cls) -> EmbeddingBagConfig:
+        return cls(cardinality=9, max_len=4, dim=8)
 
     def out_shape(self) -> TokenShape:
         return TokenShape(1, self.dim)

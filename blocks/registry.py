@@ -23,7 +23,7 @@ class BlockEntry:
     @property
     def summary(self) -> str:
         doc = (self.module_cls.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        return doc.splitlines()[0].replace("``", "") if doc else ""
 
     def config(self, params: dict[str, Any], **context: Any) -> BlockConfig:
         return self.config_cls.from_params(params, **context)

@@ -113,7 +113,7 @@ def prepare_dataset(
     request = request or PrepareRequest()
     for option, value in request.to_dict().items():
         if option not in info.options:
-            valid = ", ".join(f"--{o.replace('_', '-')}" for o in info.options) or "none"
+            valid = ", ".join(info.options) or "none"
             raise ConfigError(option, f"does not apply to dataset {name!r} (its options: {valid})")
     if info.needs_source and not request.source:
         raise ConfigError("source", f"dataset {name!r} needs --source pointing at its file")

@@ -46,6 +46,7 @@ class Tables:
     ratings: np.ndarray  # [R] int8
     timestamps: np.ndarray  # [R] int64
     ratings_file: str  # for error messages
+    first_line: int  # line number of the first rating in that file
 
     def check_keys(self) -> None:
         for name, keys, known in (("user", self.rating_users, self.users),
@@ -53,22 +54,18 @@ class Tables:
             for line, key in enumerate(keys):
                 if key not in known:
                     raise DataError(
-                        self.ratings_file, f"{name} {key!r} is not in the {name}s file", line + 2
+                        self.ratings_file, f"{name} {key!r} is not in the {name}s file",
+                        line + self.first_line,
                     )
 
 
 # --- readers --------------------------------------------------------------------------
 
 
-def _rows(f: IO[str], path: str, sep: str, width: int, skip_header: bool) -> list[list[str]]:
+def _rows(f: IO[str], path: str, sep: str, width: int, first_line: int = 1) -> list[list[str]]:
     rows = []
-    for number, line in enumerate(f, start=1):
-        if skip_header and number == 1:
-            continue
-        line = line.rstrip("\r\n")
-        if not line:
-            continue
-        parts = line.split(sep)
+    for number, line in enumerate(f, start=first_line):
+        parts = line.rstrip("\r\n").split(sep)
         if len(parts) != width:
             raise DataError(path, f"expected {width} {sep!r}-separated columns, found {len(parts)}", number)
         rows.append(parts)
@@ -88,7 +85,7 @@ def _atomic(f: IO[str], path: str, wanted: dict[str, tuple[str, ...]]) -> list[l
             raise DataError(path, f"header has no {column!r} column (looked for {', '.join(names)}); "
                             f"found {', '.join(header)}", line=1)  # fmt: skip
         index.append(hits[0])
-    rows = _rows(f, path, "\t", len(header), skip_header=False)
+    rows = _rows(f, path, "\t", len(header), first_line=2)
     return [[row[i] for i in index] for row in rows]
 
 
@@ -133,6 +130,7 @@ def read_recbole(open_member: Callable[[str], IO[str]], prefix: str) -> Tables:
         ratings=ratings,
         timestamps=stamps,
         ratings_file=f"{prefix}.inter",
+        first_line=2,
     )
 
 
@@ -142,11 +140,11 @@ def read_grouplens(folder: Path) -> Tables:
         raise DataError(folder, "not a folder; --source takes the folder holding ratings.dat, "
                         "users.dat and movies.dat")  # fmt: skip
     with open_file(folder / "users.dat", "latin-1") as f:
-        users = _rows(f, str(folder / "users.dat"), "::", 5, skip_header=False)
+        users = _rows(f, str(folder / "users.dat"), "::", 5)
     with open_file(folder / "movies.dat", "latin-1") as f:
-        movies = _rows(f, str(folder / "movies.dat"), "::", 3, skip_header=False)
+        movies = _rows(f, str(folder / "movies.dat"), "::", 3)
     with open_file(folder / "ratings.dat", "latin-1") as f:
-        rated = _rows(f, str(folder / "ratings.dat"), "::", 4, skip_header=False)
+        rated = _rows(f, str(folder / "ratings.dat"), "::", 4)
     ratings, stamps = _ratings(str(folder / "ratings.dat"), rated, first_line=1)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
@@ -156,6 +154,7 @@ def read_grouplens(folder: Path) -> Tables:
         ratings=ratings,
         timestamps=stamps,
         ratings_file=str(folder / "ratings.dat"),
+        first_line=1,
     )
 
 

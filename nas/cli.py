@@ -1,0 +1,292 @@
+"""The ``nas`` command line.
+
+    nas data prepare movielens-1m          build (or reuse) the cached views of a dataset
+    nas data list                          datasets and what is cached
+    nas blocks                             the registered blocks and their parameters
+    nas train SPEC.json --dataset NAME     train one architecture, print NE/AUC/FLOPs
+
+Errors in what the user gave (a spec, a flag, a data file) print one paragraph and exit 2;
+a training run that diverges exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from nas.errors import ConfigError, NasError, TrainingError
+
+console = Console(stderr=True)  # progress and messages; stdout carries results
+out = Console()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        args.run(args)
+    except TrainingError as err:
+        console.print(f"[red]error:[/] {err}")
+        return 1
+    except NasError as err:
+        console.print(f"[red]error:[/] {err}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nas", description="Neural architecture search for ranking models.")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    data = commands.add_parser("data", help="prepare and list datasets")
+    data_commands = data.add_subparsers(title="data commands", metavar="COMMAND")
+    prepare = data_commands.add_parser("prepare", help="build (or reuse) the cached views of a dataset")
+    prepare.add_argument("name", help="dataset: movielens-1m, movielens-100k, criteo, synthetic-criteo")
+    prepare.add_argument("--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file")
+    prepare.add_argument("--rows", type=int, help="synthetic-criteo: rows to generate (default 100000)")
+    prepare.add_argument("--seed", type=int, help="synthetic-criteo: generator seed (default 0)")
+    prepare.add_argument("--min-count", type=int, help="criteo: keep categorical values seen this often in train")
+    prepare.add_argument("--force", action="store_true", help="rebuild even if a matching cache exists")
+    _common(prepare)
+    prepare.set_defaults(run=cmd_data_prepare)
+    listing = data_commands.add_parser("list", help="datasets and what is cached")
+    _common(listing)
+    listing.set_defaults(run=cmd_data_list)
+
+    blocks_cmd = commands.add_parser("blocks", help="the registered blocks and their parameters")
+    blocks_cmd.add_argument("pattern", nargs="?", default="*", help="glob over block names (default *)")
+    blocks_cmd.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    blocks_cmd.set_defaults(run=cmd_blocks)
+
+    train = commands.add_parser("train", help="train one architecture and measure it")
+    train.add_argument("spec", type=Path, help="an ArchSpec JSON file (see examples/specs/)")
+    train.add_argument("--dataset", default="movielens-1m", help="a prepared or preparable dataset")
+    train.add_argument("--steps", type=int, default=2000, help="optimizer steps (default 2000)")
+    train.add_argument("--batch-size", type=int, default=1024, help="examples per step (default 1024)")
+    train.add_argument("--lr", type=float, help="dense-weight learning rate (AdamW)")
+    train.add_argument("--embedding-lr", type=float, help="embedding learning rate (SparseAdam)")
+    train.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
+    train.add_argument("--split", choices=("valid", "test"), default="valid",
+                       help="where to measure (default valid; keep test for the final report)")  # fmt: skip
+    _common(train)
+    train.set_defaults(run=cmd_train)
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", type=Path, help="dataset cache (default $RECNAS_CACHE_DIR or ./nas-runs/data)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+
+
+@contextmanager
+def _as_flags() -> Iterator[None]:
+    """Name option errors by the flag the user typed (``--batch-size``, not ``batch_size``)."""
+    try:
+        yield
+    except ConfigError as err:
+        if err.field in FLAG_FIELDS:
+            raise ConfigError("--" + err.field.replace("_", "-"), err.message) from None
+        raise
+
+
+FLAG_FIELDS = ("steps", "batch_size", "lr", "embedding_lr", "seed", "source", "rows", "min_count")
+
+
+def _emit_json(data: object) -> None:
+    print(json.dumps(data, indent=2))
+
+
+# --- data ---------------------------------------------------------------------------------
+
+
+def cmd_data_prepare(args: argparse.Namespace) -> None:
+    from nas.data import PrepareRequest, prepare_dataset
+
+    request = PrepareRequest(source=args.source, rows=args.rows, seed=args.seed, min_count=args.min_count)
+    start = time.perf_counter()
+    with _as_flags(), console.status(f"Preparing {args.name} ...", spinner="dots") if not args.json else nullcontext():
+        dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
+    seconds = time.perf_counter() - start
+    summary = _dataset_summary(dataset)
+    summary.update(reused_cache=reused, seconds=round(seconds, 2))
+    if args.json:
+        _emit_json(summary)
+        return
+    table = Table(title=f"{dataset.name}: {'reused the cache' if reused else f'built in {seconds:.1f} s'}",
+                  show_header=False, title_justify="left")  # fmt: skip
+    table.add_column(style="bold")
+    table.add_column()
+    m = dataset.manifest
+    table.add_row("rows", f"{m['rows']:,}")
+    for key in ("users", "items", "requests"):
+        if key in m:
+            table.add_row(key, f"{m[key]:,}")
+    table.add_row("label", m["label_rule"])
+    table.add_row("positive rate", "  ".join(f"{k} {v:.4f}" for k, v in m["positive_rate"].items()))
+    table.add_row("splits", "  ".join(f"{k} {v:,}" for k, v in m["split_sizes"].items()))
+    table.add_row("split rule", m["split_rule"])
+    table.add_row("split checksum", m["split_checksum"][:16])
+    table.add_row("fields", ", ".join(_field_label(f) for f in m["schema"]))
+    table.add_row("source", ", ".join(f"{k}={v}" for k, v in m["source"].items()))
+    table.add_row("cache", str(dataset.root))
+    out.print(table)
+
+
+def _field_label(field: dict) -> str:
+    if field["kind"] == "dense":
+        return f"{field['name']} (dense)"
+    kind = "multi-hot, " if field["kind"] == "multi_hot" else ""
+    return f"{field['name']} ({kind}{field['cardinality']:,})"
+
+
+def _dataset_summary(dataset) -> dict:
+    m = dataset.manifest
+    keys = ("name", "rows", "users", "items", "requests", "positive_rate", "split_sizes",
+            "split_rule", "split_checksum", "label_rule", "source", "schema")  # fmt: skip
+    return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
+
+
+def cmd_data_list(args: argparse.Namespace) -> None:
+    from nas.data import DATASETS, default_cache_dir
+    from nas.data.prepared import open_prepared
+
+    cache_dir = args.cache_dir or default_cache_dir()
+    rows = []
+    for name, info in DATASETS.items():
+        dataset = open_prepared(cache_dir / name)
+        rows.append({"name": name, "description": info.description,
+                     "prepared": dataset is not None,
+                     "rows": dataset.manifest["rows"] if dataset else None})  # fmt: skip
+    if args.json:
+        _emit_json({"cache": str(cache_dir), "datasets": rows})
+        return
+    table = Table(title=f"datasets (cache: {cache_dir})", title_justify="left")
+    for column in ("name", "prepared", "rows", "description"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["name"], "yes" if row["prepared"] else "no",
+                      f"{row['rows']:,}" if row["rows"] else "", row["description"])  # fmt: skip
+    out.print(table)
+
+
+# --- blocks -------------------------------------------------------------------------------
+
+
+def cmd_blocks(args: argparse.Namespace) -> None:
+    import blocks
+
+    entries = [blocks.get_block(name) for name in blocks.list_blocks(args.pattern)]
+    listing = [{"name": e.name, "kind": e.kind, "summary": e.summary,
+                "parameters": {k: e.config_cls.default_params().get(k, "(required)")
+                               for k in e.config_cls.param_names()}}
+               for e in entries]  # fmt: skip
+    if args.json:
+        _emit_json(listing)
+        return
+    if not listing:
+        console.print(f"no block matches {args.pattern!r}; try: nas blocks")
+        return
+    table = Table(title="blocks: interaction blocks go in a spec's \"interaction\" list; "
+                  "embedding blocks are built from the dataset's fields", title_justify="left")
+    for column in ("name", "kind", "parameters (defaults)", "what it is"):
+        table.add_column(column, overflow="fold")
+    for item in listing:
+        params = ", ".join(f"{k}={json.dumps(v) if v != '(required)' else v}" for k, v in item["parameters"].items())
+        table.add_row(item["name"], item["kind"], params, item["summary"])
+    out.print(table)
+
+
+# --- train --------------------------------------------------------------------------------
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from nas.data import load_dataset
+    from nas.model import model_configs
+    from nas.spec import ArchSpec
+    from workers.train import TrainConfig
+    from workers.trial import evaluate
+
+    spec = ArchSpec.load(args.spec)
+    overrides = {k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None}
+    with _as_flags():
+        config = TrainConfig(steps=args.steps, batch_size=args.batch_size, seed=args.seed, **overrides)
+    with console.status(f"Loading {args.dataset} ...") if not args.json else nullcontext():
+        dataset = load_dataset(args.dataset, args.cache_dir)
+    try:
+        model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
+    except ConfigError as err:
+        raise err.within(source=f"{args.spec} (on {dataset.name})") from None
+    if args.json:
+        result = evaluate(spec, dataset, config, split=args.split)
+        _emit_json(result.to_dict())
+        return
+    result = _train_with_progress(spec, dataset, config, args.split)
+    _print_result(result)
+
+
+def _train_with_progress(spec, dataset, config, split):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TimeRemainingColumn
+
+    from workers.trial import evaluate
+
+    label = spec.name or spec.arch_id
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn(), TextColumn("eta"),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"train {label}", total=config.steps, loss=float("nan"))
+
+        def on_step(step: int, loss: float) -> None:
+            if step % 10 == 0 or step == config.steps:
+                progress.update(task, completed=step, loss=loss)
+
+            if step == config.steps:
+                progress.update(task, description=f"evaluate {label} on {split}")
+
+        return evaluate(spec, dataset, config, split=split, on_step=on_step)
+
+
+def _print_result(result) -> None:
+    table = Table(title=f"{result.name or 'candidate'} on {result.dataset} ({result.split} split)",
+                  show_header=False, title_justify="left")  # fmt: skip
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_column(style="dim")
+    for label, value, note in (
+        ("arch_id", result.arch_id, ""),
+        ("NE", f"{result.ne:.4f}", "logloss / entropy of the training positive rate; lower is better"),
+        ("AUC", f"{result.auc:.4f}", ""),
+        ("logloss", f"{result.logloss:.4f}", ""),
+        ("FLOPs / example", _si(result.flops), "2 per multiply-add, measured with fvcore"),
+        ("params", f"{result.params:,}", ""),
+        ("train examples/s", f"{result.train_examples_per_s:,.0f}", ""),
+        ("seconds", f"{result.seconds:.1f}", f"{result.steps} steps x {result.batch_size}, seed {result.seed}"),
+    ):
+        table.add_row(label, value, note)
+    out.print(table)
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.2f}{unit}"
+    return f"{value:.0f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Each block computes the equation in its docstring (checked against a direct computation)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import blocks
+from nas.errors import ConfigError
+
+
+@pytest.fixture
+def x() -> torch.Tensor:
+    return torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(0))
+
+
+def test_dot_is_every_pair_once(x):
+    out = blocks.create_block("dot", num_tokens=5, dim=4)(x)
+    expected = [(x[:, i] * x[:, j]).sum(-1) for i, j in itertools.combinations(range(5), 2)]
+    torch.testing.assert_close(out.squeeze(1), torch.stack(expected, dim=1))
+
+
+def test_dot_self_interaction_adds_the_diagonal(x):
+    out = blocks.create_block("dot", num_tokens=5, dim=4, self_interaction=True)(x)
+    assert out.shape == (3, 1, 15)
+
+
+def test_fm_equals_the_pair_sum(x):
+    out = blocks.create_block("fm", num_tokens=5, dim=4)(x)
+    expected = sum(x[:, i] * x[:, j] for i, j in itertools.combinations(range(5), 2))
+    torch.testing.assert_close(out.squeeze(1), expected)
+
+
+@pytest.mark.parametrize("rank", [None, 2])
+def test_dcnv2_cross_formula(x, rank):
+    layer = blocks.create_block("dcnv2", num_tokens=5, dim=4, num_layers=2, rank=rank)
+    x0 = x.flatten(1)
+    h = x0
+    for cross in layer.layers:
+        if rank is None:
+            w, b = cross.project.weight, cross.project.bias
+            h = x0 * (h @ w.T + b) + h
+        else:
+            v, u = cross.project[0].weight, cross.project[1]
+            h = x0 * ((h @ v.T) @ u.weight.T + u.bias) + h
+    torch.testing.assert_close(layer(x), h.view(3, 5, 4))
+
+
+def test_self_attention_matches_autoint(x):
+    layer = blocks.create_block("self_attention", num_tokens=5, dim=4, num_heads=2, head_dim=3)
+    wq, wk, wv = layer.qkv.weight.view(3, 2, 3, 4)  # [qkv, head, d, D]
+    heads = []
+    for h in range(2):
+        q, k, v = x @ wq[h].T, x @ wk[h].T, x @ wv[h].T
+        weights = torch.softmax(q @ k.transpose(1, 2) / 3**0.5, dim=-1)
+        heads.append(weights @ v)
+    expected = torch.relu(torch.cat(heads, dim=-1) + x @ layer.res.weight.T)
+    torch.testing.assert_close(layer(x), expected)
+
+
+def test_mlp_flattens_tokens(x):
+    layer = blocks.create_block("mlp", num_tokens=5, dim=4, widths=[6], activate_last=False)
+    torch.testing.assert_close(layer(x), layer.layers[0](x.flatten(1)).unsqueeze(1))
+
+
+def test_embedding_fields_use_separate_rows():
+    layer = blocks.create_block("embedding", cardinalities=(3, 3), dim=2)
+    out = layer(torch.tensor([[1, 1]]))
+    assert not torch.equal(out[0, 0], out[0, 1]), "id 1 of field 0 and of field 1 share a row"
+    torch.testing.assert_close(out[0, 1], layer.table.weight[3 + 1])
+
+
+def test_embedding_bag_mean_ignores_padding():
+    layer = blocks.create_block("embedding_bag", cardinality=5, max_len=3, dim=2)
+    w = layer.bag.weight
+    out = layer(torch.tensor([[2, 4, 0], [0, 0, 0]]))
+    torch.testing.assert_close(out[0, 0], (w[2] + w[4]) / 2)
+    torch.testing.assert_close(out[1, 0], torch.zeros(2))
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "field"),
+    [
+        ("dot", {"num_tokens": 1, "dim": 4}, "num_tokens"),
+        ("fm", {"num_tokens": 1, "dim": 4}, "num_tokens"),
+        ("self_attention", {"num_tokens": 3, "dim": 5, "num_heads": 2}, "num_heads"),
+        ("dcnv2", {"num_tokens": 3, "dim": 4, "rank": 0}, "rank"),
+        ("dcnv2", {"num_tokens": 3, "dim": 4, "num_layers": True}, "num_layers"),
+        ("mlp", {"num_tokens": 3, "dim": 4, "widths": []}, "widths"),
+        ("mlp", {"num_tokens": 3, "dim": 4, "activation": "tanh"}, "activation"),
+        ("embedding", {"cardinalities": (), "dim": 4}, "cardinalities"),
+    ],
+)
+def test_invalid_configs_name_the_field(name, params, field):
+    with pytest.raises(ConfigError) as err:
+        blocks.create_block(name, **params)
+    assert err.value.field == field

@@ -1,0 +1,183 @@
+"""MovieLens: the real files, their counts, the split rule, the views, the cache, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nas.data import PrepareRequest, load_dataset, prepare_dataset
+from nas.data.movielens import read_recbole
+from nas.data.prepared import split_checksum
+from nas.data.sources import fetch_wheel, open_in_wheel
+from nas.errors import DataError
+
+ML100K = "recbole/dataset_example/ml-100k/ml-100k"
+
+
+def test_movielens_1m_counts(ml1m):
+    m = ml1m.manifest
+    assert m["rows"] == 1_000_209
+    assert (m["users"], m["items"]) == (6040, 3706)
+    assert m["split_sizes"] == {"train": 802_553, "valid": 100_273, "test": 97_383}
+    assert [f["name"] for f in m["schema"]] == [
+        "user", "item", "gender", "age", "occupation", "zip", "zip_prefix", "year", "hour",
+        "weekday", "genres",
+    ]  # fmt: skip
+    label = ml1m.array("label")
+    assert label.sum() == 575_281  # ratings 4 and 5 (348,971 + 226,310)
+
+
+def _check_split_rule(ds):
+    """Per user, in (timestamp, file order): train rows, then valid, then test; 80/10/10."""
+    offsets, split = ds.array("user_offsets"), ds.array("split")
+    stamps, source = ds.array("timestamp"), ds.array("source_row")
+    users = ds.array("categorical")[:, 0]
+    for u in range(len(offsets) - 1):
+        lo, hi = offsets[u], offsets[u + 1]
+        assert (users[lo:hi] == u + 1).all()
+        key = stamps[lo:hi] * 10**7 + source[lo:hi]
+        assert (np.diff(key) > 0).all(), "not ordered by (timestamp, file order)"
+        s = split[lo:hi]
+        assert (np.diff(s) >= 0).all(), "a later rating is in an earlier split"
+        n = hi - lo
+        assert (s == 0).sum() == -(-8 * n // 10)
+        assert (s <= 1).sum() == -(-9 * n // 10)
+
+
+def test_split_rule_holds_for_every_user(ml100k):
+    _check_split_rule(ml100k)
+
+
+def test_split_rule_holds_on_movielens_1m_sample(ml1m):
+    _check_split_rule(ml1m)
+
+
+def test_request_view_groups_one_user_at_one_time(ml100k):
+    offsets = ml100k.array("request_offsets")
+    users, stamps = ml100k.array("categorical")[:, 0], ml100k.array("timestamp")
+    starts = offsets[:-1]
+    assert offsets[-1] == ml100k.manifest["rows"] and ml100k.manifest["requests"] == len(starts)
+    key = users.astype(np.int64) * 10**10 + stamps
+    group = np.repeat(np.arange(len(starts)), np.diff(offsets))
+    assert (np.diff(key)[np.diff(group) == 0] == 0).all(), "a request mixes users or times"
+    assert (key[starts[1:]] != key[starts[1:] - 1]).all(), "a request was split in two"
+
+
+def test_features_are_consistent_with_the_tables(ml100k):
+    train = ml100k.features("train")
+    assert len(train) == ml100k.manifest["split_sizes"]["train"]
+    schema = ml100k.schema
+    cards = [f.cardinality for f in schema.of_kind("categorical")]
+    assert (train.categorical >= 0).all() and (train.categorical < torch.tensor(cards)).all()
+    assert train.multi_hot.shape[1:] == (1, schema.of_kind("multi_hot")[0].max_len)
+    assert (train.multi_hot[:, 0, 0] > 0).all(), "every movie has a genre"
+    rating = ml100k.array("rating")[ml100k.split_rows("train")]
+    assert np.array_equal(train.label.numpy(), (rating >= 4).astype(np.float32))
+    hours = train.categorical[:, 8]
+    assert hours.min() >= 1 and hours.max() <= 24
+
+
+def test_preparation_is_deterministic_and_reuses_its_cache(fresh_cache, ml100k):
+    first, reused = prepare_dataset("movielens-100k", fresh_cache)
+    assert not reused
+    assert first.manifest["split_checksum"] == ml100k.manifest["split_checksum"]
+    assert first.manifest["files"] == ml100k.manifest["files"]  # byte-identical arrays
+    again, reused = prepare_dataset("movielens-100k", fresh_cache)
+    assert reused and again.manifest["files"] == first.manifest["files"]
+
+
+def test_a_corrupt_cache_is_rebuilt(fresh_cache):
+    first, _ = prepare_dataset("movielens-100k", fresh_cache)
+    np.save(first.root / "label.npy", np.zeros(3, dtype=np.int8))
+    assert first.problems()
+    rebuilt, reused = prepare_dataset("movielens-100k", fresh_cache)
+    assert not reused and not rebuilt.problems()
+
+
+def test_split_checksum_depends_on_assignment():
+    split = np.array([0, 0, 1, 2], dtype=np.int8)
+    rows = np.arange(4)
+    assert split_checksum(split, rows) != split_checksum(np.array([0, 1, 0, 2], dtype=np.int8), rows)
+
+
+def _write_grouplens(folder, ml100k_wheel):
+    """The ML-100k tables rewritten in the official GroupLens ML-1M format (ids, '::', latin-1)."""
+    tables = read_recbole(lambda s: open_in_wheel(ml100k_wheel, ML100K + s), "ml-100k")
+    with open(folder / "users.dat", "w", encoding="latin-1") as f:
+        for key, (gender, age, occupation, zipcode) in tables.users.items():
+            f.write(f"{key}::{gender}::{age}::{occupation}::{zipcode}\n")
+    with open(folder / "movies.dat", "w", encoding="latin-1") as f:
+        for key, (year, genres) in tables.items.items():
+            suffix = f" ({year})" if year else ""
+            f.write(f"{key}::Movie {key}{suffix}::{'|'.join(genres)}\n")
+    with open(folder / "ratings.dat", "w", encoding="latin-1") as f:
+        for u, i, r, t in zip(tables.rating_users, tables.rating_items, tables.ratings,
+                              tables.timestamps, strict=True):  # fmt: skip
+            f.write(f"{u}::{i}::{r}::{t}\n")
+
+
+def test_grouplens_files_give_the_same_dataset(fresh_cache, ml100k, tmp_path):
+    folder = tmp_path / "grouplens"
+    folder.mkdir()
+    _write_grouplens(folder, fetch_wheel("recbole==1.2.1", fresh_cache / "downloads"))
+    ds, _ = prepare_dataset("movielens-1m", fresh_cache, PrepareRequest(source=str(folder)))
+    assert ds.manifest["source"]["kind"] == "grouplens"
+    assert ds.manifest["split_checksum"] == ml100k.manifest["split_checksum"]
+    for name in ("categorical", "multi_hot", "label", "split", "user_offsets", "request_offsets"):
+        assert np.array_equal(ds.array(name), ml100k.array(name)), name
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "words", "line"),
+    [
+        ("ratings.dat", "1::1::5::978300760\n1::1::5\n", "expected 4", 2),
+        ("ratings.dat", "1::1::five::978300760\n", "rating must be a number", 1),
+        ("ratings.dat", "1::99::5::978300760\n", "item '99' is not in the items file", 1),
+        ("users.dat", "1::F::1::10\n", "expected 5", 1),
+    ],
+)
+def test_malformed_grouplens_files_name_file_and_line(tmp_path, file, content, words, line):
+    files = {"users.dat": "1::F::1::10::48067\n", "movies.dat": "1::Toy Story (1995)::Comedy\n",
+             "ratings.dat": "1::1::5::978300760\n"}  # fmt: skip
+    files[file] = content
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="latin-1")
+    with pytest.raises(DataError) as err:
+        prepare_dataset("movielens-1m", tmp_path / "cache", PrepareRequest(source=str(tmp_path)))
+    assert err.value.line == line and file in str(err.value.path)
+    assert words in str(err.value)
+    assert not (tmp_path / "cache" / "movielens-1m").exists(), "a half-written cache was left"
+
+
+def test_missing_grouplens_file(tmp_path):
+    (tmp_path / "users.dat").write_text("1::F::1::10::48067\n")
+    with pytest.raises(DataError, match="movies.dat: file not found"):
+        prepare_dataset("movielens-1m", tmp_path / "cache", PrepareRequest(source=str(tmp_path)))
+
+
+def test_load_prepares_on_first_use(fresh_cache):
+    ds = load_dataset("movielens-100k", fresh_cache)
+    assert ds.manifest["rows"] == 100_000
+
+
+def test_malformed_recbole_file_names_member_and_line(tmp_path):
+    files = {
+        ".user": "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token\n1\t24\tM\tx\t85711\n",
+        ".item": "item_id:token\trelease_year:token\tclass:token_seq\n1\t1995\tComedy\n",
+        ".inter": "user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t1\t5\t88\n1\t1\t5\n",
+    }
+    with pytest.raises(DataError) as err:
+        read_recbole(lambda suffix: open(_write(tmp_path / f"ml{suffix}", files[suffix])), "ml")
+    assert err.value.line == 3 and str(err.value.path) == "ml.inter"
+
+
+def test_recbole_file_without_a_needed_column(tmp_path):
+    files = {".user": "user_id:token\tage:token\n1\t24\n"}
+    with pytest.raises(DataError, match="no 'gender' column"):
+        read_recbole(lambda suffix: open(_write(tmp_path / f"ml{suffix}", files[suffix])), "ml")
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
