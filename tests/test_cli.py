@@ -1,0 +1,105 @@
+"""The `nas` command as a user runs it: real subprocesses, real data, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nas.spec import ArchSpec
+
+REPO = Path(__file__).resolve().parent.parent
+DCNV2 = str(REPO / "examples" / "specs" / "dcnv2.json")
+
+
+def nas(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "120"}
+    if cache is not None:
+        env["RECNAS_CACHE_DIR"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "nas.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)  # fmt: skip
+
+
+def _no_traceback(done: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_prepare_prints_what_it_built_then_reuses(fresh_cache):
+    first = nas("data", "prepare", "movielens-100k", cache=fresh_cache)
+    assert first.returncode == 0, first.stderr
+    for words in ("100,000", "943", "1,682", "train 80,367", "built in", str(fresh_cache)):
+        assert words in first.stdout
+    second = nas("data", "prepare", "movielens-100k", "--json", cache=fresh_cache)
+    summary = json.loads(second.stdout)
+    assert summary["reused_cache"] is True and summary["rows"] == 100_000
+    assert summary["split_sizes"] == {"train": 80_367, "valid": 10_037, "test": 9_596}
+
+
+def test_train_json_on_movielens_100k(ml100k, cache_dir):
+    done = nas("train", DCNV2, "--dataset", "movielens-100k", "--steps", "150", "--json", cache=cache_dir)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for key in ("arch_id", "ne", "auc", "logloss", "flops", "params", "train_examples_per_s", "seconds"):
+        assert key in result
+    assert result["arch_id"] == ArchSpec.load(DCNV2).arch_id
+    assert 0 < result["ne"] < 0.95 and 0.7 < result["auc"] < 1
+    assert result["split"] == "valid" and result["steps"] == 150
+
+
+def test_train_prints_a_table(ml100k, cache_dir):
+    done = nas("train", DCNV2, "--dataset", "movielens-100k", "--steps", "20", cache=cache_dir)
+    assert done.returncode == 0, done.stderr
+    assert "dcnv2 on movielens-100k (valid split)" in done.stdout
+    for label in ("NE", "AUC", "FLOPs / example", "train examples/s"):
+        assert label in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("spec", "flags", "words"),
+    [
+        ('{"embedding_dim": 8, "interaction": [{"block": "dcn"}], "top_mlp": []}', [], "Did you mean 'dcnv2'"),
+        ('{"embedding_dim": 8, "interaction": [{"block": "fm"}, {"block": "fm"}], "top_mlp": []}', [],
+         "interaction[1].num_tokens"),
+        ('{"embedding_dim": 8, "interaction": [], "top_mlp": []}', ["--steps", "-3"], "--steps"),
+        ('{"embedding_dim": 8, "interaction": [], "top_mlp": []}', ["--dataset", "ml-1m"], "movielens-1m"),
+        ("{not json", [], "not valid JSON"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_paragraph_and_exit_2(tmp_path, spec, flags, words):
+    path = tmp_path / "spec.json"
+    path.write_text(spec)
+    cache = tmp_path / "cache"
+    done = nas("train", str(path), "--dataset", "movielens-100k", *flags, cache=cache)
+    assert done.returncode == 2
+    _no_traceback(done)
+    assert done.stderr.startswith("error:") and words in " ".join(done.stderr.split())
+    assert done.stdout == ""
+    if "interaction[1]" not in words:  # the shape check needs the dataset; the others must not touch it
+        assert not cache.exists(), "a bad input started work"
+
+
+def test_bad_dataset_options(tmp_path):
+    done = nas("data", "prepare", "criteo", cache=tmp_path)
+    assert done.returncode == 2 and "--source" in done.stderr
+    _no_traceback(done)
+    done = nas("data", "prepare", "criteo", "--source", str(tmp_path / "none.tsv"), cache=tmp_path)
+    assert done.returncode == 2 and "none.tsv: file not found" in done.stderr
+    assert not (tmp_path / "criteo").exists()
+
+
+def test_blocks_listing():
+    done = nas("blocks", "--json")
+    names = {b["name"] for b in json.loads(done.stdout)}
+    assert {"dcnv2", "dot", "fm", "mlp", "self_attention", "embedding", "embedding_bag"} <= names
+
+
+def test_no_command_prints_help():
+    done = nas()
+    assert done.returncode == 2 and "train" in done.stdout

@@ -1,0 +1,66 @@
+"""The model builder on real schemas, and the model's analytic FLOPs against fvcore's count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas.data import PrepareRequest, prepare_dataset
+from nas.errors import ConfigError
+from nas.flops import measure_flops, measure_flops_per_example
+from nas.model import build_model, model_configs
+from nas.spec import ArchSpec
+
+SPECS = sorted((Path(__file__).parent.parent / "examples" / "specs").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def criteo_like(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("criteo")
+    return prepare_dataset("synthetic-criteo", cache, PrepareRequest(rows=400, seed=0))[0]
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("data", ["ml100k", "criteo_like"])
+def test_baselines_build_run_and_count(path, data, request):
+    dataset = request.getfixturevalue(data)
+    torch.manual_seed(0)
+    spec = ArchSpec.load(path)
+    model = build_model(spec, dataset.schema)
+    batch = dataset.features("valid")[:6]
+    logits = model(*batch.inputs())
+    assert logits.shape == (6,) and torch.isfinite(logits).all()
+    assert model.flops() == measure_flops_per_example(model, batch.inputs())
+
+
+def test_top_input_all_feeds_every_stage(ml100k):
+    last = ArchSpec.load(SPECS[0]).to_dict() | {"interaction": [{"block": "fm"}], "top_input": "last"}
+    configs = model_configs(ArchSpec.from_dict(last), ml100k.schema)
+    assert configs["top"].dim == 16  # the FM's one token
+    configs = model_configs(ArchSpec.from_dict(last | {"top_input": "all"}), ml100k.schema)
+    assert configs["top"].dim == 16 + ml100k.schema.num_tokens * 16
+
+
+def test_dense_features_become_a_token(criteo_like):
+    spec = ArchSpec.from_dict({"embedding_dim": 8, "interaction": [], "top_mlp": [], "bottom_mlp": [32]})
+    configs = model_configs(spec, criteo_like.schema)
+    assert configs["bottom"].widths == (32, 8) and configs["bottom"].dim == 13
+    assert configs["top"].dim == 27 * 8
+
+
+def test_shape_errors_name_the_layer(ml100k):
+    spec = ArchSpec.from_dict({"embedding_dim": 8, "interaction": [{"block": "mlp"}, {"block": "dot"}],
+                               "top_mlp": []})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"interaction\[1\].num_tokens"):
+        build_model(spec, ml100k.schema)
+
+
+def test_uncountable_ops_are_refused():
+    class Cumulative(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=1)
+
+    with pytest.raises(RuntimeError, match="cumsum"):
+        measure_flops(Cumulative(), (torch.randn(2, 3),))

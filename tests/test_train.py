@@ -1,0 +1,77 @@
+"""Training: deterministic, learns, separate optimizers for embeddings, fails loudly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas.data import PrepareRequest, prepare_dataset
+from nas.errors import ConfigError, TrainingError
+from nas.model import build_model
+from nas.spec import ArchSpec
+from workers.train import TrainConfig, lr_scale, make_optimizers, train
+from workers.trial import evaluate
+
+SPECS = Path(__file__).parent.parent / "examples" / "specs"
+
+
+def test_same_seed_same_result_other_seed_other_result(ml100k):
+    spec = ArchSpec.load(SPECS / "dcnv2.json")
+    runs = [evaluate(spec, ml100k, TrainConfig(steps=40, batch_size=256, seed=s)) for s in (1, 1, 2)]
+    assert runs[0].ne == runs[1].ne and runs[0].auc == runs[1].auc
+    assert runs[0].ne != runs[2].ne
+
+
+def test_training_beats_the_base_rate(ml100k):
+    result = evaluate(ArchSpec.load(SPECS / "deepfm.json"), ml100k, TrainConfig(steps=300))
+    assert result.ne < 0.9 and result.auc > 0.75
+    assert result.arch_id == ArchSpec.load(SPECS / "deepfm.json").arch_id
+    assert result.flops > 0 and result.params > 0 and result.train_examples_per_s > 0
+
+
+def test_dense_features_are_learned(tmp_path):
+    data = prepare_dataset("synthetic-criteo", tmp_path, PrepareRequest(rows=20_000, seed=0))[0]
+    spec = ArchSpec.load(SPECS / "dlrm.json")
+    result = evaluate(spec, data, TrainConfig(steps=150, batch_size=512))
+    assert result.auc > 0.65, "the generator's signal was not learned"
+
+
+def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
+    torch.manual_seed(0)
+    model = build_model(ArchSpec.load(SPECS / "dlrm.json"), ml100k.schema)
+    dense_opt, sparse_opt = make_optimizers(model, TrainConfig())
+    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(sparse_opt, torch.optim.SparseAdam)
+    table = model.embedding.table.weight
+    assert any(p is table for g in sparse_opt.param_groups for p in g["params"])
+    before = table.detach().clone()
+    batch = ml100k.features("train")[:4]
+    train(model, batch, TrainConfig(steps=1, batch_size=4, warmup_steps=0))
+    moved = (table.detach() != before).any(dim=1)
+    touched = torch.zeros_like(moved)
+    touched[(batch.categorical + model.embedding.offsets).flatten()] = True
+    assert moved.any() and not (moved & ~touched).any()
+
+
+def test_divergence_is_reported(ml100k):
+    model = build_model(ArchSpec.load(SPECS / "deepfm.json"), ml100k.schema)
+    with torch.no_grad():
+        model.top.layers[0].weight.fill_(float("nan"))
+    with pytest.raises(TrainingError, match="loss is nan at step 1"):
+        train(model, ml100k.features("train"), TrainConfig(steps=5))
+
+
+def test_schedule_warms_up_then_decays():
+    config = TrainConfig(steps=1000, warmup_steps=100)
+    assert lr_scale(0, config) == pytest.approx(0.01)
+    assert lr_scale(99, config) == pytest.approx(1.0)
+    assert lr_scale(550, config) == pytest.approx(0.55)
+    assert lr_scale(1000, config) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(("field", "value"), [("steps", 0), ("batch_size", -1), ("lr", 0.0), ("steps", 1.5)])
+def test_config_errors_name_the_field(field, value):
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(**{field: value})
+    assert err.value.field == field
