@@ -1,14 +1,21 @@
 """PyTorch model blocks, each a frozen config + ``nn.Module`` + analytic cost, by name.
 
-    >>> import blocks
-    >>> blocks.list_blocks(kind="interaction")
-    ['dcnv2', 'dot', 'fm', 'mlp', 'self_attention']
-    >>> layer = blocks.create_block("dcnv2", num_tokens=11, dim=16, rank=32)
+>>> import blocks
+>>> blocks.list_blocks(kind="interaction")
+['dcnv2', 'dot', 'fm', 'mlp', 'self_attention']
+>>> layer = blocks.create_block("dcnv2", num_tokens=11, dim=16, rank=32)
 """
 
 from blocks import attention, dcnv2, dot, embedding, fm, mlp  # noqa: F401  (registers)
 from blocks.base import Block, BlockConfig, Gemm, InteractionConfig, TokenShape
-from blocks.registry import BlockEntry, build_block, create_block, get_block, list_blocks, register_block
+from blocks.registry import (
+    BlockEntry,
+    build_block,
+    create_block,
+    get_block,
+    list_blocks,
+    register_block,
+)
 
 __all__ = [
     "Block",

@@ -65,7 +65,7 @@ class SelfAttentionConfig(InteractionConfig):
 
 @register_block("self_attention", kind="interaction", config=SelfAttentionConfig)
 class SelfAttention(Block):
-    """AutoInt interacting layer: multi-head attention across tokens, ``[B, N, D] -> [B, N, H*d]``."""
+    """AutoInt interacting layer: attention across tokens, ``[B, N, D] -> [B, N, H*d]``."""
 
     def __init__(self, config: SelfAttentionConfig):
         super().__init__(config)

@@ -105,7 +105,9 @@ class BlockConfig:
         names = cls.param_names()
         unknown = sorted(set(params) - set(names))
         if unknown:
-            raise ConfigError(unknown[0], f"unknown parameter; valid: {', '.join(names) or '(none)'}")
+            raise ConfigError(
+                unknown[0], f"unknown parameter; valid: {', '.join(names) or '(none)'}"
+            )
         missing = sorted(set(names) - set(params) - set(cls.default_params()))
         if missing:
             raise ConfigError(missing[0], "is required")

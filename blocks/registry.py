@@ -44,7 +44,9 @@ def register_block(
         if name in _REGISTRY:
             raise ValueError(f"block {name!r} is already registered")
         if config in _BY_CONFIG:
-            raise ValueError(f"{config.__name__} already belongs to block {_BY_CONFIG[config].name!r}")
+            raise ValueError(
+                f"{config.__name__} already belongs to block {_BY_CONFIG[config].name!r}"
+            )
         _REGISTRY[name] = _BY_CONFIG[config] = BlockEntry(name, kind, config, module_cls)
         return module_cls
 

@@ -49,18 +49,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nas", description="Neural architecture search for ranking models.")
+    parser = argparse.ArgumentParser(
+        prog="nas", description="Neural architecture search for ranking models."
+    )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     data = commands.add_parser("data", help="prepare and list datasets")
     data_commands = data.add_subparsers(title="data commands", metavar="COMMAND")
-    prepare = data_commands.add_parser("prepare", help="build (or reuse) the cached views of a dataset")
-    prepare.add_argument("name", help="dataset: movielens-1m, movielens-100k, criteo, synthetic-criteo")
-    prepare.add_argument("--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file")
-    prepare.add_argument("--rows", type=int, help="synthetic-criteo: rows to generate (default 100000)")
+    prepare = data_commands.add_parser(
+        "prepare", help="build (or reuse) the cached views of a dataset"
+    )
+    prepare.add_argument(
+        "name", help="dataset: movielens-1m, movielens-100k, criteo, synthetic-criteo"
+    )
+    prepare.add_argument(
+        "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"
+    )
+    prepare.add_argument(
+        "--rows", type=int, help="synthetic-criteo: rows to generate (default 100000)"
+    )
     prepare.add_argument("--seed", type=int, help="synthetic-criteo: generator seed (default 0)")
-    prepare.add_argument("--min-count", type=int, help="criteo: keep categorical values seen this often in train")
-    prepare.add_argument("--force", action="store_true", help="rebuild even if a matching cache exists")
+    prepare.add_argument(
+        "--min-count", type=int, help="criteo: keep categorical values seen this often in train"
+    )
+    prepare.add_argument(
+        "--force", action="store_true", help="rebuild even if a matching cache exists"
+    )
     _common(prepare)
     prepare.set_defaults(run=cmd_data_prepare)
     listing = data_commands.add_parser("list", help="datasets and what is cached")
@@ -68,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=cmd_data_list)
 
     blocks_cmd = commands.add_parser("blocks", help="the registered blocks and their parameters")
-    blocks_cmd.add_argument("pattern", nargs="?", default="*", help="glob over block names (default *)")
+    blocks_cmd.add_argument(
+        "pattern", nargs="?", default="*", help="glob over block names (default *)"
+    )
     blocks_cmd.add_argument("--json", action="store_true", help="print JSON instead of a table")
     blocks_cmd.set_defaults(run=cmd_blocks)
 
@@ -76,20 +92,32 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("spec", type=Path, help="an ArchSpec JSON file (see examples/specs/)")
     train.add_argument("--dataset", default="movielens-1m", help="a prepared or preparable dataset")
     train.add_argument("--steps", type=int, default=2000, help="optimizer steps (default 2000)")
-    train.add_argument("--batch-size", type=int, default=1024, help="examples per step (default 1024)")
+    train.add_argument(
+        "--batch-size", type=int, default=1024, help="examples per step (default 1024)"
+    )
     train.add_argument("--lr", type=float, help="dense-weight learning rate (AdamW)")
     train.add_argument("--embedding-lr", type=float, help="embedding learning rate (SparseAdam)")
     train.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
-    train.add_argument("--split", choices=("valid", "test"), default="valid",
-                       help="where to measure (default valid; keep test for the final report)")  # fmt: skip
+    train.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        default="valid",
+        help="where to measure (default valid; keep test for the final report)",
+    )
     _common(train)
     train.set_defaults(run=cmd_train)
     return parser
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", type=Path, help="dataset cache (default $RECNAS_CACHE_DIR or ./nas-runs/data)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="dataset cache (default $RECNAS_CACHE_DIR or ./nas-runs/data)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
 
 
 @contextmanager
@@ -116,9 +144,16 @@ def _emit_json(data: object) -> None:
 def cmd_data_prepare(args: argparse.Namespace) -> None:
     from nas.data import PrepareRequest, prepare_dataset
 
-    request = PrepareRequest(source=args.source, rows=args.rows, seed=args.seed, min_count=args.min_count)
+    request = PrepareRequest(
+        source=args.source, rows=args.rows, seed=args.seed, min_count=args.min_count
+    )
     start = time.perf_counter()
-    with _as_flags(), console.status(f"Preparing {args.name} ...", spinner="dots") if not args.json else nullcontext():
+    with (
+        _as_flags(),
+        console.status(f"Preparing {args.name} ...", spinner="dots")
+        if not args.json
+        else nullcontext(),
+    ):
         dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
     seconds = time.perf_counter() - start
     summary = _dataset_summary(dataset)
@@ -126,8 +161,11 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     if args.json:
         _emit_json(summary)
         return
-    table = Table(title=f"{dataset.name}: {'reused the cache' if reused else f'built in {seconds:.1f} s'}",
-                  show_header=False, title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"{dataset.name}: {'reused the cache' if reused else f'built in {seconds:.1f} s'}",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column(style="bold")
     table.add_column()
     m = dataset.manifest
@@ -155,8 +193,20 @@ def _field_label(field: dict) -> str:
 
 def _dataset_summary(dataset) -> dict:
     m = dataset.manifest
-    keys = ("name", "rows", "users", "items", "requests", "positive_rate", "split_sizes",
-            "split_rule", "split_checksum", "label_rule", "source", "schema")  # fmt: skip
+    keys = (
+        "name",
+        "rows",
+        "users",
+        "items",
+        "requests",
+        "positive_rate",
+        "split_sizes",
+        "split_rule",
+        "split_checksum",
+        "label_rule",
+        "source",
+        "schema",
+    )
     return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
 
 
@@ -168,9 +218,14 @@ def cmd_data_list(args: argparse.Namespace) -> None:
     rows = []
     for name, info in DATASETS.items():
         dataset = open_prepared(cache_dir / name)
-        rows.append({"name": name, "description": info.description,
-                     "prepared": dataset is not None,
-                     "rows": dataset.manifest["rows"] if dataset else None})  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "description": info.description,
+                "prepared": dataset is not None,
+                "rows": dataset.manifest["rows"] if dataset else None,
+            }
+        )
     if args.json:
         _emit_json({"cache": str(cache_dir), "datasets": rows})
         return
@@ -178,8 +233,12 @@ def cmd_data_list(args: argparse.Namespace) -> None:
     for column in ("name", "prepared", "rows", "description"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["name"], "yes" if row["prepared"] else "no",
-                      f"{row['rows']:,}" if row["rows"] else "", row["description"])  # fmt: skip
+        table.add_row(
+            row["name"],
+            "yes" if row["prepared"] else "no",
+            f"{row['rows']:,}" if row["rows"] else "",
+            row["description"],
+        )
     out.print(table)
 
 
@@ -190,22 +249,36 @@ def cmd_blocks(args: argparse.Namespace) -> None:
     import blocks
 
     entries = [blocks.get_block(name) for name in blocks.list_blocks(args.pattern)]
-    listing = [{"name": e.name, "kind": e.kind, "summary": e.summary,
-                "parameters": {k: e.config_cls.default_params().get(k, "(required)")
-                               for k in e.config_cls.param_names()}}
-               for e in entries]  # fmt: skip
+    listing = [
+        {
+            "name": e.name,
+            "kind": e.kind,
+            "summary": e.summary,
+            "parameters": {
+                k: e.config_cls.default_params().get(k, "(required)")
+                for k in e.config_cls.param_names()
+            },
+        }
+        for e in entries
+    ]
     if args.json:
         _emit_json(listing)
         return
     if not listing:
         console.print(f"no block matches {args.pattern!r}; try: nas blocks")
         return
-    table = Table(title="blocks: interaction blocks go in a spec's \"interaction\" list; "
-                  "embedding blocks are built from the dataset's fields", title_justify="left")
+    table = Table(
+        title='blocks: interaction blocks go in a spec\'s "interaction" list; '
+        "embedding blocks are built from the dataset's fields",
+        title_justify="left",
+    )
     for column in ("name", "kind", "parameters (defaults)", "what it is"):
         table.add_column(column, overflow="fold")
     for item in listing:
-        params = ", ".join(f"{k}={json.dumps(v) if v != '(required)' else v}" for k, v in item["parameters"].items())
+        params = ", ".join(
+            f"{k}={json.dumps(v) if v != '(required)' else v}"
+            for k, v in item["parameters"].items()
+        )
         table.add_row(item["name"], item["kind"], params, item["summary"])
     out.print(table)
 
@@ -221,9 +294,13 @@ def cmd_train(args: argparse.Namespace) -> None:
     from workers.trial import evaluate
 
     spec = ArchSpec.load(args.spec)
-    overrides = {k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None}
+    overrides = {
+        k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None
+    }
     with _as_flags():
-        config = TrainConfig(steps=args.steps, batch_size=args.batch_size, seed=args.seed, **overrides)
+        config = TrainConfig(
+            steps=args.steps, batch_size=args.batch_size, seed=args.seed, **overrides
+        )
     with console.status(f"Loading {args.dataset} ...") if not args.json else nullcontext():
         dataset = load_dataset(args.dataset, args.cache_dir)
     try:
@@ -239,15 +316,27 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def _train_with_progress(spec, dataset, config, split):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.progress import TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from workers.trial import evaluate
 
     label = spec.name or spec.arch_id
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]:.4f}"), TimeElapsedColumn(), TextColumn("eta"),
-               TimeRemainingColumn())  # fmt: skip
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(f"train {label}", total=config.steps, loss=float("nan"))
 
@@ -262,20 +351,31 @@ def _train_with_progress(spec, dataset, config, split):
 
 
 def _print_result(result) -> None:
-    table = Table(title=f"{result.name or 'candidate'} on {result.dataset} ({result.split} split)",
-                  show_header=False, title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"{result.name or 'candidate'} on {result.dataset} ({result.split} split)",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_column(style="dim")
     for label, value, note in (
         ("arch_id", result.arch_id, ""),
-        ("NE", f"{result.ne:.4f}", "logloss / entropy of the training positive rate; lower is better"),
+        (
+            "NE",
+            f"{result.ne:.4f}",
+            "logloss / entropy of the training positive rate; lower is better",
+        ),
         ("AUC", f"{result.auc:.4f}", ""),
         ("logloss", f"{result.logloss:.4f}", ""),
         ("FLOPs / example", _si(result.flops), "2 per multiply-add, measured with fvcore"),
         ("params", f"{result.params:,}", ""),
         ("train examples/s", f"{result.train_examples_per_s:,.0f}", ""),
-        ("seconds", f"{result.seconds:.1f}", f"{result.steps} steps x {result.batch_size}, seed {result.seed}"),
+        (
+            "seconds",
+            f"{result.seconds:.1f}",
+            f"{result.steps} steps x {result.batch_size}, seed {result.seed}",
+        ),
     ):
         table.add_row(label, value, note)
     out.print(table)

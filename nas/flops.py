@@ -17,13 +17,39 @@ from torch import nn
 
 # Ops that are not contractions: free in our convention (see blocks/base.py).
 NOT_COUNTED = (
-    "aten::add", "aten::add_", "aten::sub", "aten::mul", "aten::mul_", "aten::div", "aten::neg",
-    "aten::sum", "aten::mean", "aten::pow", "aten::square", "aten::sqrt", "aten::rsqrt",
-    "aten::relu", "aten::relu_", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh",
-    "aten::softmax", "aten::exp", "aten::log",
-    "aten::embedding", "aten::embedding_bag", "aten::numel", "aten::index", "aten::gather",
-    "aten::layer_norm", "aten::clone", "aten::rsub", "aten::triu_indices", "aten::view_as",
-)  # fmt: skip
+    "aten::add",
+    "aten::add_",
+    "aten::sub",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::neg",
+    "aten::sum",
+    "aten::mean",
+    "aten::pow",
+    "aten::square",
+    "aten::sqrt",
+    "aten::rsqrt",
+    "aten::relu",
+    "aten::relu_",
+    "aten::gelu",
+    "aten::silu",
+    "aten::sigmoid",
+    "aten::tanh",
+    "aten::softmax",
+    "aten::exp",
+    "aten::log",
+    "aten::embedding",
+    "aten::embedding_bag",
+    "aten::numel",
+    "aten::index",
+    "aten::gather",
+    "aten::layer_norm",
+    "aten::clone",
+    "aten::rsub",
+    "aten::triu_indices",
+    "aten::view_as",
+)
 
 
 def _sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:

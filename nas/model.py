@@ -28,13 +28,19 @@ class RankingModel(nn.Module):
         self.configs = model_configs(spec, schema)
         parts = {name: blocks.build_block(cfg) for name, cfg in self.configs.items()}
         self.embedding = parts.pop("embedding")
-        self.bags = nn.ModuleList(parts.pop(f"bag{i}") for i in range(len(schema.of_kind("multi_hot"))))
+        self.bags = nn.ModuleList(
+            parts.pop(f"bag{i}") for i in range(len(schema.of_kind("multi_hot")))
+        )
         self.bottom = parts.pop("bottom", None)
         self.top = parts.pop("top")
-        self.interaction = nn.ModuleList(parts[f"interaction{i}"] for i in range(len(spec.interaction)))
+        self.interaction = nn.ModuleList(
+            parts[f"interaction{i}"] for i in range(len(spec.interaction))
+        )
         self.feed_all = spec.top_input == "all"
 
-    def forward(self, categorical: torch.Tensor, multi_hot: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, categorical: torch.Tensor, multi_hot: torch.Tensor, dense: torch.Tensor
+    ) -> torch.Tensor:
         tokens = [self.embedding(categorical)]  # [B, F, D]
         tokens += [bag(multi_hot[:, i]) for i, bag in enumerate(self.bags)]  # [B, 1, D] each
         if self.bottom is not None:

@@ -89,14 +89,18 @@ class ArchSpec:
         check_int("embedding_dim", data["embedding_dim"])
         top_input = data.get("top_input", "last")
         if top_input not in TOP_INPUTS:
-            raise ConfigError("top_input", f"must be one of {', '.join(TOP_INPUTS)}; got {top_input!r}")
+            raise ConfigError(
+                "top_input", f"must be one of {', '.join(TOP_INPUTS)}; got {top_input!r}"
+            )
         layers = data["interaction"]
         if not isinstance(layers, list):
             raise ConfigError("interaction", f"must be a list of layers, got {layers!r}")
         return cls(
             name=name,
             embedding_dim=data["embedding_dim"],
-            interaction=tuple(_layer_from_dict(layer, f"interaction[{i}]") for i, layer in enumerate(layers)),
+            interaction=tuple(
+                _layer_from_dict(layer, f"interaction[{i}]") for i, layer in enumerate(layers)
+            ),
             top_mlp=check_widths("top_mlp", data["top_mlp"], allow_empty=True),
             top_input=top_input,
             bottom_mlp=check_widths("bottom_mlp", data.get("bottom_mlp", []), allow_empty=True),
@@ -177,7 +181,9 @@ def _layer_from_dict(data: Any, field: str) -> LayerSpec:
         raise err.within(field) from None
     for key, value in params.items():
         if not _is_json_value(value):
-            raise ConfigError(f"{field}.{key}", f"must be a number, string, bool or list, got {value!r}")
+            raise ConfigError(
+                f"{field}.{key}", f"must be a number, string, bool or list, got {value!r}"
+            )
     defaults = entry.config_cls.default_params()
     merged = {**defaults, **params}
     return LayerSpec(entry.name, tuple(sorted((k, _freeze(v)) for k, v in merged.items())))

@@ -20,8 +20,14 @@ def nas(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "120"}
     if cache is not None:
         env["RECNAS_CACHE_DIR"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "nas.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "nas.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
 
 
 def _no_traceback(done: subprocess.CompletedProcess) -> None:
@@ -43,10 +49,21 @@ def test_prepare_prints_what_it_built_then_reuses(fresh_cache):
 
 
 def test_train_json_on_movielens_100k(ml100k, cache_dir):
-    done = nas("train", DCNV2, "--dataset", "movielens-100k", "--steps", "150", "--json", cache=cache_dir)
+    done = nas(
+        "train", DCNV2, "--dataset", "movielens-100k", "--steps", "150", "--json", cache=cache_dir
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    for key in ("arch_id", "ne", "auc", "logloss", "flops", "params", "train_examples_per_s", "seconds"):
+    for key in (
+        "arch_id",
+        "ne",
+        "auc",
+        "logloss",
+        "flops",
+        "params",
+        "train_examples_per_s",
+        "seconds",
+    ):
         assert key in result
     assert result["arch_id"] == ArchSpec.load(DCNV2).arch_id
     assert 0 < result["ne"] < 0.95 and 0.7 < result["auc"] < 1
@@ -64,14 +81,26 @@ def test_train_prints_a_table(ml100k, cache_dir):
 @pytest.mark.parametrize(
     ("spec", "flags", "words"),
     [
-        ('{"embedding_dim": 8, "interaction": [{"block": "dcn"}], "top_mlp": []}', [], "Did you mean 'dcnv2'"),
-        ('{"embedding_dim": 8, "interaction": [{"block": "fm"}, {"block": "fm"}], "top_mlp": []}', [],
-         "interaction[1].num_tokens"),
+        (
+            '{"embedding_dim": 8, "interaction": [{"block": "dcn"}], "top_mlp": []}',
+            [],
+            "Did you mean 'dcnv2'",
+        ),
+        (
+            '{"embedding_dim": 8, "interaction": [{"block": "fm"}, {"block": "fm"}], '
+            '"top_mlp": []}',
+            [],
+            "interaction[1].num_tokens",
+        ),
         ('{"embedding_dim": 8, "interaction": [], "top_mlp": []}', ["--steps", "-3"], "--steps"),
-        ('{"embedding_dim": 8, "interaction": [], "top_mlp": []}', ["--dataset", "ml-1m"], "movielens-1m"),
+        (
+            '{"embedding_dim": 8, "interaction": [], "top_mlp": []}',
+            ["--dataset", "ml-1m"],
+            "movielens-1m",
+        ),
         ("{not json", [], "not valid JSON"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_paragraph_and_exit_2(tmp_path, spec, flags, words):
     path = tmp_path / "spec.json"
     path.write_text(spec)
@@ -81,7 +110,9 @@ def test_bad_input_is_one_paragraph_and_exit_2(tmp_path, spec, flags, words):
     _no_traceback(done)
     assert done.stderr.startswith("error:") and words in " ".join(done.stderr.split())
     assert done.stdout == ""
-    if "interaction[1]" not in words:  # the shape check needs the dataset; the others must not touch it
+    if (
+        "interaction[1]" not in words
+    ):  # the shape check needs the dataset; the others must not touch it
         assert not cache.exists(), "a bad input started work"
 
 

@@ -29,7 +29,9 @@ def test_auc_matches_sklearn():
     sklearn_metrics = pytest.importorskip("sklearn.metrics")
     rng = np.random.default_rng(0)
     labels, scores = rng.integers(0, 2, 5000), rng.normal(size=5000).round(2)
-    assert auc(labels, scores) == pytest.approx(sklearn_metrics.roc_auc_score(labels, scores), abs=1e-12)
+    assert auc(labels, scores) == pytest.approx(
+        sklearn_metrics.roc_auc_score(labels, scores), abs=1e-12
+    )
 
 
 def test_auc_of_one_class_is_nan():

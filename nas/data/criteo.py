@@ -36,9 +36,12 @@ def read_criteo(path: Path) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
         for number, line in enumerate(f, start=1):
             parts = line.rstrip("\r\n").split("\t")
             if len(parts) != WIDTH:
-                raise DataError(path, f"expected {WIDTH} tab-separated columns (label, "
-                                f"{NUM_DENSE} dense, {NUM_CATEGORICAL} categorical), found {len(parts)}",
-                                number)  # fmt: skip
+                raise DataError(
+                    path,
+                    f"expected {WIDTH} tab-separated columns (label, "
+                    f"{NUM_DENSE} dense, {NUM_CATEGORICAL} categorical), found {len(parts)}",
+                    number,
+                )
             if parts[0] not in ("0", "1"):
                 raise DataError(path, f"label must be 0 or 1, got {parts[0]!r}", number)
             labels.append(int(parts[0]))
@@ -46,7 +49,9 @@ def read_criteo(path: Path) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
                 dense.append([float(x) if x else np.nan for x in parts[1 : 1 + NUM_DENSE]])
             except ValueError:
                 bad = next(x for x in parts[1 : 1 + NUM_DENSE] if x and not _is_number(x))
-                raise DataError(path, f"dense values must be numbers, got {bad!r}", number) from None
+                raise DataError(
+                    path, f"dense values must be numbers, got {bad!r}", number
+                ) from None
             for column, value in zip(categorical, parts[1 + NUM_DENSE :], strict=True):
                 column.append(value)
     if not labels:
@@ -62,13 +67,16 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def from_tsv(name: str, path: Path, min_count: int = 1,
-             source: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
+def from_tsv(
+    name: str, path: Path, min_count: int = 1, source: dict | None = None
+) -> tuple[dict[str, np.ndarray], dict]:
     """The arrays and manifest of a Criteo-format file."""
     labels, raw_dense, raw_categorical = read_criteo(path)
     rows = len(labels)
     position = np.arange(rows)
-    split = np.where(position < (8 * rows + 9) // 10, 0, np.where(position < (9 * rows + 9) // 10, 1, 2))
+    split = np.where(
+        position < (8 * rows + 9) // 10, 0, np.where(position < (9 * rows + 9) // 10, 1, 2)
+    )
     train_rows = int((split == 0).sum())
 
     categorical = np.zeros((rows, NUM_CATEGORICAL), dtype=np.int32)
@@ -123,7 +131,9 @@ def write_synthetic_criteo(path: Path, rows: int, seed: int) -> None:
     with open(tmp, "w") as f:
         for r in range(rows):
             ints = ["" if dense_missing[r, j] else str(dense[r, j]) for j in range(NUM_DENSE)]
-            cats = ["" if cat_missing[r, j] else f"{(cat[r, j] * 2654435761 + salts[j]) % 2**32:08x}"
-                    for j in range(NUM_CATEGORICAL)]  # fmt: skip
+            cats = [
+                "" if cat_missing[r, j] else f"{(cat[r, j] * 2654435761 + salts[j]) % 2**32:08x}"
+                for j in range(NUM_CATEGORICAL)
+            ]
             f.write("\t".join([str(labels[r]), *ints, *cats]) + "\n")
     tmp.rename(path)

