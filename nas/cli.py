@@ -145,7 +145,10 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     from nas.data import PrepareRequest, prepare_dataset
 
     request = PrepareRequest(
-        source=args.source, rows=args.rows, seed=args.seed, min_count=args.min_count
+        source=str(Path(args.source).resolve()) if args.source else None,
+        rows=args.rows,
+        seed=args.seed,
+        min_count=args.min_count,
     )
     start = time.perf_counter()
     with (

@@ -67,11 +67,11 @@ def _sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
 
 def measure_flops(module: nn.Module, inputs: Sequence[torch.Tensor]) -> int:
     """FLOPs of one forward pass of ``module`` on ``inputs`` (the whole batch)."""
-    from fvcore.nn import FlopCountAnalysis
-
     was_training = module.training
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TorchScript tracing deprecation and tracer chatter
+        warnings.simplefilter("ignore")  # fvcore's TorchScript deprecations, tracer chatter
+        from fvcore.nn import FlopCountAnalysis
+
         analysis = FlopCountAnalysis(module.eval(), tuple(inputs))
         analysis.set_op_handle("aten::scaled_dot_product_attention", _sdpa_macs)
         analysis.set_op_handle(**dict.fromkeys(NOT_COUNTED))

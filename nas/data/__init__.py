@@ -26,6 +26,7 @@ __all__ = [
     "SPLITS",
     "Features",
     "Field",
+    "PrepareRequest",
     "PreparedDataset",
     "Schema",
     "default_cache_dir",
