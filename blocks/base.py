@@ -117,14 +117,6 @@ class BlockConfig:
         cls.check_param_names(params)
         return cls(**params, **context)
 
-    def params(self) -> dict[str, Any]:
-        """The architecture parameters (context excluded), JSON-ready."""
-        out = {}
-        for name in self.param_names():
-            value = getattr(self, name)
-            out[name] = list(value) if isinstance(value, tuple) else value
-        return out
-
     @classmethod
     def example(cls) -> BlockConfig:
         """A small valid config: what the registry contract tests build."""

@@ -19,7 +19,6 @@ stable ``arch_id``, so two specs that build the same model share an id.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -165,9 +164,6 @@ class ArchSpec:
             configs.append(config)
             shape = config.out_shape()
         return configs
-
-    def with_name(self, name: str | None) -> ArchSpec:
-        return dataclasses.replace(self, name=name)
 
 
 def _layer_from_dict(data: Any, field: str) -> LayerSpec:

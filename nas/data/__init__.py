@@ -118,7 +118,7 @@ DATASETS: dict[str, DatasetInfo] = {
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("RECNAS_CACHE_DIR") or Path("nas-runs") / "data")
+    return Path(os.environ.get("RECNAS_CACHE_DIR") or Path("nas-runs") / "data").resolve()
 
 
 def dataset_info(name: str) -> DatasetInfo:
