@@ -31,8 +31,8 @@ out = Console()
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not hasattr(args, "run"):
-        parser.print_help()
+    if not hasattr(args, "run"):  # a command group without its command
+        getattr(args, "group", parser).print_help()
         return 2
     try:
         args.run(args)
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     data = commands.add_parser("data", help="prepare and list datasets")
+    data.set_defaults(group=data)
     data_commands = data.add_subparsers(title="data commands", metavar="COMMAND")
     prepare = data_commands.add_parser(
         "prepare", help="build (or reuse) the cached views of a dataset"

@@ -134,3 +134,5 @@ def test_blocks_listing():
 def test_no_command_prints_help():
     done = nas()
     assert done.returncode == 2 and "train" in done.stdout
+    done = nas("data")
+    assert done.returncode == 2 and "prepare" in done.stdout and "usage: nas data" in done.stdout
