@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nas.data.prepared import assign_splits
 from nas.data.schema import Field, Schema
 from nas.data.sources import open_file
 from nas.errors import DataError
@@ -74,9 +75,7 @@ def from_tsv(
     labels, raw_dense, raw_categorical = read_criteo(path)
     rows = len(labels)
     position = np.arange(rows)
-    split = np.where(
-        position < (8 * rows + 9) // 10, 0, np.where(position < (9 * rows + 9) // 10, 1, 2)
-    )
+    split = assign_splits(position, rows)
     train_rows = int((split == 0).sum())
 
     categorical = np.zeros((rows, NUM_CATEGORICAL), dtype=np.int32)
@@ -98,7 +97,7 @@ def from_tsv(
         "multi_hot": np.zeros((rows, 0, 0), dtype=np.int32),
         "dense": dense,
         "label": labels,
-        "split": split.astype(np.int8),
+        "split": split,
         "source_row": position.astype(np.int64),
     }
     manifest = {

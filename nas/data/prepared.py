@@ -40,6 +40,13 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def assign_splits(position: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The 80/10/10 rule, in integers: of ``count`` ordered rows, the row at ``position`` is
+    train below ceil(0.8 count), valid below ceil(0.9 count), test after (codes 0, 1, 2)."""
+    train_end, valid_end = (8 * count + 9) // 10, (9 * count + 9) // 10
+    return np.where(position < train_end, 0, np.where(position < valid_end, 1, 2)).astype(np.int8)
+
+
 def split_checksum(split: np.ndarray, source_row: np.ndarray) -> str:
     """Hash of which source rows land in which split, in order: the split's identity."""
     digest = hashlib.sha256()
