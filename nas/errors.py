@@ -54,3 +54,17 @@ class DataError(NasError):
 
 class TrainingError(NasError):
     """Training could not produce a usable model (a NaN/Inf loss, for instance)."""
+
+
+def config_error_from_pydantic(err, source: str | None = None, prefix: str = "") -> ConfigError:
+    """The first problem of a pydantic ``ValidationError`` as a ``ConfigError`` naming its field."""
+    first = err.errors()[0]
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif first["type"] == "missing":
+        message = "is required"
+    if first["loc"] and first["type"] not in ("missing", "extra_forbidden", "value_error"):
+        message += f" (got {first['input']!r})"
+    return ConfigError(field.lstrip("."), message).within(prefix, source)

@@ -1,4 +1,19 @@
-"""Declarative search spaces built from blocks (``SearchSpace``: sample, mutate, crossover).
+"""Declarative search spaces built from blocks: sample, mutate, crossover, Optuna suggest.
 
-Empty until the search service lands; see ARCHITECTURE.md.
+>>> import search_spaces
+>>> search_spaces.list_spaces()
+['ctr_stack']
 """
+
+from search_spaces import ctr_stack  # noqa: F401  (registers)
+from search_spaces.base import SearchSpace, SpaceOptions
+from search_spaces.registry import create_space, get_space, list_spaces, register_space
+
+__all__ = [
+    "SearchSpace",
+    "SpaceOptions",
+    "create_space",
+    "get_space",
+    "list_spaces",
+    "register_space",
+]

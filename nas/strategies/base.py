@@ -1,0 +1,92 @@
+"""The ``Strategy`` interface: ask for a candidate, tell its result, save and restore state.
+
+    strategy = create_strategy("evolution", options, context)
+    spec = strategy.ask()                  # a candidate not asked before (dedup by arch_id)
+    strategy.tell(spec, [0.78, 2.9e5])     # objective values in context.objectives order
+    strategy.tell(spec, None)              # ... or: the candidate failed
+    state = strategy.state_dict()          # JSON-ready; load_state_dict(state) continues
+                                           # with exactly the asks an unbroken run would make
+
+A strategy holds a seeded RNG and what it was told; nothing else. The controller persists
+``state_dict()`` in the registry after every ask and tell, so a search resumes anywhere.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from nas.errors import NasError
+from nas.objectives import Objective
+from nas.spec import ArchSpec
+from search_spaces.base import SearchSpace
+
+MAX_DRAWS = 2000  # draws in a row that only give known architectures: the space is spent
+
+
+class SpaceExhausted(NasError):
+    """The strategy cannot find an architecture it has not asked before."""
+
+
+class StrategyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    space: SearchSpace
+    objectives: tuple[Objective, ...]
+    seed: int
+    storage_url: str | None = None  # where strategies that keep a study (Optuna) store it
+    study_name: str | None = None
+
+
+class Strategy(ABC):
+    name: ClassVar[str]
+    Options: ClassVar[type[StrategyOptions]]
+
+    def __init__(self, options: StrategyOptions, context: StrategyContext):
+        self.options = options
+        self.context = context
+        self.space = context.space
+        self.rng = np.random.default_rng(context.seed)
+        self.seen: set[str] = set()  # arch_ids asked so far
+
+    @abstractmethod
+    def ask(self) -> ArchSpec:
+        """The next candidate, never one asked before; raises SpaceExhausted."""
+
+    @abstractmethod
+    def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
+        """The result of an asked candidate: objective values, or None when it failed."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state, "seen": sorted(self.seen)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.seen = set(state["seen"])
+
+    # --- helpers for subclasses ---------------------------------------------------------
+
+    def _first_unseen(self, draw, fallback=None) -> ArchSpec:
+        """Call ``draw()`` until it gives an architecture not asked before, and mark it.
+        After ``MAX_DRAWS // 10`` misses, draw from ``fallback`` instead (when given)."""
+        for i in range(MAX_DRAWS):
+            spec = (fallback or draw)() if i >= MAX_DRAWS // 10 else draw()
+            if spec.arch_id not in self.seen:
+                self.seen.add(spec.arch_id)
+                return spec
+        raise SpaceExhausted(
+            f"{self.name}: {MAX_DRAWS} draws in a row gave architectures already tried "
+            f"({len(self.seen)} so far); the search space is spent"
+        )
+
+    def losses(self, values: list[float]) -> np.ndarray:
+        """Objective values as losses (maximised objectives negated): lower is better."""
+        signs = [1.0 if o.direction == "min" else -1.0 for o in self.context.objectives]
+        return np.asarray(values, dtype=float) * signs

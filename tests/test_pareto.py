@@ -1,0 +1,86 @@
+"""Pareto sorting, hypervolume and knee: against brute force and against Optuna."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from optuna._hypervolume import compute_hypervolume
+from optuna.study._multi_objective import _fast_non_domination_rank
+
+from nas.pareto import dominates, front_indices, hypervolume, knee, nondominated_ranks
+
+
+def brute_ranks(losses: np.ndarray) -> np.ndarray:
+    ranks = np.full(len(losses), -1)
+    remaining = set(range(len(losses)))
+    rank = 0
+    while remaining:
+        front = {
+            i for i in remaining if not any(dominates(losses[j], losses[i]) for j in remaining)
+        }
+        for i in front:
+            ranks[i] = rank
+        remaining -= front
+        rank += 1
+    return ranks
+
+
+def brute_hypervolume(losses: np.ndarray, ref: np.ndarray) -> float:
+    """Sum the cells of the grid spanned by every coordinate that some point dominates."""
+    axes = [np.unique(np.append(losses[:, k], ref[k])) for k in range(losses.shape[1])]
+    total = 0.0
+    for cell in itertools.product(*(range(len(a) - 1) for a in axes)):
+        low = np.array([axes[k][c] for k, c in enumerate(cell)])
+        high = np.array([axes[k][c + 1] for k, c in enumerate(cell)])
+        if np.any(np.all(losses <= low, axis=1)):
+            total += float(np.prod(high - low))
+    return total
+
+
+@pytest.mark.parametrize("dims", [2, 3, 4])
+@pytest.mark.parametrize("seed", range(5))
+def test_ranks_match_brute_force_and_optuna(dims: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    losses = rng.integers(0, 6, size=(40, dims)).astype(float)  # many ties on purpose
+    ranks = nondominated_ranks(losses, ["min"] * dims)
+    assert ranks.tolist() == brute_ranks(losses).tolist()
+    assert ranks.tolist() == _fast_non_domination_rank(losses).tolist()
+
+
+@pytest.mark.parametrize("dims", [2, 3, 4])
+@pytest.mark.parametrize("seed", range(5))
+def test_hypervolume_matches_brute_force_and_optuna(dims: int, seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    losses = rng.random((12, dims))
+    ref = np.full(dims, 1.1)
+    ours = hypervolume(losses, ["min"] * dims, ref)
+    assert ours == pytest.approx(brute_hypervolume(losses, ref), rel=1e-9)
+    assert ours == pytest.approx(compute_hypervolume(losses, ref), rel=1e-9)
+
+
+def test_directions_turn_maximised_objectives_into_losses() -> None:
+    # (auc max, flops min): (0.8, 10) dominates (0.7, 20); (0.9, 30) is on the front too.
+    values = [[0.8, 10.0], [0.7, 20.0], [0.9, 30.0]]
+    assert front_indices(values, ["max", "min"]).tolist() == [0, 2]
+    # Dominated area against reference (auc 0.5, flops 40): 0.3 * 30 + 0.1 * 10.
+    assert hypervolume(values, ["max", "min"], [0.5, 40.0]) == pytest.approx(0.3 * 30 + 0.1 * 10)
+
+
+def test_points_beyond_the_reference_add_nothing() -> None:
+    assert hypervolume([[2.0, 0.5]], ["min", "min"], [1.0, 1.0]) == 0.0
+    assert hypervolume(np.zeros((0, 2)), ["min", "min"], [1.0, 1.0]) == 0.0
+
+
+def test_knee_is_the_balanced_front_point() -> None:
+    values = [[0.0, 1.0], [0.2, 0.2], [1.0, 0.0], [0.5, 0.9]]
+    assert knee(values, ["min", "min"]) == 1
+    assert knee(np.zeros((0, 2)), ["min", "min"]) is None
+
+
+def test_bad_shapes_and_directions_are_rejected() -> None:
+    with pytest.raises(ValueError, match="shape"):
+        nondominated_ranks([[1.0, 2.0]], ["min"])
+    with pytest.raises(ValueError, match="direction"):
+        nondominated_ranks([[1.0]], ["down"])
