@@ -1,4 +1,4 @@
-"""Read-only views over stored search results (Pareto plots, reports, MLflow UI).
+"""Read-only views of stored results: pure functions of a search's summary.
 
-Empty until the search service lands; see ARCHITECTURE.md.
+``pareto_plot.pareto_figure`` draws the front; the controller logs it to MLflow.
 """

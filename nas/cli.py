@@ -4,6 +4,9 @@
     nas data list                          datasets and what is cached
     nas blocks                             the registered blocks and their parameters
     nas train SPEC.json --dataset NAME     train one architecture, print NE/AUC/FLOPs
+    nas submit SEARCH.yaml                 run a search on Ray, logging to MLflow
+    nas list | status ID | pareto ID       what the registry knows about searches
+    nas resume ID | cancel ID              continue after a crash or Ctrl-C; stop a search
 
 Errors in what the user gave (a spec, a flag, a data file) print one paragraph and exit 2;
 a training run that diverges exits 1.
@@ -107,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(train)
     train.set_defaults(run=cmd_train)
+
+    from nas import search_cli
+
+    search_cli.add_commands(commands)
     return parser
 
 
@@ -295,7 +302,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from nas.model import model_configs
     from nas.spec import ArchSpec
     from workers.train import TrainConfig
-    from workers.trial import evaluate
+    from workers.trial import TrialData, evaluate
 
     spec = ArchSpec.load(args.spec)
     overrides = {
@@ -311,15 +318,16 @@ def cmd_train(args: argparse.Namespace) -> None:
         model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
     except ConfigError as err:
         raise err.within(source=f"{args.spec} (on {dataset.name})") from None
+    data = TrialData.from_prepared(dataset, args.split)
     if args.json:
-        result = evaluate(spec, dataset, config, split=args.split)
+        result = evaluate(spec, data, config)
         _emit_json(result.to_dict())
         return
-    result = _train_with_progress(spec, dataset, config, args.split)
+    result = _train_with_progress(spec, data, config)
     _print_result(result)
 
 
-def _train_with_progress(spec, dataset, config, split):
+def _train_with_progress(spec, data, config):
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -349,9 +357,9 @@ def _train_with_progress(spec, dataset, config, split):
                 progress.update(task, completed=step, loss=loss)
 
             if step == config.steps:
-                progress.update(task, description=f"evaluate {label} on {split}")
+                progress.update(task, description=f"evaluate {label} on {data.split}")
 
-        return evaluate(spec, dataset, config, split=split, on_step=on_step)
+        return evaluate(spec, data, config, on_step=on_step)
 
 
 def _print_result(result) -> None:

@@ -37,8 +37,9 @@ class UnknownNameError(ConfigError):
         choices = sorted(choices)
         close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
         super().__init__(
-            field, f"unknown {kind} {name!r}.{hint} Valid {kind}s: {', '.join(choices)}."
+            field, f"unknown {kind} {name!r}.{hint} Valid {plural}: {', '.join(choices)}."
         )
 
 
@@ -56,15 +57,32 @@ class TrainingError(NasError):
     """Training could not produce a usable model (a NaN/Inf loss, for instance)."""
 
 
-def config_error_from_pydantic(err, source: str | None = None, prefix: str = "") -> ConfigError:
-    """The first problem of a pydantic ``ValidationError`` as a ``ConfigError`` naming its field."""
+def config_error_from_pydantic(
+    err, source: str | None = None, prefix: str = "", model=None
+) -> ConfigError:
+    """The first problem of a pydantic ``ValidationError`` as a ``ConfigError`` naming its
+    field. With ``model`` (the pydantic class validated), an unknown field lists the valid ones."""
     first = err.errors()[0]
     field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
+        valid = _fields_at(model, first["loc"][:-1]) if model is not None else None
+        if valid:
+            message += f"; valid fields here: {', '.join(valid)}"
     elif first["type"] == "missing":
         message = "is required"
     if first["loc"] and first["type"] not in ("missing", "extra_forbidden", "value_error"):
         message += f" (got {first['input']!r})"
     return ConfigError(field.lstrip("."), message).within(prefix, source)
+
+
+def _fields_at(model, loc: tuple) -> list[str] | None:
+    """The field names of the (nested) pydantic model found at ``loc`` inside ``model``."""
+    for part in loc:
+        info = getattr(model, "model_fields", {}).get(part)
+        if info is None:
+            return None
+        model = info.annotation
+    fields = getattr(model, "model_fields", None)
+    return list(fields) if fields else None

@@ -30,17 +30,13 @@ MAX_TRIES = 100  # draws before a mutation that keeps giving the parent back is 
 class CtrStackOptions(SpaceOptions):
     embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
     max_depth: int = Field(default=3, ge=1, le=8)
-    blocks: list[str] = Field(
-        default=["mlp", "dot", "fm", "dcnv2", "self_attention"], min_length=1
-    )
+    blocks: list[str] = Field(default=["mlp", "dot", "fm", "dcnv2", "self_attention"], min_length=1)
     block_params: dict[str, dict[str, list[Any]]] = {
         "mlp": {"widths": [[64], [128], [256, 128]]},
         "dcnv2": {"num_layers": [1, 2, 3], "rank": [16, 32, 64]},
         "self_attention": {"num_heads": [1, 2], "head_dim": [8, 16]},
     }
-    top_mlps: list[list[int]] = Field(
-        default=[[], [128], [256, 128], [512, 256]], min_length=1
-    )
+    top_mlps: list[list[int]] = Field(default=[[], [128], [256, 128], [512, 256]], min_length=1)
     top_inputs: list[str] = Field(default=["last", "all"], min_length=1)
 
     @field_validator("embedding_dims")
@@ -271,4 +267,3 @@ def _label(choice: Any) -> Any:
     if isinstance(choice, list):
         return "-".join(str(v) for v in choice) or "none"
     return choice
-

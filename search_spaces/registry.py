@@ -39,5 +39,7 @@ def create_space(
     try:
         parsed = cls.Options.model_validate(options or {})
     except ValidationError as err:
-        raise config_error_from_pydantic(err, prefix=f"{field}.options") from None
+        raise config_error_from_pydantic(
+            err, prefix=f"{field}.options", model=cls.Options
+        ) from None
     return cls(parsed, num_tokens)

@@ -12,7 +12,7 @@ from nas.errors import ConfigError, TrainingError
 from nas.model import build_model
 from nas.spec import ArchSpec
 from workers.train import TrainConfig, lr_scale, make_optimizers, train
-from workers.trial import evaluate
+from workers.trial import TrialData, evaluate
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
 
@@ -20,14 +20,21 @@ SPECS = Path(__file__).parent.parent / "examples" / "specs"
 def test_same_seed_same_result_other_seed_other_result(ml100k):
     spec = ArchSpec.load(SPECS / "dcnv2.json")
     runs = [
-        evaluate(spec, ml100k, TrainConfig(steps=40, batch_size=256, seed=s)) for s in (1, 1, 2)
+        evaluate(
+            spec, TrialData.from_prepared(ml100k), TrainConfig(steps=40, batch_size=256, seed=s)
+        )
+        for s in (1, 1, 2)
     ]
     assert runs[0].ne == runs[1].ne and runs[0].auc == runs[1].auc
     assert runs[0].ne != runs[2].ne
 
 
 def test_training_beats_the_base_rate(ml100k):
-    result = evaluate(ArchSpec.load(SPECS / "deepfm.json"), ml100k, TrainConfig(steps=300))
+    result = evaluate(
+        ArchSpec.load(SPECS / "deepfm.json"),
+        TrialData.from_prepared(ml100k),
+        TrainConfig(steps=300),
+    )
     assert result.ne < 0.9 and result.auc > 0.75
     assert result.arch_id == ArchSpec.load(SPECS / "deepfm.json").arch_id
     assert result.flops > 0 and result.params > 0 and result.train_examples_per_s > 0
@@ -36,7 +43,7 @@ def test_training_beats_the_base_rate(ml100k):
 def test_dense_features_are_learned(tmp_path):
     data = prepare_dataset("synthetic-criteo", tmp_path, PrepareRequest(rows=20_000, seed=0))[0]
     spec = ArchSpec.load(SPECS / "dlrm.json")
-    result = evaluate(spec, data, TrainConfig(steps=150, batch_size=512))
+    result = evaluate(spec, TrialData.from_prepared(data), TrainConfig(steps=150, batch_size=512))
     assert result.auc > 0.65, "the generator's signal was not learned"
 
 

@@ -1,13 +1,21 @@
-"""One candidate, start to finish: build -> train -> evaluate (NE, AUC, logloss) -> FLOPs."""
+"""One candidate, start to finish: build -> train -> evaluate (NE, AUC, logloss) -> FLOPs.
+
+``TrialData`` is what a trial needs from a dataset: its schema, the train split and one
+held-out split, as plain numpy arrays. Numpy arrays go through Ray's object store without a
+copy, so a search puts one ``TrialData`` there and every trial reads the same memory.
+"""
 
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 
 from nas.data.prepared import PreparedDataset
+from nas.data.schema import Features, Schema
 from nas.flops import measure_flops_per_example
 from nas.model import build_model
 from nas.spec import ArchSpec
@@ -15,6 +23,34 @@ from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
 
 FLOPS_BATCH = 8
+FEATURE_ARRAYS = ("categorical", "multi_hot", "dense", "label")
+
+
+@dataclass(frozen=True)
+class TrialData:
+    name: str
+    schema: Schema
+    train_positive_rate: float
+    split: str  # the held-out split metrics are measured on
+    arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}}
+
+    @classmethod
+    def from_prepared(cls, dataset: PreparedDataset, split: str = "valid") -> TrialData:
+        arrays = {}
+        for part in ("train", split):
+            features = dataset.features(part)
+            arrays[part] = {k: getattr(features, k).numpy() for k in FEATURE_ARRAYS}
+        return cls(dataset.name, dataset.schema, dataset.positive_rate("train"), split, arrays)
+
+    def features(self, part: str) -> Features:
+        with warnings.catch_warnings():
+            # Arrays from Ray's object store are read-only; training only reads them.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return Features(**{k: torch.from_numpy(v) for k, v in self.arrays[part].items()})
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for part in self.arrays.values() for a in part.values())
 
 
 @dataclass(frozen=True)
@@ -31,6 +67,9 @@ class TrialResult:
     train_examples_per_s: float
     train_loss: float  # mean over the last 10% of steps
     seconds: float  # the whole trial: build, train, evaluate, count
+    train_seconds: float
+    eval_seconds: float
+    flops_seconds: float
     steps: int
     batch_size: int
     seed: int
@@ -41,24 +80,26 @@ class TrialResult:
 
 def evaluate(
     spec: ArchSpec,
-    data: PreparedDataset,
+    data: TrialData,
     config: TrainConfig,
-    split: str = "valid",
     on_step: StepCallback | None = None,
 ) -> TrialResult:
-    """Train ``spec`` on the train split of ``data`` and measure it on ``split``."""
+    """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
     stats = train(model, data.features("train"), config, on_step)
-    held_out = data.features(split)
-    metrics = evaluate_model(model, held_out, data.positive_rate("train"), config.eval_batch_size)
+    held_out = data.features(data.split)
+    eval_start = time.perf_counter()
+    metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
+    flops_start = time.perf_counter()
     flops = measure_flops_per_example(model, held_out[:FLOPS_BATCH].inputs())
+    end = time.perf_counter()
     return TrialResult(
         arch_id=spec.arch_id,
         name=spec.name,
         dataset=data.name,
-        split=split,
+        split=data.split,
         ne=metrics["ne"],
         auc=metrics["auc"],
         logloss=metrics["logloss"],
@@ -66,7 +107,10 @@ def evaluate(
         params=sum(p.numel() for p in model.parameters()),
         train_examples_per_s=stats.examples_per_s,
         train_loss=stats.final_loss,
-        seconds=time.perf_counter() - start,
+        seconds=end - start,
+        train_seconds=stats.seconds,
+        eval_seconds=flops_start - eval_start,
+        flops_seconds=end - flops_start,
         steps=config.steps,
         batch_size=config.batch_size,
         seed=config.seed,

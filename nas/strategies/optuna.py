@@ -37,7 +37,9 @@ class OptunaStrategy(Strategy):
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        directions = ["minimize" if o.direction == "min" else "maximize" for o in context.objectives]
+        directions = [
+            "minimize" if o.direction == "min" else "maximize" for o in context.objectives
+        ]
         self.study = optuna.create_study(
             storage=context.storage_url,
             study_name=context.study_name,
@@ -98,8 +100,12 @@ class OptunaStrategy(Strategy):
             self.study.tell(number, list(values), skip_if_finished=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "asks": self.asks, "pending": self.pending,
-                "known": self.known}
+        return {
+            **super().state_dict(),
+            "asks": self.asks,
+            "pending": self.pending,
+            "known": self.known,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)

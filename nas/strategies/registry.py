@@ -35,7 +35,9 @@ def check_options(name: str, options: dict[str, Any] | None, field: str = "strat
     try:
         return cls.Options.model_validate(options or {})
     except ValidationError as err:
-        raise config_error_from_pydantic(err, prefix=f"{field}.options") from None
+        raise config_error_from_pydantic(
+            err, prefix=f"{field}.options", model=cls.Options
+        ) from None
 
 
 def create_strategy(name: str, options: dict[str, Any] | None, context: StrategyContext):

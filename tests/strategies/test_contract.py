@@ -85,9 +85,12 @@ def test_never_asks_an_architecture_twice(name: str, tmp_path: Path) -> None:
 def test_says_when_the_space_is_spent(name: str, tmp_path: Path) -> None:
     tiny = {**TOY, "embedding_dims": [4, 8], "blocks": ["fm"], "top_mlps": [[]]}  # 4 archs
     ctx = context(tmp_path, seed=0)
-    ctx = StrategyContext(create_space("ctr_stack", tiny, 6), ctx.objectives, 0,
-                          ctx.storage_url, "tiny")
-    strategy = create_strategy(name, {"population_size": 2, "sample_size": 1} if name == "evolution" else {}, ctx)
+    ctx = StrategyContext(
+        create_space("ctr_stack", tiny, 6), ctx.objectives, 0, ctx.storage_url, "tiny"
+    )
+    strategy = create_strategy(
+        name, {"population_size": 2, "sample_size": 1} if name == "evolution" else {}, ctx
+    )
     assert len(set(run(strategy, 4))) == 4
     with pytest.raises(SpaceExhausted, match="spent"):
         strategy.ask()

@@ -1,0 +1,197 @@
+"""A search, as the user writes it: one YAML file, validated with pydantic.
+
+    name: ctr_quick
+    dataset: movielens-1m
+    space: {name: ctr_stack, options: {max_depth: 2}}
+    strategy: {name: evolution, options: {population_size: 8}}
+    objectives: [ne, flops]            # or {name: flops, reference: 5.0e5}
+    budget: {candidates: 20, steps: 500, max_minutes: 30}
+    train: {batch_size: 1024}
+    resources: {concurrency: 2, cpus_per_trial: 1, memory_gb_per_trial: 4}
+    seed: 0
+    include_baselines: true
+
+Everything is checked before anything starts: names against the registries (space, strategy,
+objective, dataset), each space's and strategy's own options, numbers against their ranges.
+An error names the file and the field and says what would be valid (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from nas.errors import ConfigError, NasError, config_error_from_pydantic
+from nas.objectives import Objective, get_objective
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BASELINES_DIR = REPO_ROOT / "examples" / "specs"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpaceConfig(Strict):
+    name: str
+    options: dict[str, Any] = {}
+
+
+class StrategyConfig(Strict):
+    name: str = "evolution"
+    options: dict[str, Any] = {}
+
+
+class ObjectiveConfig(Strict):
+    name: str
+    direction: str | None = None  # must agree with the objective's own direction
+    reference: float | None = None  # hypervolume bound; default: the objective's own
+
+
+class Budget(Strict):
+    candidates: int = Field(default=20, ge=1)  # searched candidates; baselines come on top
+    steps: int = Field(default=500, ge=1)  # optimizer steps per candidate
+    max_minutes: float | None = Field(default=None, gt=0)  # wall-clock limit of the search
+
+
+class TrainOptions(Strict):
+    batch_size: int = Field(default=1024, ge=1)
+    lr: float = Field(default=2e-3, gt=0, lt=10)
+    embedding_lr: float = Field(default=1e-2, gt=0, lt=10)
+
+
+class Resources(Strict):
+    concurrency: int = Field(default=2, ge=1)  # candidates trained at once
+    cpus_per_trial: int = Field(default=1, ge=1)  # also the trial's torch thread count
+    memory_gb_per_trial: float = Field(default=4.0, gt=0)  # a trial above it fails
+
+
+class SearchConfig(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    dataset: str = "movielens-1m"
+    space: SpaceConfig
+    strategy: StrategyConfig = StrategyConfig()
+    objectives: list[ObjectiveConfig] = [ObjectiveConfig(name="ne"), ObjectiveConfig(name="flops")]
+    budget: Budget = Budget()
+    train: TrainOptions = TrainOptions()
+    resources: Resources = Resources()
+    seed: int = Field(default=0, ge=0)
+    include_baselines: bool = True
+    baselines: list[str] | None = None  # spec files; default: examples/specs/*.json
+    tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder
+    registry_url: str | None = None  # SQLAlchemy URL; default: sqlite under the runs folder
+    ray_address: str | None = None  # default: RAY_ADDRESS, else a local Ray
+
+    @field_validator("objectives", mode="before")
+    @classmethod
+    def _names_to_objects(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    # --- derived ------------------------------------------------------------------------
+
+    def objective_list(self) -> tuple[Objective, ...]:
+        return tuple(get_objective(o.name) for o in self.objectives)
+
+    def references(self) -> list[float | None]:
+        return [
+            o.reference if o.reference is not None else get_objective(o.name).reference
+            for o in self.objectives
+        ]
+
+    def baseline_paths(self, base: Path) -> list[Path]:
+        if not self.include_baselines:
+            return []
+        if self.baselines is None:
+            return sorted(BASELINES_DIR.glob("*.json"))
+        return [(base / p).resolve() for p in self.baselines]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def validate_config(data: Any, source: str | None = None) -> SearchConfig:
+    """A mapping (parsed YAML) as a SearchConfig, every name and option checked."""
+    import nas.strategies
+    import search_spaces
+    from nas.data import dataset_info
+
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "", f"a search config must be a mapping, got {type(data).__name__}", source
+        )
+    try:
+        config = SearchConfig.model_validate(data)
+    except ValidationError as err:
+        raise config_error_from_pydantic(err, source, model=SearchConfig) from None
+    try:
+        dataset_info(config.dataset)
+        space_cls = search_spaces.get_space(config.space.name)
+        try:
+            space_cls.Options.model_validate(config.space.options)
+        except ValidationError as err:
+            raise config_error_from_pydantic(
+                err, prefix="space.options", model=space_cls.Options
+            ) from None
+        nas.strategies.check_options(config.strategy.name, config.strategy.options)
+        names = [o.name for o in config.objectives]
+        if not names:
+            raise ConfigError("objectives", "needs at least one objective, e.g. [ne, flops]")
+        if len(set(names)) != len(names):
+            raise ConfigError("objectives", f"lists an objective twice: {names}")
+        for i, o in enumerate(config.objectives):
+            objective = get_objective(o.name, f"objectives[{i}].name")
+            if o.direction is not None and o.direction != objective.direction:
+                raise ConfigError(
+                    f"objectives[{i}].direction",
+                    f"{o.name} is always {objective.direction}imised; "
+                    f"drop the field or write {objective.direction!r}",
+                )
+    except ConfigError as err:
+        raise err.within(source=source) from None
+    return config
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SearchConfig:
+    """Read a YAML file and apply ``overrides`` (dotted keys, e.g. ``budget.candidates``)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise NasError(f"{path}: cannot read the search config ({err.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f", line {where.line + 1}" if where is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError("", f"not valid YAML{line}: {problem}", str(path)) from None
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if not isinstance(data, dict):
+            break
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node.get(part), dict | None) else {}
+        node[leaf] = value
+    return validate_config(data, str(path))
+
+
+def runs_dir() -> Path:
+    """Where searches keep their stores by default: $RECNAS_RUNS_DIR or ./nas-runs."""
+    return Path(os.environ.get("RECNAS_RUNS_DIR") or "nas-runs").resolve()
+
+
+def default_registry_url() -> str:
+    return f"sqlite:///{runs_dir() / 'registry.db'}"
+
+
+def default_tracking_uri() -> str:
+    return f"sqlite:///{runs_dir() / 'mlflow.db'}"

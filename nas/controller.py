@@ -1,0 +1,526 @@
+"""The controller: runs a search's candidates as Ray Tune trials and records every outcome.
+
+    plan(config)          check the dataset, space, strategy and baselines; nothing written
+    Controller.run()      ray.init -> Tuner(trainable, search_alg=ask the strategy,
+                          callbacks=record each outcome) -> fit -> the search's final status
+
+Tune drives the loop. Its ``Searcher`` asks this controller for the next candidate (a trial
+to re-run after a crash, then the baselines, then the strategy's asks until the budget is
+spent); a Tune ``Callback`` hands each finished trial back. Recording a trial is one registry
+transaction (outcome + strategy state after the tell), then its MLflow child run, then the
+parent run's front. Kill the process anywhere and ``nas resume`` finds a consistent registry:
+trials left "running" are run again, MLflow runs are looked up before they are created.
+
+Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
+candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
+goes into the object store once (``tune.with_parameters``) and is read without copies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback, Stopper
+from ray.tune.search import Searcher
+
+from nas.config import SearchConfig, default_tracking_uri, runs_dir
+from nas.errors import ConfigError, NasError
+from nas.registry import Registry, Search, Trial
+from nas.spec import ArchSpec
+from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
+from nas.summary import SearchSummary, summarize
+from nas.tracking import Tracker
+
+log = logging.getLogger(__name__)
+
+# Unix socket paths must stay under ~107 bytes; Ray nests several folders under its temp dir.
+MAX_RAY_TEMP_LEN = 60
+CANCEL_POLL_S = 1.0
+
+
+@dataclass
+class Plan:
+    """A checked search: the objects it needs, built before anything is written."""
+
+    config: SearchConfig
+    dataset: Any  # PreparedDataset
+    strategy: Strategy
+    baselines: list[ArchSpec]
+
+
+def plan(config: SearchConfig, config_dir: Path, registry_url: str, search_id: str) -> Plan:
+    """Build everything a search needs from its config; errors name the field."""
+    from nas.data import load_dataset
+    from nas.model import model_configs
+    from search_spaces import create_space
+
+    dataset = load_dataset(config.dataset)
+    space = create_space(config.space.name, config.space.options, dataset.schema.num_tokens)
+    context = StrategyContext(
+        space=space,
+        objectives=config.objective_list(),
+        seed=config.seed,
+        storage_url=registry_url,
+        study_name=f"recnas-{search_id}",
+    )
+    baselines, seen = [], set()
+    for i, path in enumerate(config.baseline_paths(config_dir)):
+        if not path.exists():
+            raise ConfigError(f"baselines[{i}]", f"no spec file at {path}")
+        spec = ArchSpec.load(path)
+        if spec.name is None:
+            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
+        try:
+            model_configs(spec, dataset.schema)
+        except ConfigError as err:
+            raise err.within(source=f"{path} (on {dataset.name})") from None
+        if spec.arch_id not in seen:
+            seen.add(spec.arch_id)
+            baselines.append(spec)
+    return Plan(
+        config,
+        dataset,
+        create_strategy(config.strategy.name, config.strategy.options, context),
+        baselines,
+    )
+
+
+class Reporter:
+    """What the controller tells whoever watches (the CLI's progress bar); no-ops here."""
+
+    def start(self, search: Search, total: int, done: int) -> None: ...
+
+    def trial_started(self, trial: Trial) -> None: ...
+
+    def trial_finished(self, trial: Trial, summary: SearchSummary) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class _Running:
+    trial: Trial
+    suggested_at: float
+
+
+@dataclass
+class Controller:
+    registry: Registry
+    search: Search
+    plan: Plan
+    reporter: Reporter = field(default_factory=Reporter)
+    ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        self.config = self.plan.config
+        self.strategy = self.plan.strategy
+        self.objectives = [o.name for o in self.config.objectives]
+        self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
+        self.exhausted: str | None = None
+        self.cancelled = False
+        self._last_poll = 0.0
+        self.tracker = Tracker(
+            self.config.tracking_uri or default_tracking_uri(),
+            runs_dir() / "mlartifacts" if self.config.tracking_uri is None else None,
+        )
+
+    # --- the session ---------------------------------------------------------------------
+
+    def run(self) -> Search:
+        """Run the search until its budget is spent, it is cancelled, or it is interrupted."""
+        start = time.time()
+        search = self.registry.claim(self.search.id)
+        if search.strategy_state:
+            self.strategy.load_state_dict(search.strategy_state)
+        self._open_tracking(search)
+        trials = self.registry.trials(search.id)
+        self._log_unlogged(trials)
+        self.rerun = [t for t in trials if t.status in ("running", "cancelled")]
+        done = {t.arch_id for t in trials}
+        self.baselines = [b for b in self.plan.baselines if b.arch_id not in done]
+        self.known = {t.arch_id: t for t in trials}
+        status, message = "interrupted", "stopped before the budget was spent (nas resume ID)"
+        try:
+            remaining = self._time_left(search)
+            if remaining is not None and remaining <= 0:
+                raise NasError(
+                    f"search {search.id} has used its budget.max_minutes "
+                    f"({self.config.budget.max_minutes}); nothing left to run"
+                )
+            total = self.config.budget.candidates + len(self.plan.baselines)
+            finished = sum(t.status in ("completed", "failed") for t in trials)
+            self.reporter.start(search, total, finished)
+            self._fit(search, remaining)
+            status, message = self._final_status(search, remaining, time.time() - start)
+        finally:
+            self.reporter.stop()
+            search = self._close(search, status, message, time.time() - start)
+        return search
+
+    def _fit(self, search: Search, time_budget_s: float | None) -> None:
+        import ray
+        from ray import tune
+
+        from workers.search_trial import run_candidate
+        from workers.trial import TrialData
+
+        data = TrialData.from_prepared(self.plan.dataset, "valid")
+        started_ray = _init_ray(self.ray_address or self.config.ray_address)
+        try:
+            resources = self.config.resources
+            trainable = tune.with_resources(
+                tune.with_parameters(run_candidate, data=data), {"cpu": resources.cpus_per_trial}
+            )
+            tuner = tune.Tuner(
+                trainable,
+                tune_config=tune.TuneConfig(
+                    search_alg=_StrategySearcher(self),
+                    num_samples=-1,  # until the searcher says FINISHED
+                    max_concurrent_trials=resources.concurrency,
+                    reuse_actors=True,
+                    time_budget_s=time_budget_s,
+                    trial_dirname_creator=lambda t: f"trial{t.config['number']:04d}",
+                ),
+                run_config=tune.RunConfig(
+                    name=f"{search.id}-session{search.sessions}",
+                    storage_path=str(runs_dir() / "tune"),
+                    callbacks=[_Recorder(self)],
+                    stop=_CancelStopper(self),
+                    verbose=0,
+                    log_to_file=True,
+                ),
+            )
+            tuner.fit()
+        finally:
+            if started_ray:
+                ray.shutdown()
+
+    # --- asking --------------------------------------------------------------------------
+
+    def next_config(self, tune_id: str) -> dict[str, Any] | None:
+        """The Tune config of the next candidate, or None when there is nothing left."""
+        if self.poll_cancel():
+            return None
+        if self.rerun:
+            trial = self.registry.restart_trial(self.rerun.pop(0).id)
+        elif self.baselines:
+            spec = self.baselines.pop(0)
+            trial = self.registry.add_trial(
+                self.search.id, spec.to_dict(), spec.arch_id, spec.name, True
+            )
+        elif self._searched() < self.config.budget.candidates and not self.exhausted:
+            try:
+                spec = self._ask()
+            except SpaceExhausted as err:
+                self.exhausted = str(err)
+                return None
+            trial = self.registry.add_trial(
+                self.search.id,
+                spec.to_dict(),
+                spec.arch_id,
+                None,
+                False,
+                self.strategy.state_dict(),
+            )
+        else:
+            return None
+        self.known[trial.arch_id] = trial
+        self.running[tune_id] = _Running(trial, time.time())
+        self.reporter.trial_started(trial)
+        train = self.config.train
+        return {
+            "trial_id": trial.id,
+            "number": trial.number,
+            "spec": trial.spec,
+            "train": {
+                "steps": self.config.budget.steps,
+                "batch_size": train.batch_size,
+                "lr": train.lr,
+                "embedding_lr": train.embedding_lr,
+                "seed": self.config.seed,
+            },
+            "threads": self.config.resources.cpus_per_trial,
+            "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
+        }
+
+    def _ask(self) -> ArchSpec:
+        """The strategy's next candidate that this search has not measured (a strategy never
+        repeats itself, but it may propose a baseline: it is told the baseline's result)."""
+        while True:
+            spec = self.strategy.ask()
+            known = self.known.get(spec.arch_id)
+            if known is None:
+                return spec
+            self.strategy.tell(spec, known.values if known.status == "completed" else None)
+
+    def _searched(self) -> int:
+        return sum(not t.is_baseline for t in self.known.values())
+
+    # --- recording -----------------------------------------------------------------------
+
+    def record(self, tune_id: str, result: dict[str, Any] | None, crash: str | None) -> None:
+        """Record a finished Tune trial: its report, or ``crash`` (Ray's error) when the
+        worker died before reporting."""
+        entry = self.running.pop(tune_id, None)
+        if entry is None:
+            return
+        begin = time.time()
+        trial = entry.trial
+        values, metrics, error = None, None, crash
+        timings: dict[str, float] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
+        if result and "outcome" in result:
+            timings.update(started_at=result["started_at"], finished_at=result["finished_at"])
+            if result["outcome"] == "completed":
+                metrics = json.loads(result["payload"])
+                values = [float(metrics[o]) for o in self.objectives]
+                if not all(math.isfinite(v) for v in values):
+                    shown = dict(zip(self.objectives, values, strict=True))
+                    error = f"an objective is not finite: {shown}"
+                    values = None
+            else:
+                error = result["payload"]
+        elif error is None:
+            error = "the trial ended without reporting a result"
+        status = "completed" if values is not None else "failed"
+        state = None
+        if not trial.is_baseline:
+            self.strategy.tell(ArchSpec.from_dict(trial.spec), values)
+            state = self.strategy.state_dict()
+        trial = self.registry.finish_trial(
+            trial.id,
+            status,
+            values=values,
+            metrics=metrics,
+            timings=timings,
+            error=error,
+            strategy_state=state,
+        )
+        self.known[trial.arch_id] = trial
+        trial = self._log_trial(trial)
+        summary = summarize(self.config, self.registry.trials(self.search.id))
+        self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
+        timings["bookkeeping_s"] = time.time() - begin
+        self.registry.finish_trial(
+            trial.id, status, values=values, metrics=metrics, timings=timings, error=error
+        )
+        self.reporter.trial_finished(trial, summary)
+
+    def _log_trial(self, trial: Trial) -> Trial:
+        run_id = self.tracker.log_trial(
+            self.search.mlflow_experiment_id,
+            self.search.mlflow_run_id,
+            self.search.id,
+            self.config.strategy.name,
+            trial,
+        )
+        self.registry.set_trial_run(trial.id, run_id)
+        trial.mlflow_run_id = run_id
+        return trial
+
+    def _log_unlogged(self, trials: list[Trial]) -> None:
+        """Trials recorded just before a crash, whose MLflow run was not written."""
+        for trial in trials:
+            if trial.status in ("completed", "failed") and trial.mlflow_run_id is None:
+                self._log_trial(trial)
+
+    # --- cancel, tracking, the end -------------------------------------------------------
+
+    def poll_cancel(self) -> bool:
+        """Whether ``nas cancel`` asked this search to stop (reads the registry at most once
+        a second)."""
+        now = time.time()
+        if not self.cancelled and now - self._last_poll >= CANCEL_POLL_S:
+            self._last_poll = now
+            self.cancelled = self.registry.get_search(self.search.id).status == "cancelling"
+        return self.cancelled
+
+    def _open_tracking(self, search: Search) -> None:
+        if search.mlflow_run_id is None:
+            experiment = self.tracker.experiment(search.name)
+            run_id = self.tracker.start_search(experiment, search.id, search.config)
+            search = self.registry.update_search(
+                search.id, mlflow_experiment_id=experiment, mlflow_run_id=run_id
+            )
+        else:
+            self.tracker.resume_search(search.mlflow_run_id)
+        self.search = search
+
+    def _time_left(self, search: Search) -> float | None:
+        limit = self.config.budget.max_minutes
+        return None if limit is None else limit * 60 - search.elapsed_s
+
+    def _final_status(
+        self, search: Search, time_budget: float | None, seconds: float
+    ) -> tuple[str, str | None]:
+        trials = self.registry.trials(search.id)
+        open_trials = [t for t in trials if t.status == "running"]
+        searched = sum(not t.is_baseline for t in trials)
+        if self.cancelled:
+            return "cancelled", "cancelled by nas cancel"
+        if not open_trials and not self.baselines and not self.rerun:
+            if searched >= self.config.budget.candidates:
+                return "completed", None
+            if self.exhausted:
+                return "completed", f"stopped early: {self.exhausted}"
+        if time_budget is not None and seconds >= time_budget:
+            return "stopped", f"reached budget.max_minutes ({self.config.budget.max_minutes})"
+        return "interrupted", "stopped before the budget was spent; continue with nas resume"
+
+    def _close(self, search: Search, status: str, message: str | None, seconds: float) -> Search:
+        for trial in self.registry.trials(search.id):
+            if trial.status == "running":  # suggested or started, never finished
+                self.registry.finish_trial(trial.id, "cancelled", error="search stopped")
+        summary = summarize(self.config, self.registry.trials(search.id))
+        finished = None if status in ("interrupted", "stopped") else _now()
+        search = self.registry.update_search(
+            search.id,
+            status=status,
+            message=message,
+            elapsed_s=search.elapsed_s + seconds,
+            finished_at=finished,
+            pid=None,
+        )
+        if search.mlflow_run_id:
+            self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
+            _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
+            self.tracker.end_search(search.mlflow_run_id, status)
+        return search
+
+
+def _done(summary: SearchSummary) -> int:
+    return summary.counts["completed"] + summary.counts["failed"]
+
+
+def _now():
+    from nas.registry.models import utcnow
+
+    return utcnow()
+
+
+def _log_plot(tracker: Tracker, run_id: str, summary: SearchSummary, title: str) -> None:
+    if len(summary.objectives) < 2 or not summary.candidates:
+        return
+    from dashboards.pareto_plot import pareto_figure
+
+    figure = pareto_figure(summary, title)
+    tracker.log_figure(run_id, figure, "pareto.png")
+
+
+# --- Ray and Tune glue ---------------------------------------------------------------------
+
+
+def _init_ray(address: str | None) -> bool:
+    """Connect to ``address`` (or RAY_ADDRESS), else start a local Ray whose files stay under
+    the runs folder. Returns whether this call started Ray (and so must shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the classic reporter obeys verbose=0
+    # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    # Tune's ResultGrid looks for the result files we switched off, and warns per trial.
+    logging.getLogger("ray.tune.analysis").setLevel(logging.ERROR)
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        import blocks
+        import nas
+        import search_spaces
+        import workers
+
+        ray.init(
+            address=address,
+            runtime_env={"py_modules": [nas, blocks, search_spaces, workers]},
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+        return True
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local only: no token in $HOME
+    temp = runs_dir() / "ray"
+    if len(str(temp)) > MAX_RAY_TEMP_LEN:
+        temp = Path(tempfile.gettempdir()) / f"recnas-ray-{os.getuid()}"
+    temp.mkdir(parents=True, exist_ok=True)
+    ray.init(
+        num_cpus=os.cpu_count(),
+        include_dashboard=False,
+        _temp_dir=str(temp),
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+    return True
+
+
+class _Glue:
+    """Tune pickles its search algorithm, callbacks and stopper into its own experiment
+    checkpoint. Ours hold the live controller (database engines, an MLflow client), and the
+    registry, not Tune's checkpoint, is what a search resumes from: pickle them empty."""
+
+    controller: Controller | None
+
+    def __getstate__(self) -> dict:
+        return {"controller": None}
+
+
+class _StrategySearcher(_Glue, Searcher):
+    """Tune's search algorithm: asks the controller, which asks the strategy."""
+
+    def __init__(self, controller: Controller):
+        super().__init__()  # no metric: Tune only relays; the strategy ranks
+        self.controller = controller
+
+    def save(self, checkpoint_path: str) -> None:
+        pass  # the registry holds the strategy's state after every ask and tell
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
+
+    def suggest(self, trial_id: str):
+        config = self.controller.next_config(trial_id)
+        return config if config is not None else Searcher.FINISHED
+
+    def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+        pass  # recorded by _Recorder, which also sees Ray's error message
+
+
+class _Recorder(_Glue, Callback):
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self.controller.record(trial.trial_id, trial.last_result, None)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self.controller.record(trial.trial_id, None, _ray_error(trial))
+
+
+class _CancelStopper(_Glue, Stopper):
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.controller.poll_cancel()
+
+
+def _ray_error(trial) -> str:
+    """The last lines of the error Ray recorded for a trial whose worker failed."""
+    text = ""
+    if trial.error_file and Path(trial.error_file).exists():
+        text = Path(trial.error_file).read_text()
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    reason = "\n".join(lines[-3:]) if lines else "the Ray worker failed without a message"
+    if "OutOfMemoryError" in text or "memory" in text.lower() and "kill" in text.lower():
+        reason = "the worker was killed for using too much memory\n" + reason
+    return reason

@@ -1,0 +1,20 @@
+"""The registry database: searches and trials (SQLAlchemy, schema versioned with Alembic)."""
+
+from nas.registry.models import Search, Trial
+from nas.registry.store import (
+    Registry,
+    RegistryError,
+    controller_alive,
+    display_status,
+    new_search_id,
+)
+
+__all__ = [
+    "Registry",
+    "RegistryError",
+    "Search",
+    "Trial",
+    "controller_alive",
+    "display_status",
+    "new_search_id",
+]

@@ -1,0 +1,236 @@
+"""``Registry``: the searches and trials database, the source of truth for the CLI and resume.
+
+Every access goes through ``session()``, which commits on success, rolls back on error, and
+turns driver errors into a ``RegistryError`` that names the database (Optuna's RDB storage
+does the same). Any SQLAlchemy URL works; the default is a sqlite file under ``nas-runs/``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from nas.errors import NasError
+from nas.registry import schema
+from nas.registry.models import Search, Trial, utcnow
+
+
+class RegistryError(NasError):
+    """The registry database cannot be reached, read or written."""
+
+
+def new_search_id(name: str) -> str:
+    return f"{name[:40]}-{secrets.token_hex(3)}"
+
+
+class Registry:
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise RegistryError(
+                f"registry_url {url!r} is not a SQLAlchemy URL; "
+                "e.g. sqlite:///nas-runs/registry.db or postgresql://user@host/db"
+            ) from None
+        if parsed.drivername.startswith("sqlite") and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_engine(url)
+        if parsed.drivername.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        try:
+            with self.engine.begin() as connection:
+                current = schema.current_revision(connection)
+                if current is not None and current not in schema.known_revisions():
+                    raise RegistryError(
+                        f"{self.url}: the registry schema is at revision {current}, which this "
+                        f"version of recnas does not know (it knows up to "
+                        f"{schema.head_revision()}); upgrade recnas to read it"
+                    )
+                if current != schema.head_revision():
+                    schema.upgrade(connection)
+        except SQLAlchemyError as err:
+            raise RegistryError(f"{self.url}: cannot open the registry ({err})") from None
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except SQLAlchemyError as err:
+            session.rollback()
+            raise RegistryError(f"{self.url}: {err}") from None
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    # --- searches -----------------------------------------------------------------------
+
+    def create_search(
+        self, search_id: str, name: str, config: dict[str, Any], config_path: str | None
+    ) -> Search:
+        search = Search(
+            id=search_id,
+            name=name,
+            status="running",
+            config=config,
+            config_path=config_path,
+            elapsed_s=0.0,
+            sessions=0,
+        )
+        with self.session() as s:
+            s.add(search)
+        return search
+
+    def get_search(self, search_id: str) -> Search:
+        """The search ``search_id`` (a unique prefix is enough)."""
+        with self.session() as s:
+            found = s.get(Search, search_id)
+            if found is not None:
+                return found
+            matches = s.scalars(select(Search).where(Search.id.startswith(search_id))).all()
+            if len(matches) == 1:
+                return matches[0]
+            known = s.scalars(select(Search.id).order_by(Search.created_at.desc())).all()
+        if matches:
+            raise NasError(
+                f"search id {search_id!r} is ambiguous: {', '.join(m.id for m in matches)}"
+            )
+        hint = f"; recent searches: {', '.join(known[:5])}" if known else "; none yet"
+        raise NasError(f"no search {search_id!r} in {self.url}{hint} (see: nas list)")
+
+    def list_searches(self) -> list[Search]:
+        with self.session() as s:
+            return list(s.scalars(select(Search).order_by(Search.created_at.desc())).all())
+
+    def update_search(self, search_id: str, **fields: Any) -> Search:
+        with self.session() as s:
+            search = s.get(Search, search_id)
+            for key, value in fields.items():
+                setattr(search, key, value)
+            search.updated_at = utcnow()
+            return search
+
+    def claim(self, search_id: str) -> Search:
+        """Mark this process as the search's controller (a new session of it)."""
+        with self.session() as s:
+            search = s.get(Search, search_id)
+            search.status = "running"
+            search.message = None
+            search.host = socket.gethostname()
+            search.pid = os.getpid()
+            search.sessions += 1
+            search.updated_at = utcnow()
+            return search
+
+    # --- trials -------------------------------------------------------------------------
+
+    def trials(self, search_id: str) -> list[Trial]:
+        with self.session() as s:
+            query = select(Trial).where(Trial.search_id == search_id).order_by(Trial.number)
+            return list(s.scalars(query).all())
+
+    def add_trial(
+        self,
+        search_id: str,
+        spec: dict[str, Any],
+        arch_id: str,
+        label: str | None,
+        is_baseline: bool,
+        strategy_state: dict[str, Any] | None = None,
+    ) -> Trial:
+        """Record an asked candidate, and the strategy state after the ask, atomically."""
+        with self.session() as s:
+            count = len(s.scalars(select(Trial.id).where(Trial.search_id == search_id)).all())
+            trial = Trial(
+                search_id=search_id,
+                number=count,
+                arch_id=arch_id,
+                label=label,
+                is_baseline=is_baseline,
+                spec=spec,
+                status="running",
+                attempts=1,
+            )
+            s.add(trial)
+            if strategy_state is not None:
+                s.get(Search, search_id).strategy_state = strategy_state
+            return trial
+
+    def restart_trial(self, trial_id: int) -> Trial:
+        with self.session() as s:
+            trial = s.get(Trial, trial_id)
+            trial.status = "running"
+            trial.attempts += 1
+            trial.error = None
+            return trial
+
+    def finish_trial(
+        self,
+        trial_id: int,
+        status: str,
+        *,
+        values: list[float] | None = None,
+        metrics: dict | None = None,
+        timings: dict | None = None,
+        error: str | None = None,
+        strategy_state: dict[str, Any] | None = None,
+    ) -> Trial:
+        """Record a trial's outcome, and the strategy state after the tell, atomically."""
+        with self.session() as s:
+            trial = s.get(Trial, trial_id)
+            trial.status, trial.values, trial.metrics = status, values, metrics
+            trial.timings, trial.error, trial.finished_at = timings, error, utcnow()
+            if strategy_state is not None:
+                s.get(Search, trial.search_id).strategy_state = strategy_state
+            return trial
+
+    def set_trial_run(self, trial_id: int, run_id: str) -> None:
+        with self.session() as s:
+            s.get(Trial, trial_id).mlflow_run_id = run_id
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    # WAL lets `nas list` read while a search writes; wait rather than fail on a busy file.
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def controller_alive(search: Search) -> bool | None:
+    """Whether the search's controller process still runs: None when it is on another host."""
+    if search.host != socket.gethostname() or search.pid is None:
+        return None
+    try:
+        os.kill(search.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def display_status(search: Search) -> str:
+    """The status to show: a "running" search whose controller died reads "crashed"."""
+    if search.status in ("running", "cancelling") and controller_alive(search) is False:
+        return "crashed"
+    return search.status

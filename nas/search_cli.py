@@ -1,0 +1,497 @@
+"""The search commands of the ``nas`` CLI: submit, list, status, pareto, resume, cancel.
+
+Every command reads the registry (the source of truth); only submit and resume run a search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from nas.config import default_registry_url
+from nas.controller import Reporter
+from nas.errors import NasError
+
+console = Console(stderr=True)
+out = Console()
+
+
+def add_commands(commands) -> None:
+    submit = commands.add_parser("submit", help="run a search from a YAML file (foreground)")
+    submit.add_argument("config", type=Path, help="a search YAML (see examples/searches/)")
+    submit.add_argument("--budget", type=int, help="searched candidates (budget.candidates)")
+    submit.add_argument("--steps", type=int, help="training steps per candidate (budget.steps)")
+    submit.add_argument("--seed", type=int, help="search and training seed")
+    submit.add_argument("--concurrency", type=int, help="candidates trained at once")
+    submit.add_argument("--name", help="the search's name (MLflow experiment)")
+    submit.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in nas-runs)")
+    _registry_flag(submit)
+    submit.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
+    submit.add_argument("--json", action="store_true", help="print the summary as JSON")
+    submit.set_defaults(run=cmd_submit)
+
+    listing = commands.add_parser("list", help="searches with status, trials, best NE, front")
+    _registry_flag(listing)
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(run=cmd_list)
+
+    status = commands.add_parser("status", help="one search: config, trials by state, front")
+    status.add_argument("search_id", help="a search id (a unique prefix is enough)")
+    _registry_flag(status)
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status.set_defaults(run=cmd_status)
+
+    pareto = commands.add_parser("pareto", help="a search's Pareto front")
+    pareto.add_argument("search_id", help="a search id (a unique prefix is enough)")
+    pareto.add_argument(
+        "--objectives", help="comma-separated, e.g. ne,flops (default: the search's own)"
+    )
+    _registry_flag(pareto)
+    pareto.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    pareto.set_defaults(run=cmd_pareto)
+
+    resume = commands.add_parser("resume", help="continue a search after a crash or Ctrl-C")
+    resume.add_argument("search_id", help="a search id (a unique prefix is enough)")
+    _registry_flag(resume)
+    resume.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
+    resume.add_argument("--json", action="store_true", help="print the summary as JSON")
+    resume.set_defaults(run=cmd_resume)
+
+    cancel = commands.add_parser("cancel", help="stop a running search")
+    cancel.add_argument("search_id", help="a search id (a unique prefix is enough)")
+    _registry_flag(cancel)
+    cancel.set_defaults(run=cmd_cancel)
+
+
+def _registry_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry-url", help="SQLAlchemy URL of the registry (default: sqlite in nas-runs)"
+    )
+
+
+def _registry(args: argparse.Namespace, url: str | None = None):
+    from nas.registry import Registry
+
+    return Registry(args.registry_url or url or default_registry_url())
+
+
+def _emit_json(data: object) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# --- submit and resume ---------------------------------------------------------------------
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    from nas.config import load_config
+    from nas.controller import plan
+    from nas.registry import new_search_id
+
+    overrides = {
+        "budget.candidates": args.budget,
+        "budget.steps": args.steps,
+        "seed": args.seed,
+        "resources.concurrency": args.concurrency,
+        "name": args.name,
+        "tracking_uri": args.tracking_uri,
+        "registry_url": args.registry_url,
+        "ray_address": args.address,
+    }
+    config = load_config(args.config, overrides)
+    url = config.registry_url or default_registry_url()
+    search_id = new_search_id(config.name)
+    with console.status(f"Checking {args.config} against {config.dataset} ..."):
+        checked = plan(config, args.config.resolve().parent, url, search_id)
+    registry = _registry(args, url)
+    search = registry.create_search(
+        search_id, config.name, config.to_dict(), str(args.config.resolve())
+    )
+    _run(registry, search, checked, args)
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    from nas.config import validate_config
+    from nas.controller import plan
+    from nas.registry import controller_alive
+
+    registry = _registry(args)
+    search = registry.get_search(args.search_id)
+    if search.status == "completed":
+        raise NasError(f"search {search.id} is completed; nothing to resume")
+    if search.status in ("running", "cancelling") and controller_alive(search) is not False:
+        where = f"process {search.pid} on {search.host}"
+        raise NasError(f"search {search.id} is still running ({where}); nas cancel it first")
+    config = validate_config(search.config, f"search {search.id}")
+    base = Path(search.config_path).parent if search.config_path else Path.cwd()
+    with console.status(f"Checking search {search.id} ..."):
+        checked = plan(config, base, registry.url, search.id)
+    _run(registry, search, checked, args)
+
+
+def _run(registry, search, checked, args: argparse.Namespace) -> None:
+    from nas.controller import Controller
+    from nas.summary import summarize
+
+    reporter = Reporter() if args.json else ProgressReporter(checked.config)
+    if not args.json:
+        console.print(
+            f"search [bold]{search.id}[/]: {checked.config.space.name} space, "
+            f"{checked.config.strategy.name} strategy, {checked.config.budget.candidates} "
+            f"candidates + {len(checked.baselines)} baselines, "
+            f"{checked.config.budget.steps} steps each, on {checked.config.dataset}",
+            highlight=False,
+        )
+    controller = Controller(registry, search, checked, reporter, getattr(args, "address", None))
+    search = controller.run()
+    summary = summarize(checked.config, registry.trials(search.id))
+    if args.json:
+        _emit_json({**_search_row(search, summary), "summary": summary.to_dict()})
+        return
+    _print_front(search, summary)
+    _print_ending(search, checked.config)
+
+
+class ProgressReporter(Reporter):
+    """A rich progress bar: candidates done/failed, best NE, front size, elapsed, ETA."""
+
+    def __init__(self, config):
+        self.config = config
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TextColumn("best {task.fields[best]}"),
+            TextColumn("front {task.fields[front]}"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.task = None
+
+    def start(self, search, total: int, done: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task(
+            search.id, total=total, completed=done, failed=0, best="-", front=0
+        )
+
+    def trial_started(self, trial) -> None:
+        label = trial.label or trial.arch_id[:8]
+        self.progress.update(self.task, description=f"training {label}")
+
+    def trial_finished(self, trial, summary) -> None:
+        first = summary.objectives[0]
+        best = summary.best.get(first)
+        self.progress.update(
+            self.task,
+            completed=summary.counts["completed"] + summary.counts["failed"],
+            failed=summary.counts["failed"],
+            best=f"{first} {best:.4f}" if best is not None else "-",
+            front=len(summary.front),
+        )
+        if trial.status == "failed":
+            first_line = (trial.error or "").splitlines()[0] if trial.error else ""
+            self.progress.console.print(
+                f"[yellow]trial {trial.number} failed:[/] {first_line}", highlight=False
+            )
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description="done")
+            self.progress.stop()
+
+
+def _print_ending(search, config) -> None:
+    from nas.config import default_tracking_uri
+
+    color = {"completed": "green", "cancelled": "yellow"}.get(search.status, "red")
+    note = f" ({search.message})" if search.message else ""
+    console.print(
+        f"search {search.id}: [{color}]{search.status}[/]{note} after "
+        f"{search.elapsed_s / 60:.1f} min",
+        highlight=False,
+    )
+    if search.status in ("interrupted", "stopped", "failed"):
+        console.print(f"continue it with: nas resume {search.id}", highlight=False)
+    uri = config.tracking_uri or default_tracking_uri()
+    ui = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
+    console.print(
+        f"browse every candidate: {ui}  (then open http://127.0.0.1:5000, "
+        f"experiment '{search.name}')",
+        highlight=False,
+    )
+
+
+# --- views ---------------------------------------------------------------------------------
+
+
+def _search_row(search, summary) -> dict:
+    from nas.registry import display_status
+
+    return {
+        "id": search.id,
+        "name": search.name,
+        "status": display_status(search),
+        "message": search.message,
+        "created_at": search.created_at.isoformat() if search.created_at else None,
+        "elapsed_min": round(search.elapsed_s / 60, 2),
+        "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}",
+        "baselines": summary.counts["baselines"],
+        "completed": summary.counts["completed"],
+        "failed": summary.counts["failed"],
+        "best": summary.best,
+        "front_size": len(summary.front),
+        "hypervolume": summary.hypervolume,
+    }
+
+
+def _summary_of(registry, search, objectives: list[str] | None = None):
+    from nas.config import validate_config
+    from nas.summary import summarize
+
+    config = validate_config(search.config, f"search {search.id}")
+    return config, summarize(config, registry.trials(search.id), objectives)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    registry = _registry(args)
+    rows = []
+    for search in registry.list_searches():
+        rows.append(_search_row(search, _summary_of(registry, search)[1]))
+    if args.json:
+        _emit_json(rows)
+        return
+    if not rows:
+        console.print(
+            "no searches yet; start one with: nas submit examples/searches/ctr_quick.yaml"
+        )
+        return
+    table = Table(title=f"searches ({registry.url})", title_justify="left")
+    for column in (
+        "id",
+        "status",
+        "candidates",
+        "failed",
+        "best NE",
+        "front",
+        "minutes",
+        "created",
+    ):
+        table.add_column(column, justify="right" if column not in ("id", "status") else "left")
+    for row in rows:
+        ne = row["best"].get("ne")
+        table.add_row(
+            row["id"],
+            _status_text(row["status"]),
+            row["candidates"] + (f" +{row['baselines']}b" if row["baselines"] else ""),
+            str(row["failed"]),
+            f"{ne:.4f}" if ne is not None else "-",
+            str(row["front_size"]),
+            f"{row['elapsed_min']:.1f}",
+            (row["created_at"] or "")[:16].replace("T", " "),
+        )
+    out.print(table)
+
+
+def _status_text(status: str) -> str:
+    color = {
+        "completed": "green",
+        "running": "cyan",
+        "crashed": "red",
+        "failed": "red",
+        "interrupted": "yellow",
+        "cancelled": "yellow",
+        "cancelling": "yellow",
+        "stopped": "yellow",
+    }.get(status, "white")
+    return f"[{color}]{status}[/]"
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    registry = _registry(args)
+    search = registry.get_search(args.search_id)
+    config, summary = _summary_of(registry, search)
+    trials = registry.trials(search.id)
+    if args.json:
+        _emit_json(
+            {
+                **_search_row(search, summary),
+                "config": search.config,
+                "mlflow_run_id": search.mlflow_run_id,
+                "trials": [_trial_row(t) for t in trials],
+                "summary": summary.to_dict(),
+            }
+        )
+        return
+    table = Table(title=f"search {search.id}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    row = _search_row(search, summary)
+    table.add_row(
+        "status", _status_text(row["status"]) + (f" ({search.message})" if search.message else "")
+    )
+    table.add_row("dataset", config.dataset)
+    table.add_row("space", f"{config.space.name} {json.dumps(config.space.options) or ''}")
+    table.add_row("strategy", f"{config.strategy.name} {json.dumps(config.strategy.options)}")
+    table.add_row(
+        "objectives",
+        ", ".join(
+            f"{n} ({d})" for n, d in zip(summary.objectives, summary.directions, strict=True)
+        ),
+    )
+    table.add_row(
+        "budget",
+        f"{config.budget.candidates} candidates x {config.budget.steps} "
+        f"steps" + (f", {config.budget.max_minutes} min" if config.budget.max_minutes else ""),
+    )
+    counts = summary.counts
+    table.add_row(
+        "trials",
+        f"{counts['completed']} completed, {counts['failed']} failed, "
+        f"{counts['running']} running, {counts['cancelled']} cancelled "
+        f"({counts['searched']}/{counts['budget']} searched + "
+        f"{counts['baselines']} baselines)",
+    )
+    table.add_row("elapsed", f"{search.elapsed_s / 60:.1f} min over {search.sessions} session(s)")
+    table.add_row(
+        "hypervolume",
+        f"{summary.hypervolume:.6g} (reference "
+        + ", ".join(
+            f"{n} {r:.4g}" for n, r in zip(summary.objectives, summary.reference, strict=True)
+        )
+        + ")"
+        if summary.reference
+        else "-",
+    )
+    table.add_row("mlflow run", search.mlflow_run_id or "-")
+    out.print(table)
+    failed = [t for t in trials if t.status == "failed"]
+    if failed:
+        errors = Table(title="failed trials", title_justify="left")
+        for column in ("trial", "arch_id", "reason"):
+            errors.add_column(column, overflow="fold")
+        for t in failed:
+            errors.add_row(str(t.number), t.arch_id, (t.error or "").splitlines()[0][:200])
+        out.print(errors)
+    _print_front(search, summary)
+
+
+def _trial_row(trial) -> dict:
+    return {
+        "number": trial.number,
+        "arch_id": trial.arch_id,
+        "label": trial.label,
+        "baseline": trial.is_baseline,
+        "status": trial.status,
+        "attempts": trial.attempts,
+        "values": trial.values,
+        "metrics": trial.metrics,
+        "timings": trial.timings,
+        "error": trial.error,
+        "spec": trial.spec,
+        "mlflow_run_id": trial.mlflow_run_id,
+    }
+
+
+def cmd_pareto(args: argparse.Namespace) -> None:
+    from nas.errors import ConfigError
+    from nas.objectives import get_objective
+
+    registry = _registry(args)
+    search = registry.get_search(args.search_id)
+    objectives = None
+    if args.objectives:
+        objectives = [o.strip() for o in args.objectives.split(",") if o.strip()]
+        for name in objectives:
+            get_objective(name, "--objectives")
+        if len(set(objectives)) != len(objectives):
+            raise ConfigError("--objectives", f"lists an objective twice: {args.objectives}")
+    _, summary = _summary_of(registry, search, objectives)
+    if args.json:
+        _emit_json({"search": search.id, **summary.to_dict()})
+        return
+    _print_front(search, summary)
+
+
+def _print_front(search, summary) -> None:
+    if not summary.front:
+        console.print(f"search {search.id} has no completed candidates yet")
+        return
+    table = Table(
+        title=f"Pareto front of {search.id} over "
+        + ", ".join(
+            f"{n} ({d})" for n, d in zip(summary.objectives, summary.directions, strict=True)
+        )
+        + f": {len(summary.front)} of {len(summary.candidates)} candidates, "
+        f"{summary.searched_on_front} found by the search",
+        title_justify="left",
+    )
+    table.add_column("trial", justify="right")
+    table.add_column("candidate")
+    for name in summary.objectives:
+        table.add_column(name, justify="right")
+    for name in ("auc", "params"):
+        if name not in summary.objectives:
+            table.add_column(name, justify="right")
+    for c in summary.front:
+        label = f"[orange3]{c.label} (baseline)[/]" if c.is_baseline else c.arch_id
+        if summary.knee is not None and c.number == summary.knee.number:
+            label += " [red]* knee[/]"
+        cells = [_format(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
+        extra = [
+            _format(n, c.metrics.get(n)) for n in ("auc", "params") if n not in summary.objectives
+        ]
+        table.add_row(str(c.number), label, *cells, *extra)
+    out.print(table)
+
+
+def _format(name: str, value) -> str:
+    if value is None:
+        return "-"
+    if name in ("flops", "params"):
+        for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+            if value >= scale:
+                return f"{value / scale:.1f}{unit}"
+        return f"{value:.0f}"
+    return f"{value:.4f}"
+
+
+def cmd_cancel(args: argparse.Namespace) -> None:
+    from nas.registry import controller_alive
+
+    registry = _registry(args)
+    search = registry.get_search(args.search_id)
+    if search.status not in ("running", "cancelling"):
+        console.print(f"search {search.id} is {search.status}; nothing to cancel", highlight=False)
+        return
+    alive = controller_alive(search)
+    if alive is False:  # the controller died: nobody to tell; mark it cancelled directly
+        registry.update_search(
+            search.id, status="cancelled", message="cancelled by nas cancel", pid=None
+        )
+        console.print(f"search {search.id} cancelled (its controller was not running)")
+        return
+    registry.update_search(search.id, status="cancelling")
+    console.print(f"asked search {search.id} to stop; waiting for it ...", highlight=False)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(1.0)
+        now = registry.get_search(search.id).status
+        if now != "cancelling":
+            console.print(f"search {search.id} is {now}", highlight=False)
+            return
+    console.print(f"search {search.id} has not stopped yet; it stops after its running trials")

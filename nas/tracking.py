@@ -1,0 +1,200 @@
+"""MLflow logging: an experiment per search name, a parent run per search, a child run per
+candidate. The registry stays the source of truth; MLflow is where people browse.
+
+    child run   params  the flattened spec (embedding_dim, depth, layer0.block, ...)
+                tags    arch_id, search_id, strategy, baseline, trial, status
+                metrics every objective and measured number (ne, auc, flops, seconds, ...)
+                artifact spec.json
+    parent run  params  the flattened search config;  artifacts config.json, pareto.json,
+                pareto.csv, pareto.png;  metrics hypervolume, best_<objective>, front_size,
+                completed, failed (stepped by trials done, so they plot as the search runs)
+
+Logging is idempotent: a child run is looked up by (search_id, trial) before one is created,
+so a search killed between an MLflow write and a registry write never logs a trial twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from nas.errors import NasError
+
+
+class TrackingError(NasError):
+    """The MLflow tracking store cannot be reached or written."""
+
+
+def flatten_spec(spec: dict[str, Any]) -> dict[str, str]:
+    """A spec as flat MLflow params: ``layer0.block``, ``top_mlp`` as ``256-128``..."""
+    flat = {
+        "embedding_dim": str(spec["embedding_dim"]),
+        "depth": str(len(spec["interaction"])),
+        "top_mlp": _text(spec.get("top_mlp", [])),
+        "top_input": str(spec.get("top_input", "last")),
+        "bottom_mlp": _text(spec.get("bottom_mlp", [])),
+    }
+    for i, layer in enumerate(spec["interaction"]):
+        for key, value in layer.items():
+            flat[f"layer{i}.{key}"] = _text(value)
+    return flat
+
+
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten_config(value, f"{name}."))
+        else:
+            flat[name] = _text(value)
+    return flat
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return (
+            "-".join(str(v) for v in value)
+            if all(isinstance(v, int | float) for v in value)
+            else json.dumps(value)
+        )
+    return json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+class Tracker:
+    def __init__(self, uri: str, artifact_root: Path | None):
+        from mlflow import MlflowClient
+
+        # After the import: MLflow sets its own loggers up when it is imported.
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+        self.uri = uri
+        self.artifact_root = artifact_root  # for a local store; a server chooses its own
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return fn(*args, **kwargs)
+        except MlflowException as err:
+            raise TrackingError(f"MLflow at {self.uri}: could not {what}: {err.message}") from None
+
+    def experiment(self, name: str) -> str:
+        found = self._call("read the experiment", self.client.get_experiment_by_name, name)
+        if found is not None:
+            return found.experiment_id
+        location = str(self.artifact_root / name) if self.artifact_root else None
+        return self._call("create the experiment", self.client.create_experiment, name, location)
+
+    def start_search(self, experiment_id: str, search_id: str, config: dict[str, Any]) -> str:
+        run = self._call(
+            "create the search run",
+            self.client.create_run,
+            experiment_id,
+            run_name=search_id,
+            tags={"search_id": search_id, "kind": "search", "strategy": config["strategy"]["name"]},
+        )
+        run_id = run.info.run_id
+        self._log(run_id, params=flatten_config(config))
+        self._call("log config.json", self.client.log_dict, run_id, config, "config.json")
+        return run_id
+
+    def resume_search(self, run_id: str) -> None:
+        self._call("reopen the search run", self.client.update_run, run_id, status="RUNNING")
+
+    def log_trial(
+        self, experiment_id: str, parent_id: str, search_id: str, strategy: str, trial
+    ) -> str:
+        """The child run of ``trial`` (a registry Trial that has finished); its run id."""
+        existing = self._call(
+            "look up the trial's run",
+            self.client.search_runs,
+            [experiment_id],
+            filter_string=f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'",
+        )
+        tags = {
+            "mlflow.parentRunId": parent_id,
+            "search_id": search_id,
+            "trial": str(trial.number),
+            "arch_id": trial.arch_id,
+            "strategy": "baseline" if trial.is_baseline else strategy,
+            "baseline": str(trial.is_baseline).lower(),
+            "status": trial.status,
+        }
+        if existing:
+            run_id = existing[0].info.run_id
+        else:
+            name = trial.label or f"t{trial.number:03d}-{trial.arch_id[:8]}"
+            run = self._call(
+                "create a trial run",
+                self.client.create_run,
+                experiment_id,
+                run_name=name,
+                tags=tags,
+            )
+            run_id = run.info.run_id
+            self._log(run_id, params=flatten_spec(trial.spec))
+            self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
+        metrics = {
+            k: float(v)
+            for k, v in (trial.metrics or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        extra = {"error": trial.error[:5000]} if trial.error else {}
+        self._log(run_id, metrics=metrics, tags={**tags, **extra})
+        status = "FINISHED" if trial.status == "completed" else "FAILED"
+        self._call("close a trial run", self.client.set_terminated, run_id, status)
+        return run_id
+
+    def log_front(self, run_id: str, summary, step: int) -> None:
+        metrics = {
+            "hypervolume": summary.hypervolume,
+            "front_size": len(summary.front),
+            "completed": summary.counts["completed"],
+            "failed": summary.counts["failed"],
+            **{f"best_{k}": v for k, v in summary.best.items()},
+        }
+        self._log(run_id, metrics=metrics, step=step)
+        self._call(
+            "log pareto.json", self.client.log_dict, run_id, summary.to_dict(), "pareto.json"
+        )
+        self._call(
+            "log pareto.csv", self.client.log_text, run_id, _csv(summary.front_rows()), "pareto.csv"
+        )
+
+    def log_figure(self, run_id: str, figure, name: str) -> None:
+        self._call(f"log {name}", self.client.log_figure, run_id, figure, name)
+
+    def end_search(self, run_id: str, status: str) -> None:
+        mlflow_status = {"completed": "FINISHED", "failed": "FAILED"}.get(status, "KILLED")
+        self._call("close the search run", self.client.set_terminated, run_id, mlflow_status)
+
+    def _log(self, run_id: str, params=None, metrics=None, tags=None, step: int = 0) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        self._call(
+            "log to a run",
+            self.client.log_batch,
+            run_id,
+            metrics=[Metric(k, v, now, step) for k, v in (metrics or {}).items()],
+            params=[Param(k, v[:6000]) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+        )
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
