@@ -240,7 +240,7 @@ def _print_ending(search, config) -> None:
 
 
 def _search_row(search, summary) -> dict:
-    from nas.registry import display_status
+    from nas.registry import display_status, elapsed_seconds
 
     return {
         "id": search.id,
@@ -248,7 +248,7 @@ def _search_row(search, summary) -> dict:
         "status": display_status(search),
         "message": search.message,
         "created_at": search.created_at.isoformat() if search.created_at else None,
-        "elapsed_min": round(search.elapsed_s / 60, 2),
+        "elapsed_min": round(elapsed_seconds(search) / 60, 2),
         "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}",
         "baselines": summary.counts["baselines"],
         "completed": summary.counts["completed"],
@@ -366,7 +366,7 @@ def cmd_status(args: argparse.Namespace) -> None:
         f"({counts['searched']}/{counts['budget']} searched + "
         f"{counts['baselines']} baselines)",
     )
-    table.add_row("elapsed", f"{search.elapsed_s / 60:.1f} min over {search.sessions} session(s)")
+    table.add_row("elapsed", f"{row['elapsed_min']:.1f} min over {search.sessions} session(s)")
     table.add_row(
         "hypervolume",
         f"{summary.hypervolume:.6g} (reference "

@@ -6,6 +6,7 @@ from nas.registry.store import (
     RegistryError,
     controller_alive,
     display_status,
+    elapsed_seconds,
     new_search_id,
 )
 
@@ -16,5 +17,6 @@ __all__ = [
     "Trial",
     "controller_alive",
     "display_status",
+    "elapsed_seconds",
     "new_search_id",
 ]

@@ -56,7 +56,8 @@ class Search(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)  # over all sessions
+    elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)  # closed sessions only
+    session_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sessions: Mapped[int] = mapped_column(Integer, default=0)  # submit + each resume
     host: Mapped[str | None] = mapped_column(String(255))  # where the controller runs
     pid: Mapped[int | None] = mapped_column(Integer)

@@ -12,6 +12,7 @@ import secrets
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ class Registry:
             search.host = socket.gethostname()
             search.pid = os.getpid()
             search.sessions += 1
-            search.updated_at = utcnow()
+            search.updated_at = search.session_started_at = utcnow()
             return search
 
     # --- trials -------------------------------------------------------------------------
@@ -227,6 +228,16 @@ def controller_alive(search: Search) -> bool | None:
     except PermissionError:
         return True
     return True
+
+
+def elapsed_seconds(search: Search) -> float:
+    """Wall time over all sessions, the running one included."""
+    if search.status in ("running", "cancelling") and search.session_started_at is not None:
+        started = search.session_started_at
+        if started.tzinfo is None:  # sqlite returns naive datetimes; they are stored in UTC
+            started = started.replace(tzinfo=UTC)
+        return search.elapsed_s + (utcnow() - started).total_seconds()
+    return search.elapsed_s
 
 
 def display_status(search: Search) -> str:

@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
         sa.Column("elapsed_s", sa.Float, nullable=False),
+        sa.Column("session_started_at", sa.DateTime(timezone=True)),
         sa.Column("sessions", sa.Integer, nullable=False),
         sa.Column("host", sa.String(255)),
         sa.Column("pid", sa.Integer),

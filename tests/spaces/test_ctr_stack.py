@@ -1,0 +1,118 @@
+"""ctr_stack: seeded, every member builds, moves change something, options are checked."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import optuna
+import pytest
+
+from nas.errors import ConfigError
+from search_spaces import create_space, list_spaces
+
+NUM_TOKENS = 11  # MovieLens-1M's feature tokens
+
+
+@pytest.fixture
+def space():
+    return create_space("ctr_stack", {}, NUM_TOKENS)
+
+
+def test_registered() -> None:
+    assert "ctr_stack" in list_spaces()
+
+
+def test_same_seed_same_samples(space) -> None:
+    a = [space.sample(np.random.default_rng(5)).arch_id for _ in range(3)]
+    rng1, rng2 = np.random.default_rng(9), np.random.default_rng(9)
+    assert [space.sample(rng1).arch_id for _ in range(20)] == [
+        space.sample(rng2).arch_id for _ in range(20)
+    ]
+    assert len(set(a)) == 1  # a fresh generator with the same seed: the same first member
+
+
+def test_every_move_yields_a_buildable_member(space) -> None:
+    rng = np.random.default_rng(0)
+    specs = [space.sample(rng) for _ in range(60)]
+    for spec in specs:
+        spec.layer_configs(NUM_TOKENS)  # raises on any shape problem
+        depth = len(spec.interaction)
+        assert 1 <= depth <= space.options.max_depth
+        for layer in spec.interaction[:-1]:
+            assert layer.block in ("dcnv2", "self_attention"), "a reducer before the last layer"
+    for a, b in itertools.pairwise(specs):
+        child = space.mutate(a, rng)
+        assert child.arch_id != a.arch_id
+        child.layer_configs(NUM_TOKENS)
+        space.crossover(a, b, rng).layer_configs(NUM_TOKENS)
+
+
+def test_samples_cover_the_space(space) -> None:
+    rng = np.random.default_rng(1)
+    specs = [space.sample(rng) for _ in range(300)]
+    assert {s.embedding_dim for s in specs} == {8, 16, 32}
+    assert {layer.block for s in specs for layer in s.interaction} == set(space.options.blocks)
+    assert {len(s.interaction) for s in specs} == {1, 2, 3}
+
+
+def test_crossover_mixes_both_parents(space) -> None:
+    rng = np.random.default_rng(2)
+    a, b = space.sample(rng), space.sample(rng)
+    while a.embedding_dim == b.embedding_dim:
+        b = space.sample(rng)
+    dims = {space.crossover(a, b, rng).embedding_dim for _ in range(40)}
+    assert dims == {a.embedding_dim, b.embedding_dim}
+
+
+def test_optuna_suggest_builds_and_keeps_one_distribution_per_name(space) -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = {}
+    for _ in range(40):
+        trial = study.ask()
+        spec = space.suggest(trial)
+        spec.layer_configs(NUM_TOKENS)
+        for name, dist in trial.distributions.items():
+            assert seen.setdefault(name, dist) == dist, f"{name} changed its distribution"
+        study.tell(trial, 0.0)
+
+
+def test_size_counts_the_members() -> None:
+    options = {
+        "embedding_dims": [4, 8],
+        "max_depth": 2,
+        "blocks": ["fm", "dcnv2"],
+        "block_params": {"dcnv2": {"num_layers": [1, 2]}},
+        "top_mlps": [[]],
+        "top_inputs": ["last"],
+    }
+    space = create_space("ctr_stack", options, 6)
+    # depth 1: last in {fm, dcnv2 x2} = 3; depth 2: mixer dcnv2 x2 * last 3 = 6; x 2 dims
+    assert space.size() == (3 + 6) * 2
+    rng = np.random.default_rng(0)
+    assert len({space.sample(rng).arch_id for _ in range(500)}) == space.size()
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "words"),
+    [
+        ({"max_depth": 0}, "space.options.max_depth", "greater than or equal to 1"),
+        ({"blocks": ["hstu"]}, "space.options.blocks", "not an interaction block"),
+        ({"blocks": []}, "space.options.blocks", "at least 1"),
+        ({"embedding_dims": [8, 8]}, "space.options.embedding_dims", "distinct"),
+        ({"top_inputs": ["first"]}, "space.options.top_inputs", "'last', 'all'"),
+        ({"block_params": {"dcnv2": {"rnk": [3]}}}, "space.options", "no parameter 'rnk'"),
+        ({"block_params": {"dcnv2": {"rank": []}}}, "space.options", "at least one choice"),
+        ({"depth": 3}, "space.options.depth", "valid fields here: embedding_dims"),
+        (
+            {"embedding_dims": [6], "block_params": {"self_attention": {"num_heads": [4]}}},
+            "space.options",
+            "cannot take embedding_dims[0] = 6",
+        ),
+    ],
+)
+def test_bad_options_name_the_field(options, field, words) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_space("ctr_stack", options, NUM_TOKENS)
+    assert caught.value.field == field
+    assert words in str(caught.value)

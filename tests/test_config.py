@@ -1,0 +1,91 @@
+"""Search configs: the examples load; every kind of mistake names its file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nas.config import load_config, validate_config
+from nas.errors import ConfigError, NasError
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "searches").glob("*.yaml"))
+MINIMAL = {"name": "t", "space": {"name": "ctr_stack"}}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_load(path: Path) -> None:
+    config = load_config(path)
+    assert config.objective_list()
+    assert config.baseline_paths(path.parent), "examples include the baselines"
+
+
+def test_defaults() -> None:
+    config = validate_config(MINIMAL)
+    assert [o.name for o in config.objectives] == ["ne", "flops"]
+    assert [o.direction for o in config.objective_list()] == ["min", "min"]
+    assert config.strategy.name == "evolution"
+    assert config.references() == [1.0, None]
+    assert [p.stem for p in config.baseline_paths(Path("."))] == [
+        "autoint", "dcnv2", "deepfm", "dlrm",
+    ]
+
+
+def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: t\nspace: {name: ctr_stack}\nbudget: {candidates: 5}\n")
+    config = load_config(path, {"budget.candidates": 7, "budget.steps": 9, "seed": None})
+    assert (config.budget.candidates, config.budget.steps, config.seed) == (7, 9, 0)
+    config = load_config(path, {"resources.concurrency": 3})
+    assert config.resources.concurrency == 3
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"space": {"name": "ctr_stak"}}, "space.name", "Did you mean 'ctr_stack'"),
+        ({"strategy": {"name": "evolutoin"}}, "strategy.name", "Valid strategies"),
+        ({"strategy": {"name": "evolution", "options": {"population_size": 2}}},
+         "strategy.options", "sample_size (3) must be at most population_size (2)"),
+        ({"strategy": {"name": "optuna", "options": {"sampler": "cmaes"}}},
+         "strategy.options.sampler", "'auto', 'tpe', 'nsga2' or 'random'"),
+        ({"budget": {"candidates": -1}}, "budget.candidates", "greater than or equal to 1"),
+        ({"budget": {"steps": 0}}, "budget.steps", "greater than or equal to 1"),
+        ({"budget": {"candidates": "many"}}, "budget.candidates", "valid integer"),
+        ({"objectives": ["ne", "flop"]}, "objectives[1].name", "Did you mean 'flops'"),
+        ({"objectives": ["ne", "ne"]}, "objectives", "twice"),
+        ({"objectives": []}, "objectives", "at least one"),
+        ({"objectives": [{"name": "auc", "direction": "min"}]}, "objectives[0].direction",
+         "always maximised"),
+        ({"dataset": "movielens"}, "dataset", "Did you mean 'movielens-1m'"),
+        ({"bugdet": {}}, "bugdet", "valid fields here: name, dataset"),
+        ({"resources": {"concurrency": 0}}, "resources.concurrency", "greater than or equal"),
+        ({"name": "has space"}, "name", "should match pattern"),
+        ({"space": {"name": "ctr_stack", "options": {"max_depth": -2}}},
+         "space.options.max_depth", "greater than or equal to 1"),
+    ],
+)
+def test_mistakes_name_file_and_field(change, field, words, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_config({**MINIMAL, **change}, "s.yaml")
+    assert caught.value.field == field
+    assert str(caught.value).startswith("s.yaml: ")
+    assert words in str(caught.value)
+
+
+def test_broken_yaml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: t\nspace: {name: ctr_stack\nbudget: 3\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml: not valid YAML, line \d+"):
+        load_config(path)
+
+
+def test_not_a_mapping_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_config(path)
+    with pytest.raises(NasError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="space: is required"):
+        validate_config({"name": "t"})

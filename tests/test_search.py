@@ -1,0 +1,247 @@
+"""Searches as a user runs them: `nas submit` in a real subprocess, on a real local Ray, with
+a real sqlite registry and MLflow store, training real models on MovieLens-100k.
+
+The slow tests run whole searches (each under a minute); the bad-input tests are fast,
+because nothing may start: no Ray, no registry, no MLflow store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from nas.config import validate_config
+from nas.registry import Registry
+from nas.summary import summarize
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY = """\
+name: tiny
+dataset: movielens-100k
+space: {{name: ctr_stack, options: {{max_depth: 2, embedding_dims: [8, 16]}}}}
+strategy: {{name: {strategy}}}
+budget: {{candidates: {candidates}, steps: {steps}}}
+train: {{batch_size: 256}}
+resources: {{concurrency: 2, cpus_per_trial: 1, memory_gb_per_trial: {memory}}}
+include_baselines: {baselines}
+seed: {seed}
+"""
+
+
+def write_search(folder: Path, strategy="random", candidates=4, steps=60, memory=4,
+                 baselines="true", seed=0) -> Path:
+    path = folder / "search.yaml"
+    path.write_text(TINY.format(strategy=strategy, candidates=candidates, steps=steps,
+                                memory=memory, baselines=baselines, seed=seed))
+    return path
+
+
+def env_for(runs: Path) -> dict[str, str]:
+    return {**os.environ, "RECNAS_RUNS_DIR": str(runs), "COLUMNS": "120"}
+
+
+def nas(runs: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nas.cli", *args], capture_output=True, text=True,
+        env=env_for(runs), cwd=REPO, timeout=timeout,
+    )
+
+
+def registry_of(runs: Path) -> Registry:
+    return Registry(f"sqlite:///{runs / 'registry.db'}")
+
+
+def mlflow_children(runs: Path, search) -> list:
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    found = client.search_runs(
+        [search.mlflow_experiment_id], filter_string=f"tags.search_id = '{search.id}'"
+    )
+    return [r for r in found if "mlflow.parentRunId" in r.data.tags]
+
+
+# --- bad input: a clear message, exit 2, nothing started ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("name: t\nspace: {name: ctr_stack\n", "not valid YAML, line"),
+        ("name: t\nspace: {name: ctr_stack, options: {blocks: [mlp, hstu]}}\n",
+         "space.options.blocks: 'hstu' is not an interaction block"),
+        ("name: t\nspace: {name: ctr_stack}\nstrategy: {name: bayes}\n",
+         "strategy.name: unknown strategy 'bayes'"),
+        ("name: t\nspace: {name: ctr_stack}\nbudget: {candidates: -5}\n",
+         "budget.candidates: Input should be greater than or equal to 1"),
+    ],
+)
+def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert words in message
+    assert "Traceback" not in done.stderr
+    assert str(path) in done.stderr.replace("\n", "").replace(" ", "")
+    assert not runs.exists(), "a rejected search must not create a registry, MLflow store or Ray"
+
+
+def test_unknown_search_ids_are_named(tmp_path: Path) -> None:
+    for command in ("status", "pareto", "resume", "cancel"):
+        done = nas(tmp_path / "runs", command, "nope")
+        assert done.returncode == 2 and "no search 'nope'" in done.stderr, command
+
+
+def test_list_with_no_searches_says_how_to_start(tmp_path: Path) -> None:
+    done = nas(tmp_path / "runs", "list")
+    assert done.returncode == 0 and "nas submit" in done.stderr
+
+
+# --- whole searches ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write_search(tmp_path)), "--json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    trials = registry.trials(search.id)
+    assert search.status == printed["status"] == "completed"
+    assert sum(not t.is_baseline for t in trials) == 4
+    assert sorted(t.label for t in trials if t.is_baseline) == ["autoint", "dcnv2", "deepfm",
+                                                                "dlrm"]
+    assert all(t.status == "completed" for t in trials)
+    assert len({t.arch_id for t in trials}) == len(trials)
+    for t in trials:
+        assert 0 < t.metrics["ne"] < 2 and t.metrics["flops"] > 0
+        assert t.timings["started_at"] >= t.timings["suggested_at"]
+    # MLflow: one child per trial, tagged, with the objectives; the parent holds the front.
+    children = mlflow_children(runs, search)
+    assert sorted(int(r.data.tags["trial"]) for r in children) == [t.number for t in trials]
+    by_trial = {int(r.data.tags["trial"]): r for r in children}
+    for t in trials:
+        run = by_trial[t.number]
+        assert run.data.tags["arch_id"] == t.arch_id
+        assert run.data.tags["baseline"] == str(t.is_baseline).lower()
+        assert run.data.metrics["ne"] == pytest.approx(t.metrics["ne"])
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    artifacts = {a.path for a in client.list_artifacts(search.mlflow_run_id)}
+    assert {"pareto.json", "pareto.csv", "pareto.png", "config.json"} <= artifacts
+    # The CLI's front is the registry's front.
+    summary = summarize(validate_config(search.config), trials)
+    pareto = json.loads(nas(runs, "pareto", search.id[:8], "--json").stdout)
+    assert [r["trial"] for r in pareto["front"]] == [c.number for c in summary.front]
+    assert printed["summary"]["front"] == pareto["front"]
+    other = json.loads(nas(runs, "pareto", search.id, "--objectives", "auc,params",
+                           "--json").stdout)
+    assert other["objectives"] == {"auc": "max", "params": "min"}
+    listed = json.loads(nas(runs, "list", "--json").stdout)
+    assert listed[0]["id"] == search.id and listed[0]["candidates"] == "4/4"
+    status = nas(runs, "status", search.id)
+    assert status.returncode == 0 and "Pareto front" in status.stdout
+    assert nas(runs, "resume", search.id).returncode == 2  # completed: nothing to resume
+
+
+@pytest.mark.slow
+def test_failing_trials_are_recorded_with_their_reason_and_the_search_goes_on(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=3, memory=0.05, baselines="false")
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    trials = registry_of(runs).trials(search.id)
+    assert search.status == "completed" and len(trials) == 3
+    for t in trials:
+        assert t.status == "failed"
+        assert "over the limit of 0.05 GiB per trial" in t.error
+    assert all(r.info.status == "FAILED" for r in mlflow_children(runs, search))
+    assert "no completed candidates" in nas(runs, "pareto", search.id).stderr
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=6, steps=150, baselines="false", seed=3)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "submit", str(path)], env=env_for(runs), cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            time.sleep(0.5)
+            if (runs / "registry.db").exists():
+                searches = registry_of(runs).list_searches()
+                if searches and sum(
+                    t.status == "completed" for t in registry_of(runs).trials(searches[0].id)
+                ) >= 2:
+                    break
+        else:
+            pytest.fail("the search never completed two trials")
+    finally:
+        os.kill(process.pid, signal.SIGKILL)  # the controller only; Ray must fate-share
+        process.wait()
+    registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    assert nas(runs, "list", "--json").stdout.count('"crashed"') == 1
+    done = nas(runs, "resume", search.id)
+    assert done.returncode == 0, done.stderr
+    search = registry.get_search(search.id)
+    trials = registry.trials(search.id)
+    assert search.status == "completed" and search.sessions == 2
+    assert len(trials) == 6 and all(t.status == "completed" for t in trials)
+    assert len({t.arch_id for t in trials}) == 6
+    children = mlflow_children(runs, search)
+    assert sorted(int(r.data.tags["trial"]) for r in children) == list(range(6))
+    # An unbroken search with the same seed asks for the same architectures.
+    unbroken = tmp_path / "unbroken"
+    assert nas(unbroken, "submit", str(path)).returncode == 0
+    (whole,) = registry_of(unbroken).list_searches()
+    assert {t.arch_id for t in registry_of(unbroken).trials(whole.id)} == {
+        t.arch_id for t in trials
+    }
+    front = json.loads(nas(runs, "pareto", search.id, "--json").stdout)["front"]
+    summary = summarize(validate_config(search.config), trials)
+    assert [r["arch_id"] for r in front] == [c.arch_id for c in summary.front]
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=4, steps=400, baselines="false")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "submit", str(path)], env=env_for(runs), cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if (runs / "registry.db").exists() and registry_of(runs).list_searches():
+            search = registry_of(runs).list_searches()[0]
+            if registry_of(runs).trials(search.id):
+                break
+    cancel = nas(runs, "cancel", search.id)
+    assert cancel.returncode == 0 and "cancelled" in cancel.stderr
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    search = registry_of(runs).get_search(search.id)
+    assert search.status == "cancelled"
+    assert nas(runs, "resume", search.id).returncode == 0
+    trials = registry_of(runs).trials(search.id)
+    assert registry_of(runs).get_search(search.id).status == "completed"
+    assert len(trials) == 4 and all(t.status == "completed" for t in trials)

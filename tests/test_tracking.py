@@ -1,0 +1,67 @@
+"""MLflow logging against a real sqlite tracking store: flat params, idempotent child runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nas.spec import ArchSpec
+from nas.tracking import Tracker, flatten_config, flatten_spec
+
+SPECS = Path(__file__).parent.parent / "examples" / "specs"
+
+
+def test_flatten_spec_names_each_layer_parameter() -> None:
+    flat = flatten_spec(ArchSpec.load(SPECS / "dcnv2.json").to_dict())
+    assert flat["layer0.block"] == "dcnv2"
+    assert flat["layer0.rank"] == "64"
+    assert flat["top_mlp"] == "256-128"
+    assert flat["depth"] == "1"
+
+
+def test_flatten_config_nests_with_dots() -> None:
+    flat = flatten_config({"budget": {"candidates": 3}, "space": {"name": "x", "options": {}}})
+    assert flat == {"budget.candidates": "3", "space.name": "x", "space.options": "{}"}
+
+
+@pytest.fixture
+def tracker(tmp_path: Path) -> Tracker:
+    return Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts")
+
+
+def test_a_trial_is_logged_once_even_when_logged_twice(tracker: Tracker) -> None:
+    experiment = tracker.experiment("exp")
+    assert tracker.experiment("exp") == experiment
+    parent = tracker.start_search(experiment, "exp-1", {"strategy": {"name": "random"}})
+    spec = ArchSpec.load(SPECS / "dlrm.json")
+    trial = SimpleNamespace(
+        number=0, arch_id=spec.arch_id, label="dlrm", is_baseline=True, spec=spec.to_dict(),
+        status="completed", metrics={"ne": 0.8, "flops": 1e5, "name": "dlrm"}, error=None,
+    )
+    first = tracker.log_trial(experiment, parent, "exp-1", "random", trial)
+    again = tracker.log_trial(experiment, parent, "exp-1", "random", trial)  # after a crash
+    assert first == again
+    runs = tracker.client.search_runs([experiment], filter_string="tags.search_id = 'exp-1'")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent]
+    assert len(children) == 1
+    child = children[0]
+    assert child.data.tags["baseline"] == "true" and child.data.tags["arch_id"] == spec.arch_id
+    assert child.data.metrics == {"ne": 0.8, "flops": 1e5}
+    assert child.data.params["layer0.block"] == "dot"
+    assert [a.path for a in tracker.client.list_artifacts(child.info.run_id)] == ["spec.json"]
+
+
+def test_a_failed_trial_carries_its_reason(tracker: Tracker) -> None:
+    experiment = tracker.experiment("exp")
+    parent = tracker.start_search(experiment, "exp-2", {"strategy": {"name": "random"}})
+    spec = ArchSpec.load(SPECS / "dlrm.json")
+    trial = SimpleNamespace(
+        number=3, arch_id=spec.arch_id, label=None, is_baseline=False, spec=spec.to_dict(),
+        status="failed", metrics=None, error="training diverged: loss is nan at step 7",
+    )
+    run = tracker.client.get_run(tracker.log_trial(experiment, parent, "exp-2", "random", trial))
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"].startswith("training diverged")
+    assert run.data.tags["strategy"] == "random"
