@@ -27,7 +27,10 @@ def pareto_figure(summary, title: str) -> Figure:
     baselines = [c for c in summary.candidates if c.is_baseline]
     ax.scatter(*xy(searched), s=18, color="0.6", label="searched candidates")
     front = sorted(summary.front, key=lambda c: c.values[1])
-    ax.plot(*xy(front), "-o", color="tab:blue", markersize=5, label="Pareto front")
+    # The attainment staircase: everything up and to the right of it is dominated.
+    where = "post" if summary.directions[1] == "min" else "pre"
+    ax.step(*xy(front), where=where, color="tab:blue", label="Pareto front")
+    ax.scatter(*xy(front), s=24, color="tab:blue")
     if baselines:
         ax.scatter(*xy(baselines), marker="s", s=40, color="tab:orange", label="baselines")
         for c in baselines:
