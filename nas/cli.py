@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         getattr(args, "group", parser).print_help()
         return 2
     try:
-        args.run(args)
+        code = args.run(args)  # a command may return an exit code; None is success
     except TrainingError as err:
         console.print(f"[red]error:[/] {err}")
         return 1
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
-    return 0
+    return code or 0
 
 
 def build_parser() -> argparse.ArgumentParser:

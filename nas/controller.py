@@ -1,6 +1,6 @@
 """The controller: runs a search's candidates as Ray Tune trials and records every outcome.
 
-    plan(config)          check the dataset, space, strategy and baselines; nothing written
+    plan(config)          check the dataset, space and baselines; nothing written
     Controller.run()      ray.init -> Tuner(trainable, search_alg=ask the strategy,
                           callbacks=record each outcome) -> fit -> the search's final status
 
@@ -38,6 +38,7 @@ from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
 from nas.tracking import Tracker
+from search_spaces.base import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,26 @@ CANCEL_POLL_S = 1.0
 
 @dataclass
 class Plan:
-    """A checked search: the objects it needs, built before anything is written."""
+    """A checked search: what it needs, built before anything is written or started."""
 
     config: SearchConfig
     dataset: Any  # PreparedDataset
-    strategy: Strategy
+    space: SearchSpace
     baselines: list[ArchSpec]
 
+    def strategy(self, registry_url: str, search_id: str) -> Strategy:
+        """The search's strategy (Optuna's keeps its study in the registry database)."""
+        context = StrategyContext(
+            space=self.space,
+            objectives=self.config.objective_list(),
+            seed=self.config.seed,
+            storage_url=registry_url,
+            study_name=f"recnas-{search_id}",
+        )
+        return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 
-def plan(config: SearchConfig, config_dir: Path, registry_url: str, search_id: str) -> Plan:
+
+def plan(config: SearchConfig, config_dir: Path) -> Plan:
     """Build everything a search needs from its config; errors name the field."""
     from nas.data import load_dataset
     from nas.model import model_configs
@@ -64,13 +76,6 @@ def plan(config: SearchConfig, config_dir: Path, registry_url: str, search_id: s
 
     dataset = load_dataset(config.dataset)
     space = create_space(config.space.name, config.space.options, dataset.schema.num_tokens)
-    context = StrategyContext(
-        space=space,
-        objectives=config.objective_list(),
-        seed=config.seed,
-        storage_url=registry_url,
-        study_name=f"recnas-{search_id}",
-    )
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):
         if not path.exists():
@@ -85,12 +90,7 @@ def plan(config: SearchConfig, config_dir: Path, registry_url: str, search_id: s
         if spec.arch_id not in seen:
             seen.add(spec.arch_id)
             baselines.append(spec)
-    return Plan(
-        config,
-        dataset,
-        create_strategy(config.strategy.name, config.strategy.options, context),
-        baselines,
-    )
+    return Plan(config, dataset, space, baselines)
 
 
 class Reporter:
@@ -121,7 +121,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.config = self.plan.config
-        self.strategy = self.plan.strategy
+        self.strategy = self.plan.strategy(self.registry.url, self.search.id)
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
         self.exhausted: str | None = None
@@ -429,8 +429,10 @@ def _init_ray(address: str | None) -> bool:
     # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     logging.getLogger("ray").setLevel(logging.WARNING)
-    # Tune's ResultGrid looks for the result files we switched off, and warns per trial.
+    # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
+    # on Ctrl-C Tune suggests Tuner.restore, but a search resumes from the registry.
     logging.getLogger("ray.tune.analysis").setLevel(logging.ERROR)
+    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         import blocks

@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -95,7 +96,7 @@ def _emit_json(data: object) -> None:
 # --- submit and resume ---------------------------------------------------------------------
 
 
-def cmd_submit(args: argparse.Namespace) -> None:
+def cmd_submit(args: argparse.Namespace) -> int:
     from nas.config import load_config
     from nas.controller import plan
     from nas.registry import new_search_id
@@ -111,18 +112,16 @@ def cmd_submit(args: argparse.Namespace) -> None:
         "ray_address": args.address,
     }
     config = load_config(args.config, overrides)
-    url = config.registry_url or default_registry_url()
-    search_id = new_search_id(config.name)
     with console.status(f"Checking {args.config} against {config.dataset} ..."):
-        checked = plan(config, args.config.resolve().parent, url, search_id)
-    registry = _registry(args, url)
+        checked = plan(config, args.config.resolve().parent)
+    registry = _registry(args, config.registry_url)
     search = registry.create_search(
-        search_id, config.name, config.to_dict(), str(args.config.resolve())
+        new_search_id(config.name), config.name, config.to_dict(), str(args.config.resolve())
     )
-    _run(registry, search, checked, args)
+    return _run(registry, search, checked, args)
 
 
-def cmd_resume(args: argparse.Namespace) -> None:
+def cmd_resume(args: argparse.Namespace) -> int:
     from nas.config import validate_config
     from nas.controller import plan
     from nas.registry import controller_alive
@@ -137,11 +136,12 @@ def cmd_resume(args: argparse.Namespace) -> None:
     config = validate_config(search.config, f"search {search.id}")
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking search {search.id} ..."):
-        checked = plan(config, base, registry.url, search.id)
-    _run(registry, search, checked, args)
+        checked = plan(config, base)
+    return _run(registry, search, checked, args)
 
 
-def _run(registry, search, checked, args: argparse.Namespace) -> None:
+def _run(registry, search, checked, args: argparse.Namespace) -> int:
+    """Run the search in the foreground; exit code 130 when Ctrl-C stopped it early."""
     from nas.controller import Controller
     from nas.summary import summarize
 
@@ -157,11 +157,13 @@ def _run(registry, search, checked, args: argparse.Namespace) -> None:
     controller = Controller(registry, search, checked, reporter, getattr(args, "address", None))
     search = controller.run()
     summary = summarize(checked.config, registry.trials(search.id))
+    code = 130 if search.status == "interrupted" else 0
     if args.json:
         _emit_json({**_search_row(search, summary), "summary": summary.to_dict()})
-        return
+        return code
     _print_front(search, summary)
     _print_ending(search, checked.config)
+    return code
 
 
 class ProgressReporter(Reporter):
@@ -280,18 +282,16 @@ def cmd_list(args: argparse.Namespace) -> None:
             "no searches yet; start one with: nas submit examples/searches/ctr_quick.yaml"
         )
         return
-    table = Table(title=f"searches ({registry.url})", title_justify="left")
-    for column in (
-        "id",
-        "status",
-        "candidates",
-        "failed",
-        "best NE",
-        "front",
-        "minutes",
-        "created",
-    ):
-        table.add_column(column, justify="right" if column not in ("id", "status") else "left")
+    table = Table(
+        title=f"searches ({registry.url})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for column in ("id", "status", "candidates", "failed", "best NE", "front", "minutes"):
+        left = column in ("id", "status", "candidates")
+        # Never cut an id or a status short: they are what the user types and reads.
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
     for row in rows:
         ne = row["best"].get("ne")
         table.add_row(
@@ -302,7 +302,6 @@ def cmd_list(args: argparse.Namespace) -> None:
             f"{ne:.4f}" if ne is not None else "-",
             str(row["front_size"]),
             f"{row['elapsed_min']:.1f}",
-            (row["created_at"] or "")[:16].replace("T", " "),
         )
     out.print(table)
 
@@ -444,12 +443,12 @@ def _print_front(search, summary) -> None:
     table.add_column("candidate")
     for name in summary.objectives:
         table.add_column(name, justify="right")
-    for name in ("auc", "params"):
-        if name not in summary.objectives:
-            table.add_column(name, justify="right")
+    extras = [n for n in ("auc", "flops", "params") if n not in summary.objectives]
+    for name in extras:
+        table.add_column(name, justify="right")
     for c in summary.front:
         label = f"[orange3]{c.label} (baseline)[/]" if c.is_baseline else c.arch_id
-        if summary.knee is not None and c.number == summary.knee.number:
+        if len(summary.objectives) > 1 and summary.knee and c.number == summary.knee.number:
             label += " [red]* knee[/]"
         cells = [_format(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
         extra = [

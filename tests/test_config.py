@@ -27,7 +27,10 @@ def test_defaults() -> None:
     assert config.strategy.name == "evolution"
     assert config.references() == [1.0, None]
     assert [p.stem for p in config.baseline_paths(Path("."))] == [
-        "autoint", "dcnv2", "deepfm", "dlrm",
+        "autoint",
+        "dcnv2",
+        "deepfm",
+        "dlrm",
     ]
 
 
@@ -45,24 +48,36 @@ def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
     [
         ({"space": {"name": "ctr_stak"}}, "space.name", "Did you mean 'ctr_stack'"),
         ({"strategy": {"name": "evolutoin"}}, "strategy.name", "Valid strategies"),
-        ({"strategy": {"name": "evolution", "options": {"population_size": 2}}},
-         "strategy.options", "sample_size (3) must be at most population_size (2)"),
-        ({"strategy": {"name": "optuna", "options": {"sampler": "cmaes"}}},
-         "strategy.options.sampler", "'auto', 'tpe', 'nsga2' or 'random'"),
+        (
+            {"strategy": {"name": "evolution", "options": {"population_size": 2}}},
+            "strategy.options",
+            "sample_size (3) must be at most population_size (2)",
+        ),
+        (
+            {"strategy": {"name": "optuna", "options": {"sampler": "cmaes"}}},
+            "strategy.options.sampler",
+            "'auto', 'tpe', 'nsga2' or 'random'",
+        ),
         ({"budget": {"candidates": -1}}, "budget.candidates", "greater than or equal to 1"),
         ({"budget": {"steps": 0}}, "budget.steps", "greater than or equal to 1"),
         ({"budget": {"candidates": "many"}}, "budget.candidates", "valid integer"),
         ({"objectives": ["ne", "flop"]}, "objectives[1].name", "Did you mean 'flops'"),
         ({"objectives": ["ne", "ne"]}, "objectives", "twice"),
         ({"objectives": []}, "objectives", "at least one"),
-        ({"objectives": [{"name": "auc", "direction": "min"}]}, "objectives[0].direction",
-         "always maximised"),
+        (
+            {"objectives": [{"name": "auc", "direction": "min"}]},
+            "objectives[0].direction",
+            "always maximised",
+        ),
         ({"dataset": "movielens"}, "dataset", "Did you mean 'movielens-1m'"),
         ({"bugdet": {}}, "bugdet", "valid fields here: name, dataset"),
         ({"resources": {"concurrency": 0}}, "resources.concurrency", "greater than or equal"),
         ({"name": "has space"}, "name", "should match pattern"),
-        ({"space": {"name": "ctr_stack", "options": {"max_depth": -2}}},
-         "space.options.max_depth", "greater than or equal to 1"),
+        (
+            {"space": {"name": "ctr_stack", "options": {"max_depth": -2}}},
+            "space.options.max_depth",
+            "greater than or equal to 1",
+        ),
     ],
 )
 def test_mistakes_name_file_and_field(change, field, words, tmp_path: Path) -> None:

@@ -37,11 +37,20 @@ seed: {seed}
 """
 
 
-def write_search(folder: Path, strategy="random", candidates=4, steps=60, memory=4,
-                 baselines="true", seed=0) -> Path:
+def write_search(
+    folder: Path, strategy="random", candidates=4, steps=60, memory=4, baselines="true", seed=0
+) -> Path:
     path = folder / "search.yaml"
-    path.write_text(TINY.format(strategy=strategy, candidates=candidates, steps=steps,
-                                memory=memory, baselines=baselines, seed=seed))
+    path.write_text(
+        TINY.format(
+            strategy=strategy,
+            candidates=candidates,
+            steps=steps,
+            memory=memory,
+            baselines=baselines,
+            seed=seed,
+        )
+    )
     return path
 
 
@@ -51,8 +60,12 @@ def env_for(runs: Path) -> dict[str, str]:
 
 def nas(runs: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nas.cli", *args], capture_output=True, text=True,
-        env=env_for(runs), cwd=REPO, timeout=timeout,
+        [sys.executable, "-m", "nas.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env_for(runs),
+        cwd=REPO,
+        timeout=timeout,
     )
 
 
@@ -75,12 +88,18 @@ def mlflow_children(runs: Path, search) -> list:
     ("text", "words"),
     [
         ("name: t\nspace: {name: ctr_stack\n", "not valid YAML, line"),
-        ("name: t\nspace: {name: ctr_stack, options: {blocks: [mlp, hstu]}}\n",
-         "space.options.blocks: 'hstu' is not an interaction block"),
-        ("name: t\nspace: {name: ctr_stack}\nstrategy: {name: bayes}\n",
-         "strategy.name: unknown strategy 'bayes'"),
-        ("name: t\nspace: {name: ctr_stack}\nbudget: {candidates: -5}\n",
-         "budget.candidates: Input should be greater than or equal to 1"),
+        (
+            "name: t\nspace: {name: ctr_stack, options: {blocks: [mlp, hstu]}}\n",
+            "space.options.blocks: 'hstu' is not an interaction block",
+        ),
+        (
+            "name: t\nspace: {name: ctr_stack}\nstrategy: {name: bayes}\n",
+            "strategy.name: unknown strategy 'bayes'",
+        ),
+        (
+            "name: t\nspace: {name: ctr_stack}\nbudget: {candidates: -5}\n",
+            "budget.candidates: Input should be greater than or equal to 1",
+        ),
     ],
 )
 def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, text: str, words: str) -> None:
@@ -121,8 +140,12 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
     trials = registry.trials(search.id)
     assert search.status == printed["status"] == "completed"
     assert sum(not t.is_baseline for t in trials) == 4
-    assert sorted(t.label for t in trials if t.is_baseline) == ["autoint", "dcnv2", "deepfm",
-                                                                "dlrm"]
+    assert sorted(t.label for t in trials if t.is_baseline) == [
+        "autoint",
+        "dcnv2",
+        "deepfm",
+        "dlrm",
+    ]
     assert all(t.status == "completed" for t in trials)
     assert len({t.arch_id for t in trials}) == len(trials)
     for t in trials:
@@ -145,8 +168,9 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
     pareto = json.loads(nas(runs, "pareto", search.id[:8], "--json").stdout)
     assert [r["trial"] for r in pareto["front"]] == [c.number for c in summary.front]
     assert printed["summary"]["front"] == pareto["front"]
-    other = json.loads(nas(runs, "pareto", search.id, "--objectives", "auc,params",
-                           "--json").stdout)
+    other = json.loads(
+        nas(runs, "pareto", search.id, "--objectives", "auc,params", "--json").stdout
+    )
     assert other["objectives"] == {"auc": "max", "params": "min"}
     listed = json.loads(nas(runs, "list", "--json").stdout)
     assert listed[0]["id"] == search.id and listed[0]["candidates"] == "4/4"
@@ -178,8 +202,12 @@ def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Pa
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=6, steps=150, baselines="false", seed=3)
     process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path)], env=env_for(runs), cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "-m", "nas.cli", "submit", str(path)],
+        env=env_for(runs),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.time() + 300
@@ -187,9 +215,13 @@ def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Pa
             time.sleep(0.5)
             if (runs / "registry.db").exists():
                 searches = registry_of(runs).list_searches()
-                if searches and sum(
-                    t.status == "completed" for t in registry_of(runs).trials(searches[0].id)
-                ) >= 2:
+                if (
+                    searches
+                    and sum(
+                        t.status == "completed" for t in registry_of(runs).trials(searches[0].id)
+                    )
+                    >= 2
+                ):
                     break
         else:
             pytest.fail("the search never completed two trials")
@@ -225,8 +257,12 @@ def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) ->
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=4, steps=400, baselines="false")
     process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path)], env=env_for(runs), cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "nas.cli", "submit", str(path)],
+        env=env_for(runs),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 300
     while time.time() < deadline:

@@ -37,8 +37,14 @@ def test_a_trial_is_logged_once_even_when_logged_twice(tracker: Tracker) -> None
     parent = tracker.start_search(experiment, "exp-1", {"strategy": {"name": "random"}})
     spec = ArchSpec.load(SPECS / "dlrm.json")
     trial = SimpleNamespace(
-        number=0, arch_id=spec.arch_id, label="dlrm", is_baseline=True, spec=spec.to_dict(),
-        status="completed", metrics={"ne": 0.8, "flops": 1e5, "name": "dlrm"}, error=None,
+        number=0,
+        arch_id=spec.arch_id,
+        label="dlrm",
+        is_baseline=True,
+        spec=spec.to_dict(),
+        status="completed",
+        metrics={"ne": 0.8, "flops": 1e5, "name": "dlrm"},
+        error=None,
     )
     first = tracker.log_trial(experiment, parent, "exp-1", "random", trial)
     again = tracker.log_trial(experiment, parent, "exp-1", "random", trial)  # after a crash
@@ -58,8 +64,14 @@ def test_a_failed_trial_carries_its_reason(tracker: Tracker) -> None:
     parent = tracker.start_search(experiment, "exp-2", {"strategy": {"name": "random"}})
     spec = ArchSpec.load(SPECS / "dlrm.json")
     trial = SimpleNamespace(
-        number=3, arch_id=spec.arch_id, label=None, is_baseline=False, spec=spec.to_dict(),
-        status="failed", metrics=None, error="training diverged: loss is nan at step 7",
+        number=3,
+        arch_id=spec.arch_id,
+        label=None,
+        is_baseline=False,
+        spec=spec.to_dict(),
+        status="failed",
+        metrics=None,
+        error="training diverged: loss is nan at step 7",
     )
     run = tracker.client.get_run(tracker.log_trial(experiment, parent, "exp-2", "random", trial))
     assert run.info.status == "FAILED"

@@ -65,7 +65,7 @@ class Registry:
                 if current != schema.head_revision():
                     schema.upgrade(connection)
         except SQLAlchemyError as err:
-            raise RegistryError(f"{self.url}: cannot open the registry ({err})") from None
+            raise RegistryError(f"{self.url}: cannot open the registry ({_reason(err)})") from None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -75,7 +75,7 @@ class Registry:
             session.commit()
         except SQLAlchemyError as err:
             session.rollback()
-            raise RegistryError(f"{self.url}: {err}") from None
+            raise RegistryError(f"{self.url}: {_reason(err)}") from None
         except BaseException:
             session.rollback()
             raise
@@ -206,6 +206,12 @@ class Registry:
     def set_trial_run(self, trial_id: int, run_id: str) -> None:
         with self.session() as s:
             s.get(Trial, trial_id).mlflow_run_id = run_id
+
+
+def _reason(err: SQLAlchemyError) -> str:
+    """The driver's own message, without SQLAlchemy's statement dump and help link."""
+    orig = getattr(err, "orig", None)
+    return f"{type(orig).__name__}: {orig}" if orig is not None else str(err).splitlines()[0]
 
 
 def _sqlite_pragmas(connection, _record) -> None:
