@@ -131,13 +131,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
         raise config_error_from_pydantic(err, source, model=SearchConfig) from None
     try:
         dataset_info(config.dataset)
-        space_cls = search_spaces.get_space(config.space.name)
-        try:
-            space_cls.Options.model_validate(config.space.options)
-        except ValidationError as err:
-            raise config_error_from_pydantic(
-                err, prefix="space.options", model=space_cls.Options
-            ) from None
+        search_spaces.check_options(config.space.name, config.space.options)
         nas.strategies.check_options(config.strategy.name, config.strategy.options)
         names = [o.name for o in config.objectives]
         if not names:

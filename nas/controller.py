@@ -32,7 +32,7 @@ from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
-from nas.errors import ConfigError, NasError
+from nas.errors import ConfigError
 from nas.registry import Registry, Search, Trial
 from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
@@ -150,11 +150,6 @@ class Controller:
         status, message = "interrupted", "stopped before the budget was spent (nas resume ID)"
         try:
             remaining = self._time_left(search)
-            if remaining is not None and remaining <= 0:
-                raise NasError(
-                    f"search {search.id} has used its budget.max_minutes "
-                    f"({self.config.budget.max_minutes}); nothing left to run"
-                )
             total = self.config.budget.candidates + len(self.plan.baselines)
             finished = sum(t.status in ("completed", "failed") for t in trials)
             self.reporter.start(search, total, finished)
@@ -268,15 +263,16 @@ class Controller:
 
     def record(self, tune_id: str, result: dict[str, Any] | None, crash: str | None) -> None:
         """Record a finished Tune trial: its report, or ``crash`` (Ray's error) when the
-        worker died before reporting."""
+        worker died before reporting. A trial Tune stopped (cancel, time limit, Ctrl-C) has
+        neither; it stays open, and the search's end marks it cancelled, to run again."""
         entry = self.running.pop(tune_id, None)
-        if entry is None:
+        if entry is None or (crash is None and not (result and "outcome" in result)):
             return
         begin = time.time()
         trial = entry.trial
         values, metrics, error = None, None, crash
         timings: dict[str, float] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
-        if result and "outcome" in result:
+        if crash is None:
             timings.update(started_at=result["started_at"], finished_at=result["finished_at"])
             if result["outcome"] == "completed":
                 metrics = json.loads(result["payload"])
@@ -287,30 +283,21 @@ class Controller:
                     values = None
             else:
                 error = result["payload"]
-        elif error is None:
-            error = "the trial ended without reporting a result"
         status = "completed" if values is not None else "failed"
         state = None
         if not trial.is_baseline:
             self.strategy.tell(ArchSpec.from_dict(trial.spec), values)
             state = self.strategy.state_dict()
+        outcome = {"values": values, "metrics": metrics, "error": error}
         trial = self.registry.finish_trial(
-            trial.id,
-            status,
-            values=values,
-            metrics=metrics,
-            timings=timings,
-            error=error,
-            strategy_state=state,
+            trial.id, status, timings=timings, strategy_state=state, **outcome
         )
         self.known[trial.arch_id] = trial
         trial = self._log_trial(trial)
         summary = summarize(self.config, self.registry.trials(self.search.id))
         self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
         timings["bookkeeping_s"] = time.time() - begin
-        self.registry.finish_trial(
-            trial.id, status, values=values, metrics=metrics, timings=timings, error=error
-        )
+        self.registry.finish_trial(trial.id, status, timings=timings, **outcome)
         self.reporter.trial_finished(trial, summary)
 
     def _log_trial(self, trial: Trial) -> Trial:
@@ -355,7 +342,7 @@ class Controller:
 
     def _time_left(self, search: Search) -> float | None:
         limit = self.config.budget.max_minutes
-        return None if limit is None else limit * 60 - search.elapsed_s
+        return None if limit is None else max(1.0, limit * 60 - search.elapsed_s)
 
     def _final_status(
         self, search: Search, time_budget: float | None, seconds: float

@@ -130,6 +130,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     search = registry.get_search(args.search_id)
     if search.status == "completed":
         raise NasError(f"search {search.id} is completed; nothing to resume")
+    if search.status == "stopped":
+        raise NasError(
+            f"search {search.id} stopped at its budget.max_minutes; nothing to resume "
+            "(submit a new search with a larger max_minutes to go further)"
+        )
     if search.status in ("running", "cancelling") and controller_alive(search) is not False:
         where = f"process {search.pid} on {search.host}"
         raise NasError(f"search {search.id} is still running ({where}); nas cancel it first")
@@ -227,7 +232,7 @@ def _print_ending(search, config) -> None:
         f"{search.elapsed_s / 60:.1f} min",
         highlight=False,
     )
-    if search.status in ("interrupted", "stopped", "failed"):
+    if search.status == "interrupted":
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
     uri = config.tracking_uri or default_tracking_uri()
     ui = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"

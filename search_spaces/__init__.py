@@ -7,11 +7,18 @@
 
 from search_spaces import ctr_stack  # noqa: F401  (registers)
 from search_spaces.base import SearchSpace, SpaceOptions
-from search_spaces.registry import create_space, get_space, list_spaces, register_space
+from search_spaces.registry import (
+    check_options,
+    create_space,
+    get_space,
+    list_spaces,
+    register_space,
+)
 
 __all__ = [
     "SearchSpace",
     "SpaceOptions",
+    "check_options",
     "create_space",
     "get_space",
     "list_spaces",

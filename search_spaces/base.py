@@ -19,18 +19,16 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
+from nas.catalog import Options
 from nas.spec import ArchSpec
 
 if TYPE_CHECKING:
     import optuna
 
 
-class SpaceOptions(BaseModel):
-    """Base of every space's options: unknown keys are errors, values are not coerced."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class SpaceOptions(Options):
+    """Base of every space's options."""
 
 
 class SearchSpace(ABC):

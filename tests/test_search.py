@@ -73,6 +73,18 @@ def registry_of(runs: Path) -> Registry:
     return Registry(f"sqlite:///{runs / 'registry.db'}")
 
 
+def wait_for(runs: Path, condition, timeout: float = 300):
+    """Poll the registry until the first search's trials meet ``condition``; the search."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if (runs / "registry.db").exists():
+            searches = registry_of(runs).list_searches()
+            if searches and condition(registry_of(runs).trials(searches[0].id)):
+                return searches[0]
+    pytest.fail(f"the search in {runs} did not get there in {timeout} s")
+
+
 def mlflow_children(runs: Path, search) -> list:
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
     found = client.search_runs(
@@ -210,21 +222,7 @@ def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Pa
         start_new_session=True,
     )
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            time.sleep(0.5)
-            if (runs / "registry.db").exists():
-                searches = registry_of(runs).list_searches()
-                if (
-                    searches
-                    and sum(
-                        t.status == "completed" for t in registry_of(runs).trials(searches[0].id)
-                    )
-                    >= 2
-                ):
-                    break
-        else:
-            pytest.fail("the search never completed two trials")
+        wait_for(runs, lambda trials: sum(t.status == "completed" for t in trials) >= 2)
     finally:
         os.kill(process.pid, signal.SIGKILL)  # the controller only; Ray must fate-share
         process.wait()
@@ -264,13 +262,7 @@ def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) ->
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        time.sleep(0.5)
-        if (runs / "registry.db").exists() and registry_of(runs).list_searches():
-            search = registry_of(runs).list_searches()[0]
-            if registry_of(runs).trials(search.id):
-                break
+    search = wait_for(runs, lambda trials: len(trials) > 0)
     cancel = nas(runs, "cancel", search.id)
     assert cancel.returncode == 0 and "cancelled" in cancel.stderr
     _, stderr = process.communicate(timeout=300)
@@ -281,3 +273,43 @@ def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) ->
     trials = registry_of(runs).trials(search.id)
     assert registry_of(runs).get_search(search.id).status == "completed"
     assert len(trials) == 4 and all(t.status == "completed" for t in trials)
+
+
+@pytest.mark.slow
+def test_ctrl_c_interrupts_with_exit_130_and_resume_finishes(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=3, steps=300, baselines="false")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "submit", str(path)],
+        env=env_for(runs),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    assert f"nas resume {search.id}" in stderr
+    assert "Tuner.restore" not in stderr  # Tune's own advice does not apply to a search
+    assert registry_of(runs).get_search(search.id).status == "interrupted"
+    assert nas(runs, "resume", search.id).returncode == 0
+    trials = registry_of(runs).trials(search.id)
+    assert len(trials) == 3 and all(t.status == "completed" for t in trials)
+
+
+@pytest.mark.slow
+def test_a_wall_clock_limit_stops_the_search_for_good(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=50, steps=300, baselines="false")
+    path.write_text(path.read_text().replace("steps: 300}", "steps: 300, max_minutes: 0.2}"))
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    assert search.status == "stopped" and "max_minutes" in search.message
+    trials = registry_of(runs).trials(search.id)
+    assert 0 < len(trials) < 50
+    assert {t.status for t in trials} <= {"completed", "cancelled"}
+    again = nas(runs, "resume", search.id)
+    assert again.returncode == 2 and "larger max_minutes" in " ".join(again.stderr.split())

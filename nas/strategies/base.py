@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
+from nas.catalog import Options
 from nas.errors import NasError
 from nas.objectives import Objective
 from nas.spec import ArchSpec
@@ -32,8 +32,8 @@ class SpaceExhausted(NasError):
     """The strategy cannot find an architecture it has not asked before."""
 
 
-class StrategyOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class StrategyOptions(Options):
+    """Base of every strategy's options."""
 
 
 @dataclass(frozen=True)
