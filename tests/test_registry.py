@@ -96,3 +96,16 @@ def test_the_migrations_build_exactly_the_tables_the_models_describe(registry: R
         context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
         differences = compare_metadata(context, Base.metadata)
     assert differences == []
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        results = pool.map(_open_and_count, [url] * 12)
+    assert results == [0] * 12
+
+
+def _open_and_count(url: str) -> int:
+    return len(Registry(url).list_searches())

@@ -54,18 +54,28 @@ class Registry:
 
     def _check_schema(self) -> None:
         try:
-            with self.engine.begin() as connection:
-                current = schema.current_revision(connection)
-                if current is not None and current not in schema.known_revisions():
-                    raise RegistryError(
-                        f"{self.url}: the registry schema is at revision {current}, which this "
-                        f"version of recnas does not know (it knows up to "
-                        f"{schema.head_revision()}); upgrade recnas to read it"
-                    )
-                if current != schema.head_revision():
-                    schema.upgrade(connection)
+            self._upgrade_if_needed()
         except SQLAlchemyError as err:
-            raise RegistryError(f"{self.url}: cannot open the registry ({_reason(err)})") from None
+            # Two processes opening a new database at once (`nas list` while `nas submit`
+            # creates it) both see no schema; one creates it, the other's DDL fails. If the
+            # schema is at the head now, the other process did the work.
+            with self.engine.connect() as connection:
+                if schema.current_revision(connection) != schema.head_revision():
+                    raise RegistryError(
+                        f"{self.url}: cannot open the registry ({_reason(err)})"
+                    ) from None
+
+    def _upgrade_if_needed(self) -> None:
+        with self.engine.begin() as connection:
+            current = schema.current_revision(connection)
+            if current is not None and current not in schema.known_revisions():
+                raise RegistryError(
+                    f"{self.url}: the registry schema is at revision {current}, which this "
+                    f"version of recnas does not know (it knows up to "
+                    f"{schema.head_revision()}); upgrade recnas to read it"
+                )
+            if current != schema.head_revision():
+                schema.upgrade(connection)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
