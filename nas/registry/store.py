@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC
@@ -28,6 +29,9 @@ from nas.registry.models import Search, Trial, utcnow
 
 class RegistryError(NasError):
     """The registry database cannot be reached, read or written."""
+
+
+SCHEMA_WAIT_S = 30.0  # how long to wait for another process creating the schema
 
 
 def new_search_id(name: str) -> str:
@@ -57,13 +61,15 @@ class Registry:
             self._upgrade_if_needed()
         except SQLAlchemyError as err:
             # Two processes opening a new database at once (`nas list` while `nas submit`
-            # creates it) both see no schema; one creates it, the other's DDL fails. If the
-            # schema is at the head now, the other process did the work.
-            with self.engine.connect() as connection:
-                if schema.current_revision(connection) != schema.head_revision():
-                    raise RegistryError(
-                        f"{self.url}: cannot open the registry ({_reason(err)})"
-                    ) from None
+            # creates it) both see no schema; one creates it, the other's first CREATE
+            # fails. sqlite commits DDL statement by statement, so wait for the creator.
+            deadline = time.monotonic() + SCHEMA_WAIT_S
+            while time.monotonic() < deadline:
+                with self.engine.connect() as connection:
+                    if schema.current_revision(connection) == schema.head_revision():
+                        return
+                time.sleep(0.1)
+            raise RegistryError(f"{self.url}: cannot open the registry ({_reason(err)})") from None
 
     def _upgrade_if_needed(self) -> None:
         with self.engine.begin() as connection:
