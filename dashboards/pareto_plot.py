@@ -1,7 +1,8 @@
 """The NE-vs-FLOPs picture of a search: every candidate, the front, the baselines, the knee.
 
 A pure function of a ``SearchSummary``; the controller logs it to the parent MLflow run as
-``pareto.png``. Plots the first two objectives; FLOPs-like axes use a log scale.
+``pareto.png``. Plots the first two objectives (with more, the front over all of them is
+marked, without the 2-D staircase); FLOPs-like axes use a log scale.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ def pareto_figure(summary, title: str) -> Figure:
     baselines = [c for c in summary.candidates if c.is_baseline]
     ax.scatter(*xy(searched), s=18, color="0.6", label="searched candidates")
     front = sorted(summary.front, key=lambda c: c.values[1])
-    # The attainment staircase: everything up and to the right of it is dominated.
-    where = "post" if summary.directions[1] == "min" else "pre"
-    ax.step(*xy(front), where=where, color="tab:blue", label="Pareto front")
-    ax.scatter(*xy(front), s=24, color="tab:blue")
+    if len(summary.objectives) == 2:
+        # The attainment staircase: everything beyond it is dominated.
+        where = "post" if summary.directions[1] == "min" else "pre"
+        ax.step(*xy(front), where=where, color="tab:blue")
+    label = "Pareto front" + ("" if len(summary.objectives) == 2 else " (all objectives)")
+    ax.scatter(*xy(front), s=24, color="tab:blue", label=label)
     if baselines:
         ax.scatter(*xy(baselines), marker="s", s=40, color="tab:orange", label="baselines")
         for c in baselines:

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 # Unix socket paths must stay under ~107 bytes; Ray nests several folders under its temp dir.
 MAX_RAY_TEMP_LEN = 60
 CANCEL_POLL_S = 1.0
+INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
 
 
 @dataclass
@@ -135,9 +136,33 @@ class Controller:
     # --- the session ---------------------------------------------------------------------
 
     def run(self) -> Search:
-        """Run the search until its budget is spent, it is cancelled, or it is interrupted."""
+        """Run the search until its budget is spent, it is cancelled, or it is interrupted.
+        However it ends, the registry and the parent MLflow run say how."""
         start = time.time()
         search = self.registry.claim(self.search.id)
+        status, message = "failed", None
+        try:
+            trials = self.begin(search)
+            remaining = self._time_left(search)
+            total = self.config.budget.candidates + len(self.plan.baselines)
+            finished = sum(t.status in ("completed", "failed") for t in trials)
+            self.reporter.start(search, total, finished)
+            self._fit(search, remaining)
+            status, message = self._final_status(search, remaining, time.time() - start)
+        except KeyboardInterrupt:
+            status, message = "interrupted", INTERRUPTED
+            raise
+        except Exception as err:
+            message = f"{type(err).__name__}: {err}".splitlines()[0]
+            raise
+        finally:
+            self.reporter.stop()
+            search = self._close(search, status, message, time.time() - start)
+        return search
+
+    def begin(self, search: Search) -> list[Trial]:
+        """Pick up where the registry says the search is: the strategy's state, the MLflow
+        runs, the trials to run again, the baselines still to train. Its trials so far."""
         if search.strategy_state:
             self.strategy.load_state_dict(search.strategy_state)
         self._open_tracking(search)
@@ -147,18 +172,7 @@ class Controller:
         done = {t.arch_id for t in trials}
         self.baselines = [b for b in self.plan.baselines if b.arch_id not in done]
         self.known = {t.arch_id: t for t in trials}
-        status, message = "interrupted", "stopped before the budget was spent (nas resume ID)"
-        try:
-            remaining = self._time_left(search)
-            total = self.config.budget.candidates + len(self.plan.baselines)
-            finished = sum(t.status in ("completed", "failed") for t in trials)
-            self.reporter.start(search, total, finished)
-            self._fit(search, remaining)
-            status, message = self._final_status(search, remaining, time.time() - start)
-        finally:
-            self.reporter.stop()
-            search = self._close(search, status, message, time.time() - start)
-        return search
+        return trials
 
     def _fit(self, search: Search, time_budget_s: float | None) -> None:
         import ray
@@ -359,7 +373,7 @@ class Controller:
                 return "completed", f"stopped early: {self.exhausted}"
         if time_budget is not None and seconds >= time_budget:
             return "stopped", f"reached budget.max_minutes ({self.config.budget.max_minutes})"
-        return "interrupted", "stopped before the budget was spent; continue with nas resume"
+        return "interrupted", INTERRUPTED
 
     def _close(self, search: Search, status: str, message: str | None, seconds: float) -> Search:
         for trial in self.registry.trials(search.id):
@@ -375,7 +389,7 @@ class Controller:
             finished_at=finished,
             pid=None,
         )
-        if search.mlflow_run_id:
+        if self.search.mlflow_run_id:  # None when MLflow could not be reached
             self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
             _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
             self.tracker.end_search(search.mlflow_run_id, status)

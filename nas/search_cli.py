@@ -232,7 +232,7 @@ def _print_ending(search, config) -> None:
         f"{search.elapsed_s / 60:.1f} min",
         highlight=False,
     )
-    if search.status == "interrupted":
+    if search.status in ("interrupted", "failed"):
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
     uri = config.tracking_uri or default_tracking_uri()
     ui = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"

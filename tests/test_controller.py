@@ -1,0 +1,96 @@
+"""The controller's asking and recording, driven directly (no Ray): the order of candidates,
+and what each kind of trial outcome leaves in the registry and in MLflow."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from nas.config import validate_config
+from nas.controller import Controller, plan
+from nas.registry import Registry
+
+SEARCH = {
+    "name": "unit",
+    "dataset": "movielens-100k",
+    "space": {"name": "ctr_stack", "options": {"max_depth": 2}},
+    "strategy": {"name": "evolution", "options": {"population_size": 2, "sample_size": 1}},
+    "budget": {"candidates": 3, "steps": 10},
+    "baselines": ["dlrm.json", "deepfm.json"],
+}
+SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"
+
+
+@pytest.fixture
+def controller(tmp_path: Path, monkeypatch, ml100k) -> Controller:
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path))
+    config = validate_config(SEARCH)
+    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    search = registry.create_search("unit-1", "unit", config.to_dict(), None)
+    controller = Controller(registry, search, plan(config, SPECS))
+    controller.begin(registry.claim(search.id))
+    return controller
+
+
+def report(ne: float, flops: float = 1e4) -> dict:
+    now = time.time()
+    metrics = {"ne": ne, "flops": flops, "auc": 0.7, "params": 100, "name": None}
+    return {
+        "outcome": "completed",
+        "payload": json.dumps(metrics),
+        "started_at": now,
+        "finished_at": now,
+    }
+
+
+def test_baselines_come_first_then_the_strategy_until_the_budget(controller) -> None:
+    configs = [controller.next_config(f"tune-{i}") for i in range(6)]
+    assert [c["spec"].get("name") for c in configs[:2]] == ["dlrm", "deepfm"]
+    assert all(c is not None for c in configs[:5]) and configs[5] is None
+    assert configs[2]["train"]["steps"] == 10 and configs[2]["threads"] == 1
+    trials = controller.registry.trials("unit-1")
+    assert [t.is_baseline for t in trials] == [True, True, False, False, False]
+    assert controller.registry.get_search("unit-1").strategy_state["seen"]
+
+
+def test_each_outcome_is_recorded_with_its_reason(controller) -> None:
+    for i in range(5):
+        controller.next_config(f"tune-{i}")
+    controller.record("tune-0", report(0.8), None)
+    controller.record("tune-1", report(math.nan), None)
+    failed = {
+        "outcome": "failed",
+        "payload": "training diverged: loss is nan at step 3",
+        "started_at": time.time(),
+        "finished_at": time.time(),
+    }
+    controller.record("tune-2", failed, None)
+    controller.record("tune-3", None, "the worker was killed for using too much memory")
+    controller.record("tune-4", {"training_iteration": 0}, None)  # Tune stopped it
+    by_number = {t.number: t for t in controller.registry.trials("unit-1")}
+    assert by_number[0].status == "completed" and by_number[0].values == [0.8, 1e4]
+    assert by_number[1].status == "failed" and "not finite" in by_number[1].error
+    assert by_number[2].error.startswith("training diverged")
+    assert "too much memory" in by_number[3].error
+    assert by_number[4].status == "running"  # left open: the end of the session cancels it
+    assert all(by_number[n].mlflow_run_id for n in range(4))
+    assert by_number[0].timings["bookkeeping_s"] > 0
+    search = controller._close(controller.search, "interrupted", "test", 1.0)
+    assert controller.registry.trials("unit-1")[4].status == "cancelled"
+    assert search.status == "interrupted"
+
+
+def test_a_resumed_session_runs_open_trials_again_first(controller, tmp_path: Path) -> None:
+    for i in range(3):
+        controller.next_config(f"tune-{i}")
+    controller.record("tune-0", report(0.8), None)
+    controller._close(controller.search, "interrupted", "test", 1.0)
+    again = Controller(controller.registry, controller.search, controller.plan)
+    again.begin(controller.registry.claim("unit-1"))
+    numbers = [again.next_config(f"t{i}")["number"] for i in range(3)]
+    assert numbers == [1, 2, 3]  # the two cut short, then the next ask
+    assert len(controller.registry.trials("unit-1")) == 4
