@@ -94,6 +94,12 @@ class Tracker:
         return self._call("create the experiment", self.client.create_experiment, name, location)
 
     def start_search(self, experiment_id: str, search_id: str, config: dict[str, Any]) -> str:
+        """The parent run of a search: found by its tags if an earlier session made it."""
+        existing = self._find(
+            experiment_id, f"tags.search_id = '{search_id}' and tags.kind = 'search'"
+        )
+        if existing is not None:
+            return existing
         run = self._call(
             "create the search run",
             self.client.create_run,
@@ -106,6 +112,12 @@ class Tracker:
         self._call("log config.json", self.client.log_dict, run_id, config, "config.json")
         return run_id
 
+    def _find(self, experiment_id: str, filter_string: str) -> str | None:
+        runs = self._call(
+            "look up a run", self.client.search_runs, [experiment_id], filter_string=filter_string
+        )
+        return runs[0].info.run_id if runs else None
+
     def resume_search(self, run_id: str) -> None:
         self._call("reopen the search run", self.client.update_run, run_id, status="RUNNING")
 
@@ -113,11 +125,8 @@ class Tracker:
         self, experiment_id: str, parent_id: str, search_id: str, strategy: str, trial
     ) -> str:
         """The child run of ``trial`` (a registry Trial that has finished); its run id."""
-        existing = self._call(
-            "look up the trial's run",
-            self.client.search_runs,
-            [experiment_id],
-            filter_string=f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'",
+        run_id = self._find(
+            experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
         )
         tags = {
             "mlflow.parentRunId": parent_id,
@@ -128,9 +137,7 @@ class Tracker:
             "baseline": str(trial.is_baseline).lower(),
             "status": trial.status,
         }
-        if existing:
-            run_id = existing[0].info.run_id
-        else:
+        if run_id is None:
             name = trial.label or f"t{trial.number:03d}-{trial.arch_id[:8]}"
             run = self._call(
                 "create a trial run",
@@ -140,8 +147,10 @@ class Tracker:
                 tags=tags,
             )
             run_id = run.info.run_id
-            self._log(run_id, params=flatten_spec(trial.spec))
-            self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
+        # Params, artifact and metrics are written again on a found run: a crash may have
+        # come between its creation and these writes (same values: MLflow accepts them).
+        self._log(run_id, params=flatten_spec(trial.spec))
+        self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
         metrics = {
             k: float(v)
             for k, v in (trial.metrics or {}).items()

@@ -77,3 +77,11 @@ def test_a_failed_trial_carries_its_reason(tracker: Tracker) -> None:
     assert run.info.status == "FAILED"
     assert run.data.tags["error"].startswith("training diverged")
     assert run.data.tags["strategy"] == "random"
+
+
+def test_a_search_has_one_parent_run_across_sessions(tracker: Tracker) -> None:
+    experiment = tracker.experiment("exp")
+    config = {"strategy": {"name": "random"}, "budget": {"candidates": 3}}
+    first = tracker.start_search(experiment, "exp-3", config)
+    assert tracker.start_search(experiment, "exp-3", config) == first  # a crash, a resume
+    assert tracker.start_search(experiment, "exp-4", config) != first
