@@ -19,6 +19,7 @@ An error names the file and the field and says what would be valid (``ConfigErro
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from nas.errors import ConfigError, NasError, config_error_from_pydantic
 from nas.objectives import Objective, get_objective
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BASELINES_DIR = REPO_ROOT / "examples" / "specs"
 
@@ -71,7 +73,7 @@ class Resources(Strict):
 
 
 class SearchConfig(Strict):
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str
     dataset: str = "movielens-1m"
     space: SpaceConfig
     strategy: StrategyConfig = StrategyConfig()
@@ -85,6 +87,16 @@ class SearchConfig(Strict):
     tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder
     registry_url: str | None = None  # SQLAlchemy URL; default: sqlite under the runs folder
     ray_address: str | None = None  # default: RAY_ADDRESS, else a local Ray
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a search name: use 1-100 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit (it names the MLflow experiment and the id)"
+            )
+        return value
 
     @field_validator("objectives", mode="before")
     @classmethod

@@ -99,19 +99,26 @@ def _emit_json(data: object) -> None:
 def cmd_submit(args: argparse.Namespace) -> int:
     from nas.config import load_config
     from nas.controller import plan
+    from nas.errors import ConfigError
     from nas.registry import new_search_id
 
-    overrides = {
-        "budget.candidates": args.budget,
-        "budget.steps": args.steps,
-        "seed": args.seed,
-        "resources.concurrency": args.concurrency,
-        "name": args.name,
-        "tracking_uri": args.tracking_uri,
-        "registry_url": args.registry_url,
-        "ray_address": args.address,
+    flags = {  # config field -> (the flag that overrides it, its value)
+        "budget.candidates": ("--budget", args.budget),
+        "budget.steps": ("--steps", args.steps),
+        "seed": ("--seed", args.seed),
+        "resources.concurrency": ("--concurrency", args.concurrency),
+        "name": ("--name", args.name),
+        "tracking_uri": ("--tracking-uri", args.tracking_uri),
+        "registry_url": ("--registry-url", args.registry_url),
+        "ray_address": ("--address", args.address),
     }
-    config = load_config(args.config, overrides)
+    try:
+        config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
+    except ConfigError as err:
+        flag, value = flags.get(err.field, (None, None))
+        if value is not None:  # the bad value came from the command line, not the file
+            raise ConfigError(flag, err.message) from None
+        raise
     with console.status(f"Checking {args.config} against {config.dataset} ..."):
         checked = plan(config, args.config.resolve().parent)
     registry = _registry(args, config.registry_url)

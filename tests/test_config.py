@@ -72,7 +72,7 @@ def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
         ({"dataset": "movielens"}, "dataset", "Did you mean 'movielens-1m'"),
         ({"bugdet": {}}, "bugdet", "valid fields here: name, dataset"),
         ({"resources": {"concurrency": 0}}, "resources.concurrency", "greater than or equal"),
-        ({"name": "has space"}, "name", "should match pattern"),
+        ({"name": "has space"}, "name", "is not a search name: use 1-100 letters"),
         (
             {"space": {"name": "ctr_stack", "options": {"max_depth": -2}}},
             "space.options.max_depth",

@@ -127,6 +127,14 @@ def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, text: str, words:
     assert not runs.exists(), "a rejected search must not create a registry, MLflow store or Ray"
 
 
+def test_a_bad_flag_is_named_by_the_flag(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write_search(tmp_path)), "--budget", "-3")
+    assert done.returncode == 2
+    assert "--budget: Input should be greater than or equal to 1" in " ".join(done.stderr.split())
+    assert not runs.exists()
+
+
 def test_unknown_search_ids_are_named(tmp_path: Path) -> None:
     for command in ("status", "pareto", "resume", "cancel"):
         done = nas(tmp_path / "runs", command, "nope")
