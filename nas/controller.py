@@ -75,6 +75,14 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
     from nas.model import model_configs
     from search_spaces import create_space
 
+    cpus = os.cpu_count() or 1
+    local = not (config.ray_address or os.environ.get("RAY_ADDRESS"))
+    if local and config.resources.cpus_per_trial > cpus:
+        raise ConfigError(
+            "resources.cpus_per_trial",
+            f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
+            "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
+        )
     dataset = load_dataset(config.dataset)
     space = create_space(config.space.name, config.space.options, dataset.schema.num_tokens)
     baselines, seen = [], set()

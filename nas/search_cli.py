@@ -120,7 +120,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             raise ConfigError(flag, err.message) from None
         raise
     with console.status(f"Checking {args.config} against {config.dataset} ..."):
-        checked = plan(config, args.config.resolve().parent)
+        try:
+            checked = plan(config, args.config.resolve().parent)
+        except ConfigError as err:
+            raise (err if err.source else err.within(source=str(args.config))) from None
     registry = _registry(args, config.registry_url)
     search = registry.create_search(
         new_search_id(config.name), config.name, config.to_dict(), str(args.config.resolve())
