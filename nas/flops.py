@@ -65,6 +65,10 @@ def _sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
     return count * n * s * (d_qk + d_v)
 
 
+def _free(inputs: list[Any], outputs: list[Any]) -> int:
+    return 0
+
+
 def measure_flops(module: nn.Module, inputs: Sequence[torch.Tensor]) -> int:
     """FLOPs of one forward pass of ``module`` on ``inputs`` (the whole batch)."""
     was_training = module.training
@@ -74,7 +78,9 @@ def measure_flops(module: nn.Module, inputs: Sequence[torch.Tensor]) -> int:
 
         analysis = FlopCountAnalysis(module.eval(), tuple(inputs))
         analysis.set_op_handle("aten::scaled_dot_product_attention", _sdpa_macs)
-        analysis.set_op_handle(**dict.fromkeys(NOT_COUNTED))
+        # A zero handle, not None: fvcore keeps its default handle (layer_norm has one) for
+        # an op set to None, and only ignores ops that have no handle.
+        analysis.set_op_handle(**dict.fromkeys(NOT_COUNTED, _free))
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
         try:
             macs = analysis.total()

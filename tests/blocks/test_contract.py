@@ -21,6 +21,8 @@ VARIANTS = [
     ("mlp", {"widths": [7, 5, 1], "activate_last": False, "activation": "gelu"}),
     ("self_attention", {"num_heads": 4, "head_dim": 6}),
     ("self_attention", {"num_heads": 1, "residual": False}),
+    ("wukong", {"num_fm_tokens": 2, "num_lc_tokens": 3, "widths": []}),  # identity residual
+    ("wukong", {"num_fm_tokens": 1, "num_lc_tokens": 1, "rank": 3, "widths": [16, 4]}),
 ]
 
 
