@@ -6,7 +6,7 @@
 >>> layer = blocks.create_block("dcnv2", num_tokens=11, dim=16, rank=32)
 """
 
-from blocks import attention, dcnv2, dot, embedding, fm, mlp, wukong  # noqa: F401  (registers)
+from blocks import attention, dcnv2, dhen, dot, embedding, fm, mlp, wukong  # noqa: F401  (registers)
 from blocks.base import Block, BlockConfig, Gemm, InteractionConfig, TokenShape
 from blocks.registry import (
     BlockEntry,

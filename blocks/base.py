@@ -171,3 +171,23 @@ class Block(nn.Module):
         """Random feature tokens; blocks with other inputs (ids) override this."""
         shape = self.config.in_shape
         return (torch.randn(batch_size, shape.num_tokens, shape.dim, generator=generator),)
+
+
+# --- shared pieces -----------------------------------------------------------------------
+
+
+class TokenLinear(nn.Module):
+    """A linear map over the token axis: ``[B, n, d] -> [B, m, d]``, Y = W X (W: [m, n])."""
+
+    def __init__(self, num_in: int, num_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_out, num_in))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # A batched matmul (not a broadcast one, which fvcore counts once, not per example).
+        return torch.bmm(self.weight.expand(x.shape[0], -1, -1), x)  # [B, m, n] @ [B, n, d]
+
+
+def token_linear_gemm(num_in: int, num_out: int, dim: int, batch_size: int) -> Gemm:
+    return Gemm(num_out, dim, num_in, count=batch_size)

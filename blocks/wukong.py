@@ -20,25 +20,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from blocks.base import Block, Gemm, InteractionConfig, TokenShape, check_int, check_widths
+from blocks.base import (
+    Block,
+    Gemm,
+    InteractionConfig,
+    TokenLinear,
+    TokenShape,
+    check_int,
+    check_widths,
+    token_linear_gemm,
+)
 from blocks.registry import register_block
-
-
-class TokenLinear(nn.Module):
-    """A linear map over the token axis: ``[B, n, d] -> [B, m, d]``, Y = W X (W: [m, n])."""
-
-    def __init__(self, num_in: int, num_out: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(num_out, num_in))
-        nn.init.xavier_uniform_(self.weight)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # A batched matmul (not a broadcast one, which fvcore counts once, not per example).
-        return torch.bmm(self.weight.expand(x.shape[0], -1, -1), x)  # [B, m, n] @ [B, n, d]
-
-
-def token_linear_gemm(num_in: int, num_out: int, dim: int, batch_size: int) -> Gemm:
-    return Gemm(num_out, dim, num_in, count=batch_size)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,10 +2,14 @@
 
     spec = embedding_dim, interaction = [mixer, ..., mixer, last], top_mlp, top_input
 
-A *mixer* is a block that keeps the token count (DCNv2, self-attention), so it can sit at any
-depth; the *last* layer may also be a block that reduces the tokens to one (MLP, dot, FM).
-That grammar makes every member buildable: no dot product over a single token. Which blocks
-mix and which reduce is read from the blocks themselves (their output shape), not listed here.
+A *mixer* is a block that leaves at least two tokens (DCNv2, self-attention, Wukong, DHEN),
+so any block can follow it; the *last* layer may also be a block that reduces the tokens to
+one (MLP, dot, FM). That grammar makes every member buildable: no dot product over a single
+token. Which blocks mix and which reduce is read from the blocks themselves (their output
+shape), not listed here.
+
+The ``wukong`` and ``dhen`` spaces are this space with other defaults: a stack of Wukong
+(or DHEN) layers with their own parameter choices, then the top MLP.
 
 Each block's parameters are drawn from ``block_params`` (lists of choices per parameter);
 parameters not listed keep the block's defaults.
@@ -96,14 +100,14 @@ class CtrStackOptions(SpaceOptions):
 
 
 def _block_kinds(block: str, params: dict[str, list[Any]], dim: int) -> bool:
-    """Whether ``block`` keeps the token count (a mixer), checked for every choice."""
+    """Whether ``block`` leaves at least two tokens (a mixer), for every choice."""
     entry = blocks.get_block(block, kind="interaction")
     keeps = set()
     for name, choices in params.items() or [(None, [None])]:
         for choice in choices:
             chosen = {name: choice} if name else {}
             config = entry.config(chosen, num_tokens=4, dim=dim)
-            keeps.add(config.out_shape().num_tokens == 4)
+            keeps.add(config.out_shape().num_tokens >= 2)
     return keeps == {True}
 
 
@@ -267,3 +271,55 @@ def _label(choice: Any) -> Any:
     if isinstance(choice, list):
         return "-".join(str(v) for v in choice) or "none"
     return choice
+
+
+class WukongStackOptions(CtrStackOptions):
+    """A stack of Wukong layers (the paper's model: Wukong layers, then an MLP)."""
+
+    embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
+    blocks: list[str] = Field(default=["wukong"], min_length=1)
+    block_params: dict[str, dict[str, list[Any]]] = {
+        "wukong": {
+            "num_fm_tokens": [4, 8, 16],
+            "num_lc_tokens": [4, 8, 16],
+            "rank": [4, 8, 16],
+            "widths": [[64], [128], [128, 64]],
+        }
+    }
+    top_mlps: list[list[int]] = Field(default=[[], [128], [256, 128]], min_length=1)
+    top_inputs: list[str] = Field(default=["last"], min_length=1)
+
+
+@register_space
+class WukongStack(CtrStack):
+    name = "wukong"
+    Options = WukongStackOptions
+
+
+class DHENStackOptions(CtrStackOptions):
+    """A hierarchy of DHEN layers, each an ensemble of interaction modules."""
+
+    embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
+    blocks: list[str] = Field(default=["dhen"], min_length=1)
+    block_params: dict[str, dict[str, list[Any]]] = {
+        "dhen": {
+            "modules": [
+                ["dot", "dcn"],
+                ["dot", "self_attention"],
+                ["linear", "dcn"],
+                ["conv", "dcn"],
+                ["dot", "self_attention", "dcn"],
+            ],
+            "ensemble": ["sum", "weighted_sum", "concat"],
+            "out_tokens": [None, 4, 8],
+            "rank": [8, 16],
+        }
+    }
+    top_mlps: list[list[int]] = Field(default=[[], [128], [256, 128]], min_length=1)
+    top_inputs: list[str] = Field(default=["last"], min_length=1)
+
+
+@register_space
+class DHENStack(CtrStack):
+    name = "dhen"
+    Options = DHENStackOptions

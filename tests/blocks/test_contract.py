@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import blocks
+from blocks.dhen import MODULES as DHEN_MODULES
 from nas.errors import ConfigError, UnknownNameError
 from nas.flops import measure_flops_per_example
 
@@ -23,6 +24,10 @@ VARIANTS = [
     ("self_attention", {"num_heads": 1, "residual": False}),
     ("wukong", {"num_fm_tokens": 2, "num_lc_tokens": 3, "widths": []}),  # identity residual
     ("wukong", {"num_fm_tokens": 1, "num_lc_tokens": 1, "rank": 3, "widths": [16, 4]}),
+    ("dhen", {"modules": list(DHEN_MODULES), "ensemble": "concat", "out_tokens": 3}),
+    ("dhen", {"modules": ["conv", "self_attention"], "ensemble": "weighted_sum"}),
+    ("dhen", {"modules": ["linear"], "out_tokens": 2, "ensemble": "sum"}),
+    ("dhen", {"modules": ["dcn", "dot"], "out_tokens": 7, "rank": 4, "kernel_size": 5}),
 ]
 
 

@@ -97,3 +97,59 @@ def test_invalid_configs_name_the_field(name, params, field):
     with pytest.raises(ConfigError) as err:
         blocks.create_block(name, **params)
     assert err.value.field == field
+
+
+def _layer_norm(t: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(t, t.shape[-1:])
+
+
+def test_wukong_is_ln_of_fmb_and_lcb_plus_the_input(x):
+    layer = blocks.create_block(
+        "wukong", num_tokens=5, dim=4, num_fm_tokens=2, num_lc_tokens=3, rank=3, widths=[6]
+    )
+    b = x.shape[0]
+    fm = x @ (x.transpose(1, 2) @ layer.y)  # X (X^T Y): [B, n, k]
+    pairwise = (x @ x.transpose(1, 2)) @ layer.y  # the same, through the full X X^T
+    torch.testing.assert_close(fm, pairwise)
+    fmb = layer.fm_mlp(layer.fm_norm(fm.flatten(1))).view(b, 2, 4)
+    lcb = layer.lcb.weight @ x
+    expected = _layer_norm(torch.cat([fmb, lcb], dim=1) + x)  # 2 + 3 tokens: identity residual
+    torch.testing.assert_close(layer(x), expected)
+
+
+def test_wukong_projects_the_residual_when_the_token_count_changes(x):
+    layer = blocks.create_block("wukong", num_tokens=5, dim=4, num_fm_tokens=4, num_lc_tokens=4)
+    assert layer.residual is not None and layer(x).shape == (3, 8, 4)
+
+
+@pytest.mark.parametrize("ensemble", ["sum", "weighted_sum", "concat"])
+def test_dhen_is_ln_of_the_ensemble_plus_the_shortcut(x, ensemble):
+    layer = blocks.create_block(
+        "dhen", num_tokens=5, dim=4, modules=["linear", "conv", "dcn"], ensemble=ensemble
+    )
+    outputs = [branch(x) for branch in layer.branches]
+    torch.testing.assert_close(outputs[0], layer.branches[0].weight @ x)
+    if ensemble == "concat":
+        combined = torch.cat(outputs, dim=1)
+        expected = _layer_norm(combined + layer.shortcut.weight @ x)  # 15 tokens: projected
+    else:
+        weights = layer.weights if ensemble == "weighted_sum" else torch.ones(3)
+        expected = _layer_norm(sum(w * o for w, o in zip(weights, outputs, strict=True)) + x)
+    torch.testing.assert_close(layer(x), expected)
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "words"),
+    [
+        ({"modules": []}, "modules", "non-empty"),
+        ({"modules": ["dot", "dot"]}, "modules", "twice"),
+        ({"modules": ["gru"]}, "modules", "must be one of linear, dot"),
+        ({"kernel_size": 4}, "kernel_size", "odd"),
+        ({"modules": ["self_attention"], "num_heads": 3}, "num_heads", "do not divide"),
+        ({"ensemble": "max"}, "ensemble", "concat, sum, weighted_sum"),
+    ],
+)
+def test_dhen_rejects_bad_configs(params, field, words):
+    with pytest.raises(ConfigError) as caught:
+        blocks.create_block("dhen", num_tokens=5, dim=4, **params)
+    assert caught.value.field == field and words in str(caught.value)

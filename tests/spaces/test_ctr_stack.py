@@ -116,3 +116,26 @@ def test_bad_options_name_the_field(options, field, words) -> None:
         create_space("ctr_stack", options, NUM_TOKENS)
     assert caught.value.field == field
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("name", list_spaces())
+def test_every_registered_space_yields_buildable_members(name: str) -> None:
+    space = create_space(name, {}, NUM_TOKENS)
+    rng = np.random.default_rng(3)
+    specs = [space.sample(rng) for _ in range(20)]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for a, b in itertools.pairwise(specs):
+        for spec in (a, space.mutate(a, rng), space.crossover(a, b, rng)):
+            spec.layer_configs(NUM_TOKENS)
+        trial = study.ask()
+        space.suggest(trial).layer_configs(NUM_TOKENS)
+        study.tell(trial, 0.0)
+    assert space.size() > len({s.arch_id for s in specs}) > 10
+
+
+@pytest.mark.parametrize(("name", "block"), [("wukong", "wukong"), ("dhen", "dhen")])
+def test_the_modern_spaces_stack_their_own_layer(name: str, block: str) -> None:
+    space = create_space(name, {}, NUM_TOKENS)
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        assert {layer.block for layer in space.sample(rng).interaction} == {block}

@@ -1,0 +1,187 @@
+"""DHEN layer (Zhang et al. 2022, "DHEN: A Deep and Hierarchical Ensemble Network for
+Large-Scale Click-Through Rate Prediction"): several interaction modules side by side.
+
+    Y_i = Interaction_i(X)                        X: [B, n, d] -> Y_i: [B, m, d]
+    E   = concat_i Y_i  |  sum_i Y_i  |  sum_i w_i Y_i       (ensemble)
+    Y   = LN(E + ShortCut(X))                      ShortCut: identity, or W X (W: [n_out, n])
+
+The modules, each mapping n tokens to m (``out_tokens``, default n):
+
+    linear          W X                                        (W: [m, n], over the tokens)
+    dot             AdvancedDLRM: the pairwise dots of X, then a linear map to m*d
+    self_attention  AutoInt attention keeping the width d (num_heads), then W X if m != n
+    conv            a 1-D convolution along the tokens (kernel_size, d -> d channels), then
+                    W X if m != n
+    dcn             one low-rank DCNv2 cross layer (rank), then W X if m != n
+
+"concat" gives len(modules) * m output tokens; "sum" and "weighted_sum" (learned w_i,
+starting at 1/len(modules)) give m. Layers stack into the hierarchy of the paper.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from blocks.attention import SelfAttention, SelfAttentionConfig
+from blocks.base import (
+    Block,
+    Gemm,
+    InteractionConfig,
+    TokenLinear,
+    TokenShape,
+    check_choice,
+    check_int,
+    token_linear_gemm,
+)
+from blocks.dcnv2 import DCNv2, DCNv2Config
+from blocks.dot import DotConfig, DotInteraction
+from blocks.registry import register_block
+from nas.errors import ConfigError
+
+MODULES = ("linear", "dot", "self_attention", "conv", "dcn")
+ENSEMBLES = ("concat", "sum", "weighted_sum")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DHENConfig(InteractionConfig):
+    modules: tuple[str, ...] = ("dot", "dcn")
+    ensemble: str = "sum"
+    out_tokens: int | None = None  # m; None: as many as come in
+    num_heads: int = 2  # self_attention
+    kernel_size: int = 3  # conv
+    rank: int = 16  # dcn
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        modules = self.modules
+        if isinstance(modules, list):
+            object.__setattr__(self, "modules", modules := tuple(modules))
+        if not isinstance(modules, tuple) or not modules:
+            raise ConfigError("modules", f"must be a non-empty list from {', '.join(MODULES)}")
+        for module in modules:
+            check_choice("modules", module, MODULES)
+        if len(set(modules)) != len(modules):
+            raise ConfigError("modules", f"lists a module twice: {list(modules)}")
+        check_choice("ensemble", self.ensemble, ENSEMBLES)
+        if self.out_tokens is not None:
+            check_int("out_tokens", self.out_tokens)
+        check_int("num_heads", self.num_heads)
+        check_int("rank", self.rank)
+        check_int("kernel_size", self.kernel_size)
+        if self.kernel_size % 2 == 0:
+            raise ConfigError(
+                "kernel_size", f"must be odd (same length out), got {self.kernel_size}"
+            )
+        if "dot" in modules:
+            DotConfig(num_tokens=self.num_tokens, dim=self.dim)  # needs 2+ tokens
+        if "self_attention" in modules and self.dim % self.num_heads:
+            raise ConfigError(
+                "num_heads", f"{self.num_heads} heads do not divide the token width {self.dim}"
+            )
+
+    @property
+    def m(self) -> int:
+        return self.out_tokens or self.num_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.m * len(self.modules) if self.ensemble == "concat" else self.m
+
+    def out_shape(self) -> TokenShape:
+        return TokenShape(self.total_tokens, self.dim)
+
+    def attention(self) -> SelfAttentionConfig:
+        return SelfAttentionConfig(
+            num_tokens=self.num_tokens, dim=self.dim, num_heads=self.num_heads
+        )
+
+    def cross(self) -> DCNv2Config:
+        return DCNv2Config(num_tokens=self.num_tokens, dim=self.dim, num_layers=1, rank=self.rank)
+
+    def dot(self) -> DotConfig:
+        return DotConfig(num_tokens=self.num_tokens, dim=self.dim)
+
+    def gemms(self, batch_size: int) -> list[Gemm]:
+        n, d, m, b = self.num_tokens, self.dim, self.m, batch_size
+        gemms: list[Gemm] = []
+        for module in self.modules:
+            if module == "dot":
+                gemms += [*self.dot().gemms(b), Gemm(b, m * d, self.dot().out_shape().dim)]
+                continue
+            if module == "self_attention":
+                gemms += self.attention().gemms(b)
+            elif module == "conv":
+                gemms.append(Gemm(b * n, d, d * self.kernel_size))
+            elif module == "dcn":
+                gemms += self.cross().gemms(b)
+            if module == "linear" or m != n:
+                gemms.append(token_linear_gemm(n, m, d, b))
+        if self.total_tokens != n:
+            gemms.append(token_linear_gemm(n, self.total_tokens, d, b))  # the shortcut
+        return gemms
+
+
+class _DotModule(nn.Module):
+    def __init__(self, config: DHENConfig):
+        super().__init__()
+        self.dot = DotInteraction(config.dot())
+        self.project = nn.Linear(config.dot().out_shape().dim, config.m * config.dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.project(self.dot(x).squeeze(1)).view(x.shape[0], -1, x.shape[2])
+
+
+class _ConvModule(nn.Module):
+    def __init__(self, config: DHENConfig):
+        super().__init__()
+        k = config.kernel_size
+        self.conv = nn.Conv1d(config.dim, config.dim, k, padding=k // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)  # along the tokens: [B, n, d]
+
+
+def _module(name: str, config: DHENConfig) -> nn.Module:
+    """Interaction module ``name``: [B, n, d] -> [B, m, d]."""
+    n, m = config.num_tokens, config.m
+    if name == "linear":
+        return TokenLinear(n, m)
+    if name == "dot":
+        return _DotModule(config)
+    inner = {
+        "self_attention": lambda: SelfAttention(config.attention()),
+        "conv": lambda: _ConvModule(config),
+        "dcn": lambda: DCNv2(config.cross()),
+    }[name]()
+    return inner if m == n else nn.Sequential(inner, TokenLinear(n, m))
+
+
+@register_block("dhen", kind="interaction", config=DHENConfig)
+class DHEN(Block):
+    """DHEN layer: an ensemble of interaction modules with a shortcut and LayerNorm;
+    ``[B, n, d] -> [B, m or len(modules)*m, d]``."""
+
+    def __init__(self, config: DHENConfig):
+        super().__init__(config)
+        self.branches = nn.ModuleList(_module(name, config) for name in config.modules)
+        k = len(config.modules)
+        self.weights = (
+            nn.Parameter(torch.full((k,), 1.0 / k)) if config.ensemble == "weighted_sum" else None
+        )
+        n, total = config.num_tokens, config.total_tokens
+        self.shortcut = TokenLinear(n, total) if total != n else None
+        self.norm = nn.LayerNorm(config.dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs = [branch(x) for branch in self.branches]  # each [B, m, d]
+        if self.config.ensemble == "concat":
+            ensemble = torch.cat(outputs, dim=1)
+        elif self.weights is None:
+            ensemble = torch.stack(outputs).sum(0)
+        else:
+            ensemble = (self.weights.view(-1, 1, 1, 1) * torch.stack(outputs)).sum(0)
+        shortcut = x if self.shortcut is None else self.shortcut(x)
+        return self.norm(ensemble + shortcut)
