@@ -2,11 +2,11 @@
 
 >>> import blocks
 >>> blocks.list_blocks(kind="interaction")
-['dcnv2', 'dot', 'fm', 'mlp', 'self_attention']
+['dcnv2', 'dhen', 'dot', 'fm', 'mlp', 'self_attention', 'wukong']
 >>> layer = blocks.create_block("dcnv2", num_tokens=11, dim=16, rank=32)
 """
 
-from blocks import attention, dcnv2, dhen, dot, embedding, fm, mlp, wukong  # noqa: F401  (registers)
+from blocks import attention, dcnv2, dhen, dot, embedding, fm, hstu, mlp, wukong  # noqa: F401
 from blocks.base import Block, BlockConfig, Gemm, InteractionConfig, TokenShape
 from blocks.registry import (
     BlockEntry,

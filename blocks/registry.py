@@ -10,7 +10,7 @@ from typing import Any
 from blocks.base import Block, BlockConfig
 from nas.errors import ConfigError, UnknownNameError
 
-KINDS = ("embedding", "interaction")
+KINDS = ("embedding", "interaction", "sequence")
 
 
 @dataclass(frozen=True)

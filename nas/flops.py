@@ -49,6 +49,16 @@ NOT_COUNTED = (
     "aten::rsub",
     "aten::triu_indices",
     "aten::view_as",
+    "aten::abs",
+    "aten::log1p",
+    "aten::lt",
+    "aten::le",
+    "aten::ge",
+    "aten::ne",
+    "aten::bitwise_not",
+    "aten::__and__",
+    "aten::clamp",
+    "aten::clamp_min",
 )
 
 
