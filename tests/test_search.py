@@ -73,6 +73,19 @@ def registry_of(runs: Path) -> Registry:
     return Registry(f"sqlite:///{runs / 'registry.db'}")
 
 
+def start_submit(runs: Path, path: Path, **options) -> subprocess.Popen:
+    """`nas submit` in the background, its output captured."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "submit", str(path)],
+        env=env_for(runs),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **options,
+    )
+
+
 def wait_for(runs: Path, condition, timeout: float = 300):
     """Poll the registry until the first search's trials meet ``condition``; the search."""
     deadline = time.time() + timeout
@@ -225,19 +238,12 @@ def test_failing_trials_are_recorded_with_their_reason_and_the_search_goes_on(
 def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=6, steps=150, baselines="false", seed=3)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path)],
-        env=env_for(runs),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    process = start_submit(runs, path, start_new_session=True)
     try:
         wait_for(runs, lambda trials: sum(t.status == "completed" for t in trials) >= 2)
     finally:
         os.kill(process.pid, signal.SIGKILL)  # the controller only; Ray must fate-share
-        process.wait()
+        process.communicate()
     registry = registry_of(runs)
     (search,) = registry.list_searches()
     assert nas(runs, "list", "--json").stdout.count('"crashed"') == 1
@@ -266,14 +272,7 @@ def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Pa
 def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=4, steps=400, baselines="false")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path)],
-        env=env_for(runs),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_submit(runs, path)
     search = wait_for(runs, lambda trials: len(trials) > 0)
     cancel = nas(runs, "cancel", search.id)
     assert cancel.returncode == 0 and "cancelled" in cancel.stderr
@@ -291,14 +290,7 @@ def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) ->
 def test_ctrl_c_interrupts_with_exit_130_and_resume_finishes(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=3, steps=300, baselines="false")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path)],
-        env=env_for(runs),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_submit(runs, path)
     search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=300)

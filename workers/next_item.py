@@ -74,7 +74,10 @@ class NextItemModel(nn.Module):
         )
         self.layers = nn.ModuleList(HSTU(layer) for _ in range(config.num_layers))
         self.dropout = nn.Dropout(config.dropout)
+        # Both small: a position embedding at PyTorch's default N(0, 1) would drown the item
+        # signal (scaled by sqrt(d)) and every position would predict the same items.
         nn.init.normal_(self.item.weight, std=0.02)
+        nn.init.normal_(self.position.weight, std=0.02)
 
     def encode(self, items: torch.Tensor, lengths: torch.Tensor, times: torch.Tensor):
         """items, times: [B, N] (right-padded); returns unit vectors [B, N, d]."""
