@@ -161,8 +161,9 @@ def _module(name: str, config: DHENConfig) -> nn.Module:
 
 @register_block("dhen", kind="interaction", config=DHENConfig)
 class DHEN(Block):
-    """DHEN layer: an ensemble of interaction modules with a shortcut and LayerNorm;
-    ``[B, n, d] -> [B, m or len(modules)*m, d]``."""
+    """DHEN: an ensemble of interaction modules, shortcut, LN; ``[B, n, d] -> [B, m', d]``.
+
+    m' is ``out_tokens`` (default n), times the number of modules for a concat ensemble."""
 
     def __init__(self, config: DHENConfig):
         super().__init__(config)

@@ -81,8 +81,9 @@ def attention_mask(lengths: torch.Tensor, max_len: int, num_targets: int = 0) ->
 
 @register_block("hstu", kind="sequence", config=HSTUConfig)
 class HSTU(Block):
-    """HSTU layer: pointwise causal attention with relative position/time bias over a
-    sequence ``[B, N, d] -> [B, N, d]`` (padded or jagged)."""
+    """HSTU: causal pointwise attention, position/time bias; ``[B, N, d] -> [B, N, d]``.
+
+    Takes padded batches (``forward``) or jagged ones (``forward_jagged``)."""
 
     def __init__(self, config: HSTUConfig):
         super().__init__(config)

@@ -71,8 +71,7 @@ class WukongConfig(InteractionConfig):
 
 @register_block("wukong", kind="interaction", config=WukongConfig)
 class Wukong(Block):
-    """Wukong layer: optimized-FM block beside a linear-compression block, with a residual and
-    LayerNorm; ``[B, n, d] -> [B, n_F + n_L, d]``."""
+    """Wukong: FM block + linear compression, residual, LN; ``[B, n, d] -> [B, n_F+n_L, d]``."""
 
     def __init__(self, config: WukongConfig):
         super().__init__(config)

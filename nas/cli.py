@@ -280,7 +280,8 @@ def cmd_blocks(args: argparse.Namespace) -> None:
         return
     table = Table(
         title='blocks: interaction blocks go in a spec\'s "interaction" list; '
-        "embedding blocks are built from the dataset's fields",
+        "embedding blocks are built from the dataset's fields; sequence blocks run over "
+        "a user's history",
         title_justify="left",
     )
     for column in ("name", "kind", "parameters (defaults)", "what it is"):
