@@ -19,17 +19,12 @@ goes into the object store once (``tune.with_parameters``) and is read without c
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from ray.tune import Callback, Stopper
-from ray.tune.search import Searcher
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
 from nas.errors import ConfigError
@@ -38,12 +33,9 @@ from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
 from nas.tracking import Tracker
+from nas.tune_glue import CancelStopper, Recorder, StrategySearcher, init_ray
 from search_spaces.base import SearchSpace
 
-log = logging.getLogger(__name__)
-
-# Unix socket paths must stay under ~107 bytes; Ray nests several folders under its temp dir.
-MAX_RAY_TEMP_LEN = 60
 CANCEL_POLL_S = 1.0
 INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
 
@@ -190,7 +182,7 @@ class Controller:
         from workers.trial import TrialData
 
         data = TrialData.from_prepared(self.plan.dataset, "valid")
-        started_ray = _init_ray(self.ray_address or self.config.ray_address)
+        started_ray = init_ray(self.ray_address or self.config.ray_address)
         try:
             resources = self.config.resources
             trainable = tune.with_resources(
@@ -199,7 +191,7 @@ class Controller:
             tuner = tune.Tuner(
                 trainable,
                 tune_config=tune.TuneConfig(
-                    search_alg=_StrategySearcher(self),
+                    search_alg=StrategySearcher(self),
                     num_samples=-1,  # until the searcher says FINISHED
                     max_concurrent_trials=resources.concurrency,
                     reuse_actors=True,
@@ -209,8 +201,8 @@ class Controller:
                 run_config=tune.RunConfig(
                     name=f"{search.id}-session{search.sessions}",
                     storage_path=str(runs_dir() / "tune"),
-                    callbacks=[_Recorder(self)],
-                    stop=_CancelStopper(self),
+                    callbacks=[Recorder(self)],
+                    stop=CancelStopper(self),
                     verbose=0,
                     log_to_file=True,
                 ),
@@ -421,117 +413,3 @@ def _log_plot(tracker: Tracker, run_id: str, summary: SearchSummary, title: str)
 
     figure = pareto_figure(summary, title)
     tracker.log_figure(run_id, figure, "pareto.png")
-
-
-# --- Ray and Tune glue ---------------------------------------------------------------------
-
-
-def _init_ray(address: str | None) -> bool:
-    """Connect to ``address`` (or RAY_ADDRESS), else start a local Ray whose files stay under
-    the runs folder. Returns whether this call started Ray (and so must shut it down)."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the classic reporter obeys verbose=0
-    # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    logging.getLogger("ray").setLevel(logging.WARNING)
-    # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
-    # on Ctrl-C Tune suggests Tuner.restore, but a search resumes from the registry.
-    logging.getLogger("ray.tune.analysis").setLevel(logging.ERROR)
-    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
-    address = address or os.environ.get("RAY_ADDRESS")
-    if address:
-        import blocks
-        import nas
-        import search_spaces
-        import workers
-
-        ray.init(
-            address=address,
-            runtime_env={"py_modules": [nas, blocks, search_spaces, workers]},
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
-        return True
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local only: no token in $HOME
-    temp = runs_dir() / "ray"
-    if len(str(temp)) > MAX_RAY_TEMP_LEN:
-        temp = Path(tempfile.gettempdir()) / f"recnas-ray-{os.getuid()}"
-    temp.mkdir(parents=True, exist_ok=True)
-    ray.init(
-        num_cpus=os.cpu_count(),
-        include_dashboard=False,
-        _temp_dir=str(temp),
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
-    return True
-
-
-class _Glue:
-    """Tune pickles its search algorithm, callbacks and stopper into its own experiment
-    checkpoint. Ours hold the live controller (database engines, an MLflow client), and the
-    registry, not Tune's checkpoint, is what a search resumes from: pickle them empty."""
-
-    controller: Controller | None
-
-    def __getstate__(self) -> dict:
-        return {"controller": None}
-
-
-class _StrategySearcher(_Glue, Searcher):
-    """Tune's search algorithm: asks the controller, which asks the strategy."""
-
-    def __init__(self, controller: Controller):
-        super().__init__()  # no metric: Tune only relays; the strategy ranks
-        self.controller = controller
-
-    def save(self, checkpoint_path: str) -> None:
-        pass  # the registry holds the strategy's state after every ask and tell
-
-    def restore(self, checkpoint_path: str) -> None:
-        pass
-
-    def suggest(self, trial_id: str):
-        config = self.controller.next_config(trial_id)
-        return config if config is not None else Searcher.FINISHED
-
-    def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
-        pass  # recorded by _Recorder, which also sees Ray's error message
-
-
-class _Recorder(_Glue, Callback):
-    def __init__(self, controller: Controller):
-        self.controller = controller
-
-    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
-        self.controller.record(trial.trial_id, trial.last_result, None)
-
-    def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        self.controller.record(trial.trial_id, None, _ray_error(trial))
-
-
-class _CancelStopper(_Glue, Stopper):
-    def __init__(self, controller: Controller):
-        self.controller = controller
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        return self.controller.poll_cancel()
-
-
-def _ray_error(trial) -> str:
-    """The last lines of the error Ray recorded for a trial whose worker failed."""
-    text = ""
-    if trial.error_file and Path(trial.error_file).exists():
-        text = Path(trial.error_file).read_text()
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    reason = "\n".join(lines[-3:]) if lines else "the Ray worker failed without a message"
-    if "OutOfMemoryError" in text or "memory" in text.lower() and "kill" in text.lower():
-        reason = "the worker was killed for using too much memory\n" + reason
-    return reason
