@@ -83,9 +83,9 @@ class NextItemModel(nn.Module):
         """items, times: [B, N] (right-padded); returns unit vectors [B, N, d]."""
         positions = torch.arange(items.shape[1], device=items.device)
         x = self.item(items) * math.sqrt(self.config.dim) + self.position(positions)
-        x = self.dropout(x)
+        x = self.dropout(x)  # input dropout, as SASRec's
         for layer in self.layers:
-            x = self.dropout(layer(x, lengths, times))
+            x = layer(x, lengths, times)
         return F.normalize(x, dim=-1)
 
     def item_vectors(self, ids: torch.Tensor) -> torch.Tensor:
