@@ -17,7 +17,9 @@ def test_sequences_follow_the_users_history_in_time(ml100k) -> None:
 
 def test_training_ranks_the_next_item_far_above_chance(ml100k) -> None:
     data = UserSequences.from_prepared(ml100k)
-    config = NextItemConfig(max_len=50, dim=32, qk_dim=16, value_dim=16, epochs=5, batch_size=64)
+    config = NextItemConfig(
+        max_len=50, dim=32, num_layers=1, qk_dim=16, value_dim=16, epochs=6, batch_size=32
+    )
     model, info = fit(data, config)
     test = evaluate(model, data, cut=1)
     chance = 10 / len(data.item_ids)
