@@ -311,7 +311,7 @@ class Controller:
         summary = summarize(self.config, self.registry.trials(self.search.id))
         self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
         timings["bookkeeping_s"] = time.time() - begin
-        self.registry.finish_trial(trial.id, status, timings=timings, **outcome)
+        self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
 
     def _log_trial(self, trial: Trial) -> Trial:
@@ -322,7 +322,7 @@ class Controller:
             self.config.strategy.name,
             trial,
         )
-        self.registry.set_trial_run(trial.id, run_id)
+        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
         trial.mlflow_run_id = run_id
         return trial
 

@@ -9,6 +9,7 @@ unless the search config states one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nas.errors import UnknownNameError
@@ -21,12 +22,12 @@ class Objective:
     description: str
     reference: float | None = None  # the natural bound, when there is one
 
-    def worst_reference(self, seen: list[float]) -> float:
+    def worst_reference(self, seen: Iterable[float]) -> float:
         """A reference slightly worse than every value seen (for objectives without one)."""
         if self.direction == "min":
-            worst = max(seen)
+            worst = float(max(seen))
             return worst * 1.1 if worst > 0 else worst + 1.0
-        worst = min(seen)
+        worst = float(min(seen))
         return worst * 0.9 if worst > 0 else worst - 1.0
 
 

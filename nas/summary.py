@@ -100,15 +100,13 @@ def summarize(
     values = np.array([c.values for c in candidates])
     front = [candidates[i] for i in front_indices(values, directions)]
     front.sort(key=lambda c: c.values[0] * (1 if directions[0] == "min" else -1))
-    configured = dict(zip([o.name for o in config.objectives], config.references(), strict=True))
-    reference = [
-        configured.get(n) if configured.get(n) is not None else o.reference
-        for n, o in zip(names, specs, strict=True)
-    ]
-    reference = [
-        r if r is not None else o.worst_reference(list(values[:, k]))
-        for k, (r, o) in enumerate(zip(reference, specs, strict=True))
-    ]
+    # The config's reference (its own, or the objective's natural one); for an objective
+    # outside the config, the natural one; failing both, just worse than every value seen.
+    stated = dict(zip([o.name for o in config.objectives], config.references(), strict=True))
+    reference = []
+    for k, (name, objective) in enumerate(zip(names, specs, strict=True)):
+        bound = stated.get(name, objective.reference)
+        reference.append(bound if bound is not None else objective.worst_reference(values[:, k]))
     knee_index = knee(values, directions)
     best = {
         n: float(values[:, k].min() if d == "min" else values[:, k].max())

@@ -17,7 +17,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, select
+from sqlalchemy import create_engine, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -175,7 +175,7 @@ class Registry:
     ) -> Trial:
         """Record an asked candidate, and the strategy state after the ask, atomically."""
         with self.session() as s:
-            count = len(s.scalars(select(Trial.id).where(Trial.search_id == search_id)).all())
+            count = s.scalar(select(func.count()).where(Trial.search_id == search_id))
             trial = Trial(
                 search_id=search_id,
                 number=count,
@@ -219,9 +219,12 @@ class Registry:
                 s.get(Search, trial.search_id).strategy_state = strategy_state
             return trial
 
-    def set_trial_run(self, trial_id: int, run_id: str) -> None:
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
+        """Set bookkeeping fields of a recorded trial (its MLflow run id, its timings)."""
         with self.session() as s:
-            s.get(Trial, trial_id).mlflow_run_id = run_id
+            trial = s.get(Trial, trial_id)
+            for key, value in fields.items():
+                setattr(trial, key, value)
 
 
 def _reason(err: SQLAlchemyError) -> str:
