@@ -69,6 +69,11 @@ def check_bool(name: str, value: Any) -> None:
         raise ConfigError(name, f"must be true or false, got {value!r}")
 
 
+def check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ConfigError(name, f"must be a number in [0, 1), got {value!r}")
+
+
 def check_widths(name: str, value: Any, allow_empty: bool = False) -> tuple[int, ...]:
     """A list of layer widths, returned as a tuple."""
     if not isinstance(value, list | tuple) or (not value and not allow_empty):

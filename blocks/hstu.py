@@ -1,9 +1,13 @@
 """HSTU layer (Zhai et al. 2024, "Actions Speak Louder than Words: Trillion-Parameter
 Sequential Transducers for Generative Recommendations").
 
-    U, V, Q, K = Split(SiLU(f1(X)))                   X: [B, N, d]; f1: d -> h*(2 d_v + 2 d_qk)
+    U, V, Q, K = Split(SiLU(f1(LN(X))))               X: [B, N, d]; f1: d -> h*(2 d_v + 2 d_qk)
     A          = SiLU(Q K^T + rab(p, t)) / N  * mask  per head: [B, h, N, N]
-    Y          = X + f2(LN(A V) * U)                  f2: h*d_v -> d;  [B, N, d]
+    Y          = X + f2(Dropout(LN(A V) * U))         f2: h*d_v -> d;  [B, N, d]
+
+The input LayerNorm (pre-norm) and the dropout before f2 are not in the paper's equations
+but are in its reference implementation (generative-recommenders), and the input norm
+matters for training: without it the gates see the raw, tiny embedding scale.
 
 Pointwise (not softmax) attention, normalised by the sequence length N. ``rab`` is the
 relative attention bias: a learned scalar per relative position (i - j, clipped to N-1) plus
@@ -28,7 +32,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from blocks.base import Block, Gemm, InteractionConfig, TokenShape, check_bool, check_int
+from blocks.base import (
+    Block,
+    Gemm,
+    InteractionConfig,
+    TokenShape,
+    check_bool,
+    check_fraction,
+    check_int,
+)
 from blocks.registry import register_block
 
 
@@ -42,6 +54,7 @@ class HSTUConfig(InteractionConfig):
     time_buckets: int = 32  # 0 turns the time bias off
     time_base: float = 2.0  # bucket = floor(log(1 + gap) / log(base))
     residual: bool = True
+    dropout: float = 0.0  # on LN(A V) * U, before f2 (training only)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -49,6 +62,7 @@ class HSTUConfig(InteractionConfig):
             check_int(name, getattr(self, name))
         check_int("time_buckets", self.time_buckets, minimum=0)
         check_bool("residual", self.residual)
+        check_fraction("dropout", self.dropout)
 
     def out_shape(self) -> TokenShape:
         return TokenShape(self.num_tokens, self.dim)
@@ -88,9 +102,11 @@ class HSTU(Block):
     def __init__(self, config: HSTUConfig):
         super().__init__(config)
         h, dqk, dv = config.num_heads, config.qk_dim, config.value_dim
+        self.input_norm = nn.LayerNorm(config.dim)
         self.f1 = nn.Linear(config.dim, h * (2 * dv + 2 * dqk))
         self.f2 = nn.Linear(h * dv, config.dim)
         self.norm = nn.LayerNorm(h * dv)
+        self.dropout = nn.Dropout(config.dropout)
         self.position_bias = nn.Parameter(torch.zeros(config.num_tokens))  # by i - j >= 0
         self.time_bias = (
             nn.Parameter(torch.zeros(config.time_buckets)) if config.time_buckets else None
@@ -117,7 +133,7 @@ class HSTU(Block):
         c = self.config
         if lengths is None:
             lengths = torch.full((b,), n, dtype=torch.long, device=x.device)
-        u, v, q, k = F.silu(self.f1(x)).split(
+        u, v, q, k = F.silu(self.f1(self.input_norm(x))).split(
             [
                 c.num_heads * c.value_dim,
                 c.num_heads * c.value_dim,
@@ -133,7 +149,7 @@ class HSTU(Block):
         mask = attention_mask(lengths, n, num_targets).unsqueeze(1)  # [B, 1, N, N]
         weights = F.silu(scores) * mask / n
         attended = torch.matmul(weights, v).transpose(1, 2).reshape(b, n, -1)  # [B, N, h*d_v]
-        out = self.f2(self.norm(attended) * u)
+        out = self.f2(self.dropout(self.norm(attended) * u))
         if c.residual:
             out = x + out
         valid = torch.arange(n, device=x.device).view(1, -1) < lengths.view(-1, 1)

@@ -71,6 +71,7 @@ class NextItemModel(nn.Module):
             num_heads=config.num_heads,
             qk_dim=config.qk_dim,
             value_dim=config.value_dim,
+            dropout=config.dropout,
         )
         self.layers = nn.ModuleList(HSTU(layer) for _ in range(config.num_layers))
         self.dropout = nn.Dropout(config.dropout)

@@ -54,7 +54,7 @@ def test_target_aware_candidates_see_the_history_not_each_other(layer) -> None:
         torch.testing.assert_close(out[:, t], base[:, t])  # unmoved by the other candidates
         torch.testing.assert_close(out[:, : N - targets], base[:, : N - targets])
     history = x.clone()
-    history[:, 0] += 1.0
+    history[:, 0] += torch.randn(D)  # not a constant: the input LayerNorm removes that
     out = layer(history, timestamps=times, num_targets=targets)
     assert not torch.allclose(out[:, N - targets :], base[:, N - targets :])
 
@@ -112,7 +112,8 @@ def test_mask_layout() -> None:
 def test_the_formula_by_hand(layer) -> None:
     x, times = inputs(batch=1)
     c = layer.config
-    u, v, q, k = F.silu(layer.f1(x[0])).split([6, 6, 8, 8], dim=-1)  # h=2: d_v 3, d_qk 4
+    normed = F.layer_norm(x[0], (D,), layer.input_norm.weight, layer.input_norm.bias)
+    u, v, q, k = F.silu(layer.f1(normed)).split([6, 6, 8, 8], dim=-1)  # h=2: d_v 3, d_qk 4
     out = torch.zeros(N, 2 * 3)
     for head in range(2):
         qh, kh = q[:, head * 4 : (head + 1) * 4], k[:, head * 4 : (head + 1) * 4]
