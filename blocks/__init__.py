@@ -6,7 +6,19 @@
 >>> layer = blocks.create_block("dcnv2", num_tokens=11, dim=16, rank=32)
 """
 
-from blocks import attention, dcnv2, dhen, dot, embedding, fm, hstu, mlp, wukong  # noqa: F401
+from blocks import (  # noqa: F401
+    attention,
+    dca,
+    dcnv2,
+    dhen,
+    dot,
+    embedding,
+    fm,
+    glm_layers,
+    hstu,
+    mlp,
+    wukong,
+)
 from blocks.base import Block, BlockConfig, Gemm, InteractionConfig, TokenShape
 from blocks.registry import (
     BlockEntry,

@@ -25,10 +25,13 @@ from nas.errors import ConfigError
 
 @dataclass(frozen=True)
 class TokenShape:
-    """Per-example shape of a block's output: ``num_tokens`` tokens of width ``dim``."""
+    """Per-example shape of a block's output: ``num_tokens`` tokens of width ``dim``, the
+    first ``num_request`` of them request-side (GLM, ``blocks.glm``); the rest, and every
+    output of a block without GLM masking, candidate-side."""
 
     num_tokens: int
     dim: int
+    num_request: int = 0
 
     @property
     def numel(self) -> int:
@@ -37,12 +40,16 @@ class TokenShape:
 
 @dataclass(frozen=True)
 class Gemm:
-    """``count`` matrix multiplies of ``[m, k] @ [k, n]``: what the cost model prices."""
+    """``count`` matrix multiplies of ``[m, k] @ [k, n]``: what the cost model prices.
+
+    ``request_side``: it reads request-side inputs only, so request-oriented inference runs
+    it once per request instead of once per candidate (``count`` is then per request)."""
 
     m: int
     n: int
     k: int
     count: int = 1
+    request_side: bool = False
 
     @property
     def flops(self) -> int:

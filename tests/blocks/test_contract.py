@@ -28,6 +28,17 @@ VARIANTS = [
     ("dhen", {"modules": ["conv", "self_attention"], "ensemble": "weighted_sum"}),
     ("dhen", {"modules": ["linear"], "out_tokens": 2, "ensemble": "sum"}),
     ("dhen", {"modules": ["dcn", "dot"], "out_tokens": 7, "rank": 4, "kernel_size": 5}),
+    ("glm_linear", {"out_tokens": 6, "request_out_tokens": 4}),
+    ("glm_linear", {"request_out_tokens": 0}),
+    ("glm_mlp", {"widths": [6, 3], "request_output": False, "activation": "silu"}),
+    ("glm_wukong", {"num_fm_tokens": 1, "num_lc_tokens": 1, "request_fm_tokens": 0}),
+    ("glm_wukong", {"num_fm_tokens": 2, "num_lc_tokens": 3, "widths": [], "rank": 2}),
+    ("glm_wukong", {"request_fm_tokens": 3, "request_lc_tokens": 1, "widths": [9, 4]}),
+    ("glm_dhen", {"modules": list(DHEN_MODULES), "ensemble": "concat", "out_tokens": 3}),
+    ("glm_dhen", {"modules": ["conv", "self_attention"], "ensemble": "weighted_sum"}),
+    ("glm_dhen", {"modules": ["linear"], "out_tokens": 2, "request_out_tokens": 1}),
+    ("glm_dhen", {"modules": ["dcn", "dot"], "out_tokens": 7, "rank": 4, "kernel_size": 5}),
+    ("dca", {"num_heads": 2}),
 ]
 
 
@@ -35,7 +46,8 @@ def _build(name: str, params: dict | None = None) -> blocks.Block:
     entry = blocks.get_block(name)
     config = entry.config_cls.example()
     if params:
-        config = entry.config(params, num_tokens=config.num_tokens, dim=config.dim)
+        context = {k: getattr(config, k) for k in entry.config_cls.context_fields}
+        config = entry.config(params, **context)
     return blocks.build_block(config)
 
 
