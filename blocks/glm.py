@@ -56,7 +56,7 @@ class Split:
 
     @classmethod
     def tokens(cls, x: torch.Tensor, num_request: int, memory: Memory | None = None) -> Split:
-        """Row-aligned split of ``x`` [B, n, d] whose first ``num_request`` tokens are request-side."""
+        """Row-aligned split of ``x`` [B, n, d]: its first ``num_request`` tokens, the rest."""
         return cls(x[:, :num_request], x[:, num_request:], None, memory)
 
     def broadcast(self, request_term: torch.Tensor) -> torch.Tensor:
@@ -68,6 +68,8 @@ class Split:
 
     def merged(self) -> torch.Tensor:
         """Every token of every candidate: [C, n_r + n_c, d] (the request side repeated)."""
+        if self.request.shape[1] == 0:
+            return self.candidate
         return torch.cat([self.broadcast(self.request), self.candidate], dim=1)
 
     def flat(self) -> Split:
@@ -198,9 +200,9 @@ class MaskedFlatNorm(nn.Module):
 class MaskedFM(nn.Module):
     """Wukong's optimized FM, X (X^T Y), masked: the request rows see request tokens only.
 
-        P_r = X_r^T Y_r                 [R, d, k]    once per request
-        P   = P_r + X_c^T Y_c           [C, d, k]
-        FM_r = X_r P_r,  FM_c = X_c P   -> (n_r, n_c) rows of width k
+    P_r = X_r^T Y_r                 [R, d, k]    once per request
+    P   = P_r + X_c^T Y_c           [C, d, k]
+    FM_r = X_r P_r,  FM_c = X_c P   -> (n_r, n_c) rows of width k
     """
 
     def __init__(self, n_r: int, n_c: int, rank: int):
@@ -291,8 +293,8 @@ class MaskedConv(nn.Module):
 class MaskedCross(nn.Module):
     """One low-rank DCNv2 cross layer over flat features, masked:
 
-        request:   x_r * (U_r V_r x_r + b_r) + x_r
-        candidate: x_c * (U_c (V_cr x_r + V_cc x_c) + b_c) + x_c      (V_cr x_r once per request)
+    request:   x_r * (U_r V_r x_r + b_r) + x_r
+    candidate: x_c * (U_c (V_cr x_r + V_cc x_c) + b_c) + x_c      (V_cr x_r once per request)
     """
 
     def __init__(self, f_r: int, f_c: int, rank: int):

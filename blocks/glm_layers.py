@@ -69,7 +69,11 @@ def token_mix_gemms(n: tuple[int, int], m: tuple[int, int], d: int, b: int) -> l
 
 def dense_gemms(f: tuple[int, int], o: tuple[int, int], b: int) -> list[Gemm]:
     (f_r, f_c), (o_r, o_c) = f, o
-    return [*maybe_gemm(b, o_r, f_r, request=True), *maybe_gemm(b, o_c, f_r, request=True), *maybe_gemm(b, o_c, f_c)]
+    return [
+        *maybe_gemm(b, o_r, f_r, request=True),
+        *maybe_gemm(b, o_c, f_r, request=True),
+        *maybe_gemm(b, o_c, f_c),
+    ]
 
 
 def mlp_gemms(f: tuple[int, int], hidden: list[tuple[int, int]], out: tuple[int, int], b: int):
@@ -123,7 +127,8 @@ class GLMConfig(InteractionConfig):
     def check_candidates(self, out: tuple[int, int], field: str) -> None:
         if out[1] < 1:
             raise ConfigError(
-                field, f"leaves no candidate-side output token ({out[0]} request-side of {sum(out)})"
+                field,
+                f"leaves no candidate-side output token ({out[0]} request-side of {sum(out)})",
             )
 
 
@@ -438,7 +443,9 @@ class _DotModule(nn.Module):
         super().__init__()
         self.dot = MaskedDot(*config.sides)
         d = config.dim
-        self.project = MaskedDense(*MaskedDot.widths(*config.sides), config.m[0] * d, config.m[1] * d)
+        self.project = MaskedDense(
+            *MaskedDot.widths(*config.sides), config.m[0] * d, config.m[1] * d
+        )
         self.dim = d
 
     def forward(self, x: Split) -> Split:

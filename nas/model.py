@@ -2,23 +2,93 @@
 
 Every part is a registered block, so the model's analytic cost is the sum of its blocks':
 
-    embedding      categorical ids [B, F]        -> [B, F, D]
-    embedding_bag  each multi-hot field [B, L]   -> [B, 1, D]
-    mlp (bottom)   dense features [B, 1, Dn]     -> [B, 1, D]       (when the data has any)
-    interaction    tokens_0 [B, N_0, D]          -> ... -> tokens_L
-    mlp (top)      top input (see ArchSpec)      -> [B, 1, 1] -> logit [B]
+    request_embedding  request-side categorical ids [B, F_r]   -> [B, F_r, D]
+    embedding          candidate-side categorical ids [B, F_c] -> [B, F_c, D]
+    bag{i}             each multi-hot field [B, L]             -> [B, 1, D]
+    bottom (mlp)       dense features [B, 1, Dn]               -> [B, 1, D]  (candidate-side)
+    history_embedding  the history's (item, action) ids        -> [B, L, D]  (summed)
+    sequence{i}        sequence blocks over the history        -> pooled to [B, 1, D]
+    interaction{i}     tokens_0 [B, N_0, D] (request tokens first) -> ... -> tokens_L
+    top (mlp)          top input (see ArchSpec)                -> [B, 1, 1] -> logit [B]
+
+Two ways to score, one computation (``blocks.glm.Split``):
+
+- ``forward(categorical, multi_hot, dense[, history])``: one row per candidate, each carrying
+  its own copy of the request (training, evaluation).
+- ``score_requests(request, candidates, owner)``: R requests and C candidates, ``owner[c]``
+  naming the request of candidate c. The request side (request embeddings, the history
+  encoder, the request part of every leading GLM layer, the request part of the top MLP's
+  first layer) runs once per request; the rest once per candidate. Same result.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import blocks
 from blocks.base import BlockConfig, TokenShape
-from nas.data.schema import Schema
+from blocks.glm import Memory, Split
+from blocks.glm_layers import GLMBlock
+from nas.data.schema import Field, Schema
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
+
+REQUEST_PARTS = ("request_embedding", "history_embedding")  # and sequence{i}: request-only
+
+
+@dataclass(frozen=True)
+class RequestInputs:
+    """One row per request."""
+
+    categorical: torch.Tensor  # [R, F_r] int64, the schema's request-side categorical fields
+    multi_hot: torch.Tensor  # [R, M_r, L] int64
+    history: torch.Tensor | None = None  # [R, L_h, 3] int64 (item, action, age)
+
+
+@dataclass(frozen=True)
+class CandidateInputs:
+    """One row per candidate."""
+
+    categorical: torch.Tensor  # [C, F_c] int64, the candidate-side categorical fields
+    multi_hot: torch.Tensor  # [C, M_c, L] int64
+    dense: torch.Tensor  # [C, Dn] float32
+
+
+class HistoryEncoder(nn.Module):
+    """The history's last ``max_len`` events -> (one pooled token, the encoded sequence)."""
+
+    def __init__(self, embedding: nn.Module, layers: list[nn.Module], max_len: int, pooling: str):
+        super().__init__()
+        self.embedding = embedding
+        self.layers = nn.ModuleList(layers)
+        self.max_len, self.pooling = max_len, pooling
+
+    def forward(self, history: torch.Tensor) -> tuple[torch.Tensor, Memory]:
+        """history [R, L_h, 3], left-aligned, item 0 = padding."""
+        lengths = (history[..., 0] > 0).sum(1)  # [R]
+        k = self.max_len
+        if history.shape[1] > k:  # keep each row's last k events, still left-aligned
+            start = (lengths - k).clamp(min=0)
+            index = (start.view(-1, 1) + torch.arange(k)).clamp(max=history.shape[1] - 1)
+            history = history.gather(1, index.unsqueeze(-1).expand(-1, -1, 3))
+            lengths = lengths.clamp(max=k)
+        r, length, _ = history.shape
+        ids = history[..., :2].reshape(r * length, 2)  # (item, action) per event
+        x = self.embedding(ids).sum(1).view(r, length, -1)  # [R, L, D]
+        times = -history[..., 2]  # ages -> increasing timestamps
+        for layer in self.layers:
+            x = layer(x, lengths, times)
+        valid = (torch.arange(length).view(1, -1) < lengths.view(-1, 1)).unsqueeze(-1)
+        if self.pooling == "mean":
+            pooled = (x * valid).sum(1) / lengths.clamp(min=1).view(-1, 1)
+        else:  # the last event's output (zeros for an empty history)
+            last = (lengths - 1).clamp(min=0)
+            pooled = x[torch.arange(r), last] * (lengths > 0).view(-1, 1)
+        return pooled.unsqueeze(1), Memory(x, lengths)
 
 
 class RankingModel(nn.Module):
@@ -27,51 +97,169 @@ class RankingModel(nn.Module):
         self.spec = spec
         self.configs = model_configs(spec, schema)
         parts = {name: blocks.build_block(cfg) for name, cfg in self.configs.items()}
-        self.embedding = parts.pop("embedding")
+        self.request_embedding = parts.pop("request_embedding", None)
+        self.embedding = parts.pop("embedding", None)
         self.bags = nn.ModuleList(
             parts.pop(f"bag{i}") for i in range(len(schema.of_kind("multi_hot")))
         )
         self.bottom = parts.pop("bottom", None)
+        self.history = None
+        if spec.sequence is not None:
+            layers = [parts.pop(f"sequence{i}") for i in range(len(spec.sequence.layers))]
+            self.history = HistoryEncoder(
+                parts.pop("history_embedding"), layers, spec.sequence.max_len, spec.sequence.pooling
+            )
         self.top = parts.pop("top")
         self.interaction = nn.ModuleList(
             parts[f"interaction{i}"] for i in range(len(spec.interaction))
         )
         self.feed_all = spec.top_input == "all"
+        self.top_request_features = top_request_features(self.configs, spec, schema)
+
+        # Which input columns are request-side, as the per-candidate path splits its inputs.
+        fields = schema.of_kind("categorical")
+        self.register_buffer("_cat_r", _where(fields, "request"), persistent=False)
+        self.register_buffer("_cat_c", _where(fields, "candidate"), persistent=False)
+        bags = schema.of_kind("multi_hot")
+        self.register_buffer("_bag_r", _where(bags, "request"), persistent=False)
+        self.register_buffer("_bag_c", _where(bags, "candidate"), persistent=False)
+        self.bag_sides = [f.side for f in bags]
+
+    # --- the two entry points -------------------------------------------------------------
 
     def forward(
-        self, categorical: torch.Tensor, multi_hot: torch.Tensor, dense: torch.Tensor
+        self,
+        categorical: torch.Tensor,
+        multi_hot: torch.Tensor,
+        dense: torch.Tensor,
+        history: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        tokens = [self.embedding(categorical)]  # [B, F, D]
-        tokens += [bag(multi_hot[:, i]) for i, bag in enumerate(self.bags)]  # [B, 1, D] each
-        if self.bottom is not None:
-            tokens.append(self.bottom(dense.unsqueeze(1)))  # [B, 1, D]
-        x = torch.cat(tokens, dim=1)  # [B, N_0, D]
+        """One row per candidate (each with its own copy of the request): logits [B]."""
+        request, candidates = self.split_inputs(categorical, multi_hot, dense, history)
+        return self.score_requests(request, candidates, owner=None)
+
+    def score_requests(
+        self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Logits [C] for C candidates of R requests; ``owner`` [C] gives each candidate's
+        request row (None: row-aligned, R == C)."""
+        stages = self.stages(request, candidates, owner)
+        fed = stages if self.feed_all else stages[-1:]
+        request_part = torch.cat([s.request.flatten(1) for s in fed], dim=1)
+        candidate_part = torch.cat([s.candidate.flatten(1) for s in fed], dim=1)
+        return self._top(Split(request_part, candidate_part, owner)).view(-1)
+
+    def stages(
+        self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
+    ) -> list[Split]:
+        """tokens_0 and every interaction layer's output, split by side."""
+        x = self._tokens(request, candidates, owner)
         stages = [x]
         for layer in self.interaction:
-            x = layer(x)
+            if isinstance(layer, GLMBlock):
+                x = layer.forward_split(x)
+            else:  # every output of a layer without GLM is candidate-side
+                merged = layer(x.merged())
+                none = merged.new_zeros(x.request.shape[0], 0, merged.shape[2])
+                x = Split(none, merged, owner, x.memory)
             stages.append(x)
-        top_in = torch.cat([s.flatten(1) for s in stages], dim=1) if self.feed_all else x.flatten(1)
-        return self.top(top_in.unsqueeze(1)).view(-1)  # [B]
+        return stages
+
+    def split_inputs(self, categorical, multi_hot, dense, history=None):
+        """Per-candidate inputs -> (RequestInputs, CandidateInputs), row-aligned."""
+        return (
+            RequestInputs(categorical[:, self._cat_r], multi_hot[:, self._bag_r], history),
+            CandidateInputs(categorical[:, self._cat_c], multi_hot[:, self._bag_c], dense),
+        )
+
+    # --- pieces -----------------------------------------------------------------------------
+
+    def _tokens(
+        self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
+    ) -> Split:
+        """tokens_0, split by side."""
+        d = self.spec.embedding_dim
+        req, cand = [], []
+        if self.request_embedding is not None:
+            req.append(self.request_embedding(request.categorical))
+        if self.embedding is not None:
+            cand.append(self.embedding(candidates.categorical))
+        r_bags = [
+            bag for bag, side in zip(self.bags, self.bag_sides, strict=True) if side == "request"
+        ]
+        c_bags = [
+            bag for bag, side in zip(self.bags, self.bag_sides, strict=True) if side != "request"
+        ]
+        req += [bag(request.multi_hot[:, i]) for i, bag in enumerate(r_bags)]
+        cand += [bag(candidates.multi_hot[:, i]) for i, bag in enumerate(c_bags)]
+        if self.bottom is not None:
+            cand.append(self.bottom(candidates.dense.unsqueeze(1)))
+        memory = None
+        if self.history is not None:
+            if request.history is None:
+                raise ValueError("this model encodes the history: pass the history input")
+            token, memory = self.history(request.history)
+            req.append(token)
+        rows = request.categorical.shape[0]
+        r = torch.cat(req, dim=1) if req else torch.zeros(rows, 0, d)
+        return Split(r, torch.cat(cand, dim=1), owner, memory)
+
+    def _top(self, x: Split) -> torch.Tensor:
+        """The top MLP, its first layer split by columns: the request features' share of it
+        is computed once per request."""
+        layers = self.top.layers
+        first: nn.Linear = layers[0]
+        f_r = x.request.shape[1]
+        hidden = F.linear(x.candidate, first.weight[:, f_r:], first.bias)
+        if f_r:
+            hidden = hidden + x.broadcast(F.linear(x.request, first.weight[:, :f_r]))
+        return layers[1:](hidden)
+
+    # --- cost --------------------------------------------------------------------------------
 
     def flops(self) -> int:
         """Analytic FLOPs per example (2 per multiply-add of contractions)."""
         return sum(cfg.flops() for cfg in self.configs.values())
 
+    def flops_by_side(self) -> tuple[int, int]:
+        """(request-side, candidate-side) FLOPs per example: request-oriented inference runs
+        the first once per request and the second once per candidate."""
+        request = candidate = 0
+        for name, cfg in self.configs.items():
+            whole_request = name in REQUEST_PARTS or name.startswith("sequence")
+            for gemm in cfg.gemms(1):
+                if whole_request or gemm.request_side:
+                    request += gemm.flops
+                else:
+                    candidate += gemm.flops
+        top_share = 2 * self.top.layers[0].out_features * self.top_request_features
+        return request + top_share, candidate - top_share
+
+    def flops_per_request(self, num_candidates: int) -> int:
+        request, candidate = self.flops_by_side()
+        return request + num_candidates * candidate
+
+
+def _where(fields: tuple[Field, ...], side: str) -> torch.Tensor:
+    return torch.tensor([i for i, f in enumerate(fields) if f.side == side], dtype=torch.long)
+
 
 def model_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
     """The config of every block in the model, in order; checks every shape.
 
-    Part names: embedding, bag{i}, bottom (dense data only), interaction{i}, top.
+    Part names: request_embedding, embedding, bag{i}, bottom (dense data only),
+    history_embedding and sequence{i} (with a sequence section), interaction{i}, top.
     """
     d = spec.embedding_dim
-    categorical = schema.of_kind("categorical")
-    if not categorical:
+    if not schema.of_kind("categorical"):
         raise ConfigError("dataset", "the schema has no categorical fields to embed")
-    configs: dict[str, BlockConfig] = {
-        "embedding": blocks.get_block("embedding").config(
-            {"cardinalities": tuple(f.cardinality for f in categorical), "dim": d}
-        )
-    }
+    configs: dict[str, BlockConfig] = {}
+    for name, side in (("request_embedding", "request"), ("embedding", "candidate")):
+        fields = schema.of_kind("categorical", side)
+        if fields:
+            configs[name] = blocks.get_block("embedding").config(
+                {"cardinalities": tuple(f.cardinality for f in fields), "dim": d}
+            )
     for i, field in enumerate(schema.of_kind("multi_hot")):
         configs[f"bag{i}"] = blocks.get_block("embedding_bag").config(
             {"cardinality": field.cardinality, "max_len": field.max_len, "dim": d}
@@ -81,15 +269,55 @@ def model_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
         configs["bottom"] = blocks.get_block("mlp").config(
             {"widths": (*spec.bottom_mlp, d)}, num_tokens=1, dim=num_dense
         )
-    stages = [TokenShape(schema.num_tokens, d)]
-    for i, cfg in enumerate(spec.layer_configs(schema.num_tokens)):
+    tokens, request_tokens = schema.num_tokens, schema.num_request_tokens
+    if spec.sequence is not None:
+        configs.update(_history_configs(spec, schema))
+        tokens, request_tokens = tokens + 1, request_tokens + 1
+    stages = [TokenShape(tokens, d, request_tokens)]
+    for i, cfg in enumerate(spec.layer_configs(tokens, request_tokens)):
         configs[f"interaction{i}"] = cfg
         stages.append(cfg.out_shape())
-    top_width = sum(s.numel for s in stages) if spec.top_input == "all" else stages[-1].numel
+    fed = stages if spec.top_input == "all" else stages[-1:]
     configs["top"] = blocks.get_block("mlp").config(
-        {"widths": (*spec.top_mlp, 1), "activate_last": False}, num_tokens=1, dim=top_width
+        {"widths": (*spec.top_mlp, 1), "activate_last": False},
+        num_tokens=1,
+        dim=sum(s.numel for s in fed),
     )
     return configs
+
+
+def _history_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
+    history = schema.history
+    sequence = spec.sequence
+    if history is None:
+        raise ConfigError(
+            "sequence", "the dataset has no history (no sequence field); drop the section"
+        )
+    if sequence.max_len > history.max_len:
+        raise ConfigError(
+            "sequence.max_len",
+            f"must be at most {history.max_len}, the events the dataset keeps; "
+            f"got {sequence.max_len}",
+        )
+    configs: dict[str, BlockConfig] = {
+        "history_embedding": blocks.get_block("embedding").config(
+            {"cardinalities": (history.cardinality, history.actions), "dim": spec.embedding_dim}
+        )
+    }
+    for i, cfg in enumerate(sequence.layer_configs(spec.embedding_dim)):
+        configs[f"sequence{i}"] = cfg
+    return configs
+
+
+def top_request_features(configs: dict[str, BlockConfig], spec: ArchSpec, schema: Schema) -> int:
+    """How many of the top MLP's input features are request-side."""
+    d = spec.embedding_dim
+    first = schema.num_request_tokens + (1 if spec.sequence is not None else 0)
+    shapes = [TokenShape(0, d, first)] + [
+        cfg.out_shape() for name, cfg in configs.items() if name.startswith("interaction")
+    ]
+    fed = shapes if spec.top_input == "all" else shapes[-1:]
+    return sum(s.num_request * s.dim for s in fed)
 
 
 def build_model(spec: ArchSpec, schema: Schema) -> RankingModel:

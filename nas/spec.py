@@ -2,14 +2,21 @@
 
 A frozen, JSON-serialisable value. The model it describes:
 
-    tokens_0 = [embedding(categorical ids) ; embedding_bag(each multi-hot field) ;
-                bottom_mlp(dense features)]                            [B, N_0, embedding_dim]
+    tokens_0 = [request-side tokens ; candidate-side tokens]           [B, N_0, embedding_dim]
+               one per categorical or multi-hot field (embedding / embedding_bag), one for
+               the dense features (bottom_mlp), and, with a ``sequence`` section, one
+               request-side token for the history: ``layers`` (sequence blocks, e.g. HSTU)
+               over its last ``max_len`` events, pooled (``last`` position or ``mean``)
     tokens_i = interaction[i](tokens_{i-1})                            i = 1..L
     logit    = top_mlp(flatten(tokens_L))                              top_input: "last"
              = top_mlp(concat_i flatten(tokens_i), i = 0..L)           top_input: "all"
 
 ``top_input: "all"`` feeds the top MLP every stage's output (the embeddings included), as
 DLRM (embeddings + pairwise dots) and DeepFM (embeddings + FM) do.
+
+GLM layers (``glm_*``, ``dca``) keep request-side tokens apart from candidate-side ones; a
+layer without GLM makes every token candidate-side. DCA layers attend over the encoded
+history, so they need a ``sequence`` section.
 
 A spec is checked twice: on load (structure, block names, parameter names, widths) and
 against a dataset's token count when its layers are resolved (parameter values, shapes).
@@ -30,7 +37,17 @@ from blocks.base import BlockConfig, TokenShape, check_int, check_widths
 from nas.errors import ConfigError, NasError
 
 TOP_INPUTS = ("last", "all")
-SPEC_FIELDS = ("name", "embedding_dim", "interaction", "top_mlp", "top_input", "bottom_mlp")
+SPEC_FIELDS = (
+    "name",
+    "embedding_dim",
+    "interaction",
+    "top_mlp",
+    "top_input",
+    "bottom_mlp",
+    "sequence",
+)
+SEQUENCE_FIELDS = ("max_len", "layers", "pooling")
+POOLINGS = ("last", "mean")
 JSONValue = int | float | str | bool | None | tuple
 
 
@@ -44,12 +61,77 @@ class LayerSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"block": self.block, **{k: _to_json(v) for k, v in self.params}}
 
-    def config(self, in_shape: TokenShape) -> BlockConfig:
-        entry = blocks.get_block(self.block, kind="interaction")
+    def config(self, in_shape: TokenShape, memory_tokens: int = 0) -> BlockConfig:
+        entry = blocks.get_block(self.block)
+        context = {
+            "num_tokens": in_shape.num_tokens,
+            "dim": in_shape.dim,
+            "num_request_tokens": in_shape.num_request,
+            "memory_tokens": memory_tokens,
+        }
         return entry.config(
             {k: _to_json(v) for k, v in self.params},
-            num_tokens=in_shape.num_tokens,
-            dim=in_shape.dim,
+            **{k: context[k] for k in entry.config_cls.context_fields},
+        )
+
+
+@dataclass(frozen=True)
+class SequenceSpec:
+    """The history encoder: sequence blocks over the last ``max_len`` events, pooled."""
+
+    max_len: int
+    layers: tuple[LayerSpec, ...]
+    pooling: str = "last"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_len": self.max_len,
+            "layers": [layer.to_dict() for layer in self.layers],
+            "pooling": self.pooling,
+        }
+
+    def layer_configs(self, dim: int) -> list[BlockConfig]:
+        configs = []
+        for i, layer in enumerate(self.layers):
+            try:
+                configs.append(layer.config(TokenShape(self.max_len, dim)))
+            except ConfigError as err:
+                raise err.within(f"sequence.layers[{i}]") from None
+        return configs
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SequenceSpec:
+        if not isinstance(data, dict):
+            raise ConfigError(
+                "sequence",
+                f'must be an object like {{"max_len": 32, "layers": '
+                f'[{{"block": "hstu"}}]}}, got {data!r}',
+            )
+        unknown = sorted(set(data) - set(SEQUENCE_FIELDS))
+        if unknown:
+            raise ConfigError(
+                f"sequence.{unknown[0]}",
+                f"unknown field; valid fields: {', '.join(SEQUENCE_FIELDS)}",
+            )
+        for required in ("max_len", "layers"):
+            if required not in data:
+                raise ConfigError(f"sequence.{required}", "is required")
+        check_int("sequence.max_len", data["max_len"])
+        pooling = data.get("pooling", "last")
+        if pooling not in POOLINGS:
+            raise ConfigError(
+                "sequence.pooling", f"must be one of {', '.join(POOLINGS)}; got {pooling!r}"
+            )
+        layers = data["layers"]
+        if not isinstance(layers, list):
+            raise ConfigError("sequence.layers", f"must be a list of layers, got {layers!r}")
+        return cls(
+            max_len=data["max_len"],
+            layers=tuple(
+                _layer_from_dict(layer, f"sequence.layers[{i}]", kind="sequence")
+                for i, layer in enumerate(layers)
+            ),
+            pooling=pooling,
         )
 
 
@@ -60,6 +142,7 @@ class ArchSpec:
     top_mlp: tuple[int, ...]
     top_input: str = "last"
     bottom_mlp: tuple[int, ...] = ()
+    sequence: SequenceSpec | None = None
     name: str | None = None  # a label; not part of the architecture or its arch_id
 
     # --- construction -------------------------------------------------------------------
@@ -103,6 +186,9 @@ class ArchSpec:
             top_mlp=check_widths("top_mlp", data["top_mlp"], allow_empty=True),
             top_input=top_input,
             bottom_mlp=check_widths("bottom_mlp", data.get("bottom_mlp", []), allow_empty=True),
+            sequence=None
+            if data.get("sequence") is None
+            else SequenceSpec.from_dict(data["sequence"]),
         )
 
     @classmethod
@@ -133,6 +219,8 @@ class ArchSpec:
             top_input=self.top_input,
             bottom_mlp=list(self.bottom_mlp),
         )
+        if self.sequence is not None:  # absent, not null: older specs keep their arch_id
+            out["sequence"] = self.sequence.to_dict()
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -149,16 +237,18 @@ class ArchSpec:
 
     # --- shapes -------------------------------------------------------------------------
 
-    def layer_configs(self, input_tokens: int) -> list[BlockConfig]:
-        """Each interaction layer's config, chained from ``input_tokens`` embedding tokens.
+    def layer_configs(self, input_tokens: int, num_request: int = 0) -> list[BlockConfig]:
+        """Each interaction layer's config, chained from ``input_tokens`` embedding tokens
+        (the history's included), the first ``num_request`` of them request-side.
 
         Checks every parameter value and every shape; an error names the layer's field.
         """
-        shape = TokenShape(input_tokens, self.embedding_dim)
+        shape = TokenShape(input_tokens, self.embedding_dim, num_request)
+        memory = self.sequence.max_len if self.sequence is not None else 0
         configs = []
         for i, layer in enumerate(self.interaction):
             try:
-                config = layer.config(shape)
+                config = layer.config(shape, memory)
             except ConfigError as err:
                 raise err.within(f"interaction[{i}]") from None
             configs.append(config)
@@ -166,11 +256,14 @@ class ArchSpec:
         return configs
 
 
-def _layer_from_dict(data: Any, field: str) -> LayerSpec:
+def _layer_from_dict(data: Any, field: str, kind: str = "interaction") -> LayerSpec:
     if not isinstance(data, dict) or "block" not in data:
-        raise ConfigError(field, f'must be an object like {{"block": "mlp", ...}}, got {data!r}')
+        example = "mlp" if kind == "interaction" else "hstu"
+        raise ConfigError(
+            field, f'must be an object like {{"block": "{example}", ...}}, got {data!r}'
+        )
     params = {k: v for k, v in data.items() if k != "block"}
-    entry = blocks.get_block(data["block"], kind="interaction", field=f"{field}.block")
+    entry = blocks.get_block(data["block"], kind=kind, field=f"{field}.block")
     try:
         entry.config_cls.check_param_names(params)
     except ConfigError as err:

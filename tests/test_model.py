@@ -7,19 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from nas.data import PrepareRequest, prepare_dataset
 from nas.errors import ConfigError
 from nas.flops import measure_flops, measure_flops_per_example
 from nas.model import build_model, model_configs
 from nas.spec import ArchSpec
 
 SPECS = sorted((Path(__file__).parent.parent / "examples" / "specs").glob("*.json"))
-
-
-@pytest.fixture(scope="module")
-def criteo_like(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("criteo")
-    return prepare_dataset("synthetic-criteo", cache, PrepareRequest(rows=400, seed=0))[0]
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)

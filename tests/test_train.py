@@ -61,7 +61,8 @@ def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
     train(model, batch, TrainConfig(steps=1, batch_size=4, warmup_steps=0))
     moved = (table.detach() != before).any(dim=1)
     touched = torch.zeros_like(moved)
-    touched[(batch.categorical + model.embedding.offsets).flatten()] = True
+    candidate_ids = model.split_inputs(*batch.inputs())[1].categorical
+    touched[(candidate_ids + model.embedding.offsets).flatten()] = True
     assert moved.any() and not (moved & ~touched).any()
 
 

@@ -23,7 +23,6 @@ from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
 
 FLOPS_BATCH = 8
-FEATURE_ARRAYS = ("categorical", "multi_hot", "dense", "label")
 
 
 @dataclass(frozen=True)
@@ -32,21 +31,19 @@ class TrialData:
     schema: Schema
     train_positive_rate: float
     split: str  # the held-out split metrics are measured on
-    arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}}
+    arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}, "events": {...}}
 
     @classmethod
     def from_prepared(cls, dataset: PreparedDataset, split: str = "valid") -> TrialData:
-        arrays = {}
-        for part in ("train", split):
-            features = dataset.features(part)
-            arrays[part] = {k: getattr(features, k).numpy() for k in FEATURE_ARRAYS}
+        arrays = {part: dataset.feature_arrays(part) for part in ("train", split)}
+        arrays["events"] = dataset.event_arrays()
         return cls(dataset.name, dataset.schema, dataset.positive_rate("train"), split, arrays)
 
     def features(self, part: str) -> Features:
         with warnings.catch_warnings():
             # Arrays from Ray's object store are read-only; training only reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            return Features(**{k: torch.from_numpy(v) for k, v in self.arrays[part].items()})
+            return Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
 
     @property
     def nbytes(self) -> int:

@@ -5,6 +5,10 @@ CTR view, one row per rating:
     categorical user, item, gender, age, occupation, zip, zip_prefix (first 3 characters),
                year (release), hour, weekday (UTC, of the rating's timestamp)
     multi_hot  genres
+    sequence   history: the user's earlier ratings (item, rating, time), strictly before the
+               row's timestamp, the last 64 kept
+Request-side: user, gender, age, occupation, zip, zip_prefix, hour, weekday, history.
+Candidate-side: item, year, genres.
 Vocabularies come from the users and items tables (side information, not the ratings), in
 sorted order; id 0 is "unknown".
 
@@ -34,6 +38,8 @@ from nas.errors import DataError
 
 USER_FIELDS = ("gender", "age", "occupation", "zip", "zip_prefix")
 CATEGORICAL = ("user", "item", *USER_FIELDS, "year", "hour", "weekday")
+CANDIDATE_FIELDS = ("item", "year", "genres")  # the rest describe the request: user and time
+HISTORY_LEN = 64  # events a row's history keeps (a spec's sequence may use fewer)
 
 
 @dataclass
@@ -254,6 +260,9 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
     new_request = np.ones(len(users), dtype=bool)
     new_request[1:] = (users[1:] != users[:-1]) | (stamps[1:] != stamps[:-1])
     request_offsets = np.append(np.flatnonzero(new_request), len(users)).astype(np.int64)
+    # A row's history: its user's rows before its request (same-time ratings excluded).
+    history_start = np.repeat(user_offsets[:-1], counts)
+    history_end = np.repeat(request_offsets[:-1], np.diff(request_offsets))
 
     hour = (stamps // 3600) % 24 + 1
     weekday = (stamps // 86400 + 3) % 7 + 1  # 1970-01-01 was a Thursday; Monday = 1
@@ -271,10 +280,19 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
         "rating": ratings,
         "user_offsets": user_offsets,
         "request_offsets": request_offsets,
+        "history_start": history_start,
+        "history_end": history_end,
+        "event_item": items,
+        "event_action": ratings,
     }
+
+    def side(name: str) -> str:
+        return "candidate" if name in CANDIDATE_FIELDS else "request"
+
     schema = Schema(
-        tuple(Field(f, "categorical", cardinality[f]) for f in CATEGORICAL)
-        + (Field("genres", "multi_hot", len(genre_vocab) + 1, max_genres),)
+        tuple(Field(f, "categorical", cardinality[f], side=side(f)) for f in CATEGORICAL)
+        + (Field("genres", "multi_hot", len(genre_vocab) + 1, max_genres, side("genres")),)
+        + (Field("history", "sequence", len(item_index) + 1, HISTORY_LEN, "request", actions=6),)
     )
     manifest = {
         "name": name,

@@ -7,7 +7,9 @@ Every dataset is written in the same layout, so trainers never care where it cam
     source_row [R] int64        the row's line in the source file (0-based, header excluded)
 
 plus views that some datasets add (MovieLens: ``timestamp``, ``rating``, ``user_offsets`` for
-per-user sequences, ``request_offsets`` for (user, timestamp) requests).
+per-user sequences, ``request_offsets`` for (user, timestamp) requests, and for a schema with
+a sequence field ``event_item``/``event_action`` [R] with each row's ``history_start`` and
+``history_end`` into them).
 
 Writing goes to a temporary folder that replaces the old one only when complete, so an
 interrupted ``prepare`` never leaves a half-written cache.
@@ -23,11 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from nas.data.schema import Features, Schema
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: field sides and the history view
 SPLITS = ("train", "valid", "test")
 MANIFEST = "manifest.json"
 
@@ -80,13 +81,34 @@ class PreparedDataset:
 
     def features(self, split: str) -> Features:
         """One split's rows as tensors in memory (cache order; trainers shuffle)."""
+        return Features.from_arrays(self.feature_arrays(split), self.event_arrays(), self.schema)
+
+    def event_arrays(self) -> dict[str, np.ndarray]:
+        """The events histories point into (empty without a sequence field)."""
+        if self.schema.history is None:
+            return {}
+        return {
+            "item": self.array("event_item").astype(np.int64),
+            "action": self.array("event_action").astype(np.int64),
+            "time": self.array("timestamp").astype(np.int64),
+        }
+
+    def feature_arrays(self, split: str) -> dict[str, np.ndarray]:
+        """One split's row arrays, typed as ``Features`` wants them."""
         rows = self.split_rows(split)
-        return Features(
-            categorical=torch.from_numpy(self.array("categorical")[rows].astype(np.int64)),
-            multi_hot=torch.from_numpy(self.array("multi_hot")[rows].astype(np.int64)),
-            dense=torch.from_numpy(np.asarray(self.array("dense")[rows], dtype=np.float32)),
-            label=torch.from_numpy(self.array("label")[rows].astype(np.float32)),
-        )
+        out = {
+            "categorical": self.array("categorical")[rows].astype(np.int64),
+            "multi_hot": self.array("multi_hot")[rows].astype(np.int64),
+            "dense": np.asarray(self.array("dense")[rows], dtype=np.float32),
+            "label": self.array("label")[rows].astype(np.float32),
+        }
+        if self.schema.history is not None:
+            out |= {
+                "history_start": self.array("history_start")[rows].astype(np.int64),
+                "history_end": self.array("history_end")[rows].astype(np.int64),
+                "history_now": self.array("timestamp")[rows].astype(np.int64),
+            }
+        return out
 
     def positive_rate(self, split: str = "train") -> float:
         return self.manifest["positive_rate"][split]

@@ -2,43 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-KINDS = ("categorical", "multi_hot", "dense")
+KINDS = ("categorical", "multi_hot", "dense", "sequence")
+SIDES = ("request", "candidate")
 
 
 @dataclass(frozen=True)
 class Field:
-    """A feature field. Categorical and multi-hot ids are 1..cardinality-1; 0 is unknown/padding."""
+    """A feature field. Categorical and multi-hot ids are 1..cardinality-1; 0 is unknown/padding.
+
+    ``side``: request-side fields (the user, the context, the history) are the same for every
+    candidate of a request; candidate-side fields (the item) are not. A ``sequence`` field is
+    a row's history of (item, action, time) events, its last ``max_len`` at most."""
 
     name: str
     kind: str
-    cardinality: int = 0  # categorical, multi_hot
-    max_len: int = 0  # multi_hot: ids per example, padded with 0
+    cardinality: int = 0  # categorical, multi_hot, sequence (its item ids)
+    max_len: int = 0  # multi_hot: ids per example, padded with 0; sequence: events kept
+    side: str = "candidate"
+    actions: int = 0  # sequence: action ids 1..actions-1 (0 is padding)
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "cardinality": self.cardinality,
-            "max_len": self.max_len,
-        }
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
 class Schema:
     fields: tuple[Field, ...]
 
-    def of_kind(self, kind: str) -> tuple[Field, ...]:
-        return tuple(f for f in self.fields if f.kind == kind)
+    def of_kind(self, kind: str, side: str | None = None) -> tuple[Field, ...]:
+        return tuple(f for f in self.fields if f.kind == kind and side in (None, f.side))
 
     @property
     def num_tokens(self) -> int:
-        """Tokens a model starts from: one per categorical or multi-hot field, one for dense."""
+        """Tokens a model starts from: one per categorical or multi-hot field, one for dense
+        (a spec's sequence encoder adds one for the history)."""
         dense = 1 if self.of_kind("dense") else 0
         return len(self.of_kind("categorical")) + len(self.of_kind("multi_hot")) + dense
+
+    @property
+    def num_request_tokens(self) -> int:
+        """Of those, the request-side ones (dense features count as candidate-side)."""
+        return len(self.of_kind("categorical", "request")) + len(
+            self.of_kind("multi_hot", "request")
+        )
+
+    @property
+    def history(self) -> Field | None:
+        found = self.of_kind("sequence")
+        return found[0] if found else None
 
     def to_list(self) -> list[dict]:
         return [f.to_dict() for f in self.fields]
@@ -46,6 +63,45 @@ class Schema:
     @classmethod
     def from_list(cls, items: list[dict]) -> Schema:
         return cls(tuple(Field(**item) for item in items))
+
+
+HISTORY_COLUMNS = ("item", "action", "age")  # age: seconds before the row's timestamp
+
+
+@dataclass(frozen=True)
+class History:
+    """Each row's past events, as bounds into event arrays shared by every row (so a row's
+    history is not copied until a batch asks for it)."""
+
+    item: torch.Tensor  # [E] int64 events, ordered per user by time
+    action: torch.Tensor  # [E] int64
+    time: torch.Tensor  # [E] int64 seconds
+    start: torch.Tensor  # [R] int64: the row's first past event
+    end: torch.Tensor  # [R] int64: one past its last (events at the row's own time excluded)
+    now: torch.Tensor  # [R] int64: the row's timestamp
+    max_len: int
+
+    def __getitem__(self, rows: torch.Tensor | slice) -> History:
+        return History(
+            self.item,
+            self.action,
+            self.time,
+            self.start[rows],
+            self.end[rows],
+            self.now[rows],
+            self.max_len,
+        )
+
+    def tensor(self) -> torch.Tensor:
+        """[R, max_len, 3] int64 (item, action, age): the last ``max_len`` events, oldest first,
+        left-aligned; padding rows are all 0 (item 0)."""
+        length = (self.end - self.start).clamp(max=self.max_len)  # [R]
+        positions = torch.arange(self.max_len)
+        valid = positions.view(1, -1) < length.view(-1, 1)  # [R, L]
+        index = ((self.end - length).view(-1, 1) + positions).clamp(max=len(self.item) - 1)
+        age = self.now.view(-1, 1) - self.time[index]
+        out = torch.stack([self.item[index], self.action[index], age], dim=-1)
+        return out * valid.unsqueeze(-1)
 
 
 @dataclass(frozen=True)
@@ -56,15 +112,42 @@ class Features:
     multi_hot: torch.Tensor  # [R, M, L] int64, 0-padded
     dense: torch.Tensor  # [R, Dn] float32
     label: torch.Tensor  # [R] float32 (0/1)
+    history: History | None = None  # datasets with a sequence field
+
+    @classmethod
+    def from_arrays(
+        cls, rows: Mapping[str, np.ndarray], events: Mapping[str, np.ndarray], schema: Schema
+    ) -> Features:
+        """From ``PreparedDataset.feature_arrays`` and ``event_arrays`` (without a copy)."""
+        t = {k: torch.from_numpy(v) for k, v in rows.items()}
+        history = None
+        if schema.history is not None:
+            e = {k: torch.from_numpy(v) for k, v in events.items()}
+            history = History(
+                e["item"],
+                e["action"],
+                e["time"],
+                t["history_start"],
+                t["history_end"],
+                t["history_now"],
+                schema.history.max_len,
+            )
+        return cls(t["categorical"], t["multi_hot"], t["dense"], t["label"], history)
 
     def __len__(self) -> int:
         return self.label.shape[0]
 
     def __getitem__(self, rows: torch.Tensor | slice) -> Features:
         return Features(
-            self.categorical[rows], self.multi_hot[rows], self.dense[rows], self.label[rows]
+            self.categorical[rows],
+            self.multi_hot[rows],
+            self.dense[rows],
+            self.label[rows],
+            None if self.history is None else self.history[rows],
         )
 
-    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The model's positional inputs."""
-        return self.categorical, self.multi_hot, self.dense
+    def inputs(self) -> tuple[torch.Tensor, ...]:
+        """The model's positional inputs: categorical, multi_hot, dense[, history]."""
+        if self.history is None:
+            return self.categorical, self.multi_hot, self.dense
+        return self.categorical, self.multi_hot, self.dense, self.history.tensor()

@@ -195,7 +195,12 @@ def test_dca_needs_a_history_and_glm_outputs_need_request_inputs():
         wukong.config({"request_fm_tokens": 2}, num_tokens=4, dim=8, num_request_tokens=0)
     with pytest.raises(ConfigError, match="no candidate-side output"):
         wukong.config(
-            {"num_fm_tokens": 2, "num_lc_tokens": 1, "request_fm_tokens": 2, "request_lc_tokens": 1},
+            {
+                "num_fm_tokens": 2,
+                "num_lc_tokens": 1,
+                "request_fm_tokens": 2,
+                "request_lc_tokens": 1,
+            },
             num_tokens=4,
             dim=8,
             num_request_tokens=2,

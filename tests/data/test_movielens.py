@@ -32,7 +32,10 @@ def test_movielens_1m_counts(ml1m):
         "hour",
         "weekday",
         "genres",
+        "history",
     ]
+    sides = {f["name"]: f["side"] for f in m["schema"]}
+    assert [n for n, side in sides.items() if side == "candidate"] == ["item", "year", "genres"]
     label = ml1m.array("label")
     assert label.sum() == 575_281  # ratings 4 and 5 (348,971 + 226,310)
 
@@ -200,3 +203,22 @@ def test_recbole_file_without_a_needed_column(tmp_path):
     files = {**RECBOLE_FILES, ".user": "user_id:token\tage:token\n1\t24\n"}
     with pytest.raises(DataError, match="no 'gender' column"):
         read_recbole(_opener(tmp_path, files), "ml")
+
+
+def test_history_view_is_the_users_earlier_ratings(ml100k):
+    """Each row's history: its user's ratings strictly before its timestamp, oldest first,
+    the last max_len kept; (item, rating, age > 0) per event; padding all zero."""
+    features = ml100k.features("valid")
+    max_len = ml100k.schema.history.max_len
+    users, stamps = ml100k.array("categorical")[:, 0], ml100k.array("timestamp")
+    items, ratings = ml100k.array("categorical")[:, 1], ml100k.array("rating")
+    rows = ml100k.split_rows("valid")
+    picked = np.random.default_rng(0).choice(len(rows), 200, replace=False)
+    history = features[torch.from_numpy(picked)].history.tensor().numpy()
+    for out, i in zip(history, picked, strict=True):
+        row = rows[i]
+        earlier = np.flatnonzero((users == users[row]) & (stamps < stamps[row]))[-max_len:]
+        n = len(earlier)
+        assert (out[:n, 0] == items[earlier]).all() and (out[:n, 1] == ratings[earlier]).all()
+        assert (out[:n, 2] == stamps[row] - stamps[earlier]).all() and (out[:n, 2] > 0).all()
+        assert (out[n:] == 0).all()
