@@ -65,7 +65,7 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
     """Build everything a search needs from its config; errors name the field."""
     from nas.data import load_dataset
     from nas.model import model_configs
-    from search_spaces import create_space
+    from search_spaces import SpaceInputs, create_space
 
     cpus = os.cpu_count() or 1
     local = not (config.ray_address or os.environ.get("RAY_ADDRESS"))
@@ -76,7 +76,9 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
         )
     dataset = load_dataset(config.dataset)
-    space = create_space(config.space.name, config.space.options, dataset.schema.num_tokens)
+    space = create_space(
+        config.space.name, config.space.options, SpaceInputs.of(dataset.schema)
+    )
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):
         if not path.exists():

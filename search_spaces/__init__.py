@@ -2,11 +2,11 @@
 
 >>> import search_spaces
 >>> search_spaces.list_spaces()
-['ctr_stack']
+['ctr_stack', 'dhen', 'hstu_seq', 'rocs', 'wukong']
 """
 
-from search_spaces import ctr_stack  # noqa: F401  (registers)
-from search_spaces.base import SearchSpace, SpaceOptions
+from search_spaces import ctr_stack, hstu_seq, rocs  # noqa: F401  (registers)
+from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions
 from search_spaces.registry import (
     check_options,
     create_space,
@@ -17,6 +17,7 @@ from search_spaces.registry import (
 
 __all__ = [
     "SearchSpace",
+    "SpaceInputs",
     "SpaceOptions",
     "check_options",
     "create_space",

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator, model_validator
 import blocks
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
-from search_spaces.base import SearchSpace, SpaceOptions
+from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions, label, pick
 from search_spaces.registry import register_space
 
 MAX_TRIES = 100  # draws before a mutation that keeps giving the parent back is a bug
@@ -116,8 +116,8 @@ class CtrStack(SearchSpace):
     name = "ctr_stack"
     Options = CtrStackOptions
 
-    def __init__(self, options: CtrStackOptions, num_tokens: int):
-        super().__init__(options, num_tokens)
+    def __init__(self, options: CtrStackOptions, inputs: SpaceInputs):
+        super().__init__(options, inputs)
         dim = options.embedding_dims[0]
         self.mixers = [
             b for b in options.blocks if _block_kinds(b, options.block_params.get(b, {}), dim)
@@ -127,16 +127,15 @@ class CtrStack(SearchSpace):
     # --- building specs ------------------------------------------------------------------
 
     def _spec(self, genes: dict[str, Any]) -> ArchSpec:
-        spec = ArchSpec.from_dict(
-            {
-                "embedding_dim": genes["embedding_dim"],
-                "interaction": genes["layers"],
-                "top_mlp": genes["top_mlp"],
-                "top_input": genes["top_input"],
-            }
-        )
-        spec.layer_configs(self.num_tokens)  # a member that does not build is a bug here
-        return spec
+        data = {
+            "embedding_dim": genes["embedding_dim"],
+            "interaction": genes["layers"],
+            "top_mlp": genes["top_mlp"],
+            "top_input": genes["top_input"],
+        }
+        if genes.get("sequence") is not None:
+            data["sequence"] = genes["sequence"]
+        return self.inputs.check(ArchSpec.from_dict(data))  # not building is a bug here
 
     @staticmethod
     def _genes(spec: ArchSpec) -> dict[str, Any]:
@@ -145,28 +144,26 @@ class CtrStack(SearchSpace):
             "layers": [layer.to_dict() for layer in spec.interaction],
             "top_mlp": list(spec.top_mlp),
             "top_input": spec.top_input,
+            "sequence": spec.sequence.to_dict() if spec.sequence is not None else None,
         }
-
-    def _pick(self, rng: np.random.Generator, choices: list) -> Any:
-        return choices[int(rng.integers(len(choices)))]
 
     def _layer(self, rng: np.random.Generator, block: str) -> dict[str, Any]:
         params = self.options.block_params.get(block, {})
-        return {"block": block, **{k: self._pick(rng, v) for k, v in params.items()}}
+        return {"block": block, **{k: pick(rng, v) for k, v in params.items()}}
 
     def _depths(self) -> list[int]:
         return list(range(1, self.options.max_depth + 1)) if self.mixers else [1]
 
     def sample(self, rng: np.random.Generator) -> ArchSpec:
-        depth = self._pick(rng, self._depths())
-        layers = [self._layer(rng, self._pick(rng, self.mixers)) for _ in range(depth - 1)]
-        layers.append(self._layer(rng, self._pick(rng, self.lasts)))
+        depth = pick(rng, self._depths())
+        layers = [self._layer(rng, pick(rng, self.mixers)) for _ in range(depth - 1)]
+        layers.append(self._layer(rng, pick(rng, self.lasts)))
         return self._spec(
             {
-                "embedding_dim": self._pick(rng, self.options.embedding_dims),
+                "embedding_dim": pick(rng, self.options.embedding_dims),
                 "layers": layers,
-                "top_mlp": self._pick(rng, self.options.top_mlps),
-                "top_input": self._pick(rng, self.options.top_inputs),
+                "top_mlp": pick(rng, self.options.top_mlps),
+                "top_input": pick(rng, self.options.top_inputs),
             }
         )
 
@@ -178,29 +175,29 @@ class CtrStack(SearchSpace):
         for _ in range(MAX_TRIES):
             genes = self._genes(spec)
             layers = genes["layers"]
-            move = self._pick(rng, ["embedding_dim", "top_mlp", "top_input", "layer", "depth"])
+            move = pick(rng, ["embedding_dim", "top_mlp", "top_input", "layer", "depth"])
             if move == "embedding_dim":
-                genes["embedding_dim"] = self._pick(rng, self.options.embedding_dims)
+                genes["embedding_dim"] = pick(rng, self.options.embedding_dims)
             elif move == "top_mlp":
-                genes["top_mlp"] = self._pick(rng, self.options.top_mlps)
+                genes["top_mlp"] = pick(rng, self.options.top_mlps)
             elif move == "top_input":
-                genes["top_input"] = self._pick(rng, self.options.top_inputs)
+                genes["top_input"] = pick(rng, self.options.top_inputs)
             elif move == "layer":
                 i = int(rng.integers(len(layers)))
                 pool = self.lasts if i == len(layers) - 1 else self.mixers
                 old = layers[i]
                 params = self.options.block_params.get(old["block"], {})
                 if params and rng.random() < 0.5:  # one parameter of the same block
-                    name = self._pick(rng, sorted(params))
-                    layers[i] = {**old, name: self._pick(rng, params[name])}
+                    name = pick(rng, sorted(params))
+                    layers[i] = {**old, name: pick(rng, params[name])}
                 else:
-                    layers[i] = self._layer(rng, self._pick(rng, pool))
+                    layers[i] = self._layer(rng, pick(rng, pool))
             else:
                 depth = len(layers)
-                grow = self._pick(rng, self._depths()) > depth
+                grow = pick(rng, self._depths()) > depth
                 if grow and depth < self.options.max_depth and self.mixers:
                     i = int(rng.integers(depth))
-                    layers.insert(i, self._layer(rng, self._pick(rng, self.mixers)))
+                    layers.insert(i, self._layer(rng, pick(rng, self.mixers)))
                 elif depth > 1:
                     del layers[int(rng.integers(depth - 1))]
             child = self._spec(genes)
@@ -237,12 +234,12 @@ class CtrStack(SearchSpace):
         block = trial.suggest_categorical("last.block", self.lasts)
         layers.append(self._suggest_layer(trial, "last", block))
         widths = [list(w) for w in opts.top_mlps]
-        top = trial.suggest_categorical("top_mlp", [_label(w) for w in widths])
+        top = trial.suggest_categorical("top_mlp", [label(w) for w in widths])
         return self._spec(
             {
                 "embedding_dim": trial.suggest_categorical("embedding_dim", opts.embedding_dims),
                 "layers": layers,
-                "top_mlp": widths[[_label(w) for w in widths].index(top)],
+                "top_mlp": widths[[label(w) for w in widths].index(top)],
                 "top_input": trial.suggest_categorical("top_input", opts.top_inputs),
             }
         )
@@ -250,7 +247,7 @@ class CtrStack(SearchSpace):
     def _suggest_layer(self, trial, prefix: str, block: str) -> dict[str, Any]:
         layer: dict[str, Any] = {"block": block}
         for name, choices in self.options.block_params.get(block, {}).items():
-            labels = [_label(c) for c in choices]
+            labels = [label(c) for c in choices]
             picked = trial.suggest_categorical(f"{prefix}.{block}.{name}", labels)
             layer[name] = choices[labels.index(picked)]
         return layer
@@ -264,13 +261,6 @@ class CtrStack(SearchSpace):
         stacks = sum(mixers ** (d - 1) * lasts for d in self._depths())
         o = self.options
         return stacks * len(o.embedding_dims) * len(o.top_mlps) * len(o.top_inputs)
-
-
-def _label(choice: Any) -> Any:
-    """Optuna categorical choices must be None, bool, int, float or str: lists become text."""
-    if isinstance(choice, list):
-        return "-".join(str(v) for v in choice) or "none"
-    return choice
 
 
 class WukongStackOptions(CtrStackOptions):

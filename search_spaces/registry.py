@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nas.catalog import Catalog
-from search_spaces.base import SearchSpace
+from search_spaces.base import SearchSpace, SpaceInputs
 
 SPACES: Catalog[SearchSpace] = Catalog("search space", "space")
 register_space = SPACES.register
@@ -17,6 +17,6 @@ def check_options(name: str, options: dict[str, Any] | None):
     return SPACES.options(name, options)
 
 
-def create_space(name: str, options: dict[str, Any] | None, num_tokens: int) -> SearchSpace:
-    """Space ``name`` over ``num_tokens`` feature tokens, its options validated."""
-    return get_space(name)(SPACES.options(name, options), num_tokens)
+def create_space(name: str, options: dict[str, Any] | None, inputs: SpaceInputs) -> SearchSpace:
+    """Space ``name`` over a dataset's ``inputs``, its options validated."""
+    return get_space(name)(SPACES.options(name, options), inputs)

@@ -9,14 +9,14 @@ import optuna
 import pytest
 
 from nas.errors import ConfigError
-from search_spaces import create_space, list_spaces
+from search_spaces import SpaceInputs, create_space, list_spaces
 
-NUM_TOKENS = 11  # MovieLens-1M's feature tokens
+INPUTS = SpaceInputs(11, 8, 64)  # MovieLens-1M: 11 feature tokens, 8 request-side
 
 
 @pytest.fixture
 def space():
-    return create_space("ctr_stack", {}, NUM_TOKENS)
+    return create_space("ctr_stack", {}, INPUTS)
 
 
 def test_registered() -> None:
@@ -36,7 +36,7 @@ def test_every_move_yields_a_buildable_member(space) -> None:
     rng = np.random.default_rng(0)
     specs = [space.sample(rng) for _ in range(60)]
     for spec in specs:
-        spec.layer_configs(NUM_TOKENS)  # raises on any shape problem
+        INPUTS.check(spec)  # raises on any shape problem
         depth = len(spec.interaction)
         assert 1 <= depth <= space.options.max_depth
         for layer in spec.interaction[:-1]:
@@ -44,8 +44,8 @@ def test_every_move_yields_a_buildable_member(space) -> None:
     for a, b in itertools.pairwise(specs):
         child = space.mutate(a, rng)
         assert child.arch_id != a.arch_id
-        child.layer_configs(NUM_TOKENS)
-        space.crossover(a, b, rng).layer_configs(NUM_TOKENS)
+        INPUTS.check(child)
+        INPUTS.check(space.crossover(a, b, rng))
 
 
 def test_samples_cover_the_space(space) -> None:
@@ -71,7 +71,7 @@ def test_optuna_suggest_builds_and_keeps_one_distribution_per_name(space) -> Non
     for _ in range(40):
         trial = study.ask()
         spec = space.suggest(trial)
-        spec.layer_configs(NUM_TOKENS)
+        INPUTS.check(spec)
         for name, dist in trial.distributions.items():
             assert seen.setdefault(name, dist) == dist, f"{name} changed its distribution"
         study.tell(trial, 0.0)
@@ -86,7 +86,7 @@ def test_size_counts_the_members() -> None:
         "top_mlps": [[]],
         "top_inputs": ["last"],
     }
-    space = create_space("ctr_stack", options, 6)
+    space = create_space("ctr_stack", options, SpaceInputs(6))
     # depth 1: last in {fm, dcnv2 x2} = 3; depth 2: mixer dcnv2 x2 * last 3 = 6; x 2 dims
     assert space.size() == (3 + 6) * 2
     rng = np.random.default_rng(0)
@@ -113,29 +113,29 @@ def test_size_counts_the_members() -> None:
 )
 def test_bad_options_name_the_field(options, field, words) -> None:
     with pytest.raises(ConfigError) as caught:
-        create_space("ctr_stack", options, NUM_TOKENS)
+        create_space("ctr_stack", options, INPUTS)
     assert caught.value.field == field
     assert words in str(caught.value)
 
 
 @pytest.mark.parametrize("name", list_spaces())
 def test_every_registered_space_yields_buildable_members(name: str) -> None:
-    space = create_space(name, {}, NUM_TOKENS)
+    space = create_space(name, {}, INPUTS)
     rng = np.random.default_rng(3)
     specs = [space.sample(rng) for _ in range(20)]
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for a, b in itertools.pairwise(specs):
         for spec in (a, space.mutate(a, rng), space.crossover(a, b, rng)):
-            spec.layer_configs(NUM_TOKENS)
+            INPUTS.check(spec)
         trial = study.ask()
-        space.suggest(trial).layer_configs(NUM_TOKENS)
+        INPUTS.check(space.suggest(trial))
         study.tell(trial, 0.0)
     assert space.size() > len({s.arch_id for s in specs}) > 10
 
 
 @pytest.mark.parametrize(("name", "block"), [("wukong", "wukong"), ("dhen", "dhen")])
 def test_the_modern_spaces_stack_their_own_layer(name: str, block: str) -> None:
-    space = create_space(name, {}, NUM_TOKENS)
+    space = create_space(name, {}, INPUTS)
     rng = np.random.default_rng(0)
     for _ in range(10):
         assert {layer.block for layer in space.sample(rng).interaction} == {block}

@@ -11,7 +11,7 @@ import pytest
 from nas.objectives import get_objective
 from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, StrategyContext, create_strategy, list_strategies
-from search_spaces import create_space
+from search_spaces import SpaceInputs, create_space
 
 TOY = {  # 4 dims x 4 last layers x 3 top MLPs x 2 top inputs = 96 architectures
     "embedding_dims": [4, 8, 16, 32],
@@ -42,7 +42,7 @@ def toy_flops(spec: ArchSpec) -> float:
 
 def context(tmp_path: Path, seed: int, objectives=("ne",), tag: str = "a") -> StrategyContext:
     return StrategyContext(
-        space=create_space("ctr_stack", TOY, num_tokens=6),
+        space=create_space("ctr_stack", TOY, SpaceInputs(6)),
         objectives=tuple(get_objective(o) for o in objectives),
         seed=seed,
         storage_url=f"sqlite:///{tmp_path / f'{tag}.db'}",
@@ -86,7 +86,7 @@ def test_says_when_the_space_is_spent(name: str, tmp_path: Path) -> None:
     tiny = {**TOY, "embedding_dims": [4, 8], "blocks": ["fm"], "top_mlps": [[]]}  # 4 archs
     ctx = context(tmp_path, seed=0)
     ctx = StrategyContext(
-        create_space("ctr_stack", tiny, 6), ctx.objectives, 0, ctx.storage_url, "tiny"
+        create_space("ctr_stack", tiny, SpaceInputs(6)), ctx.objectives, 0, ctx.storage_url, "tiny"
     )
     strategy = create_strategy(
         name, {"population_size": 2, "sample_size": 1} if name == "evolution" else {}, ctx
