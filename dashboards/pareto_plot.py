@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # files only; never open a window
 
 from matplotlib.figure import Figure  # noqa: E402
 
-LOG_SCALE = ("flops", "params")
+LOG_SCALE = ("flops", "serving_flops", "params")
 
 
 def pareto_figure(summary, title: str) -> Figure:

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nas.errors import ConfigError, NasError, TrainingError
+from nas.objectives import SERVING_CANDIDATES
 
 console = Console(stderr=True)  # progress and messages; stdout carries results
 out = Console()
@@ -280,8 +281,8 @@ def cmd_blocks(args: argparse.Namespace) -> None:
         return
     table = Table(
         title='blocks: interaction blocks go in a spec\'s "interaction" list; '
-        "embedding blocks are built from the dataset's fields; sequence blocks run over "
-        "a user's history",
+        "embedding blocks are built from the dataset's fields; sequence blocks go in its "
+        '"sequence" "layers" and run over the user\'s history',
         title_justify="left",
     )
     for column in ("name", "kind", "parameters (defaults)", "what it is"):
@@ -382,6 +383,11 @@ def _print_result(result) -> None:
         ("AUC", f"{result.auc:.4f}", ""),
         ("logloss", f"{result.logloss:.4f}", ""),
         ("FLOPs / example", _si(result.flops), "2 per multiply-add, measured with fvcore"),
+        (
+            "serving FLOPs",
+            _si(result.serving_flops),
+            f"per candidate, {SERVING_CANDIDATES} per request, request side computed once",
+        ),
         ("params", f"{result.params:,}", ""),
         ("train examples/s", f"{result.train_examples_per_s:,.0f}", ""),
         (

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from nas.errors import UnknownNameError
 
+SERVING_CANDIDATES = 100  # candidates per request that ``serving_flops`` assumes
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -38,6 +40,12 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("auc", "max", "ROC AUC on the held-out split", 0.5),
         Objective("logloss", "min", "log loss on the held-out split"),
         Objective("flops", "min", "FLOPs per example (2 per multiply-add, fvcore)"),
+        Objective(
+            "serving_flops",
+            "min",
+            f"FLOPs per candidate when each request scores {SERVING_CANDIDATES} candidates and "
+            "its request side runs once (request-oriented inference; analytic)",
+        ),
         Objective("params", "min", "trainable parameters"),
     )
 }

@@ -476,7 +476,7 @@ def _print_front(search, summary) -> None:
 def _format(name: str, value) -> str:
     if value is None:
         return "-"
-    if name in ("flops", "params"):
+    if name in ("flops", "serving_flops", "params"):
         for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
             if value >= scale:
                 return f"{value / scale:.1f}{unit}"

@@ -18,6 +18,7 @@ from nas.data.prepared import PreparedDataset
 from nas.data.schema import Features, Schema
 from nas.flops import measure_flops_per_example
 from nas.model import build_model
+from nas.objectives import SERVING_CANDIDATES
 from nas.spec import ArchSpec
 from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
@@ -60,6 +61,7 @@ class TrialResult:
     auc: float
     logloss: float
     flops: float  # per example, measured (fvcore; 2 per multiply-add)
+    serving_flops: float  # per candidate, request side shared by SERVING_CANDIDATES (analytic)
     params: int
     train_examples_per_s: float
     train_loss: float  # mean over the last 10% of steps
@@ -101,6 +103,7 @@ def evaluate(
         auc=metrics["auc"],
         logloss=metrics["logloss"],
         flops=flops,
+        serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
         params=sum(p.numel() for p in model.parameters()),
         train_examples_per_s=stats.examples_per_s,
         train_loss=stats.final_loss,
