@@ -378,3 +378,29 @@ def test_the_same_search_runs_on_a_ray_cluster_by_address(tmp_path: Path) -> Non
         assert not (runs / "ray").exists(), "a cluster search must not start a local Ray"
     finally:
         subprocess.run([ray, "stop"], env=env, capture_output=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_a_rocs_search_trains_history_and_glm_models_through_ray(tmp_path: Path) -> None:
+    """The history travels with the data through the object store; every member encodes it,
+    and the request side it shares makes serving FLOPs smaller than per-example FLOPs."""
+    runs = tmp_path / "runs"
+    path = tmp_path / "rocs.yaml"
+    path.write_text(
+        "name: rocs_tiny\ndataset: movielens-100k\n"
+        "space: {name: rocs, options: {embedding_dims: [8], max_depth: 2}}\n"
+        "strategy: {name: random}\nobjectives: [ne, serving_flops]\n"
+        "budget: {candidates: 3, steps: 40}\ntrain: {batch_size: 128}\n"
+        f"baselines: [{REPO / 'examples/specs/modern/rocs.json'}]\nseed: 1\n"
+    )
+    done = nas(runs, "submit", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    trials = registry.trials(search.id)
+    assert search.status == "completed" and len(trials) == 4
+    assert all(t.status == "completed" for t in trials), [t.error for t in trials]
+    for t in trials:
+        assert 0 < t.metrics["ne"] < 1.5
+        assert 0 < t.metrics["serving_flops"] < t.metrics["flops"]
+        assert t.values == [t.metrics["ne"], t.metrics["serving_flops"]]

@@ -125,10 +125,13 @@ def train_epoch(model, data: UserSequences, optimizer, rng: np.random.Generator)
         items, lengths, times, targets = _batch(data.items, data.times, users, config.max_len, 2)
         out = model.encode(items, lengths, times)  # [B, N, d]
         valid = targets > 0
-        query = out[valid]  # [P, d]
-        negatives = torch.from_numpy(rng.choice(data.item_ids, config.negatives))
-        positive = (query * model.item_vectors(targets[valid])).sum(-1, keepdim=True)
-        negative = query @ model.item_vectors(negatives).T  # [P, negatives]
+        # Negatives drawn per user (shared by that user's positions): a batch then pushes on
+        # about every item, where one set for the whole batch would touch only a few.
+        negatives = torch.from_numpy(rng.choice(data.item_ids, (len(users), config.negatives)))
+        negative = torch.bmm(out, model.item_vectors(negatives).transpose(1, 2))  # [B, N, K]
+        accidental = negatives.unsqueeze(1) == targets.unsqueeze(2)  # the target itself
+        negative = negative.masked_fill(accidental, -1e9)[valid]  # [P, K]
+        positive = (out[valid] * model.item_vectors(targets[valid])).sum(-1, keepdim=True)
         logits = torch.cat([positive, negative], dim=1) / config.temperature
         loss = F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long))
         optimizer.zero_grad(set_to_none=True)
