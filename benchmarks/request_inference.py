@@ -42,13 +42,16 @@ PER_CALL = 1000  # candidates per timed call
 def per_candidate_rows(model, request: RequestInputs, candidates: CandidateInputs, owner):
     """Full per-candidate input rows: the request's columns repeated beside each candidate's."""
     rows = len(owner)
-    categorical = torch.zeros(rows, len(model._cat_r) + len(model._cat_c), dtype=torch.long)
-    categorical[:, model._cat_r] = request.categorical[owner]
-    categorical[:, model._cat_c] = candidates.categorical
+    cat, bags = model.columns["categorical"], model.columns["multi_hot"]
+    categorical = torch.zeros(rows, len(cat["request"]) + len(cat["candidate"]), dtype=torch.long)
+    categorical[:, cat["request"]] = request.categorical[owner]
+    categorical[:, cat["candidate"]] = candidates.categorical
     width = candidates.multi_hot.shape[2]
-    multi_hot = torch.zeros(rows, len(model._bag_r) + len(model._bag_c), width, dtype=torch.long)
-    multi_hot[:, model._bag_r] = request.multi_hot[owner]
-    multi_hot[:, model._bag_c] = candidates.multi_hot
+    multi_hot = torch.zeros(
+        rows, len(bags["request"]) + len(bags["candidate"]), width, dtype=torch.long
+    )
+    multi_hot[:, bags["request"]] = request.multi_hot[owner]
+    multi_hot[:, bags["candidate"]] = candidates.multi_hot
     history = None if request.history is None else request.history[owner]
     return categorical, multi_hot, candidates.dense, history
 

@@ -76,9 +76,7 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
         )
     dataset = load_dataset(config.dataset)
-    space = create_space(
-        config.space.name, config.space.options, SpaceInputs.of(dataset.schema)
-    )
+    space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):
         if not path.exists():

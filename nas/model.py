@@ -33,7 +33,7 @@ import blocks
 from blocks.base import BlockConfig, TokenShape
 from blocks.glm import Memory, Split
 from blocks.glm_layers import GLMBlock
-from nas.data.schema import Field, Schema
+from nas.data.schema import SIDES, Field, Schema
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
 
@@ -116,14 +116,11 @@ class RankingModel(nn.Module):
         self.feed_all = spec.top_input == "all"
         self.top_request_features = top_request_features(self.configs, spec, schema)
 
-        # Which input columns are request-side, as the per-candidate path splits its inputs.
-        fields = schema.of_kind("categorical")
-        self.register_buffer("_cat_r", _where(fields, "request"), persistent=False)
-        self.register_buffer("_cat_c", _where(fields, "candidate"), persistent=False)
-        bags = schema.of_kind("multi_hot")
-        self.register_buffer("_bag_r", _where(bags, "request"), persistent=False)
-        self.register_buffer("_bag_c", _where(bags, "candidate"), persistent=False)
-        self.bag_sides = [f.side for f in bags]
+        # Which input columns are on which side: the per-candidate path splits its inputs.
+        self.columns = {
+            kind: {side: _where(schema.of_kind(kind), side) for side in SIDES}
+            for kind in ("categorical", "multi_hot")
+        }
 
     # --- the two entry points -------------------------------------------------------------
 
@@ -167,9 +164,12 @@ class RankingModel(nn.Module):
 
     def split_inputs(self, categorical, multi_hot, dense, history=None):
         """Per-candidate inputs -> (RequestInputs, CandidateInputs), row-aligned."""
+        cat, bags = self.columns["categorical"], self.columns["multi_hot"]
         return (
-            RequestInputs(categorical[:, self._cat_r], multi_hot[:, self._bag_r], history),
-            CandidateInputs(categorical[:, self._cat_c], multi_hot[:, self._bag_c], dense),
+            RequestInputs(categorical[:, cat["request"]], multi_hot[:, bags["request"]], history),
+            CandidateInputs(
+                categorical[:, cat["candidate"]], multi_hot[:, bags["candidate"]], dense
+            ),
         )
 
     # --- pieces -----------------------------------------------------------------------------
@@ -184,14 +184,11 @@ class RankingModel(nn.Module):
             req.append(self.request_embedding(request.categorical))
         if self.embedding is not None:
             cand.append(self.embedding(candidates.categorical))
-        r_bags = [
-            bag for bag, side in zip(self.bags, self.bag_sides, strict=True) if side == "request"
-        ]
-        c_bags = [
-            bag for bag, side in zip(self.bags, self.bag_sides, strict=True) if side != "request"
-        ]
-        req += [bag(request.multi_hot[:, i]) for i, bag in enumerate(r_bags)]
-        cand += [bag(candidates.multi_hot[:, i]) for i, bag in enumerate(c_bags)]
+        bags = self.columns["multi_hot"]
+        for j, i in enumerate(bags["request"]):
+            req.append(self.bags[i](request.multi_hot[:, j]))
+        for j, i in enumerate(bags["candidate"]):
+            cand.append(self.bags[i](candidates.multi_hot[:, j]))
         if self.bottom is not None:
             cand.append(self.bottom(candidates.dense.unsqueeze(1)))
         memory = None
@@ -240,8 +237,8 @@ class RankingModel(nn.Module):
         return request + num_candidates * candidate
 
 
-def _where(fields: tuple[Field, ...], side: str) -> torch.Tensor:
-    return torch.tensor([i for i, f in enumerate(fields) if f.side == side], dtype=torch.long)
+def _where(fields: tuple[Field, ...], side: str) -> list[int]:
+    return [i for i, f in enumerate(fields) if f.side == side]
 
 
 def model_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
