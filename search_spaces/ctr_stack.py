@@ -57,6 +57,11 @@ class CtrStackOptions(SpaceOptions):
         for name in names:
             if name not in known:
                 raise ValueError(f"{name!r} is not an interaction block; valid: {', '.join(known)}")
+            if blocks.get_block(name).config_cls.context_fields != ("num_tokens", "dim"):
+                raise ValueError(
+                    f"{name!r} keeps request and candidate sides apart (GLM, DCA); "
+                    "search it with the rocs space"
+                )
         if len(set(names)) != len(names):
             raise ValueError(f"lists a block twice: {names}")
         return names

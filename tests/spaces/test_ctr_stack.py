@@ -99,6 +99,7 @@ def test_size_counts_the_members() -> None:
         ({"max_depth": 0}, "space.options.max_depth", "greater than or equal to 1"),
         ({"blocks": ["hstu"]}, "space.options.blocks", "not an interaction block"),
         ({"blocks": []}, "space.options.blocks", "at least 1"),
+        ({"blocks": ["dcnv2", "glm_wukong"]}, "space.options.blocks", "with the rocs space"),
         ({"embedding_dims": [8, 8]}, "space.options.embedding_dims", "distinct"),
         ({"top_inputs": ["first"]}, "space.options.top_inputs", "'last', 'all'"),
         ({"block_params": {"dcnv2": {"rnk": [3]}}}, "space.options", "no parameter 'rnk'"),
