@@ -112,6 +112,20 @@ class Rocs(SearchSpace):
                 "use a dataset with request-side fields, such as movielens-1m",
             )
         super().__init__(options, inputs)
+        self._check_buildable()
+
+    def _check_buildable(self, draws: int = 100) -> None:
+        """Options whose combinations do not build (a DHEN dot after a 1-token layer, heads
+        that do not divide a width) are found here, before a search starts: each parameter
+        choice is checked alone by the options model, combinations by drawing members."""
+        rng = np.random.default_rng(0)
+        for _ in range(draws):
+            try:
+                self.sample(rng)
+            except ConfigError as err:
+                raise ConfigError(
+                    "space.options", f"these choices give members that do not build: {err}"
+                ) from None
 
     # --- genes <-> specs --------------------------------------------------------------------
 

@@ -89,6 +89,16 @@ def test_genes_round_trip_and_moves_build(name):
         ("rocs", INPUTS, {"request_shares": [1.0]}, "space.options.request_shares", "between"),
         ("rocs", INPUTS, {"sequence": {"poolings": ["max"]}}, "space.options.sequence", "last"),
         ("rocs", INPUTS, {"dca_heads": [3]}, "space.options", "do not divide"),
+        (
+            "rocs",
+            INPUTS,
+            {
+                "blocks": ["dhen"],
+                "block_params": {"dhen": {"modules": [["dot"]], "out_tokens": [1]}},
+            },
+            "space.options",
+            "do not build",
+        ),
     ],
 )
 def test_bad_inputs_and_options_name_the_field(name, inputs, options, field, words):
