@@ -215,7 +215,11 @@ class GLMMLPConfig(GLMConfig):
         check_bool("activate_last", self.activate_last)
         if self.request_output is not None:
             check_bool("request_output", self.request_output)
-            self.request_count("request_output", int(self.request_output), 1, 0)
+            if self.request_output and not self.num_request_tokens:
+                raise ConfigError(
+                    "request_output",
+                    "must be false: the layer's input has no request-side tokens",
+                )
 
     @property
     def has_request_output(self) -> bool:
