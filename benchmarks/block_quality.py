@@ -3,7 +3,8 @@
 Method: every spec in examples/specs/modern/ and examples/specs/dcnv2.json is trained with
 the same settings as the baselines' table in the README (2000 steps x 1024, seed 0, the
 default optimizers), on 2 threads, and measured on the validation split: NE, AUC, FLOPs
-per example (fvcore), parameters and wall seconds. DCNv2 is the reference in the same run.
+per example (fvcore), serving FLOPs (per candidate at 100 candidates per request, request
+side computed once), parameters and wall seconds. DCNv2 is the reference in the same run.
 
     .venv/bin/python benchmarks/block_quality.py [--steps 2000] [--specs a.json b.json]
 """
@@ -49,7 +50,17 @@ def main() -> None:
         title=f"MovieLens-1M, validation split, {args.steps} steps x 1024, seed 0",
         title_justify="left",
     )
-    for column in ("spec", "NE", "vs " + reference.name, "AUC", "FLOPs/ex", "params", "seconds"):
+    columns = (
+        "spec",
+        "NE",
+        "vs " + reference.name,
+        "AUC",
+        "FLOPs/ex",
+        "serving",
+        "params",
+        "seconds",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "spec" else "right")
     for r in rows:
         table.add_row(
@@ -58,6 +69,7 @@ def main() -> None:
             f"{r.ne - reference.ne:+.4f}",
             f"{r.auc:.4f}",
             f"{r.flops / 1e3:.0f}K",
+            f"{r.serving_flops / 1e3:.0f}K",
             f"{r.params / 1e3:.0f}K",
             f"{r.seconds:.0f}",
         )

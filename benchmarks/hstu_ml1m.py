@@ -2,9 +2,10 @@
 
 Method: leave-last-out per user (last item: test; the one before: validation), 2 HSTU layers,
 1 head, d = 50, sequences up to N = 200, sampled softmax with 128 negatives (drawn per user),
-Adam (lr 1e-3), batch 128. Validation NDCG@10 every 5 epochs picks the checkpoint; the test split is scored
-once, ranking each user's last item among all items: HR@10 and NDCG@10. The reference is
-the published figures (SASRec 0.2853 / 0.1603, HSTU 0.3097 / 0.1720), printed beside ours.
+Adam (lr 1e-3), batch 128. Validation NDCG@10 every 5 epochs picks the checkpoint; the test
+split is scored once, ranking each user's last item among all items: HR@10 and NDCG@10. The
+reference is the published figures (SASRec 0.2853 / 0.1603, HSTU 0.3097 / 0.1720), printed
+beside ours.
 
     .venv/bin/python benchmarks/hstu_ml1m.py [--epochs 50] [--dataset movielens-1m]
 """

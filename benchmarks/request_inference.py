@@ -69,13 +69,16 @@ def best_seconds(fn, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--specs", nargs="*", type=Path, default=[MODERN / "wukong.json", MODERN / "rocs.json"]
+        "--specs",
+        nargs="*",
+        type=Path,
+        default=[MODERN / "wukong.json", MODERN / "glm_wukong.json", MODERN / "rocs.json"],
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    console = Console()
+    console = Console(width=100)
     dataset = load_dataset("movielens-1m")
     valid = dataset.features("valid")
     generator = torch.Generator().manual_seed(0)
@@ -87,11 +90,11 @@ def main() -> None:
     for column in (
         "spec",
         "N",
-        "per candidate /s",
-        "request-oriented /s",
+        "per-candidate/s",
+        "per-request/s",
         "speed-up",
-        "FLOPs ratio",
-        "max |diff|",
+        "FLOPs",
+        "max|diff|",
     ):
         table.add_column(column, justify="left" if column == "spec" else "right")
     for path in args.specs:
