@@ -45,6 +45,33 @@ MODULES = ("linear", "dot", "self_attention", "conv", "dcn")
 ENSEMBLES = ("concat", "sum", "weighted_sum")
 
 
+def check_dhen_params(config) -> None:
+    """Check a DHEN config's own parameters (shared by ``dhen`` and ``glm_dhen``); a module
+    list given as a JSON list becomes a tuple."""
+    modules = config.modules
+    if isinstance(modules, list):
+        object.__setattr__(config, "modules", modules := tuple(modules))
+    if not isinstance(modules, tuple) or not modules:
+        raise ConfigError("modules", f"must be a non-empty list from {', '.join(MODULES)}")
+    for module in modules:
+        check_choice("modules", module, MODULES)
+    if len(set(modules)) != len(modules):
+        raise ConfigError("modules", f"lists a module twice: {list(modules)}")
+    check_choice("ensemble", config.ensemble, ENSEMBLES)
+    if config.out_tokens is not None:
+        check_int("out_tokens", config.out_tokens)
+    for name in ("num_heads", "rank", "kernel_size"):
+        check_int(name, getattr(config, name))
+    if config.kernel_size % 2 == 0:
+        raise ConfigError("kernel_size", f"must be odd (same length out), got {config.kernel_size}")
+    if "dot" in modules:
+        DotConfig(num_tokens=config.num_tokens, dim=config.dim)  # needs 2+ tokens
+    if "self_attention" in modules and config.dim % config.num_heads:
+        raise ConfigError(
+            "num_heads", f"{config.num_heads} heads do not divide the token width {config.dim}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class DHENConfig(InteractionConfig):
     modules: tuple[str, ...] = ("dot", "dcn")
@@ -56,31 +83,7 @@ class DHENConfig(InteractionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        modules = self.modules
-        if isinstance(modules, list):
-            object.__setattr__(self, "modules", modules := tuple(modules))
-        if not isinstance(modules, tuple) or not modules:
-            raise ConfigError("modules", f"must be a non-empty list from {', '.join(MODULES)}")
-        for module in modules:
-            check_choice("modules", module, MODULES)
-        if len(set(modules)) != len(modules):
-            raise ConfigError("modules", f"lists a module twice: {list(modules)}")
-        check_choice("ensemble", self.ensemble, ENSEMBLES)
-        if self.out_tokens is not None:
-            check_int("out_tokens", self.out_tokens)
-        check_int("num_heads", self.num_heads)
-        check_int("rank", self.rank)
-        check_int("kernel_size", self.kernel_size)
-        if self.kernel_size % 2 == 0:
-            raise ConfigError(
-                "kernel_size", f"must be odd (same length out), got {self.kernel_size}"
-            )
-        if "dot" in modules:
-            DotConfig(num_tokens=self.num_tokens, dim=self.dim)  # needs 2+ tokens
-        if "self_attention" in modules and self.dim % self.num_heads:
-            raise ConfigError(
-                "num_heads", f"{self.num_heads} heads do not divide the token width {self.dim}"
-            )
+        check_dhen_params(self)
 
     @property
     def m(self) -> int:

@@ -31,7 +31,7 @@ from blocks.base import (
     check_int,
     check_widths,
 )
-from blocks.dhen import ENSEMBLES, MODULES
+from blocks.dhen import check_dhen_params
 from blocks.glm import (
     MaskedAttention,
     MaskedConv,
@@ -363,28 +363,7 @@ class GLMDHENConfig(GLMConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        modules = self.modules
-        if isinstance(modules, list):
-            object.__setattr__(self, "modules", modules := tuple(modules))
-        if not isinstance(modules, tuple) or not modules:
-            raise ConfigError("modules", f"must be a non-empty list from {', '.join(MODULES)}")
-        for module in modules:
-            check_choice("modules", module, MODULES)
-        if len(set(modules)) != len(modules):
-            raise ConfigError("modules", f"lists a module twice: {list(modules)}")
-        check_choice("ensemble", self.ensemble, ENSEMBLES)
-        if self.out_tokens is not None:
-            check_int("out_tokens", self.out_tokens)
-        for name in ("num_heads", "rank", "kernel_size"):
-            check_int(name, getattr(self, name))
-        if self.kernel_size % 2 == 0:
-            raise ConfigError("kernel_size", f"must be odd, got {self.kernel_size}")
-        if "dot" in modules and self.num_tokens < 2:
-            raise ConfigError("modules", "a pairwise dot needs at least 2 input tokens")
-        if "self_attention" in modules and self.dim % self.num_heads:
-            raise ConfigError(
-                "num_heads", f"{self.num_heads} heads do not divide the token width {self.dim}"
-            )
+        check_dhen_params(self)
         self.check_candidates(self.m, "request_out_tokens")
 
     @property
