@@ -45,9 +45,25 @@ MODULES = ("linear", "dot", "self_attention", "conv", "dcn")
 ENSEMBLES = ("concat", "sum", "weighted_sum")
 
 
-def check_dhen_params(config) -> None:
-    """Check a DHEN config's own parameters (shared by ``dhen`` and ``glm_dhen``); a module
-    list given as a JSON list becomes a tuple."""
+@dataclass(frozen=True, kw_only=True)
+class DHENParams:
+    """A DHEN layer's own parameters, shared by ``dhen`` and ``glm_dhen`` (mixed in before
+    their input config, so its check runs after the input's)."""
+
+    modules: tuple[str, ...] = ("dot", "dcn")
+    ensemble: str = "sum"
+    out_tokens: int | None = None  # m per module; None: as many as come in
+    num_heads: int = 2  # self_attention
+    kernel_size: int = 3  # conv
+    rank: int = 16  # dcn
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_dhen_params(self)
+
+
+def _check_dhen_params(config) -> None:
+    """A module list given as a JSON list becomes a tuple."""
     modules = config.modules
     if isinstance(modules, list):
         object.__setattr__(config, "modules", modules := tuple(modules))
@@ -73,18 +89,7 @@ def check_dhen_params(config) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DHENConfig(InteractionConfig):
-    modules: tuple[str, ...] = ("dot", "dcn")
-    ensemble: str = "sum"
-    out_tokens: int | None = None  # m; None: as many as come in
-    num_heads: int = 2  # self_attention
-    kernel_size: int = 3  # conv
-    rank: int = 16  # dcn
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_dhen_params(self)
-
+class DHENConfig(DHENParams, InteractionConfig):
     @property
     def m(self) -> int:
         return self.out_tokens or self.num_tokens

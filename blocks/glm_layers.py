@@ -31,7 +31,7 @@ from blocks.base import (
     check_int,
     check_widths,
 )
-from blocks.dhen import check_dhen_params
+from blocks.dhen import DHENParams
 from blocks.glm import (
     MaskedAttention,
     MaskedConv,
@@ -352,18 +352,11 @@ class GLMWukong(GLMBlock):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GLMDHENConfig(GLMConfig):
-    modules: tuple[str, ...] = ("dot", "dcn")
-    ensemble: str = "sum"
-    out_tokens: int | None = None  # m per module; None: as many as come in
+class GLMDHENConfig(DHENParams, GLMConfig):
     request_out_tokens: int | None = None  # m_r per module; None: in proportion
-    num_heads: int = 2  # self_attention
-    kernel_size: int = 3  # conv
-    rank: int = 16  # dcn
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_dhen_params(self)
         self.check_candidates(self.m, "request_out_tokens")
 
     @property
