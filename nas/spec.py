@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import blocks
-from blocks.base import BlockConfig, TokenShape, check_int, check_widths
+from blocks.base import BlockConfig, TokenShape, check_choice, check_int, check_widths
 from nas.errors import ConfigError, NasError
 
 TOP_INPUTS = ("last", "all")
@@ -107,21 +107,10 @@ class SequenceSpec:
                 f'must be an object like {{"max_len": 32, "layers": '
                 f'[{{"block": "hstu"}}]}}, got {data!r}',
             )
-        unknown = sorted(set(data) - set(SEQUENCE_FIELDS))
-        if unknown:
-            raise ConfigError(
-                f"sequence.{unknown[0]}",
-                f"unknown field; valid fields: {', '.join(SEQUENCE_FIELDS)}",
-            )
-        for required in ("max_len", "layers"):
-            if required not in data:
-                raise ConfigError(f"sequence.{required}", "is required")
+        _check_fields(data, SEQUENCE_FIELDS, ("max_len", "layers"), "sequence.")
         check_int("sequence.max_len", data["max_len"])
         pooling = data.get("pooling", "last")
-        if pooling not in POOLINGS:
-            raise ConfigError(
-                "sequence.pooling", f"must be one of {', '.join(POOLINGS)}; got {pooling!r}"
-            )
+        check_choice("sequence.pooling", pooling, POOLINGS)
         layers = data["layers"]
         if not isinstance(layers, list):
             raise ConfigError("sequence.layers", f"must be a list of layers, got {layers!r}")
@@ -159,21 +148,13 @@ class ArchSpec:
     def _from_dict(cls, data: Any) -> ArchSpec:
         if not isinstance(data, dict):
             raise ConfigError("", f"a spec must be a JSON object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(SPEC_FIELDS))
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown field; valid fields: {', '.join(SPEC_FIELDS)}")
-        for required in ("embedding_dim", "interaction", "top_mlp"):
-            if required not in data:
-                raise ConfigError(required, "is required")
+        _check_fields(data, SPEC_FIELDS, ("embedding_dim", "interaction", "top_mlp"))
         name = data.get("name")
         if name is not None and not isinstance(name, str):
             raise ConfigError("name", f"must be a string, got {name!r}")
         check_int("embedding_dim", data["embedding_dim"])
         top_input = data.get("top_input", "last")
-        if top_input not in TOP_INPUTS:
-            raise ConfigError(
-                "top_input", f"must be one of {', '.join(TOP_INPUTS)}; got {top_input!r}"
-            )
+        check_choice("top_input", top_input, TOP_INPUTS)
         layers = data["interaction"]
         if not isinstance(layers, list):
             raise ConfigError("interaction", f"must be a list of layers, got {layers!r}")
@@ -254,6 +235,19 @@ class ArchSpec:
             configs.append(config)
             shape = config.out_shape()
         return configs
+
+
+def _check_fields(
+    data: dict, valid: tuple[str, ...], required: tuple[str, ...], prefix: str = ""
+) -> None:
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"{prefix}{unknown[0]}", f"unknown field; valid fields: {', '.join(valid)}"
+        )
+    for field in required:
+        if field not in data:
+            raise ConfigError(f"{prefix}{field}", "is required")
 
 
 def _layer_from_dict(data: Any, field: str, kind: str = "interaction") -> LayerSpec:
