@@ -12,7 +12,10 @@ matters for training: without it the gates see the raw, tiny embedding scale.
 Pointwise (not softmax) attention, normalised by the sequence length N. ``rab`` is the
 relative attention bias: a learned scalar per relative position (i - j, clipped to N-1) plus
 one per log-bucketed time gap (bucket = floor(log(1 + |t_i - t_j|) / log(base))), when
-timestamps are given. The mask is causal: position i sees j <= i.
+timestamps are given. t_i is the time position i's output is for: its own timestamp by
+default, or ``query_timestamps`` -- next-item prediction passes the next event's time, as the
+reference implementation does, so a query knows how long after each past event it is asked.
+The mask is causal: position i sees j <= i.
 
 Target-aware mode (``num_targets`` = T > 0): the last T positions are candidates appended
 after the history; each sees the whole history and itself, but no other candidate, so a
@@ -127,8 +130,10 @@ class HSTU(Block):
         lengths: torch.Tensor | None = None,
         timestamps: torch.Tensor | None = None,
         num_targets: int = 0,
+        query_timestamps: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x: [B, N, d]; lengths: [B] valid positions (default all); timestamps: [B, N]."""
+        """x: [B, N, d]; lengths: [B] valid positions (default all); timestamps: [B, N], and
+        query_timestamps [B, N] the time each output is for (default: timestamps)."""
         b, n, _ = x.shape
         c = self.config
         if lengths is None:
@@ -145,7 +150,8 @@ class HSTU(Block):
         q = q.view(b, n, c.num_heads, c.qk_dim).transpose(1, 2)  # [B, h, N, d_qk]
         k = k.view(b, n, c.num_heads, c.qk_dim).transpose(1, 2)
         v = v.view(b, n, c.num_heads, c.value_dim).transpose(1, 2)  # [B, h, N, d_v]
-        scores = torch.matmul(q, k.transpose(-1, -2)) + self._bias(n, timestamps)  # [B, h, N, N]
+        bias = self._bias(n, timestamps, query_timestamps)
+        scores = torch.matmul(q, k.transpose(-1, -2)) + bias  # [B, h, N, N]
         mask = attention_mask(lengths, n, num_targets).unsqueeze(1)  # [B, 1, N, N]
         weights = F.silu(scores) * mask / n
         attended = torch.matmul(weights, v).transpose(1, 2).reshape(b, n, -1)  # [B, N, h*d_v]
@@ -155,14 +161,17 @@ class HSTU(Block):
         valid = torch.arange(n, device=x.device).view(1, -1) < lengths.view(-1, 1)
         return out * valid.unsqueeze(-1)
 
-    def _bias(self, n: int, timestamps: torch.Tensor | None) -> torch.Tensor:
+    def _bias(
+        self, n: int, timestamps: torch.Tensor | None, query_timestamps: torch.Tensor | None
+    ) -> torch.Tensor:
         """rab: [N, N] from relative positions, + [B, 1, N, N] from time gaps."""
         positions = torch.arange(n, device=self.position_bias.device)
         distance = (positions.view(-1, 1) - positions.view(1, -1)).clamp(min=0)
         bias = self.position_bias[distance]  # [N, N]
         if timestamps is None or self.time_bias is None:
             return bias
-        gap = (timestamps.unsqueeze(2) - timestamps.unsqueeze(1)).abs().float()  # [B, N, N]
+        queries = timestamps if query_timestamps is None else query_timestamps
+        gap = (queries.unsqueeze(2) - timestamps.unsqueeze(1)).abs().float()  # [B, N, N]
         bucket = (torch.log1p(gap) / math.log(self.config.time_base)).long()
         bucket = bucket.clamp(max=self.config.time_buckets - 1)
         return bias + self.time_bias[bucket].unsqueeze(1)
