@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from workers.next_item import NextItemConfig, UserSequences, evaluate, fit
+from workers.next_item import NextItemConfig, UserSequences, evaluate, fit, seen_items
 
 
 def test_sequences_follow_the_users_history_in_time(ml100k) -> None:
@@ -26,3 +27,15 @@ def test_training_ranks_the_next_item_far_above_chance(ml100k) -> None:
     assert test["hr@10"] > 5 * chance, test
     assert 0 < test["ndcg@10"] <= test["hr@10"]
     assert info["valid_ndcg@10"] > 0
+    # Leaving the user's rated items out of the ranking can only lift the target.
+    assert test["hr@10"] >= test["hr@10_with_seen"] and test["ndcg@10"] > test["ndcg@10_with_seen"]
+
+
+def test_seen_items_are_every_item_rated_before_the_target(ml100k) -> None:
+    data = UserSequences.from_prepared(ml100k)
+    candidates = torch.from_numpy(data.item_ids[data.item_ids > 0])
+    users = range(10, 20)
+    seen = seen_items(data, users, 2, candidates)
+    for row, u in enumerate(users):
+        expected = set(data.items[u][:-2].tolist())
+        assert set(candidates[seen[row]].tolist()) == expected

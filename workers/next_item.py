@@ -79,7 +79,7 @@ class NextItemModel(nn.Module):
         # Both small: a position embedding at PyTorch's default N(0, 1) would drown the item
         # signal (scaled by sqrt(d)) and every position would predict the same items.
         nn.init.normal_(self.item.weight, std=0.02)
-        nn.init.normal_(self.position.weight, std=0.02)
+        nn.init.normal_(self.position.weight, std=config.dim**-0.5)
 
     def encode(self, items, lengths, times, query_times):
         """items, times: [B, N] (right-padded), query_times: [B, N] the time of the event each
@@ -171,7 +171,7 @@ def evaluate(model, data: UserSequences, cut: int, k: int = 10) -> dict[str, flo
         truth = targets[rows, lengths - 1]
         scores = out[rows, lengths - 1] @ vectors.T  # [B, I]
         above = scores > scores.gather(1, torch.searchsorted(candidates, truth).view(-1, 1))
-        seen = _seen(data, users, cut, candidates)
+        seen = seen_items(data, users, cut, candidates)
         seen[rows, torch.searchsorted(candidates, truth)] = False  # the target stays ranked
         for suffix, rank in (("", (above & ~seen).sum(1)), ("_with_seen", above.sum(1))):
             hit = rank < k  # rank 0 = first
@@ -180,7 +180,7 @@ def evaluate(model, data: UserSequences, cut: int, k: int = 10) -> dict[str, flo
     return {name: total / len(data.items) for name, total in totals.items()}
 
 
-def _seen(data: UserSequences, users, cut: int, candidates: torch.Tensor) -> torch.Tensor:
+def seen_items(data: UserSequences, users, cut: int, candidates: torch.Tensor) -> torch.Tensor:
     """[B, I] bool: which candidates each user rated before the item at -cut."""
     before = [data.items[u][: len(data.items[u]) - cut] for u in users]
     rows = np.repeat(np.arange(len(before)), [len(b) for b in before])

@@ -109,8 +109,12 @@ def test_mask_layout() -> None:
     assert torch.equal(mask, expected)
 
 
-def test_the_formula_by_hand(layer) -> None:
+@pytest.mark.parametrize("query_gap", [None, 700], ids=["own-time", "query-times"])
+def test_the_formula_by_hand(layer, query_gap) -> None:
+    """With query times (the time of the event each position predicts), the time bias is
+    measured from the query's time; by default from the position's own timestamp."""
     x, times = inputs(batch=1)
+    queries = times if query_gap is None else times + query_gap
     c = layer.config
     normed = F.layer_norm(x[0], (D,), layer.input_norm.weight, layer.input_norm.bias)
     u, v, q, k = F.silu(layer.f1(normed)).split([6, 6, 8, 8], dim=-1)  # h=2: d_v 3, d_qk 4
@@ -120,10 +124,12 @@ def test_the_formula_by_hand(layer) -> None:
         vh = v[:, head * 3 : (head + 1) * 3]
         for i in range(N):
             for j in range(i + 1):
-                gap = abs(float(times[0, i] - times[0, j]))
+                gap = abs(float(queries[0, i] - times[0, j]))
                 bucket = min(int(math.log1p(gap) / math.log(c.time_base)), c.time_buckets - 1)
                 rab = layer.position_bias[i - j] + layer.time_bias[bucket]
                 a = F.silu(qh[i] @ kh[j] + rab) / N
                 out[i, head * 3 : (head + 1) * 3] += a * vh[j]
     expected = x[0] + layer.f2(layer.norm(out) * u)
-    torch.testing.assert_close(layer(x, timestamps=times)[0], expected, rtol=1e-4, atol=1e-5)
+    query_times = None if query_gap is None else queries
+    out = layer(x, timestamps=times, query_timestamps=query_times)[0]
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
