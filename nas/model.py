@@ -79,9 +79,13 @@ class HistoryEncoder(nn.Module):
         r, length, _ = history.shape
         ids = history[..., :2].reshape(r * length, 2)  # (item, action) per event
         x = self.embedding(ids).sum(1).view(r, length, -1)  # [R, L, D]
-        times = -history[..., 2]  # ages -> increasing timestamps
+        times = -history[..., 2]  # ages -> increasing timestamps; the request is at 0
+        # Each event's output is queried at the next event's time, the last one's at the
+        # request's: the time bias then sees how long before the query each event was.
+        is_last = torch.arange(length).view(1, -1) == (lengths - 1).view(-1, 1)
+        queries = torch.where(is_last, 0, times.roll(-1, dims=1))
         for layer in self.layers:
-            x = layer(x, lengths, times)
+            x = layer(x, lengths, times, query_timestamps=queries)
         valid = (torch.arange(length).view(1, -1) < lengths.view(-1, 1)).unsqueeze(-1)
         if self.pooling == "mean":
             pooled = (x * valid).sum(1) / lengths.clamp(min=1).view(-1, 1)

@@ -4,6 +4,7 @@ analytic cost (whole and by side) matches what runs."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,21 @@ def test_request_oriented_scoring_equals_per_candidate(spec, ml100k, batch):
         )
         per_candidate = model.score_requests(repeated, candidates, None)
     torch.testing.assert_close(shared, per_candidate, rtol=1e-5, atol=1e-5)
+
+
+def test_the_history_encoder_times_events_from_the_request(model, batch):
+    """The last event is queried at the request's time, so the same history seen a while
+    later (every age larger by the same amount) encodes differently."""
+    request, _ = model.split_inputs(*batch.inputs())
+    encoder = copy.deepcopy(model.history)
+    with torch.no_grad():
+        for layer in encoder.layers:
+            layer.time_bias.normal_()  # zero at initialisation
+        later = request.history.clone()
+        later[..., 2] += (later[..., 0] > 0) * 30 * 86_400
+        now, _ = encoder(request.history)
+        then, _ = encoder(later)
+    assert not torch.allclose(now, then)
 
 
 def test_glm_model_cost_matches_fvcore_and_splits_by_side(model, batch):
