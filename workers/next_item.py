@@ -7,7 +7,8 @@ position), runs HSTU layers (causal, with a time-gap bias measured from the time
 each position predicts, as the reference implementation does), and scores a position's
 output against item embeddings by cosine similarity over a temperature. Training uses a
 sampled softmax: each position's true next item against 128 items drawn uniformly for that
-position. Evaluation ranks the target among all items of the dataset: HR@10 and NDCG@10.
+position. Evaluation ranks the target among all items of the dataset the user has not rated
+yet, as SASRec and the reference do: HR@10 and NDCG@10 (and, beside them, among all items).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ class NextItemModel(nn.Module):
         )
         self.layers = nn.ModuleList(HSTU(layer) for _ in range(config.num_layers))
         self.dropout = nn.Dropout(config.dropout)
-        # Both small: a position embedding at PyTorch's default N(0, 1) would drown the item
-        # signal (scaled by sqrt(d)) and every position would predict the same items.
+        # As the reference: items N(0, 0.02), scaled by sqrt(d) below, and positions
+        # N(0, 1/d), the same scale. PyTorch's default N(0, 1) for positions would drown the
+        # item signal, and every position would predict the same items.
         nn.init.normal_(self.item.weight, std=0.02)
         nn.init.normal_(self.position.weight, std=config.dim**-0.5)
 
@@ -170,9 +172,10 @@ def evaluate(model, data: UserSequences, cut: int, k: int = 10) -> dict[str, flo
         rows = torch.arange(len(users))
         truth = targets[rows, lengths - 1]
         scores = out[rows, lengths - 1] @ vectors.T  # [B, I]
-        above = scores > scores.gather(1, torch.searchsorted(candidates, truth).view(-1, 1))
+        column = torch.searchsorted(candidates, truth)
+        above = scores > scores[rows, column].view(-1, 1)
         seen = seen_items(data, users, cut, candidates)
-        seen[rows, torch.searchsorted(candidates, truth)] = False  # the target stays ranked
+        seen[rows, column] = False  # the target stays ranked
         for suffix, rank in (("", (above & ~seen).sum(1)), ("_with_seen", above.sum(1))):
             hit = rank < k  # rank 0 = first
             totals[f"hr@{k}{suffix}"] += hit.sum().item()
