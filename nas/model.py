@@ -83,7 +83,7 @@ class HistoryEncoder(nn.Module):
         # Each event's output is queried at the next event's time, the last one's at the
         # request's: the time bias then sees how long before the query each event was.
         is_last = torch.arange(length).view(1, -1) == (lengths - 1).view(-1, 1)
-        queries = torch.where(is_last, 0, times.roll(-1, dims=1))
+        queries = times.roll(-1, dims=1) * ~is_last  # the request is at time 0
         for layer in self.layers:
             x = layer(x, lengths, times, query_timestamps=queries)
         valid = (torch.arange(length).view(1, -1) < lengths.view(-1, 1)).unsqueeze(-1)
