@@ -108,6 +108,7 @@ class HSTU(Block):
         self.input_norm = nn.LayerNorm(config.dim)
         self.f1 = nn.Linear(config.dim, h * (2 * dv + 2 * dqk), bias=False)
         self.f2 = nn.Linear(h * dv, config.dim)
+        # The reference implementation's initialisation (f1 small and bias-free).
         nn.init.normal_(self.f1.weight, std=0.02)
         nn.init.xavier_uniform_(self.f2.weight)
         self.norm = nn.LayerNorm(h * dv)
@@ -184,14 +185,17 @@ class HSTU(Block):
         offsets: torch.Tensor,
         timestamps: torch.Tensor | None = None,
         num_targets: int = 0,
+        query_timestamps: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """values: [sum L_b, d] rows of B sequences, offsets: [B+1]; returns the same layout."""
-        padded, lengths = jagged_to_padded(values, offsets, self.config.num_tokens)
-        times = None
-        if timestamps is not None:
-            times, _ = jagged_to_padded(timestamps.unsqueeze(-1), offsets, self.config.num_tokens)
-            times = times.squeeze(-1)
-        out = self.forward(padded, lengths, times, num_targets)
+        """values: [sum L_b, d] rows of B sequences, offsets: [B+1]; timestamps and
+        query_timestamps: [sum L_b]; returns the same layout as values."""
+        n = self.config.num_tokens
+        padded, lengths = jagged_to_padded(values, offsets, n)
+
+        def pad(stamps: torch.Tensor | None) -> torch.Tensor | None:
+            return None if stamps is None else jagged_to_padded(stamps, offsets, n)[0]
+
+        out = self.forward(padded, lengths, pad(timestamps), num_targets, pad(query_timestamps))
         return padded_to_jagged(out, lengths)
 
 

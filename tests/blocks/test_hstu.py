@@ -77,8 +77,9 @@ def test_jagged_and_padded_paths_agree(layer) -> None:
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
     valid = torch.arange(N).view(1, -1) < lengths.view(-1, 1)
     values, value_times = x[valid], times[valid]  # [15, D], [15]
-    jagged = layer.forward_jagged(values, offsets, value_times, num_targets=1)
-    padded = layer(x, lengths, times, num_targets=1)
+    queries = times + 300
+    jagged = layer.forward_jagged(values, offsets, value_times, 1, queries[valid])
+    padded = layer(x, lengths, times, num_targets=1, query_timestamps=queries)
     torch.testing.assert_close(jagged, padded[valid])
     back, got = jagged_to_padded(values, offsets, N)
     assert torch.equal(got, lengths) and torch.equal(padded_to_jagged(back, got), values)
