@@ -46,7 +46,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     console = Console()
     data = UserSequences.from_prepared(load_dataset(args.dataset))
-    console.print(f"{len(data.items)} users, {len(data.item_ids) - 1} items; training ...")
+    console.print(f"{len(data.items)} users, {len(data.item_ids)} items; training ...")
 
     def report(epoch, loss, valid, seconds):
         shown = ""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
+from nas.errors import ConfigError
 from workers.next_item import NextItemConfig, UserSequences, evaluate, fit, seen_items
 
 
@@ -13,7 +15,7 @@ def test_sequences_follow_the_users_history_in_time(ml100k) -> None:
     assert len(data.items) == 943
     assert all(np.all(np.diff(t) >= 0) for t in data.times)
     assert sum(len(s) for s in data.items) == 100_000
-    assert data.item_ids[0] >= 0 and len(data.item_ids) >= 1682
+    assert data.item_ids[0] >= 1 and len(data.item_ids) == 1682  # 0 is padding
 
 
 def test_training_ranks_the_next_item_far_above_chance(ml100k) -> None:
@@ -33,9 +35,17 @@ def test_training_ranks_the_next_item_far_above_chance(ml100k) -> None:
 
 def test_seen_items_are_every_item_rated_before_the_target(ml100k) -> None:
     data = UserSequences.from_prepared(ml100k)
-    candidates = torch.from_numpy(data.item_ids[data.item_ids > 0])
+    candidates = torch.from_numpy(data.item_ids)
     users = range(10, 20)
     seen = seen_items(data, users, 2, candidates)
     for row, u in enumerate(users):
         expected = set(data.items[u][:-2].tolist())
         assert set(candidates[seen[row]].tolist()) == expected
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("epochs", 0), ("negatives", -1), ("temperature", 0.0), ("dropout", 1.5)]
+)
+def test_a_bad_setting_is_refused_by_name(field, value) -> None:
+    with pytest.raises(ConfigError, match=field):
+        NextItemConfig(**{field: value})

@@ -22,8 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blocks.base import check_fraction, check_int
 from blocks.hstu import HSTU, HSTUConfig
 from nas.data.prepared import PreparedDataset
+from nas.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -42,12 +44,23 @@ class NextItemConfig:
     epochs: int = 50
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        counts = ("max_len", "dim", "num_layers", "num_heads", "qk_dim", "value_dim")
+        for name in (*counts, "negatives", "batch_size", "epochs"):
+            check_int(name, getattr(self, name))
+        check_int("seed", self.seed, minimum=0)
+        check_fraction("dropout", self.dropout)
+        for name in ("temperature", "lr"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(name, f"must be a number > 0, got {value!r}")
+
 
 @dataclass(frozen=True)
 class UserSequences:
     items: list[np.ndarray]  # per user, item ids in order
     times: list[np.ndarray]  # per user, timestamps (seconds)
-    item_ids: np.ndarray  # every item id that occurs: the ranking's candidates
+    item_ids: np.ndarray  # every item id that occurs (>= 1; 0 pads): the ranking's candidates
 
     @classmethod
     def from_prepared(cls, dataset: PreparedDataset) -> UserSequences:
@@ -158,7 +171,7 @@ def evaluate(model, data: UserSequences, cut: int, k: int = 10) -> dict[str, flo
     ``..._with_seen`` rank against every item."""
     model.eval()
     config = model.config
-    candidates = torch.from_numpy(data.item_ids[data.item_ids > 0])
+    candidates = torch.from_numpy(data.item_ids)
     vectors = model.item_vectors()[candidates]  # [I, d]
     totals = dict.fromkeys(
         (f"hr@{k}", f"ndcg@{k}", f"hr@{k}_with_seen", f"ndcg@{k}_with_seen"), 0.0
