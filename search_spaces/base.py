@@ -1,13 +1,18 @@
 """The ``SearchSpace`` interface: every way a strategy can move through a space.
 
-A space is declared once and offers each capability a strategy family needs:
+A space declares its decisions once (``declare``, see ``search_spaces.decisions``) and
+converts an assignment of them to a spec and back (``build`` / ``values_of``). Every
+capability a strategy family needs is derived from that:
 
 - ``sample(rng)``            a random member (random search, evolution's first population)
 - ``mutate(spec, rng)``      a neighbour that differs from ``spec`` (evolution)
 - ``crossover(a, b, rng)``   a child mixing two members (evolution, NSGA-style strategies)
 - ``suggest(trial)``         the same space as Optuna define-by-run calls (TPE, NSGA-II)
+- ``encode(spec)`` / ``decode(values)``  a member as decision values and back (supernets,
+                              one-shot and differentiable search)
+- ``size()``                 how many members there are
 
-Every method returns an ``ArchSpec``; ``rng`` is a ``numpy.random.Generator`` owned by the
+Every move returns an ``ArchSpec``; ``rng`` is a ``numpy.random.Generator`` owned by the
 caller, so a strategy's seed fixes the sequence of specs. Options come from the search YAML
 and are validated by the space's pydantic ``Options`` model. ``SpaceInputs`` says what the
 dataset offers (feature tokens, request-side tokens, history length), so a space only yields
@@ -17,13 +22,19 @@ specs that build on it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from nas.catalog import Options
+from nas.errors import ConfigError
 from nas.spec import ArchSpec
+from search_spaces import decisions
+from search_spaces.decisions import Decision, Values, check_member
+
+MAX_TRIES = 100  # draws before a mutation that keeps giving the parent back is a bug
 
 if TYPE_CHECKING:
     import optuna
@@ -63,37 +74,78 @@ class SpaceOptions(Options):
     """Base of every space's options."""
 
 
-def pick(rng: np.random.Generator, choices: list) -> Any:
-    return choices[int(rng.integers(len(choices)))]
-
-
-def label(choice: Any) -> Any:
-    """Optuna categorical choices must be None, bool, int, float or str: lists become text."""
-    if isinstance(choice, list):
-        return "-".join(str(v) for v in choice) or "none"
-    return choice
-
-
 class SearchSpace(ABC):
+    """A space declares its decisions once (``declare``) and converts between an assignment of
+    them and a spec (``build`` / ``values_of``); every move is derived from that."""
+
     name: ClassVar[str]
     Options: ClassVar[type[SpaceOptions]]
 
     def __init__(self, options: SpaceOptions, inputs: SpaceInputs):
         self.options = options
         self.inputs = inputs
+        self._decisions: tuple[Decision, ...] | None = None
+
+    # --- what a space writes ----------------------------------------------------------------
 
     @abstractmethod
-    def sample(self, rng: np.random.Generator) -> ArchSpec: ...
+    def declare(self) -> list[Decision]:
+        """The named decisions, each after those it depends on."""
 
     @abstractmethod
-    def mutate(self, spec: ArchSpec, rng: np.random.Generator) -> ArchSpec: ...
+    def build(self, values: Values) -> ArchSpec:
+        """The spec of an assignment of the active decisions (already checked)."""
 
     @abstractmethod
-    def crossover(self, a: ArchSpec, b: ArchSpec, rng: np.random.Generator) -> ArchSpec: ...
+    def values_of(self, spec: ArchSpec) -> Values:
+        """The assignment a member spec comes from."""
 
-    @abstractmethod
-    def suggest(self, trial: optuna.Trial) -> ArchSpec: ...
+    # --- derived ----------------------------------------------------------------------------
 
-    def size(self) -> int | None:
-        """How many distinct architectures the space holds, when that is countable."""
-        return None
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        if self._decisions is None:
+            self._decisions = tuple(self.declare())
+        return self._decisions
+
+    def decode(self, values: Mapping[str, Any]) -> ArchSpec:
+        """The member an assignment describes; a value outside its choices is a ConfigError."""
+        check_member(self.decisions, values, self.name)
+        return self.build(dict(values))
+
+    def encode(self, spec: ArchSpec) -> Values:
+        """The assignment of a member: ``decode(encode(spec)) == spec``. A spec outside the
+        space is a ConfigError naming the decision (or saying that it cannot be expressed)."""
+        values = self.values_of(spec)
+        check_member(self.decisions, values, self.name)
+        if self.build(values).arch_id != spec.arch_id:
+            raise ConfigError(
+                "spec", f"is not a member of space {self.name!r} (a value it fixes differs)"
+            )
+        return values
+
+    def sample(self, rng: np.random.Generator) -> ArchSpec:
+        """A uniform draw of each active decision, in declaration order."""
+        return self.build(decisions.sample(self.decisions, rng))
+
+    def mutate(self, spec: ArchSpec, rng: np.random.Generator) -> ArchSpec:
+        """A neighbour that differs from ``spec``: one decision changed."""
+        values = self.encode(spec)
+        for _ in range(MAX_TRIES):
+            child = self.build(decisions.mutate(self.decisions, values, rng))
+            if child.arch_id != spec.arch_id:
+                return child
+        raise RuntimeError(f"{self.name} could not mutate {spec.arch_id} in {MAX_TRIES} draws")
+
+    def crossover(self, a: ArchSpec, b: ArchSpec, rng: np.random.Generator) -> ArchSpec:
+        """Each decision from either parent."""
+        return self.build(decisions.crossover(self.decisions, self.encode(a), self.encode(b), rng))
+
+    def suggest(self, trial: optuna.Trial) -> ArchSpec:
+        """The space as Optuna define-by-run calls (one categorical per decision name)."""
+        return self.build(decisions.suggest(self.decisions, trial))
+
+    def size(self) -> int:
+        """How many assignments the space holds (distinct architectures, unless two
+        assignments build the same model; a space says so where that can happen)."""
+        return decisions.count(self.decisions)

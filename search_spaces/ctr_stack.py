@@ -12,23 +12,24 @@ The ``wukong`` and ``dhen`` spaces are this space with other defaults: a stack o
 (or DHEN) layers with their own parameter choices, then the top MLP.
 
 Each block's parameters are drawn from ``block_params`` (lists of choices per parameter);
-parameters not listed keep the block's defaults.
+parameters not listed keep the block's defaults. The decisions: ``depth``, the layer gene of
+each mixer position (``layer0.block``, ``layer0.dcnv2.rank``, ...) and of the last layer
+(``last.*``), ``embedding_dim``, ``top_mlp``, ``top_input``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 import blocks
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
-from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions, label, pick
+from search_spaces import layer_gene
+from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions
+from search_spaces.decisions import Decision, Values
 from search_spaces.registry import register_space
-
-MAX_TRIES = 100  # draws before a mutation that keeps giving the parent back is a bug
 
 
 class CtrStackOptions(SpaceOptions):
@@ -129,143 +130,53 @@ class CtrStack(SearchSpace):
         ]
         self.lasts = list(options.blocks)
 
-    # --- building specs ------------------------------------------------------------------
+    @property
+    def max_mixers(self) -> int:
+        """Mixer positions before the last layer (none when no block keeps 2+ tokens)."""
+        return self.options.max_depth - 1 if self.mixers else 0
 
-    def _spec(self, genes: dict[str, Any]) -> ArchSpec:
-        data = {
-            "embedding_dim": genes["embedding_dim"],
-            "interaction": genes["layers"],
-            "top_mlp": genes["top_mlp"],
-            "top_input": genes["top_input"],
-        }
-        if genes.get("sequence") is not None:
-            data["sequence"] = genes["sequence"]
-        return self.inputs.check(ArchSpec.from_dict(data))  # not building is a bug here
+    def declare(self) -> list[Decision]:
+        """depth; each mixer position's layer gene (active below the depth); the last layer's;
+        the embedding width, the top MLP and its input. This order is the order ``sample``
+        draws in, the same as before spaces were declared, so seeds give the same members."""
+        o = self.options
+        out = [Decision("depth", tuple(range(1, self.max_mixers + 2)))]
+        for i in range(self.max_mixers):
+            deep_enough = (("depth", tuple(range(i + 2, self.max_mixers + 2))),)
+            out += layer_gene.decisions(f"layer{i}", self.mixers, o.block_params, deep_enough)
+        out += layer_gene.decisions("last", self.lasts, o.block_params)
+        out.append(Decision("embedding_dim", tuple(o.embedding_dims)))
+        out.append(Decision("top_mlp", tuple(o.top_mlps)))
+        out.append(Decision("top_input", tuple(o.top_inputs)))
+        return out
 
-    @staticmethod
-    def _genes(spec: ArchSpec) -> dict[str, Any]:
+    def build(self, values: Values) -> ArchSpec:
+        return self.inputs.check(ArchSpec.from_dict(self.spec_data(values)))  # a bug if not
+
+    def spec_data(self, values: Values) -> dict:
+        params = self.options.block_params
+        layers = [layer_gene.layer(values, f"layer{i}", params) for i in range(values["depth"] - 1)]
+        layers.append(layer_gene.layer(values, "last", params))
         return {
+            "embedding_dim": values["embedding_dim"],
+            "interaction": layers,
+            "top_mlp": list(values["top_mlp"]),
+            "top_input": values["top_input"],
+        }
+
+    def values_of(self, spec: ArchSpec) -> Values:
+        params = self.options.block_params
+        layers = [layer.to_dict() for layer in spec.interaction]
+        values: Values = {"depth": len(layers)}
+        for i, layer in enumerate(layers[:-1]):
+            values |= layer_gene.values(f"layer{i}", layer, params)
+        values |= layer_gene.values("last", layers[-1], params)
+        values |= {
             "embedding_dim": spec.embedding_dim,
-            "layers": [layer.to_dict() for layer in spec.interaction],
             "top_mlp": list(spec.top_mlp),
             "top_input": spec.top_input,
-            "sequence": spec.sequence.to_dict() if spec.sequence is not None else None,
         }
-
-    def _layer(self, rng: np.random.Generator, block: str) -> dict[str, Any]:
-        params = self.options.block_params.get(block, {})
-        return {"block": block, **{k: pick(rng, v) for k, v in params.items()}}
-
-    def _depths(self) -> list[int]:
-        return list(range(1, self.options.max_depth + 1)) if self.mixers else [1]
-
-    def sample(self, rng: np.random.Generator) -> ArchSpec:
-        depth = pick(rng, self._depths())
-        layers = [self._layer(rng, pick(rng, self.mixers)) for _ in range(depth - 1)]
-        layers.append(self._layer(rng, pick(rng, self.lasts)))
-        return self._spec(
-            {
-                "embedding_dim": pick(rng, self.options.embedding_dims),
-                "layers": layers,
-                "top_mlp": pick(rng, self.options.top_mlps),
-                "top_input": pick(rng, self.options.top_inputs),
-            }
-        )
-
-    # --- evolution -----------------------------------------------------------------------
-
-    def mutate(self, spec: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        """Change one gene: the embedding width, the top MLP or its input, one layer's block
-        or one of its parameters, or the depth (a mixer added or removed)."""
-        for _ in range(MAX_TRIES):
-            genes = self._genes(spec)
-            layers = genes["layers"]
-            move = pick(rng, ["embedding_dim", "top_mlp", "top_input", "layer", "depth"])
-            if move == "embedding_dim":
-                genes["embedding_dim"] = pick(rng, self.options.embedding_dims)
-            elif move == "top_mlp":
-                genes["top_mlp"] = pick(rng, self.options.top_mlps)
-            elif move == "top_input":
-                genes["top_input"] = pick(rng, self.options.top_inputs)
-            elif move == "layer":
-                i = int(rng.integers(len(layers)))
-                pool = self.lasts if i == len(layers) - 1 else self.mixers
-                old = layers[i]
-                params = self.options.block_params.get(old["block"], {})
-                if params and rng.random() < 0.5:  # one parameter of the same block
-                    name = pick(rng, sorted(params))
-                    layers[i] = {**old, name: pick(rng, params[name])}
-                else:
-                    layers[i] = self._layer(rng, pick(rng, pool))
-            else:
-                depth = len(layers)
-                grow = pick(rng, self._depths()) > depth
-                if grow and depth < self.options.max_depth and self.mixers:
-                    i = int(rng.integers(depth))
-                    layers.insert(i, self._layer(rng, pick(rng, self.mixers)))
-                elif depth > 1:
-                    del layers[int(rng.integers(depth - 1))]
-            child = self._spec(genes)
-            if child.arch_id != spec.arch_id:
-                return child
-        raise RuntimeError(f"ctr_stack could not mutate {spec.arch_id} in {MAX_TRIES} draws")
-
-    def crossover(self, a: ArchSpec, b: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        """Uniform crossover: each top-level gene from either parent; the depth and the last
-        layer from one parent, each mixer position from either parent when both have one."""
-        ga, gb = self._genes(a), self._genes(b)
-        genes = {k: (ga if rng.random() < 0.5 else gb)[k] for k in ga if k != "layers"}
-        base, other = (ga, gb) if rng.random() < 0.5 else (gb, ga)
-        layers = list(base["layers"])
-        for i in range(len(layers) - 1):
-            if i < len(other["layers"]) - 1 and rng.random() < 0.5:
-                layers[i] = other["layers"][i]
-        if rng.random() < 0.5:
-            layers[-1] = other["layers"][-1]
-        genes["layers"] = layers
-        return self._spec(genes)
-
-    # --- Optuna --------------------------------------------------------------------------
-
-    def suggest(self, trial) -> ArchSpec:
-        """Define-by-run: a parameter's name fixes its choices, so every name keeps one
-        distribution across trials (``layer0.block`` is always a mixer, ``last.block`` any)."""
-        opts = self.options
-        depth = trial.suggest_int("depth", 1, max(self._depths()))
-        layers = []
-        for i in range(depth - 1):
-            block = trial.suggest_categorical(f"layer{i}.block", self.mixers)
-            layers.append(self._suggest_layer(trial, f"layer{i}", block))
-        block = trial.suggest_categorical("last.block", self.lasts)
-        layers.append(self._suggest_layer(trial, "last", block))
-        widths = [list(w) for w in opts.top_mlps]
-        top = trial.suggest_categorical("top_mlp", [label(w) for w in widths])
-        return self._spec(
-            {
-                "embedding_dim": trial.suggest_categorical("embedding_dim", opts.embedding_dims),
-                "layers": layers,
-                "top_mlp": widths[[label(w) for w in widths].index(top)],
-                "top_input": trial.suggest_categorical("top_input", opts.top_inputs),
-            }
-        )
-
-    def _suggest_layer(self, trial, prefix: str, block: str) -> dict[str, Any]:
-        layer: dict[str, Any] = {"block": block}
-        for name, choices in self.options.block_params.get(block, {}).items():
-            labels = [label(c) for c in choices]
-            picked = trial.suggest_categorical(f"{prefix}.{block}.{name}", labels)
-            layer[name] = choices[labels.index(picked)]
-        return layer
-
-    def size(self) -> int:
-        def count(block: str) -> int:
-            return int(np.prod([len(c) for c in self.options.block_params.get(block, {}).values()]))
-
-        mixers = sum(count(b) for b in self.mixers)
-        lasts = sum(count(b) for b in self.lasts)
-        stacks = sum(mixers ** (d - 1) * lasts for d in self._depths())
-        o = self.options
-        return stacks * len(o.embedding_dims) * len(o.top_mlps) * len(o.top_inputs)
+        return values
 
 
 class WukongStackOptions(CtrStackOptions):

@@ -9,13 +9,13 @@ The dataset must have a history (MovieLens: the user's earlier ratings, see
 
 from __future__ import annotations
 
-import numpy as np
 from pydantic import Field
 
 from nas.spec import ArchSpec
 from search_spaces import sequence
 from search_spaces.base import SpaceInputs
 from search_spaces.ctr_stack import CtrStack, CtrStackOptions
+from search_spaces.decisions import Decision, Values
 from search_spaces.registry import register_space
 from search_spaces.sequence import SequenceOptions
 
@@ -34,30 +34,15 @@ class HstuSeq(CtrStack):
         sequence.check_history(options.sequence, inputs, self.name)
         super().__init__(options, inputs)
 
-    def _with_sequence(self, spec: ArchSpec, gene: dict) -> ArchSpec:
-        return self._spec(self._genes(spec) | {"sequence": gene})
+    def declare(self) -> list[Decision]:
+        return super().declare() + sequence.decisions(self.options.sequence)
 
-    def sample(self, rng: np.random.Generator) -> ArchSpec:
-        return self._with_sequence(super().sample(rng), sequence.sample(self.options.sequence, rng))
+    def spec_data(self, values: Values) -> dict:
+        return super().spec_data(values) | {
+            "sequence": sequence.gene(values, self.options.sequence)
+        }
 
-    def mutate(self, spec: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        """The encoder one time in five, the stack otherwise."""
-        if rng.random() < 0.2:
-            for _ in range(10):
-                gene = sequence.mutate(self._genes(spec)["sequence"], self.options.sequence, rng)
-                child = self._with_sequence(spec, gene)
-                if child.arch_id != spec.arch_id:
-                    return child
-        return super().mutate(spec, rng)
-
-    def crossover(self, a: ArchSpec, b: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        child = super().crossover(a, b, rng)
-        donor = a if rng.random() < 0.5 else b
-        return self._with_sequence(child, self._genes(donor)["sequence"])
-
-    def suggest(self, trial) -> ArchSpec:
-        stack = super().suggest(trial)
-        return self._with_sequence(stack, sequence.suggest(self.options.sequence, trial))
-
-    def size(self) -> int:
-        return super().size() * sequence.size(self.options.sequence)
+    def values_of(self, spec: ArchSpec) -> Values:
+        return super().values_of(spec) | sequence.values(
+            spec.sequence.to_dict(), self.options.sequence
+        )

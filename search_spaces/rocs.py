@@ -7,7 +7,9 @@ a top MLP.
             sequence, top_mlp
 
 GLM "on/off per layer" is a prefix: a layer without GLM makes every token candidate-side, so
-a GLM layer after it would have no request side left to keep. The request/candidate widths
+a GLM layer after it would have no request side left to keep. The decisions say so: layer
+i's ``layer{i}.glm`` is only active when layer i-1 is GLM, its ``layer{i}.share`` only when
+it is GLM itself, and ``dca`` only when the first layer is. The request/candidate widths
 are searched as shares: a GLM layer with share s gives round(s * m) of its m output tokens
 (of each kind, for Wukong) to the request side, at least one and leaving one. DCA needs the
 history, so every member has a sequence encoder.
@@ -24,13 +26,13 @@ import blocks
 from blocks.base import TokenShape
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
-from search_spaces import sequence
-from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions, label, pick
+from search_spaces import layer_gene, sequence
+from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions
+from search_spaces.decisions import Decision, Values
 from search_spaces.registry import register_space
 from search_spaces.sequence import SequenceOptions
 
 LAYERS = ("wukong", "dhen")  # each has a GLM variant, glm_<name>
-MAX_TRIES = 100
 
 
 class RocsOptions(SpaceOptions):
@@ -127,7 +129,7 @@ class Rocs(SearchSpace):
                     "space.options", f"these choices give members that do not build: {err}"
                 ) from None
 
-    # --- genes <-> specs --------------------------------------------------------------------
+    # --- genes (the stack as the layers see it) <-> specs -------------------------------------
 
     def _spec(self, genes: dict[str, Any]) -> ArchSpec:
         d, seq = genes["embedding_dim"], genes["sequence"]
@@ -157,7 +159,7 @@ class Rocs(SearchSpace):
 
     def _genes(self, spec: ArchSpec) -> dict[str, Any]:
         """The genes of a member (shares snapped to the nearest option)."""
-        layers, shares, glm, dca, heads = [], [], 0, False, self.options.dca_heads[0]
+        layers, shares, glm, dca, heads = [], [], 0, False, None
         configs = spec.layer_configs(*self.inputs.input_tokens(spec))
         for layer, config in zip(spec.interaction, configs, strict=True):
             data = layer.to_dict()
@@ -170,7 +172,8 @@ class Rocs(SearchSpace):
             share = _recorded_share(base, data, config.num_tokens)
             params = {k: data[k] for k in self.options.block_params.get(base, {})}
             layers.append({"block": base, **params})
-            shares.append(min(self.options.request_shares, key=lambda s: abs(s - share)))
+            if block != base:
+                shares.append(min(self.options.request_shares, key=lambda s: abs(s - share)))
         return {
             "embedding_dim": spec.embedding_dim,
             "layers": layers,
@@ -182,123 +185,67 @@ class Rocs(SearchSpace):
             "top_mlp": list(spec.top_mlp),
         }
 
-    def _layer(self, rng: np.random.Generator) -> dict[str, Any]:
-        block = pick(rng, self.options.blocks)
-        params = self.options.block_params.get(block, {})
-        return {"block": block, **{k: pick(rng, v) for k, v in params.items()}}
+    # --- decisions ----------------------------------------------------------------------------
 
-    # --- moves ------------------------------------------------------------------------------
-
-    def sample(self, rng: np.random.Generator) -> ArchSpec:
+    def declare(self) -> list[Decision]:
+        """depth, width; each layer's gene; each layer's GLM flag (a prefix: layer i can be GLM
+        only if layer i-1 is) and, for a GLM layer, its request share; DCA and its heads (with
+        at least one GLM layer); the history encoder; the top MLP."""
         o = self.options
-        depth = int(rng.integers(1, o.max_depth + 1))
+        depths = tuple(range(1, o.max_depth + 1))
+        out = [Decision("depth", depths), Decision("embedding_dim", tuple(o.embedding_dims))]
+        present = [(("depth", depths[i:]),) for i in range(o.max_depth)]
+        for i in range(o.max_depth):
+            out += layer_gene.decisions(f"layer{i}", o.blocks, o.block_params, present[i])
+        for i in range(o.max_depth):
+            after_glm = ((f"layer{i - 1}.glm", (True,)),) if i else ()
+            out.append(Decision(f"layer{i}.glm", (True, False), present[i] + after_glm))
+        for i in range(o.max_depth):
+            out.append(
+                Decision(f"layer{i}.share", tuple(o.request_shares), ((f"layer{i}.glm", (True,)),))
+            )
+        out.append(Decision("dca", tuple(o.dca), (("layer0.glm", (True,)),)))
+        out.append(Decision("dca_heads", tuple(o.dca_heads), (("dca", (True,)),)))
+        out += sequence.decisions(o.sequence)
+        out.append(Decision("top_mlp", tuple(o.top_mlps)))
+        return out
+
+    def build(self, values: Values) -> ArchSpec:
+        o = self.options
+        depth = values["depth"]
+        glm = next((i for i in range(depth) if not values.get(f"layer{i}.glm")), depth)
         return self._spec(
             {
-                "embedding_dim": pick(rng, o.embedding_dims),
-                "layers": [self._layer(rng) for _ in range(depth)],
-                "glm": int(rng.integers(0, depth + 1)),
-                "shares": [pick(rng, o.request_shares) for _ in range(depth)],
-                "dca": pick(rng, o.dca),
-                "dca_heads": pick(rng, o.dca_heads),
-                "sequence": sequence.sample(o.sequence, rng),
-                "top_mlp": pick(rng, o.top_mlps),
+                "embedding_dim": values["embedding_dim"],
+                "layers": [
+                    layer_gene.layer(values, f"layer{i}", o.block_params) for i in range(depth)
+                ],
+                "glm": glm,
+                "shares": [values[f"layer{i}.share"] for i in range(glm)],
+                "dca": values.get("dca", False),
+                "dca_heads": values.get("dca_heads"),
+                "sequence": sequence.gene(values, o.sequence),
+                "top_mlp": values["top_mlp"],
             }
         )
 
-    def mutate(self, spec: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        """Change one gene: width, a layer (block or one parameter), depth, how many layers
-        are GLM, one layer's request share, DCA, the encoder, the top MLP."""
+    def values_of(self, spec: ArchSpec) -> Values:
         o = self.options
-        moves = ["embedding_dim", "layer", "depth", "glm", "share", "dca", "sequence", "top_mlp"]
-        for _ in range(MAX_TRIES):
-            genes = self._genes(spec)
-            layers, shares = genes["layers"], genes["shares"]
-            move = pick(rng, moves)
-            if move == "embedding_dim":
-                genes["embedding_dim"] = pick(rng, o.embedding_dims)
-            elif move == "layer":
-                i = int(rng.integers(len(layers)))
-                params = o.block_params.get(layers[i]["block"], {})
-                if params and rng.random() < 0.5:
-                    name = pick(rng, sorted(params))
-                    layers[i] = {**layers[i], name: pick(rng, params[name])}
-                else:
-                    layers[i] = self._layer(rng)
-            elif move == "depth":
-                if len(layers) < o.max_depth and (len(layers) == 1 or rng.random() < 0.5):
-                    i = int(rng.integers(len(layers) + 1))
-                    layers.insert(i, self._layer(rng))
-                    shares.insert(i, pick(rng, o.request_shares))
-                elif len(layers) > 1:
-                    i = int(rng.integers(len(layers)))
-                    del layers[i], shares[i]
-                genes["glm"] = min(genes["glm"], len(layers))
-            elif move == "glm":
-                genes["glm"] = int(rng.integers(0, len(layers) + 1))
-            elif move == "share":
-                shares[int(rng.integers(len(shares)))] = pick(rng, o.request_shares)
-            elif move == "dca":
-                genes["dca"] = pick(rng, o.dca)
-                genes["dca_heads"] = pick(rng, o.dca_heads)
-            elif move == "sequence":
-                genes["sequence"] = sequence.mutate(genes["sequence"], o.sequence, rng)
-            else:
-                genes["top_mlp"] = pick(rng, o.top_mlps)
-            child = self._spec(genes)
-            if child.arch_id != spec.arch_id:
-                return child
-        raise RuntimeError(f"rocs could not mutate {spec.arch_id} in {MAX_TRIES} draws")
-
-    def crossover(self, a: ArchSpec, b: ArchSpec, rng: np.random.Generator) -> ArchSpec:
-        """Each gene from either parent; the stack (layers, shares, GLM prefix) from one."""
-        ga, gb = self._genes(a), self._genes(b)
-        genes = {k: (ga if rng.random() < 0.5 else gb)[k] for k in ga}
-        stack = ga if rng.random() < 0.5 else gb
-        for key in ("layers", "shares", "glm"):
-            genes[key] = stack[key]
-        return self._spec(genes)
-
-    def suggest(self, trial) -> ArchSpec:
-        o = self.options
-        depth = trial.suggest_int("depth", 1, o.max_depth)
-        layers, shares = [], []
-        for i in range(depth):
-            block = trial.suggest_categorical(f"layer{i}.block", o.blocks)
-            layer: dict[str, Any] = {"block": block}
-            for name, choices in o.block_params.get(block, {}).items():
-                labels = [label(c) for c in choices]
-                picked = trial.suggest_categorical(f"layer{i}.{block}.{name}", labels)
-                layer[name] = choices[labels.index(picked)]
-            layers.append(layer)
-            shares.append(trial.suggest_categorical(f"layer{i}.share", o.request_shares))
-        tops = [label(w) for w in o.top_mlps]
-        top = trial.suggest_categorical("top_mlp", tops)
-        return self._spec(
-            {
-                "embedding_dim": trial.suggest_categorical("embedding_dim", o.embedding_dims),
-                "layers": layers,
-                # One distribution for every depth: the prefix is cut to the stack.
-                "glm": min(depth, trial.suggest_int("glm", 0, o.max_depth)),
-                "shares": shares,
-                "dca": trial.suggest_categorical("dca", o.dca),
-                "dca_heads": trial.suggest_categorical("dca_heads", o.dca_heads),
-                "sequence": sequence.suggest(o.sequence, trial),
-                "top_mlp": o.top_mlps[tops.index(top)],
-            }
-        )
-
-    def size(self) -> int:
-        """Members counted by genes (a GLM-off layer's share and DCA settings with no GLM
-        layer do not change the model, so this is an upper bound)."""
-        o = self.options
-
-        def count(block: str) -> int:
-            return int(np.prod([len(c) for c in o.block_params.get(block, {}).values()]))
-
-        per_layer = sum(count(b) for b in o.blocks) * len(o.request_shares)
-        stacks = sum(per_layer**d * (d + 1) for d in range(1, o.max_depth + 1))
-        rest = len(o.embedding_dims) * len(o.dca) * len(o.dca_heads) * len(o.top_mlps)
-        return stacks * rest * sequence.size(o.sequence)
+        genes = self._genes(spec)
+        values: Values = {"depth": len(genes["layers"]), "embedding_dim": genes["embedding_dim"]}
+        for i, layer in enumerate(genes["layers"]):
+            values |= layer_gene.values(f"layer{i}", layer, o.block_params)
+        for i in range(min(genes["glm"] + 1, len(genes["layers"]))):
+            values[f"layer{i}.glm"] = i < genes["glm"]
+        for i in range(genes["glm"]):
+            values[f"layer{i}.share"] = genes["shares"][i]
+        if genes["glm"]:
+            values["dca"] = genes["dca"]
+            if genes["dca"]:
+                values["dca_heads"] = genes["dca_heads"]
+        values |= sequence.values(genes["sequence"], o.sequence)
+        values["top_mlp"] = genes["top_mlp"]
+        return values
 
 
 def _request_counts(

@@ -3,22 +3,23 @@
     sequence = {"max_len": L, "layers": [{"block": "hstu", **params}] * depth, "pooling": p}
 
 Every layer of one encoder takes the same HSTU parameters (a stack of identical layers, as
-HSTU models are built). The gene is the spec's own ``sequence`` mapping, so moving between
-specs and genes loses nothing.
+HSTU models are built). The gene is the spec's own ``sequence`` mapping; its decisions are
+named ``sequence.*``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from pydantic import Field, field_validator
 
 import blocks
 from nas.catalog import Options
 from nas.errors import ConfigError
 from nas.spec import POOLINGS
-from search_spaces.base import SpaceInputs, pick
+from search_spaces.base import SpaceInputs
+from search_spaces.decisions import Decision, Values
 
 Gene = dict[str, Any]
 
@@ -77,59 +78,30 @@ def check_history(options: SequenceOptions, inputs: SpaceInputs, space: str) -> 
         )
 
 
-def _gene(max_len: int, depth: int, params: dict[str, Any], pooling: str) -> Gene:
+def decisions(options: SequenceOptions) -> list[Decision]:
+    """``sequence.<hstu param>`` for each searched HSTU parameter, then ``sequence.max_len``,
+    ``sequence.depth`` and ``sequence.pooling`` (the order the gene was always drawn in)."""
+    out = [Decision(f"sequence.{k}", tuple(v)) for k, v in options.hstu_params.items()]
+    out.append(Decision("sequence.max_len", tuple(options.max_lens)))
+    out.append(Decision("sequence.depth", tuple(options.depths)))
+    out.append(Decision("sequence.pooling", tuple(options.poolings)))
+    return out
+
+
+def gene(values: Mapping[str, Any], options: SequenceOptions) -> Gene:
+    """The spec's ``sequence`` section that the values describe."""
+    params = {k: values[f"sequence.{k}"] for k in options.hstu_params}
     return {
-        "max_len": max_len,
-        "layers": [{"block": "hstu", **params} for _ in range(depth)],
-        "pooling": pooling,
+        "max_len": values["sequence.max_len"],
+        "layers": [{"block": "hstu", **params} for _ in range(values["sequence.depth"])],
+        "pooling": values["sequence.pooling"],
     }
 
 
-def _params(gene: Gene, options: SequenceOptions) -> dict[str, Any]:
+def values(gene: Gene, options: SequenceOptions) -> Values:
     first = gene["layers"][0]
-    return {k: first[k] for k in options.hstu_params}
-
-
-def sample(options: SequenceOptions, rng: np.random.Generator) -> Gene:
-    params = {k: pick(rng, v) for k, v in options.hstu_params.items()}
-    return _gene(
-        pick(rng, options.max_lens),
-        pick(rng, options.depths),
-        params,
-        pick(rng, options.poolings),
-    )
-
-
-def mutate(gene: Gene, options: SequenceOptions, rng: np.random.Generator) -> Gene:
-    """One of: the length, the depth, one HSTU parameter, the pooling (may repeat a value;
-    the caller retries until the spec changes)."""
-    max_len, depth = gene["max_len"], len(gene["layers"])
-    params, pooling = _params(gene, options), gene["pooling"]
-    move = pick(rng, ["max_len", "depth", "param", "pooling"])
-    if move == "max_len":
-        max_len = pick(rng, options.max_lens)
-    elif move == "depth":
-        depth = pick(rng, options.depths)
-    elif move == "param" and options.hstu_params:
-        name = pick(rng, sorted(options.hstu_params))
-        params[name] = pick(rng, options.hstu_params[name])
-    else:
-        pooling = pick(rng, options.poolings)
-    return _gene(max_len, depth, params, pooling)
-
-
-def suggest(options: SequenceOptions, trial) -> Gene:
-    params = {
-        k: trial.suggest_categorical(f"sequence.{k}", v) for k, v in options.hstu_params.items()
-    }
-    return _gene(
-        trial.suggest_categorical("sequence.max_len", options.max_lens),
-        trial.suggest_categorical("sequence.depth", options.depths),
-        params,
-        trial.suggest_categorical("sequence.pooling", options.poolings),
-    )
-
-
-def size(options: SequenceOptions) -> int:
-    params = int(np.prod([len(v) for v in options.hstu_params.values()]))
-    return len(options.max_lens) * len(options.depths) * len(options.poolings) * params
+    out: Values = {f"sequence.{k}": first[k] for k in options.hstu_params}
+    out["sequence.max_len"] = gene["max_len"]
+    out["sequence.depth"] = len(gene["layers"])
+    out["sequence.pooling"] = gene["pooling"]
+    return out
