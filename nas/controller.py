@@ -223,7 +223,7 @@ class Controller:
         elif self.baselines:
             spec = self.baselines.pop(0)
             trial = self.registry.add_trial(
-                self.search.id, spec.to_dict(), spec.arch_id, spec.name, True
+                self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
             )
         elif self._searched() < self.config.budget.candidates and not self.exhausted:
             try:
@@ -236,7 +236,7 @@ class Controller:
                 spec.to_dict(),
                 spec.arch_id,
                 None,
-                False,
+                "searched",
                 self.strategy.state_dict(),
             )
         else:
@@ -271,7 +271,7 @@ class Controller:
             self.strategy.tell(spec, known.values if known.status == "completed" else None)
 
     def _searched(self) -> int:
-        return sum(not t.is_baseline for t in self.known.values())
+        return sum(t.kind == "searched" for t in self.known.values())
 
     # --- recording -----------------------------------------------------------------------
 
@@ -363,7 +363,7 @@ class Controller:
     ) -> tuple[str, str | None]:
         trials = self.registry.trials(search.id)
         open_trials = [t for t in trials if t.status == "running"]
-        searched = sum(not t.is_baseline for t in trials)
+        searched = sum(t.kind == "searched" for t in trials)
         if self.cancelled:
             return "cancelled", "cancelled by nas cancel"
         if not open_trials and not self.baselines and not self.rerun:

@@ -409,6 +409,7 @@ def _trial_row(trial) -> dict:
         "number": trial.number,
         "arch_id": trial.arch_id,
         "label": trial.label,
+        "kind": trial.kind,
         "baseline": trial.is_baseline,
         "status": trial.status,
         "attempts": trial.attempts,
@@ -417,6 +418,8 @@ def _trial_row(trial) -> dict:
         "timings": trial.timings,
         "error": trial.error,
         "spec": trial.spec,
+        "job": trial.job,
+        "checkpoint": trial.checkpoint,
         "mlflow_run_id": trial.mlflow_run_id,
     }
 

@@ -74,6 +74,7 @@ def summarize(
     """The front over ``objectives`` (default: the search's own) of the completed trials."""
     from nas.objectives import get_objective
 
+    trials = [t for t in trials if t.is_candidate]  # setup jobs are not on the front
     names = objectives or [o.name for o in config.objectives]
     specs = [get_objective(n) for n in names]
     directions = [o.direction for o in specs]

@@ -133,8 +133,9 @@ class Tracker:
             "search_id": search_id,
             "trial": str(trial.number),
             "arch_id": trial.arch_id,
-            "strategy": "baseline" if trial.is_baseline else strategy,
-            "baseline": str(trial.is_baseline).lower(),
+            "strategy": "baseline" if trial.kind == "baseline" else strategy,
+            "baseline": str(trial.kind == "baseline").lower(),
+            "kind": trial.kind,
             "status": trial.status,
         }
         if run_id is None:

@@ -41,22 +41,22 @@ def test_a_bad_url_says_what_a_url_looks_like() -> None:
 
 def test_trials_and_strategy_state_are_recorded_together(registry: Registry) -> None:
     search = registry.create_search("s-1", "s", {"k": 1}, None)
-    trial = registry.add_trial(search.id, {"x": 1}, "a" * 16, None, False, {"step": 1})
+    trial = registry.add_trial(search.id, {"x": 1}, "a" * 16, None, "searched", {"step": 1})
     assert trial.number == 0 and trial.status == "running"
     assert registry.get_search("s-1").strategy_state == {"step": 1}
     registry.finish_trial(trial.id, "completed", values=[0.5], strategy_state={"step": 2})
     (stored,) = registry.trials(search.id)
     assert stored.values == [0.5] and stored.finished_at is not None
     assert registry.get_search("s-1").strategy_state == {"step": 2}
-    second = registry.add_trial(search.id, {"x": 2}, "b" * 16, "dlrm", True)
+    second = registry.add_trial(search.id, {"x": 2}, "b" * 16, "dlrm", "baseline")
     assert second.number == 1
 
 
 def test_an_architecture_is_recorded_once_per_search(registry: Registry) -> None:
     registry.create_search("s-1", "s", {}, None)
-    registry.add_trial("s-1", {}, "a" * 16, None, False)
+    registry.add_trial("s-1", {}, "a" * 16, None)
     with pytest.raises(RegistryError, match="UNIQUE"):
-        registry.add_trial("s-1", {}, "a" * 16, None, False)
+        registry.add_trial("s-1", {}, "a" * 16, None)
     assert len(registry.trials("s-1")) == 1  # the failed insert was rolled back
 
 
@@ -109,3 +109,43 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path: Path) ->
 
 def _open_and_count(url: str) -> int:
     return len(Registry(url).list_searches())
+
+
+def test_a_registry_from_before_trial_kinds_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A database written at revision 0001 (is_baseline flags) opens at the head: baselines
+    become kind 'baseline', the rest 'searched', and nothing else changes."""
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from nas.registry import schema
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with create_engine(url).begin() as connection:
+        command.upgrade(schema._alembic_config(connection), "0001")
+        connection.execute(
+            text(
+                "insert into recnas_searches (id, name, status, config, created_at, updated_at,"
+                " elapsed_s, sessions) values ('s-1', 's', 'completed', '{}', '2026-01-01',"
+                " '2026-01-01', 12.5, 1)"
+            )
+        )
+        for number, (arch, baseline) in enumerate([("a" * 16, 1), ("b" * 16, 0)]):
+            connection.execute(
+                text(
+                    "insert into recnas_trials (search_id, number, arch_id, is_baseline, spec,"
+                    " status, attempts, created_at) values ('s-1', :n, :a, :b, '{\"k\": 1}',"
+                    " 'completed', 1, '2026-01-01')"
+                ),
+                {"n": number, "a": arch, "b": baseline},
+            )
+    registry = Registry(url)
+    with registry.engine.connect() as connection:
+        assert schema.current_revision(connection) == head_revision()
+    trials = registry.trials("s-1")
+    assert [(t.kind, t.spec, t.is_baseline) for t in trials] == [
+        ("baseline", {"k": 1}, True),
+        ("searched", {"k": 1}, False),
+    ]
+    assert registry.get_search("s-1").elapsed_s == 12.5
+    job = registry.add_trial("s-1", None, "supernet", None, "supernet", job={"steps": 10})
+    assert job.spec is None and not job.is_candidate and job.job == {"steps": 10}

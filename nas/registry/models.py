@@ -1,4 +1,5 @@
-"""The registry's tables: one row per search, one per trial (a candidate's run).
+"""The registry's tables: one row per search, one per trial (a candidate's run, or a setup
+job of a one-shot or differentiable strategy).
 
 Table names carry a ``recnas_`` prefix: Optuna keeps its studies in the same database
 (tables ``studies``, ``trials``, ... and its own ``alembic_version``).
@@ -11,7 +12,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -34,6 +34,12 @@ SEARCH_STATES = (
 )
 # Trial states. "running" after a crash, and "cancelled", are run again by `nas resume`.
 TRIAL_STATES = ("running", "completed", "failed", "cancelled")
+# Trial kinds. Candidates (on the front): a hand-designed baseline, or an architecture the
+# strategy proposed. Setup jobs of one-shot and differentiable strategies: supernet training
+# (and the subnet search over it), and one DNAS run (one penalty, one data shard).
+CANDIDATE_KINDS = ("baseline", "searched")
+JOB_KINDS = ("supernet", "dnas")
+TRIAL_KINDS = CANDIDATE_KINDS + JOB_KINDS
 
 
 def utcnow() -> datetime:
@@ -82,8 +88,10 @@ class Trial(Base):
     number: Mapped[int] = mapped_column(Integer)  # 0, 1, ... in the order asked
     arch_id: Mapped[str] = mapped_column(String(32))
     label: Mapped[str | None] = mapped_column(String(100))  # the spec's name (baselines)
-    is_baseline: Mapped[bool] = mapped_column(Boolean, default=False)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    kind: Mapped[str] = mapped_column(String(16), default="searched")  # TRIAL_KINDS
+    spec: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # candidates only
+    job: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # jobs: settings and progress
+    checkpoint: Mapped[str | None] = mapped_column(Text)  # jobs: where they checkpoint
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     values: Mapped[list[Any] | None] = mapped_column(JSON)  # objectives, in config order
@@ -95,3 +103,11 @@ class Trial(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     search: Mapped[Search] = relationship(back_populates="trials")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.kind == "baseline"
+
+    @property
+    def is_candidate(self) -> bool:
+        return self.kind in CANDIDATE_KINDS

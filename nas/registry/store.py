@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from nas.errors import NasError
 from nas.registry import schema
-from nas.registry.models import Search, Trial, utcnow
+from nas.registry.models import TRIAL_KINDS, Search, Trial, utcnow
 
 
 class RegistryError(NasError):
@@ -167,13 +167,17 @@ class Registry:
     def add_trial(
         self,
         search_id: str,
-        spec: dict[str, Any],
+        spec: dict[str, Any] | None,
         arch_id: str,
         label: str | None,
-        is_baseline: bool,
+        kind: str = "searched",
         strategy_state: dict[str, Any] | None = None,
+        job: dict[str, Any] | None = None,
     ) -> Trial:
-        """Record an asked candidate, and the strategy state after the ask, atomically."""
+        """Record an asked candidate (or a setup job: ``arch_id`` is then the job's name), and
+        the strategy state after the ask, atomically."""
+        if kind not in TRIAL_KINDS:
+            raise ValueError(f"trial kind must be one of {TRIAL_KINDS}, got {kind!r}")
         with self.session() as s:
             count = s.scalar(select(func.count()).where(Trial.search_id == search_id))
             trial = Trial(
@@ -181,8 +185,9 @@ class Registry:
                 number=count,
                 arch_id=arch_id,
                 label=label,
-                is_baseline=is_baseline,
+                kind=kind,
                 spec=spec,
+                job=job,
                 status="running",
                 attempts=1,
             )
