@@ -95,36 +95,96 @@ class HistoryEncoder(nn.Module):
         return pooled.unsqueeze(1), Memory(x, lengths)
 
 
-class RankingModel(nn.Module):
-    def __init__(self, spec: ArchSpec, schema: Schema):
+class FeatureTokens(nn.Module):
+    """tokens_0 of a ranking model: every input field as a token of width ``embedding_dim``,
+    request-side tokens first (request embeddings, request bags, the history token), then
+    the candidate side (embeddings, bags, the dense features through the bottom MLP).
+
+    The parts are the ``configs`` entries named request_embedding, embedding, bag{i},
+    bottom, history_embedding and sequence{i} (see ``model_configs``)."""
+
+    def __init__(self, configs: dict[str, BlockConfig], spec: ArchSpec, schema: Schema):
         super().__init__()
-        self.spec = spec
-        self.configs = model_configs(spec, schema)
-        parts = {name: blocks.build_block(cfg) for name, cfg in self.configs.items()}
-        self.request_embedding = parts.pop("request_embedding", None)
-        self.embedding = parts.pop("embedding", None)
-        self.bags = nn.ModuleList(
-            parts.pop(f"bag{i}") for i in range(len(schema.of_kind("multi_hot")))
-        )
-        self.bottom = parts.pop("bottom", None)
+        parts = {name: blocks.build_block(cfg) for name, cfg in configs.items()}
+        self.dim = spec.embedding_dim
+        self.request_embedding = parts.get("request_embedding")
+        self.embedding = parts.get("embedding")
+        self.bags = nn.ModuleList(parts[f"bag{i}"] for i in range(len(schema.of_kind("multi_hot"))))
+        self.bottom = parts.get("bottom")
         self.history = None
         if spec.sequence is not None:
-            layers = [parts.pop(f"sequence{i}") for i in range(len(spec.sequence.layers))]
+            layers = [parts[f"sequence{i}"] for i in range(len(spec.sequence.layers))]
             self.history = HistoryEncoder(
-                parts.pop("history_embedding"), layers, spec.sequence.max_len, spec.sequence.pooling
+                parts["history_embedding"], layers, spec.sequence.max_len, spec.sequence.pooling
             )
-        self.top = parts.pop("top")
-        self.interaction = nn.ModuleList(
-            parts[f"interaction{i}"] for i in range(len(spec.interaction))
-        )
-        self.feed_all = spec.top_input == "all"
-        self.top_request_features = top_request_features(self.configs, spec, schema)
-
         # Which input columns are on which side: the per-candidate path splits its inputs.
         self.columns = {
             kind: {side: _where(schema.of_kind(kind), side) for side in SIDES}
             for kind in ("categorical", "multi_hot")
         }
+
+    def split_inputs(self, categorical, multi_hot, dense, history=None):
+        """Per-candidate inputs -> (RequestInputs, CandidateInputs), row-aligned."""
+        cat, bags = self.columns["categorical"], self.columns["multi_hot"]
+        return (
+            RequestInputs(categorical[:, cat["request"]], multi_hot[:, bags["request"]], history),
+            CandidateInputs(
+                categorical[:, cat["candidate"]], multi_hot[:, bags["candidate"]], dense
+            ),
+        )
+
+    def forward(
+        self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
+    ) -> Split:
+        req, cand = [], []
+        if self.request_embedding is not None:
+            req.append(self.request_embedding(request.categorical))
+        if self.embedding is not None:
+            cand.append(self.embedding(candidates.categorical))
+        bags = self.columns["multi_hot"]
+        for j, i in enumerate(bags["request"]):
+            req.append(self.bags[i](request.multi_hot[:, j]))
+        for j, i in enumerate(bags["candidate"]):
+            cand.append(self.bags[i](candidates.multi_hot[:, j]))
+        if self.bottom is not None:
+            cand.append(self.bottom(candidates.dense.unsqueeze(1)))
+        memory = None
+        if self.history is not None:
+            if request.history is None:
+                raise ValueError("this model encodes the history: pass the history input")
+            token, memory = self.history(request.history)
+            req.append(token)
+        rows = request.categorical.shape[0]
+        r = torch.cat(req, dim=1) if req else torch.zeros(rows, 0, self.dim)
+        return Split(r, torch.cat(cand, dim=1), owner, memory)
+
+
+TOKEN_PARTS = ("request_embedding", "embedding", "bag", "bottom", "history_embedding", "sequence")
+
+
+def is_token_part(name: str) -> bool:
+    """Whether part ``name`` of ``model_configs`` belongs to ``FeatureTokens``."""
+    return name.rstrip("0123456789") in TOKEN_PARTS
+
+
+class RankingModel(nn.Module):
+    def __init__(self, spec: ArchSpec, schema: Schema):
+        super().__init__()
+        self.spec = spec
+        self.configs = model_configs(spec, schema)
+        token_configs = {k: v for k, v in self.configs.items() if is_token_part(k)}
+        self.tokens = FeatureTokens(token_configs, spec, schema)
+        self.top = blocks.build_block(self.configs["top"])
+        self.interaction = nn.ModuleList(
+            blocks.build_block(self.configs[f"interaction{i}"])
+            for i in range(len(spec.interaction))
+        )
+        self.feed_all = spec.top_input == "all"
+        self.top_request_features = top_request_features(self.configs, spec, schema)
+
+    @property
+    def history(self) -> HistoryEncoder | None:
+        return self.tokens.history
 
     # --- the two entry points -------------------------------------------------------------
 
@@ -154,56 +214,18 @@ class RankingModel(nn.Module):
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
     ) -> list[Split]:
         """tokens_0 and every interaction layer's output, split by side."""
-        x = self._tokens(request, candidates, owner)
+        x = self.tokens(request, candidates, owner)
         stages = [x]
         for layer in self.interaction:
-            if isinstance(layer, GLMBlock):
-                x = layer.forward_split(x)
-            else:  # every output of a layer without GLM is candidate-side
-                merged = layer(x.merged())
-                none = merged.new_zeros(x.request.shape[0], 0, merged.shape[2])
-                x = Split(none, merged, owner, x.memory)
+            x = apply_layer(layer, x)
             stages.append(x)
         return stages
 
     def split_inputs(self, categorical, multi_hot, dense, history=None):
         """Per-candidate inputs -> (RequestInputs, CandidateInputs), row-aligned."""
-        cat, bags = self.columns["categorical"], self.columns["multi_hot"]
-        return (
-            RequestInputs(categorical[:, cat["request"]], multi_hot[:, bags["request"]], history),
-            CandidateInputs(
-                categorical[:, cat["candidate"]], multi_hot[:, bags["candidate"]], dense
-            ),
-        )
+        return self.tokens.split_inputs(categorical, multi_hot, dense, history)
 
     # --- pieces -----------------------------------------------------------------------------
-
-    def _tokens(
-        self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
-    ) -> Split:
-        """tokens_0, split by side."""
-        d = self.spec.embedding_dim
-        req, cand = [], []
-        if self.request_embedding is not None:
-            req.append(self.request_embedding(request.categorical))
-        if self.embedding is not None:
-            cand.append(self.embedding(candidates.categorical))
-        bags = self.columns["multi_hot"]
-        for j, i in enumerate(bags["request"]):
-            req.append(self.bags[i](request.multi_hot[:, j]))
-        for j, i in enumerate(bags["candidate"]):
-            cand.append(self.bags[i](candidates.multi_hot[:, j]))
-        if self.bottom is not None:
-            cand.append(self.bottom(candidates.dense.unsqueeze(1)))
-        memory = None
-        if self.history is not None:
-            if request.history is None:
-                raise ValueError("this model encodes the history: pass the history input")
-            token, memory = self.history(request.history)
-            req.append(token)
-        rows = request.categorical.shape[0]
-        r = torch.cat(req, dim=1) if req else torch.zeros(rows, 0, d)
-        return Split(r, torch.cat(cand, dim=1), owner, memory)
 
     def _top(self, x: Split) -> torch.Tensor:
         """The top MLP, its first layer split by columns: the request features' share of it
@@ -239,6 +261,17 @@ class RankingModel(nn.Module):
     def flops_per_request(self, num_candidates: int) -> int:
         request, candidate = self.flops_by_side()
         return request + num_candidates * candidate
+
+
+def apply_layer(layer: nn.Module, x: Split) -> Split:
+    """One interaction layer on tokens split by side (``layer`` may be any callable module
+    that maps ``[B, N, D]`` tokens, such as a supernet's shared candidate)."""
+    if isinstance(layer, GLMBlock):
+        return layer.forward_split(x)
+    # Every output of a layer without GLM is candidate-side.
+    merged = layer(x.merged())
+    none = merged.new_zeros(x.request.shape[0], 0, merged.shape[2])
+    return Split(none, merged, x.owner, x.memory)
 
 
 def _where(fields: tuple[Field, ...], side: str) -> list[int]:

@@ -54,7 +54,7 @@ def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
     assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(
         sparse_opt, torch.optim.SparseAdam
     )
-    table = model.embedding.table.weight
+    table = model.tokens.embedding.table.weight
     assert any(p is table for g in sparse_opt.param_groups for p in g["params"])
     before = table.detach().clone()
     batch = ml100k.features("train")[:4]
@@ -62,7 +62,7 @@ def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
     moved = (table.detach() != before).any(dim=1)
     touched = torch.zeros_like(moved)
     candidate_ids = model.split_inputs(*batch.inputs())[1].categorical
-    touched[(candidate_ids + model.embedding.offsets).flatten()] = True
+    touched[(candidate_ids + model.tokens.embedding.offsets).flatten()] = True
     assert moved.any() and not (moved & ~touched).any()
 
 
