@@ -49,6 +49,9 @@ class SelfAttentionConfig(InteractionConfig):
     def out_shape(self) -> TokenShape:
         return TokenShape(self.num_tokens, self.width)
 
+    def slice_family(self) -> tuple:
+        return (self.num_heads, self.head_dim, self.residual)  # Q/K/V rows interleave by head
+
     def gemms(self, batch_size: int) -> list[Gemm]:
         n, h = self.num_tokens, self.num_heads
         head_dim = self.width // h

@@ -145,6 +145,13 @@ class BlockConfig:
         """Analytic FLOPs per example (2 per multiply-add of contractions)."""
         return sum(g.flops for g in self.gemms(1))
 
+    def slice_family(self) -> tuple:
+        """Configs of this block at one input shape whose families are equal share weights in
+        a supernet, each reading the leading slice of the largest (``nas.supernet.shared``).
+        Sizes (ranks, widths, token and layer counts) bridge by slicing; a block whose
+        structure changes a parameter's role names what must match."""
+        return ()
+
 
 @dataclass(frozen=True, kw_only=True)
 class InteractionConfig(BlockConfig):

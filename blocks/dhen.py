@@ -101,6 +101,11 @@ class DHENConfig(DHENParams, InteractionConfig):
     def out_shape(self) -> TokenShape:
         return TokenShape(self.total_tokens, self.dim)
 
+    def slice_family(self) -> tuple:
+        # Branches of the same module under any ensemble or module list share by name
+        # (branches.{i}.*); attention heads interleave, and a conv kernel's taps are centred.
+        return (self.num_heads, self.kernel_size)
+
     def attention(self) -> SelfAttentionConfig:
         return SelfAttentionConfig(
             num_tokens=self.num_tokens, dim=self.dim, num_heads=self.num_heads

@@ -48,7 +48,11 @@ class DotInteraction(Block):
     def __init__(self, config: DotConfig):
         super().__init__(config)
         n = config.num_tokens
-        rows, cols = torch.triu_indices(n, n, offset=0 if config.self_interaction else 1)
+        # On the CPU even when built under a meta device (supernets read shapes that way):
+        # the meta version of triu_indices is orders of magnitude slower.
+        rows, cols = torch.triu_indices(
+            n, n, offset=0 if config.self_interaction else 1, device="cpu"
+        )
         self.register_buffer("pairs", rows * n + cols, persistent=False)  # [P]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,9 @@ class MLPConfig(InteractionConfig):
     def out_shape(self) -> TokenShape:
         return TokenShape(1, self.widths[-1])
 
+    def slice_family(self) -> tuple:
+        return (len(self.widths), self.activation, self.activate_last)  # a layer's role
+
     def gemms(self, batch_size: int) -> list[Gemm]:
         fan_in = (self.num_tokens * self.dim, *self.widths[:-1])
         return [Gemm(batch_size, w, k) for k, w in zip(fan_in, self.widths, strict=True)]

@@ -54,6 +54,9 @@ class WukongConfig(InteractionConfig):
     def out_shape(self) -> TokenShape:
         return TokenShape(self.out_tokens, self.dim)
 
+    def slice_family(self) -> tuple:
+        return (len(self.widths),)  # the FMB MLP's layers change role with its depth
+
     def gemms(self, batch_size: int) -> list[Gemm]:
         n, d, k, b = self.num_tokens, self.dim, self.rank, batch_size
         fan_in = (n * k, *self.widths)

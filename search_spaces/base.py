@@ -145,6 +145,15 @@ class SearchSpace(ABC):
         """The space as Optuna define-by-run calls (one categorical per decision name)."""
         return self.build(decisions.suggest(self.decisions, trial))
 
+    def supernet_plan(self) -> Any:
+        """The space as a weight-sharing supernet, as data (``nas.supernet`` builds it); a
+        space without one says why, naming the field."""
+        raise ConfigError(
+            "space.name",
+            f"space {self.name!r} has no supernet form, so one-shot and differentiable "
+            "strategies cannot search it; they search ctr_stack, wukong and dhen",
+        )
+
     def size(self) -> int:
         """How many assignments the space holds (distinct architectures, unless two
         assignments build the same model; a space says so where that can happen)."""

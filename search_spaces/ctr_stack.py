@@ -19,6 +19,7 @@ each mixer position (``layer0.block``, ``layer0.dcnv2.rank``, ...) and of the la
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -117,6 +118,22 @@ def _block_kinds(block: str, params: dict[str, list[Any]], dim: int) -> bool:
     return keeps == {True}
 
 
+@dataclass(frozen=True)
+class StackPlan:
+    """A stack space as a weight-sharing supernet, as data (``nas.supernet.StackSupernet``
+    builds the module): the widths tokens_0 may have, the mixer positions (decision
+    prefixes, in stack order, each skipped when the depth is below it), the blocks each kind
+    of position may hold with their searched parameters, and the top MLP's choices."""
+
+    embedding_dims: tuple[int, ...]
+    mixer_positions: tuple[str, ...]
+    mixers: tuple[str, ...]
+    lasts: tuple[str, ...]
+    block_params: dict[str, dict[str, tuple[Any, ...]]]
+    top_mlps: tuple[tuple[int, ...], ...]
+    top_inputs: tuple[str, ...]
+
+
 @register_space
 class CtrStack(SearchSpace):
     name = "ctr_stack"
@@ -149,6 +166,20 @@ class CtrStack(SearchSpace):
         out.append(Decision("top_mlp", tuple(o.top_mlps)))
         out.append(Decision("top_input", tuple(o.top_inputs)))
         return out
+
+    def supernet_plan(self) -> StackPlan:
+        o = self.options
+        return StackPlan(
+            embedding_dims=tuple(o.embedding_dims),
+            mixer_positions=tuple(f"layer{i}" for i in range(self.max_mixers)),
+            mixers=tuple(self.mixers),
+            lasts=tuple(self.lasts),
+            block_params={
+                b: {k: tuple(v) for k, v in p.items()} for b, p in o.block_params.items()
+            },
+            top_mlps=tuple(tuple(t) for t in o.top_mlps),
+            top_inputs=tuple(o.top_inputs),
+        )
 
     def build(self, values: Values) -> ArchSpec:
         return self.inputs.check(ArchSpec.from_dict(self.spec_data(values)))  # a bug if not

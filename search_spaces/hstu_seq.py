@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from nas.errors import ConfigError
 from nas.spec import ArchSpec
 from search_spaces import sequence
 from search_spaces.base import SpaceInputs
@@ -33,6 +34,15 @@ class HstuSeq(CtrStack):
     def __init__(self, options: HstuSeqOptions, inputs: SpaceInputs):
         sequence.check_history(options.sequence, inputs, self.name)
         super().__init__(options, inputs)
+
+    def supernet_plan(self):
+        raise ConfigError(
+            "space.name",
+            "space 'hstu_seq' has no supernet form yet: its history encoder (HSTU layers over "
+            "the user's events, with their own length, depth and head choices) is not a "
+            "shared candidate of the supernet; search it with random, evolution or optuna, or "
+            "search its stack with ctr_stack",
+        )
 
     def declare(self) -> list[Decision]:
         return super().declare() + sequence.decisions(self.options.sequence)

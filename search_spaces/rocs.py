@@ -185,6 +185,16 @@ class Rocs(SearchSpace):
             "top_mlp": list(spec.top_mlp),
         }
 
+    def supernet_plan(self):
+        raise ConfigError(
+            "space.name",
+            "space 'rocs' has no supernet form: whether a layer is GLM changes which of its "
+            "tokens are request-side, so the same layer position holds blocks whose inputs "
+            "are split differently, and DCA reads a history encoder that is itself searched; "
+            "no weight sharing keeps those candidates comparable. Search it with random, "
+            "evolution or optuna",
+        )
+
     # --- decisions ----------------------------------------------------------------------------
 
     def declare(self) -> list[Decision]:

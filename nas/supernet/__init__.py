@@ -1,0 +1,18 @@
+"""Weight-sharing supernets of search spaces, for one-shot and differentiable search.
+
+net = build_supernet(space, schema)       # ConfigError if the space has no supernet form
+logits = net(spec, *batch.inputs())       # one member, on the shared weights
+model = net.extract(spec)                 # that member as a stand-alone RankingModel
+cost = net.expected_cost(probabilities)   # differentiable in per-decision probabilities
+"""
+
+from nas.supernet.shared import SharedBlock
+from nas.supernet.stack import CostFn, StackSupernet, flops_cost
+
+
+def build_supernet(space, schema, cost: CostFn = flops_cost) -> StackSupernet:
+    space.supernet_plan()  # a space without a supernet form says why here
+    return StackSupernet(space, schema, cost)
+
+
+__all__ = ["CostFn", "SharedBlock", "StackSupernet", "build_supernet", "flops_cost"]

@@ -1,0 +1,115 @@
+"""Every space that declares a supernet passes these: a member's path through the supernet
+computes what its extracted stand-alone model computes; the expected cost is differentiable
+and is the member's measured FLOPs when the probabilities are one-hot; construction is
+deterministic. Spaces without a supernet say why, naming the field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nas.errors import ConfigError
+from nas.flops import measure_flops_per_example
+from nas.model import model_configs
+from nas.supernet import build_supernet
+from search_spaces import SpaceInputs, create_space, list_spaces
+
+WITH_SUPERNET = ["ctr_stack", "dhen", "wukong"]
+
+
+@pytest.fixture(scope="module")
+def batch(ml100k):
+    return ml100k.features("valid")[:48]
+
+
+@pytest.fixture(scope="module", params=WITH_SUPERNET)
+def supernet(request, ml100k):
+    torch.manual_seed(0)
+    space = create_space(request.param, {}, SpaceInputs.of(ml100k.schema))
+    return build_supernet(space, ml100k.schema)
+
+
+def members(net, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [net.space.sample(rng) for _ in range(n)]
+
+
+def test_a_members_path_is_its_extracted_model(supernet, batch) -> None:
+    with torch.no_grad():
+        for spec in members(supernet, 6):
+            model = supernet.extract(spec)
+            expected = model(*batch.inputs())
+            got = supernet(spec, *batch.inputs())
+            torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_training_a_path_moves_only_weights_that_path_reads(supernet, batch) -> None:
+    spec = members(supernet, 1, seed=5)[0]
+    before = {k: v.detach().clone() for k, v in supernet.state_dict().items()}
+    supernet.zero_grad()
+    supernet(spec, *batch.inputs()).sum().backward()
+    read = {k for k, p in supernet.named_parameters() if p.grad is not None and p.grad.any()}
+    assert read, "no weight received a gradient"
+    torch.testing.assert_close(supernet.state_dict(), before)  # backward changes nothing
+    model = supernet.extract(spec)
+    assert sum(p.numel() for p in model.parameters()) <= sum(
+        supernet.get_parameter(k).numel() for k in read
+    )
+
+
+def test_the_expected_cost_is_the_members_measured_flops_when_one_hot(supernet, batch) -> None:
+    for spec in members(supernet, 5, seed=1):
+        model = supernet.extract(spec)
+        cost = supernet.expected_cost(supernet.one_hot(spec))
+        assert float(cost) == pytest.approx(model.flops(), rel=1e-9)
+        assert float(cost) == pytest.approx(measure_flops_per_example(model, batch[:8].inputs()))
+
+
+def test_the_expected_cost_is_differentiable_and_between_the_extremes(supernet) -> None:
+    logits = {
+        name: torch.zeros(len(d.choices), requires_grad=True)
+        for name, d in supernet.decisions.items()
+    }
+    probs = {name: torch.softmax(v, 0) for name, v in logits.items()}
+    cost = supernet.expected_cost(probs)
+    cost.backward()
+    moved = [name for name, v in logits.items() if v.grad is not None and v.grad.abs().sum() > 0]
+    for name in ("embedding_dim", "depth", "top_mlp", "last.block"):
+        if len(supernet.decisions[name].choices) > 1:  # a single choice has nothing to move
+            assert name in moved, f"no gradient reaches {name}"
+    costs = [
+        sum(c.flops() for c in model_configs(s, supernet.schema).values())
+        for s in members(supernet, 200, seed=2)
+    ]
+    assert min(costs) < cost.item() < max(costs)
+
+
+def test_the_same_seed_builds_the_same_supernet(ml100k) -> None:
+    space = create_space("ctr_stack", {}, SpaceInputs.of(ml100k.schema))
+    nets = []
+    for seed in (3, 3, 4):
+        torch.manual_seed(seed)
+        nets.append(build_supernet(space, ml100k.schema).state_dict())
+    torch.testing.assert_close(nets[0], nets[1])
+    assert any(not torch.equal(nets[0][k], nets[2][k]) for k in nets[0])
+
+
+@pytest.mark.parametrize("name", sorted(set(list_spaces()) - set(WITH_SUPERNET)))
+def test_spaces_without_a_supernet_say_why(name: str, ml100k) -> None:
+    space = create_space(name, {}, SpaceInputs(11, 8, 64))
+    with pytest.raises(ConfigError) as caught:
+        build_supernet(space, ml100k.schema)
+    assert caught.value.field == "space.name"
+    assert "no supernet form" in str(caught.value)
+
+
+def test_a_spec_outside_the_space_cannot_be_extracted(ml100k) -> None:
+    from nas.spec import ArchSpec
+
+    net = build_supernet(create_space("wukong", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema)
+    outsider = ArchSpec.from_dict(
+        {"embedding_dim": 16, "interaction": [{"block": "dcnv2"}], "top_mlp": []}
+    )
+    with pytest.raises(ConfigError, match="last.block"):
+        net.extract(outsider)
