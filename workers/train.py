@@ -74,6 +74,76 @@ def lr_scale(step: int, config: TrainConfig) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+class Batches:
+    """Row ids of each step's batch: a seeded permutation per epoch, cut in order. Its state
+    (generator, permutation, cursor) saves and restores, so a resumed run sees the same
+    batches an unbroken run would."""
+
+    def __init__(self, rows: int, batch_size: int, seed: int):
+        if batch_size > rows:
+            raise ConfigError(
+                "batch_size", f"{batch_size} is more than the {rows} training rows; use fewer"
+            )
+        self.rows, self.batch_size = rows, batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.order, self.cursor = torch.randperm(rows, generator=self.generator), 0
+
+    def next(self) -> torch.Tensor:
+        if self.cursor + self.batch_size > self.rows:
+            self.order, self.cursor = torch.randperm(self.rows, generator=self.generator), 0
+        batch = self.order[self.cursor : self.cursor + self.batch_size]
+        self.cursor += self.batch_size
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state(), "order": self.order, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+        self.order, self.cursor = state["order"], state["cursor"]
+
+
+class Optimizers:
+    """The dense (AdamW) and sparse (SparseAdam) optimizers of a model, stepped together
+    under the warm-up + cosine schedule."""
+
+    def __init__(self, params_of: nn.Module, config: TrainConfig):
+        self.config = config
+        self.all = make_optimizers(params_of, config)
+        self.base_lrs = [[g["lr"] for g in opt.param_groups] for opt in self.all]
+
+    def zero_grad(self, step: int) -> None:
+        """Clear gradients and set the learning rates of step ``step`` (0-based)."""
+        scale = lr_scale(step, self.config)
+        for opt, lrs in zip(self.all, self.base_lrs, strict=True):
+            for group, lr in zip(opt.param_groups, lrs, strict=True):
+                group["lr"] = lr * scale
+            opt.zero_grad(set_to_none=True)
+
+    def step(self) -> None:
+        for opt in self.all:
+            opt.step()
+
+    def state_dict(self) -> list[dict]:
+        return [opt.state_dict() for opt in self.all]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        for opt, state in zip(self.all, states, strict=True):
+            opt.load_state_dict(state)
+
+
+def batch_loss(model, batch: Features) -> torch.Tensor:
+    return F.binary_cross_entropy_with_logits(model(*batch.inputs()), batch.label)
+
+
+def checked(loss: torch.Tensor, step: int) -> float:
+    """The loss as a float; a NaN/Inf loss is a ``TrainingError``."""
+    value = loss.item()
+    if not math.isfinite(value):
+        raise TrainingError(f"training diverged: loss is {value} at step {step + 1}")
+    return value
+
+
 @dataclass(frozen=True)
 class TrainStats:
     steps: int
@@ -89,32 +159,19 @@ class TrainStats:
 def train(
     model: nn.Module, data: Features, config: TrainConfig, on_step: StepCallback | None = None
 ) -> TrainStats:
-    generator = torch.Generator().manual_seed(config.seed)
-    optimizers = make_optimizers(model, config)
-    base_lrs = [[g["lr"] for g in opt.param_groups] for opt in optimizers]
-    rows = len(data)
-    order, cursor = torch.randperm(rows, generator=generator), 0
+    batches = Batches(len(data), config.batch_size, config.seed)
+    optimizers = Optimizers(model, config)
     tail = max(1, config.steps // 10)
     tail_loss, tail_count, running = 0.0, 0, 0.0
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
-        if cursor + config.batch_size > rows:
-            order, cursor = torch.randperm(rows, generator=generator), 0
-        batch = data[order[cursor : cursor + config.batch_size]]
-        cursor += config.batch_size
-        scale = lr_scale(step, config)
-        for opt, lrs in zip(optimizers, base_lrs, strict=True):
-            for group, lr in zip(opt.param_groups, lrs, strict=True):
-                group["lr"] = lr * scale
-            opt.zero_grad(set_to_none=True)
-        loss = F.binary_cross_entropy_with_logits(model(*batch.inputs()), batch.label)
-        value = loss.item()
-        if not math.isfinite(value):
-            raise TrainingError(f"training diverged: loss is {value} at step {step + 1}")
+        batch = data[batches.next()]
+        optimizers.zero_grad(step)
+        loss = batch_loss(model, batch)
+        value = checked(loss, step)
         loss.backward()
-        for opt in optimizers:
-            opt.step()
+        optimizers.step()
         running = value if step == 0 else 0.98 * running + 0.02 * value
         if step >= config.steps - tail:
             tail_loss, tail_count = tail_loss + value, tail_count + 1

@@ -76,6 +76,34 @@ def _shape(shape: TokenShape) -> tuple[int, int]:
     return shape.num_tokens, shape.dim
 
 
+class _Mixture:
+    """Tensors of one token shape summed with weights; ``done`` gives, per shape, (total
+    weight, weighted mean). Weights that are exactly zero add nothing, so a one-hot
+    distribution runs exactly one path."""
+
+    def __init__(self):
+        self.parts: dict[tuple[int, int], tuple] = {}
+
+    def add(self, shape: tuple[int, int], weight, x: torch.Tensor) -> None:
+        if _zero(weight):
+            return
+        total, acc = self.parts.get(shape, (0.0, 0.0))
+        self.parts[shape] = (total + weight, acc + weight * x)
+
+    def done(self) -> dict[tuple[int, int], tuple]:
+        return {shape: (total, acc / total) for shape, (total, acc) in self.parts.items()}
+
+
+def _zero(weight) -> bool:
+    return bool(weight == 0)
+
+
+def _scaled(x: Split, gate: torch.Tensor | None) -> Split:
+    if gate is None:
+        return x
+    return Split(x.request * gate, x.candidate * gate, x.owner, x.memory)
+
+
 def _shape_of(stage: Split) -> tuple[int, int]:
     return stage.request.shape[1] + stage.candidate.shape[1], stage.candidate.shape[2]
 
@@ -186,27 +214,48 @@ class StackSupernet(nn.Module):
     def position_of(self, index: int, depth: int) -> str:
         return "last" if index == depth - 1 else self.plan.mixer_positions[index]
 
-    def stages(self, spec: ArchSpec, *inputs: torch.Tensor) -> list[Split]:
-        """tokens_0 and every layer's output of member ``spec``, on the shared weights."""
+    def embed(self, *inputs: torch.Tensor) -> Split:
+        """tokens_0 at the widest width (the inputs of ``RankingModel.forward``); every
+        member reads its leading columns, so many members can share one embedding pass."""
         request, candidates = self.tokens.split_inputs(*inputs)
-        x = self.tokens(request, candidates, None)
+        return self.tokens(request, candidates, None)
+
+    def stages(
+        self, spec: ArchSpec, tokens: Split, gates: Mapping[str, torch.Tensor] | None = None
+    ) -> list[Split]:
+        """tokens_0 and every layer's output of member ``spec``, on the shared weights.
+        ``gates`` (optional) scales the output of ``tokens`` and of each position (value 1 in
+        the forward pass: straight-through gradients to architecture parameters)."""
+        gates = gates or {}
         d = spec.embedding_dim
-        x = Split(x.request[..., :d], x.candidate[..., :d], x.owner, x.memory)
+        x = _scaled(Split(tokens.request[..., :d], tokens.candidate[..., :d]), gates.get("tokens"))
         stages = [x]
         configs = self.layer_configs(spec)
         for i, config in enumerate(configs):
-            group = self.layers[self._group[(self.position_of(i, len(configs)), config)]]
+            position = self.position_of(i, len(configs))
+            group = self.layers[self._group[(position, config)]]
             x = apply_layer(lambda t, g=group, c=config: g(c, t), x)
+            x = _scaled(x, gates.get(position))
             stages.append(x)
         return stages
 
-    def forward(self, spec: ArchSpec, *inputs: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, spec: ArchSpec, *inputs: torch.Tensor, gates: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """Logits [B] of member ``spec`` (the inputs of ``RankingModel.forward``)."""
-        stages = self.stages(spec, *inputs)
+        return self.logits(spec, self.embed(*inputs), gates)
+
+    def logits(
+        self, spec: ArchSpec, tokens: Split, gates: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Logits [B] of member ``spec`` from ``embed``'s tokens."""
+        stages = self.stages(spec, tokens, gates)
         slots = self.slots(spec)
         fed = range(len(stages)) if spec.top_input == "all" else [len(stages) - 1]
         parts = [(slots[j], _shape_of(stages[j]), stages[j].merged().flatten(1)) for j in fed]
-        return self.top(spec.top_mlp, parts).view(-1)
+        logit = self.top(spec.top_mlp, parts).view(-1)
+        gate = (gates or {}).get("logit")
+        return logit if gate is None else logit * gate
 
     def slots(self, spec: ArchSpec) -> list[str]:
         """The top's name for each stage of ``spec``: tokens, layer{i}, last."""
@@ -300,6 +349,67 @@ class StackSupernet(nn.Module):
                 out[_shape(c.out)] = out[_shape(c.out)] + w
         return dict(out), cost
 
+    def relaxed(self, probs: Mapping[str, torch.Tensor], tokens: Split) -> torch.Tensor:
+        """Logits [B] of the softmax relaxation: every candidate's output weighted by its
+        probability (DARTS, FBNet). Candidates that change the token shape cannot be summed,
+        so the relaxation keeps, per position, one mixed tensor per token shape with that
+        shape's probability (exact over shapes, mean-field within one); the last layer reads
+        the mixture over depths, the top the expected first-layer input of each stage. When
+        ``probs`` are one-hot this is ``logits(member)`` exactly. It evaluates every
+        candidate at every shape with mass: ``relaxed_evaluations()`` per step."""
+        p = probs
+        widest = tokens.merged()
+        dims = self.decisions["embedding_dim"]
+        start = _Mixture()
+        for d in self.plan.embedding_dims:
+            start.add((self.num_tokens, d), p["embedding_dim"][dims.index(d)], widest[..., :d])
+        reach = self._reach(p)
+        after = [start.done()]
+        for position in self.plan.mixer_positions:
+            after.append(self._mix(position, after[-1], p))
+        last_in = _Mixture()
+        for k, depth in enumerate(self.decisions["depth"].choices):
+            for shape, (weight, x) in after[depth - 1].items():
+                last_in.add(shape, p["depth"][k] * weight, x)
+        last_out = self._mix("last", last_in.done(), p)
+        inputs = self.decisions["top_input"]
+        p_all = p["top_input"][inputs.index("all")] if "all" in inputs.choices else None
+        logit = 0.0
+        for t, widths in enumerate(self.decisions["top_mlp"].choices):
+            if _zero(p["top_mlp"][t]):
+                continue
+            hidden = self.top.bias[_key(label(widths))] + self.top.mixed(widths, "last", last_out)
+            if p_all is not None and not _zero(p_all):
+                every = self.top.mixed(widths, "tokens", after[0])
+                for i, position in enumerate(self.plan.mixer_positions):
+                    if not _zero(reach[i]):
+                        every = every + reach[i] * self.top.mixed(widths, position, after[i + 1])
+                hidden = hidden + p_all * every
+            logit = logit + p["top_mlp"][t] * self.top.tails[_key(label(widths))](hidden)
+        return logit.view(-1)
+
+    def relaxed_evaluations(self) -> int:
+        """Candidate evaluations one relaxed forward makes when every choice has mass."""
+        return sum(len(c) for by_shape in self.table.values() for c in by_shape.values())
+
+    def _reach(self, p: Mapping[str, torch.Tensor]) -> list:
+        """P(depth reaches mixer position i), for each i."""
+        depths = self.decisions["depth"].choices
+        return [
+            sum(p["depth"][k] for k, v in enumerate(depths) if v >= i + 2)
+            for i in range(len(self.plan.mixer_positions))
+        ]
+
+    def _mix(self, position: str, incoming: Mapping, p: Mapping[str, torch.Tensor]) -> dict:
+        out = _Mixture()
+        for shape, (weight, x) in incoming.items():
+            for c in self.table[position].get(shape, ()):
+                w = weight * math.prod(p[name][index] for name, index in c.choice)
+                if not _zero(w):
+                    group = self.layers[self._group[(position, c.config)]]
+                    out.add(_shape(c.out), w, group(c.config, x))
+        return out.done()
+
     def one_hot(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """Probabilities that put all their mass on member ``spec`` (inactive decisions:
         on their first choice, which no path reads)."""
@@ -360,6 +470,15 @@ class SharedTop(nn.Module):
         for slot, (n, d), x in parts:
             hidden = hidden + F.linear(x, self.first[_key(key, slot, d)][:, : n * d])
         return self.tails[_key(key)](hidden)
+
+    def mixed(self, widths, slot: str, stages: Mapping) -> torch.Tensor:
+        """The first layer's expected input term from ``slot``: its stages per token shape
+        (total weight, mean tensor), weighted."""
+        key = label(widths)
+        out = 0.0
+        for (n, d), (weight, x) in stages.items():
+            out = out + weight * F.linear(x.flatten(1), self.first[_key(key, slot, d)][:, : n * d])
+        return out
 
     def extract(self, widths, fed: list[tuple[str, tuple[int, int]]]) -> dict[str, torch.Tensor]:
         """The state dict of a member's top MLP (``mlp`` block names) reading ``fed``."""

@@ -113,3 +113,30 @@ def test_a_spec_outside_the_space_cannot_be_extracted(ml100k) -> None:
     )
     with pytest.raises(ConfigError, match="last.block"):
         net.extract(outsider)
+
+
+def test_the_relaxation_at_one_hot_probabilities_is_the_members_path(ml100k, batch) -> None:
+    torch.manual_seed(0)
+    net = build_supernet(
+        create_space("ctr_stack", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema
+    )
+    with torch.no_grad():
+        tokens = net.embed(*batch.inputs())
+        for spec in members(net, 4, seed=3):
+            torch.testing.assert_close(
+                net.relaxed(net.one_hot(spec), tokens), net.logits(spec, tokens), atol=1e-6, rtol=0
+            )
+
+
+def test_the_relaxation_mixes_every_choice_with_gradients(ml100k, batch) -> None:
+    options = {"max_depth": 2, "embedding_dims": [4, 8], "blocks": ["fm", "dot", "dcnv2"]}
+    net = build_supernet(
+        create_space("ctr_stack", options, SpaceInputs.of(ml100k.schema)), ml100k.schema
+    )
+    logits = {n: torch.zeros(len(d.choices), requires_grad=True) for n, d in net.decisions.items()}
+    out = net.relaxed(
+        {n: torch.softmax(v, 0) for n, v in logits.items()}, net.embed(*batch.inputs())
+    )
+    torch.nn.functional.binary_cross_entropy_with_logits(out, batch.label).backward()
+    for name in ("embedding_dim", "depth", "last.block", "layer0.dcnv2.rank", "top_mlp"):
+        assert logits[name].grad.abs().sum() > 0, name
