@@ -49,3 +49,36 @@ def criteo_like(tmp_path_factory):
 
     cache = tmp_path_factory.mktemp("criteo")
     return prepare_dataset("synthetic-criteo", cache, PrepareRequest(rows=400, seed=0))[0]
+
+
+def xor_data(rows: int = 12_000, ids: int = 40, seed: int = 0):
+    """A toy whose label needs one interaction: two categorical fields, label = whether
+    their ids have the same parity (10% of labels flipped). Neither field alone says
+    anything; a pairwise dot product of their embeddings can express it, a block without a
+    product of the two (an MLP of one unit) cannot."""
+    import numpy as np
+
+    from nas.data.schema import Field, Schema
+    from workers.trial import TrialData
+
+    rng = np.random.default_rng(seed)
+    schema = Schema((Field("a", "categorical", ids + 1), Field("b", "categorical", ids + 1)))
+
+    def part(n):
+        a, b = rng.integers(1, ids + 1, n), rng.integers(1, ids + 1, n)
+        label = ((a % 2) == (b % 2)) ^ (rng.random(n) < 0.1)
+        return {
+            "categorical": np.stack([a, b], 1).astype(np.int64),
+            "multi_hot": np.zeros((n, 0, 1), np.int64),
+            "dense": np.zeros((n, 0), np.float32),
+            "label": label.astype(np.float32),
+        }
+
+    arrays = {"train": part(rows), "valid": part(rows // 4), "events": {}}
+    rate = float(arrays["train"]["label"].mean())
+    return TrialData("xor", schema, rate, "valid", arrays)
+
+
+@pytest.fixture(scope="session")
+def xor():
+    return xor_data()

@@ -46,6 +46,19 @@ class TrialData:
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             return Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
 
+    def shard(self, index: int, count: int) -> Features:
+        """Training rows of chronological slice ``index`` of ``count`` (by each row's time
+        when the data has one, else in file order), standing in for a day of logs."""
+        train = self.features("train")
+        times = self.arrays["train"].get("history_now")
+        order = (
+            torch.from_numpy(np.argsort(times, kind="stable"))
+            if times is not None
+            else torch.arange(len(train))
+        )
+        bounds = [len(train) * i // count for i in range(count + 1)]
+        return train[order[bounds[index] : bounds[index + 1]]]
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for part in self.arrays.values() for a in part.values())

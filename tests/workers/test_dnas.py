@@ -1,0 +1,138 @@
+"""The DNAS job: it finds a planted optimum, a larger penalty buys a cheaper expected
+architecture, a run resumed from its checkpoint ends as an unbroken one, and DistDNAS's
+shards and aggregation behave."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nas.errors import ConfigError
+from workers import dnas
+
+XOR_SPACE = {
+    "name": "ctr_stack",
+    "options": {
+        "embedding_dims": [4, 8],
+        "max_depth": 1,
+        "blocks": ["dot", "mlp"],
+        "block_params": {"mlp": {"widths": [[1]]}},
+        "top_mlps": [[]],
+        "top_inputs": ["last"],
+    },
+}
+
+
+def settings(**changes) -> dict:
+    base = dict(
+        space=XOR_SPACE,
+        seed=0,
+        threads=1,
+        batch_size=256,
+        lr=2e-3,
+        embedding_lr=1e-2,
+        penalty=0.0,
+        steps=300,
+        relaxation="gumbel",
+        bilevel=True,
+        tau_start=2.0,
+        tau_end=0.2,
+        alpha_lr=0.02,
+        arch_batch_size=128,
+        warmup=0.2,
+        cost_reference=None,
+        checkpoint_every=1000,
+        log_every=50,
+    )
+    return base | changes
+
+
+def quiet(*_) -> None:
+    pass
+
+
+@pytest.mark.parametrize("relaxation", ["gumbel", "softmax", "straight_through"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_without_a_penalty_it_picks_the_block_the_label_needs(xor, relaxation, seed) -> None:
+    """The label is an XOR of two fields: a pairwise dot expresses it, a 1-unit MLP cannot."""
+    result = dnas.run(settings(relaxation=relaxation, seed=seed), xor, None, quiet)
+    assert [layer["block"] for layer in result["decoded"]["interaction"]] == ["dot"]
+    dot, mlp = result["probabilities"]["last.block"]
+    assert dot > mlp
+
+
+def test_a_larger_penalty_gives_a_cheaper_expected_architecture(xor) -> None:
+    space = {
+        "name": "ctr_stack",
+        "options": {
+            "embedding_dims": [4, 8, 16],
+            "max_depth": 1,
+            "blocks": ["dot", "fm", "mlp"],
+            "block_params": {"mlp": {"widths": [[1], [32]]}},
+            "top_mlps": [[], [16]],
+            "top_inputs": ["last", "all"],
+        },
+    }
+    costs = []
+    for penalty in (0.0, 0.1, 1.0, 10.0):
+        result = dnas.run(settings(space=space, penalty=penalty, steps=200), xor, None, quiet)
+        costs.append(result["expected_cost"])
+        assert result["trajectory"]["expected_cost"][-1] == pytest.approx(costs[-1])
+    assert costs == sorted(costs, reverse=True), costs
+    assert costs[-1] < costs[0] / 3
+
+
+def test_a_resumed_run_ends_as_an_unbroken_one(xor, tmp_path) -> None:
+    unbroken = dnas.run(settings(steps=60, checkpoint_every=20), xor, None, quiet)
+    path = str(tmp_path / "dnas.pt")
+
+    def die_at_30(phase, done, total):
+        if done == 30:
+            raise KeyboardInterrupt  # the process dies between checkpoints (20 and 40)
+
+    with pytest.raises(KeyboardInterrupt):
+        dnas.run(settings(steps=60, checkpoint_every=20), xor, path, die_at_30)
+    assert torch.load(path, weights_only=True)["step"] == 20
+    resumed = dnas.run(settings(steps=60, checkpoint_every=20), xor, path, quiet)
+    assert resumed["probabilities"] == unbroken["probabilities"]
+    assert resumed["decoded"] == unbroken["decoded"]
+    assert resumed["trajectory"]["alpha"] == unbroken["trajectory"]["alpha"]
+
+
+def test_a_mixture_too_large_for_a_step_is_refused_by_field(ml100k) -> None:
+    from nas.supernet import build_supernet
+    from search_spaces import SpaceInputs, create_space
+
+    net = build_supernet(create_space("wukong", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema)
+    with pytest.raises(ConfigError) as caught:
+        dnas.check_relaxation(net, "gumbel")
+    assert caught.value.field == "strategy.options.relaxation"
+    assert "straight_through" in str(caught.value)
+    dnas.check_relaxation(net, "straight_through")
+
+
+def test_shards_are_chronological_slices_that_cover_the_training_split(ml100k) -> None:
+    from workers.trial import TrialData
+
+    data = TrialData.from_prepared(ml100k)
+    train = data.features("train")
+    shards = [data.shard(i, 4) for i in range(4)]
+    assert sum(len(s) for s in shards) == len(train)
+    ends = [(int(s.history.now.min()), int(s.history.now.max())) for s in shards]
+    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:], strict=False)), ends
+
+
+def test_aggregation_by_mean_and_by_vote() -> None:
+    from search_spaces.decisions import Decision
+
+    decisions = [Decision("x", ("a", "b", "c"))]
+    runs = [
+        {"probabilities": {"x": [0.5, 0.45, 0.05]}},
+        {"probabilities": {"x": [0.5, 0.45, 0.05]}},
+        {"probabilities": {"x": [0.0, 0.9, 0.1]}},
+    ]
+    mean = dnas.aggregate(runs, decisions, "mean")["x"]
+    vote = dnas.aggregate(runs, decisions, "vote")["x"]
+    assert max(range(3), key=mean.__getitem__) == 1  # the mean favours b (0.6 vs 0.33)
+    assert max(range(3), key=vote.__getitem__) == 0  # two of three shards chose a
+    assert sum(vote) == pytest.approx(1.0)
