@@ -1,7 +1,14 @@
-"""Search strategies behind one ask/tell interface: random, evolution, optuna."""
+"""Search strategies behind one ask/tell interface: random, evolution, optuna (sampling);
+oneshot (a weight-sharing supernet); dnas and distdnas (differentiable, cost-aware)."""
 
-from nas.strategies import evolution, optuna, random  # noqa: F401  (registers)
-from nas.strategies.base import SpaceExhausted, Strategy, StrategyContext, StrategyOptions
+from nas.strategies import dnas, evolution, oneshot, optuna, random  # noqa: F401  (registers)
+from nas.strategies.base import (
+    Job,
+    SpaceExhausted,
+    Strategy,
+    StrategyContext,
+    StrategyOptions,
+)
 from nas.strategies.registry import (
     check_options,
     create_strategy,
@@ -11,6 +18,7 @@ from nas.strategies.registry import (
 )
 
 __all__ = [
+    "Job",
     "SpaceExhausted",
     "Strategy",
     "StrategyContext",

@@ -9,12 +9,17 @@
 
 A strategy holds a seeded RNG and what it was told; nothing else. The controller persists
 ``state_dict()`` in the registry after every ask and tell, so a search resumes anywhere.
+
+One-shot and differentiable strategies first need setup work: ``jobs()`` lists what is
+still to run (supernet training, one DNAS run per penalty and shard), the controller runs
+each as a Ray task in ``workers/`` (recorded as a trial of the job's kind) and hands the
+result to ``job_done``; only then does ``ask`` have architectures to give.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +48,18 @@ class StrategyContext:
     seed: int
     storage_url: str | None = None  # where strategies that keep a study (Optuna) store it
     study_name: str | None = None
+    train: dict[str, Any] = field(default_factory=dict)  # batch_size, lr, embedding_lr, threads
+    budget: int = 20  # searched candidates the search trains stand-alone
+
+
+@dataclass(frozen=True)
+class Job:
+    """Setup work of a strategy, run as a Ray task by the worker of its ``kind`` (a trial
+    kind: ``supernet`` or ``dnas``) with ``settings`` and the search's data."""
+
+    name: str  # unique in the search: the job trial's id (at most 32 characters)
+    kind: str
+    settings: dict[str, Any]
 
 
 class Strategy(ABC):
@@ -63,6 +80,42 @@ class Strategy(ABC):
     @abstractmethod
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         """The result of an asked candidate: objective values, or None when it failed."""
+
+    # --- setup jobs (one-shot and differentiable strategies) -----------------------------
+
+    @classmethod
+    def check(cls, options: StrategyOptions, space: SearchSpace, schema) -> None:
+        """Refuse, before anything starts, a space or options this strategy cannot run
+        (a ``ConfigError`` naming the field). Sampling strategies take any space."""
+        return None
+
+    def jobs(self) -> list[Job]:
+        """Setup jobs still to run before ``ask`` can answer (none for sampling strategies)."""
+        return []
+
+    def job_done(self, job: Job, result: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{self.name} runs no jobs")
+
+    def estimate(self, spec: ArchSpec) -> dict[str, float]:
+        """What the strategy predicted for an asked architecture (logged beside the real
+        figures): a supernet's NE, a DNAS run's penalty..."""
+        return {}
+
+    def summary(self) -> dict[str, Any]:
+        """What the strategy learned from its jobs, for the search's MLflow run."""
+        return {}
+
+    def job_settings(self) -> dict[str, Any]:
+        """What every job needs from the search: the space, the seed, the training setup."""
+        train = self.context.train
+        return {
+            "space": {"name": self.space.name, "options": self.space.options.model_dump()},
+            "seed": self.context.seed,
+            "threads": train.get("threads", 1),
+            "batch_size": train.get("batch_size", 1024),
+            "lr": train.get("lr", 2e-3),
+            "embedding_lr": train.get("embedding_lr", 1e-2),
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state, "seen": sorted(self.seen)}

@@ -1,0 +1,161 @@
+"""Every registered strategy that runs setup jobs (oneshot, dnas, distdnas) passes these,
+fed results shaped like its workers' own: jobs have unique short names and JSON settings,
+are listed until done, then ``ask`` gives distinct members of the space until it says it
+is spent; state saved between jobs resumes exactly; spaces without a supernet are refused
+up front. (The jobs themselves are tested in tests/workers.)"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nas.errors import ConfigError
+from nas.objectives import get_objective
+from nas.strategies import (
+    SpaceExhausted,
+    StrategyContext,
+    create_strategy,
+    get_strategy,
+    list_strategies,
+)
+from search_spaces import SpaceInputs, create_space
+
+INPUTS = SpaceInputs(11, 8, 64)
+JOB_STRATEGIES = ["distdnas", "dnas", "oneshot"]
+
+
+def context(seed: int = 0) -> StrategyContext:
+    return StrategyContext(
+        space=create_space("ctr_stack", {"max_depth": 2}, INPUTS),
+        objectives=(get_objective("ne"), get_objective("flops")),
+        seed=seed,
+        train={"batch_size": 256, "lr": 1e-3, "embedding_lr": 1e-2, "threads": 1},
+        budget=5,
+    )
+
+
+def fake_result(strategy, job, rng: np.random.Generator) -> dict:
+    """What the job's worker returns, with random numbers."""
+    space = strategy.space
+    if job.kind == "supernet":
+        picks = [space.sample(rng) for _ in range(job.settings["picks"])]
+        return {
+            "picks": [{"spec": s.to_dict(), "estimate": {"ne": 0.8, "flops": 1.0}} for s in picks]
+        }
+    probabilities = {d.name: list(rng.dirichlet(np.ones(len(d.choices)))) for d in space.decisions}
+    return {
+        "penalty": job.settings["penalty"],
+        "probabilities": probabilities,
+        "expected_cost": float(rng.random()),
+        "arch_id": "x",
+    }
+
+
+def drain(strategy, rng) -> list[str]:
+    while jobs := strategy.jobs():
+        for job in jobs:
+            strategy.job_done(job, fake_result(strategy, job, rng))
+    asked = []
+    while True:
+        try:
+            spec = strategy.ask()
+        except SpaceExhausted as err:
+            assert strategy.name in str(err)
+            return asked
+        asked.append(spec.arch_id)
+        strategy.tell(spec, [0.8, 1e5])
+
+
+def test_the_list_is_complete() -> None:
+    sampling = {"random", "evolution", "optuna"}
+    assert set(list_strategies()) == sampling | set(JOB_STRATEGIES)
+
+
+@pytest.mark.parametrize("name", JOB_STRATEGIES)
+def test_jobs_are_named_once_with_json_settings(name) -> None:
+    strategy = create_strategy(name, {}, context())
+    jobs = strategy.jobs()
+    names = [job.name for job in jobs]
+    assert names and len(set(names)) == len(names)
+    assert all(len(n) <= 32 for n in names)
+    for job in jobs:
+        assert job.kind in ("supernet", "dnas")
+        assert json.loads(json.dumps(job.settings)) == job.settings
+        assert job.settings["space"]["name"] == "ctr_stack"
+    with pytest.raises(RuntimeError, match="before"):
+        strategy.ask()
+
+
+@pytest.mark.parametrize("name", JOB_STRATEGIES)
+def test_after_its_jobs_it_asks_distinct_members_then_says_it_is_spent(name) -> None:
+    strategy = create_strategy(name, {}, context())
+    asked = drain(strategy, np.random.default_rng(0))
+    assert asked and len(set(asked)) == len(asked)
+    assert not strategy.jobs()
+    assert strategy.summary()
+    for arch_id in asked:
+        spec = next(s for s in _members(strategy) if s.arch_id == arch_id)
+        strategy.space.encode(spec)  # a member of the space
+        assert strategy.estimate(spec)
+
+
+def _members(strategy):
+    if hasattr(strategy, "picks"):
+        return strategy.picks
+    return list(strategy.decoded.values())
+
+
+@pytest.mark.parametrize("name", JOB_STRATEGIES)
+def test_state_saved_between_jobs_resumes_exactly(name) -> None:
+    whole = drain(create_strategy(name, {}, context(3)), np.random.default_rng(1))
+    first = create_strategy(name, {}, context(3))
+    rng = np.random.default_rng(1)
+    jobs = first.jobs()
+    first.job_done(jobs[0], fake_result(first, jobs[0], rng))
+    state = json.loads(json.dumps(first.state_dict()))  # as the registry stores it
+    second = create_strategy(name, {}, context(3))
+    second.load_state_dict(state)
+    assert [j.name for j in second.jobs()] == [j.name for j in jobs[1:]]
+    assert drain(second, rng) == whole
+
+
+def test_distdnas_runs_every_penalty_on_every_shard_with_a_share_of_the_steps() -> None:
+    strategy = create_strategy(
+        "distdnas", {"lambdas": [0.0, 0.1], "shards": 3, "steps": 300}, context()
+    )
+    jobs = strategy.jobs()
+    assert [(j.settings["penalty"], j.settings["shard"]) for j in jobs] == [
+        (p, [s, 3]) for p in (0.0, 0.1) for s in range(3)
+    ]
+    assert {j.settings["steps"] for j in jobs} == {100}
+
+
+@pytest.mark.parametrize("name", JOB_STRATEGIES)
+@pytest.mark.parametrize("space", ["hstu_seq", "rocs"])
+def test_spaces_without_a_supernet_are_refused_before_anything_runs(name, space, ml1m) -> None:
+    options = get_strategy(name).Options()
+    with pytest.raises(ConfigError) as caught:
+        get_strategy(name).check(options, create_space(space, {}, INPUTS), ml1m.schema)
+    assert caught.value.field == "space.name"
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "field"),
+    [
+        ("dnas", {"lambdas": [-1.0]}, "strategy.options.lambdas"),
+        ("dnas", {"lambdas": []}, "strategy.options.lambdas"),
+        ("dnas", {"relaxation": "hard"}, "strategy.options.relaxation"),
+        ("distdnas", {"shards": 1}, "strategy.options.shards"),
+        ("distdnas", {"aggregate": "max"}, "strategy.options.aggregate"),
+        ("oneshot", {"sampling": "random"}, "strategy.options.sampling"),
+        ("oneshot", {"subnet_budget": 0}, "strategy.options.subnet_budget"),
+    ],
+)
+def test_bad_options_name_the_field(name, options, field) -> None:
+    from nas.strategies import check_options
+
+    with pytest.raises(ConfigError) as caught:
+        check_options(name, options)
+    assert caught.value.field == field
