@@ -18,6 +18,7 @@ goes into the object store once (``tune.with_parameters``) and is read without c
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -57,6 +58,11 @@ class Plan:
             seed=self.config.seed,
             storage_url=registry_url,
             study_name=f"recnas-{search_id}",
+            train={
+                **self.config.train.model_dump(),
+                "threads": self.config.resources.cpus_per_trial,
+            },
+            budget=self.config.budget.candidates,
         )
         return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 
@@ -75,8 +81,14 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
             f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
         )
+    from nas.strategies import check_options, get_strategy
+
     dataset = load_dataset(config.dataset)
     space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
+    strategy = config.strategy
+    get_strategy(strategy.name).check(
+        check_options(strategy.name, strategy.options), space, dataset.schema
+    )
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):
         if not path.exists():
@@ -103,6 +115,15 @@ class Reporter:
 
     def trial_finished(self, trial: Trial, summary: SearchSummary) -> None: ...
 
+    def phase(self, name: str, total: int | None = None) -> None:
+        """The search moved on (``total``: candidates it will now train in all)."""
+
+    def job_started(self, job) -> None: ...
+
+    def job_progress(self, name: str, phase: str, done: int, total: int) -> None: ...
+
+    def job_finished(self, job, trial: Trial) -> None: ...
+
     def stop(self) -> None: ...
 
 
@@ -126,6 +147,7 @@ class Controller:
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
         self.exhausted: str | None = None
+        self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
         self._last_poll = 0.0
         self.tracker = Tracker(
@@ -147,7 +169,7 @@ class Controller:
             total = self.config.budget.candidates + len(self.plan.baselines)
             finished = sum(t.status in ("completed", "failed") for t in trials)
             self.reporter.start(search, total, finished)
-            self._fit(search, remaining)
+            self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
         except KeyboardInterrupt:
             status, message = "interrupted", INTERRUPTED
@@ -168,49 +190,73 @@ class Controller:
         self._open_tracking(search)
         trials = self.registry.trials(search.id)
         self._log_unlogged(trials)
-        self.rerun = [t for t in trials if t.status in ("running", "cancelled")]
+        self.rerun = [
+            t for t in trials if t.is_candidate and t.status in ("running", "cancelled")
+        ]  # unfinished setup jobs run again when the strategy lists them
         done = {t.arch_id for t in trials}
         self.baselines = [b for b in self.plan.baselines if b.arch_id not in done]
         self.known = {t.arch_id: t for t in trials}
         return trials
 
-    def _fit(self, search: Search, time_budget_s: float | None) -> None:
-        import ray
-        from ray import tune
-
-        from workers.search_trial import run_candidate
+    @functools.cached_property
+    def trial_data(self):
+        """What every trial and job reads: the splits as arrays (put in Ray's object store)."""
         from workers.trial import TrialData
 
-        data = TrialData.from_prepared(self.plan.dataset, "valid")
+        return TrialData.from_prepared(self.plan.dataset, "valid")
+
+    def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
+        """The strategy's setup jobs (if any), then the candidates, on one Ray session."""
+        import ray
+
+        from nas.setup_jobs import SetupPhase
+
+        deadline = None if time_budget_s is None else time.time() + time_budget_s
         started_ray = init_ray(self.ray_address or self.config.ray_address)
         try:
-            resources = self.config.resources
-            trainable = tune.with_resources(
-                tune.with_parameters(run_candidate, data=data), {"cpu": resources.cpus_per_trial}
-            )
-            tuner = tune.Tuner(
-                trainable,
-                tune_config=tune.TuneConfig(
-                    search_alg=StrategySearcher(self),
-                    num_samples=-1,  # until the searcher says FINISHED
-                    max_concurrent_trials=resources.concurrency,
-                    reuse_actors=True,
-                    time_budget_s=time_budget_s,
-                    trial_dirname_creator=lambda t: f"trial{t.config['number']:04d}",
-                ),
-                run_config=tune.RunConfig(
-                    name=f"{search.id}-session{search.sessions}",
-                    storage_path=str(runs_dir() / "tune"),
-                    callbacks=[Recorder(self)],
-                    stop=CancelStopper(self),
-                    verbose=0,
-                    log_to_file=True,
-                ),
-            )
-            tuner.fit()
+            self.setup_stop = SetupPhase(self).run(deadline)
+            if self.setup_stop is None:
+                offered = self.strategy.offers()
+                searched = self.config.budget.candidates
+                if offered is not None:
+                    searched = min(searched, offered + self._searched())
+                self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
+                left = None if deadline is None else max(1.0, deadline - time.time())
+                self._fit(search, left)
         finally:
             if started_ray:
                 ray.shutdown()
+
+    def _fit(self, search: Search, time_budget_s: float | None) -> None:
+        from ray import tune
+
+        from workers.search_trial import run_candidate
+
+        resources = self.config.resources
+        trainable = tune.with_resources(
+            tune.with_parameters(run_candidate, data=self.trial_data),
+            {"cpu": resources.cpus_per_trial},
+        )
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                search_alg=StrategySearcher(self),
+                num_samples=-1,  # until the searcher says FINISHED
+                max_concurrent_trials=resources.concurrency,
+                reuse_actors=True,
+                time_budget_s=time_budget_s,
+                trial_dirname_creator=lambda t: f"trial{t.config['number']:04d}",
+            ),
+            run_config=tune.RunConfig(
+                name=f"{search.id}-session{search.sessions}",
+                storage_path=str(runs_dir() / "tune"),
+                callbacks=[Recorder(self)],
+                stop=CancelStopper(self),
+                verbose=0,
+                log_to_file=True,
+            ),
+        )
+        tuner.fit()
 
     # --- asking --------------------------------------------------------------------------
 
@@ -290,6 +336,8 @@ class Controller:
             timings.update(started_at=result["started_at"], finished_at=result["finished_at"])
             if result["outcome"] == "completed":
                 metrics = json.loads(result["payload"])
+                if trial.kind == "searched":  # the strategy's prediction, beside the real figures
+                    metrics |= self.strategy.estimate(ArchSpec.from_dict(trial.spec))
                 values = [float(metrics[o]) for o in self.objectives]
                 if not all(math.isfinite(v) for v in values):
                     shown = dict(zip(self.objectives, values, strict=True))
@@ -326,11 +374,27 @@ class Controller:
         trial.mlflow_run_id = run_id
         return trial
 
+    def log_job(self, trial: Trial, result: dict[str, Any] | None) -> None:
+        """A setup job's MLflow run (with its result when it has one), and what the strategy
+        has learned so far on the search's run."""
+        run_id = self.tracker.log_job(
+            self.search.mlflow_experiment_id,
+            self.search.mlflow_run_id,
+            self.search.id,
+            trial,
+            result,
+        )
+        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
+        self.tracker.log_strategy(self.search.mlflow_run_id, self.strategy.summary())
+
     def _log_unlogged(self, trials: list[Trial]) -> None:
         """Trials recorded just before a crash, whose MLflow run was not written."""
         for trial in trials:
             if trial.status in ("completed", "failed") and trial.mlflow_run_id is None:
-                self._log_trial(trial)
+                if trial.is_candidate:
+                    self._log_trial(trial)
+                else:  # its bulky result parts were never kept: the run gets the rest
+                    self.log_job(trial, trial.metrics)
 
     # --- cancel, tracking, the end -------------------------------------------------------
 
@@ -366,11 +430,16 @@ class Controller:
         searched = sum(t.kind == "searched" for t in trials)
         if self.cancelled:
             return "cancelled", "cancelled by nas cancel"
+        if self.setup_stop == "stopped":
+            return "stopped", (
+                f"reached budget.max_minutes ({self.config.budget.max_minutes}) during the "
+                "strategy's setup jobs"
+            )
         if not open_trials and not self.baselines and not self.rerun:
             if searched >= self.config.budget.candidates:
                 return "completed", None
             if self.exhausted:
-                return "completed", f"stopped early: {self.exhausted}"
+                return "completed", self.exhausted
         if time_budget is not None and seconds >= time_budget:
             return "stopped", f"reached budget.max_minutes ({self.config.budget.max_minutes})"
         return "interrupted", INTERRUPTED

@@ -182,7 +182,8 @@ def _run(registry, search, checked, args: argparse.Namespace) -> int:
 
 
 class ProgressReporter(Reporter):
-    """A rich progress bar: candidates done/failed, best NE, front size, elapsed, ETA."""
+    """Rich progress bars: one per setup job while they run (supernet training x/y steps,
+    subnet search, DNAS training), then the candidates: done/failed, best, front, ETA."""
 
     def __init__(self, config):
         self.config = config
@@ -190,35 +191,54 @@ class ProgressReporter(Reporter):
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("failed {task.fields[failed]}"),
-            TextColumn("best {task.fields[best]}"),
-            TextColumn("front {task.fields[front]}"),
+            TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
             TextColumn("eta"),
             TimeRemainingColumn(),
             console=console,
         )
         self.task = None
+        self.jobs: dict[str, object] = {}  # job name -> its bar
 
     def start(self, search, total: int, done: int) -> None:
         self.progress.start()
-        self.task = self.progress.add_task(
-            search.id, total=total, completed=done, failed=0, best="-", front=0
-        )
+        self.task = self.progress.add_task(search.id, total=total, completed=done, note="")
+
+    def phase(self, name: str, total: int | None = None) -> None:
+        if name == "setup jobs":
+            self.progress.update(self.task, description="candidates (after the setup jobs)")
+        else:
+            self.progress.update(self.task, description=name, total=total)
+
+    def job_started(self, job) -> None:
+        self.jobs[job.name] = self.progress.add_task(f"{job.name}: starting", total=None, note="")
+
+    def job_progress(self, name: str, phase: str, done: int, total: int) -> None:
+        bar = self.jobs.get(name)
+        if bar is not None:
+            unit = "steps" if "training" in phase else "members"
+            self.progress.update(
+                bar, description=f"{name}: {phase}", completed=done, total=total, note=unit
+            )
+
+    def job_finished(self, job, trial) -> None:
+        bar = self.jobs.pop(job.name, None)
+        if bar is not None:
+            self.progress.update(bar, description=f"{job.name}: done", note="")
+            self.progress.stop_task(bar)
 
     def trial_started(self, trial) -> None:
         label = trial.label or trial.arch_id[:8]
-        self.progress.update(self.task, description=f"training {label}")
+        self.progress.update(self.task, description=f"stand-alone training {label}")
 
     def trial_finished(self, trial, summary) -> None:
         first = summary.objectives[0]
         best = summary.best.get(first)
+        best_text = f"best {first} {best:.4f}" if best is not None else "best -"
         self.progress.update(
             self.task,
             completed=summary.counts["completed"] + summary.counts["failed"],
-            failed=summary.counts["failed"],
-            best=f"{first} {best:.4f}" if best is not None else "-",
-            front=len(summary.front),
+            note=f"failed {summary.counts['failed']}  {best_text}  front {len(summary.front)}",
         )
         if trial.status == "failed":
             first_line = (trial.error or "").splitlines()[0] if trial.error else ""
@@ -346,6 +366,7 @@ def cmd_status(args: argparse.Namespace) -> None:
                 **_search_row(search, summary),
                 "config": search.config,
                 "mlflow_run_id": search.mlflow_run_id,
+                "phase": _phase(trials, summary),
                 "trials": [_trial_row(t) for t in trials],
                 "summary": summary.to_dict(),
             }
@@ -380,6 +401,7 @@ def cmd_status(args: argparse.Namespace) -> None:
         f"({counts['searched']}/{counts['budget']} searched + "
         f"{counts['baselines']} baselines)",
     )
+    table.add_row("phase", _phase(trials, summary))
     table.add_row("elapsed", f"{row['elapsed_min']:.1f} min over {search.sessions} session(s)")
     table.add_row(
         "hypervolume",
@@ -393,6 +415,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     )
     table.add_row("mlflow run", search.mlflow_run_id or "-")
     out.print(table)
+    _print_jobs([t for t in trials if not t.is_candidate])
     failed = [t for t in trials if t.status == "failed"]
     if failed:
         errors = Table(title="failed trials", title_justify="left")
@@ -402,6 +425,61 @@ def cmd_status(args: argparse.Namespace) -> None:
             errors.add_row(str(t.number), t.arch_id, (t.error or "").splitlines()[0][:200])
         out.print(errors)
     _print_front(search, summary)
+
+
+def _phase(trials, summary) -> str:
+    """Where the search is: its setup jobs (with the progress each last reported), or the
+    stand-alone training of candidates."""
+    jobs = [t for t in trials if not t.is_candidate]
+    unfinished = [t for t in jobs if t.status != "completed"]
+    if unfinished:
+        shown = []
+        for t in unfinished:
+            progress = (t.job or {}).get("progress")
+            where = (
+                f"{progress['phase']} {progress['done']}/{progress['total']}" if progress else ""
+            )
+            shown.append(f"{t.arch_id} {t.status} {where}".strip())
+        return f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
+    counts = summary.counts
+    done = counts["completed"] + counts["failed"]
+    total = counts["searched"] + counts["baselines"]
+    return f"stand-alone training {done}/{total}" + (
+        f" (after {len(jobs)} setup jobs)" if jobs else ""
+    )
+
+
+def _print_jobs(jobs) -> None:
+    if not jobs:
+        return
+    table = Table(title="setup jobs", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("trial", "job", "kind", "status", "progress", "minutes", "result"):
+        table.add_column(column, overflow="fold")
+    for t in jobs:
+        progress = (t.job or {}).get("progress")
+        timings = t.timings or {}
+        minutes = (timings.get("finished_at", 0) - timings.get("started_at", 0)) / 60
+        result = t.metrics or {}
+        if "arch_id" in result:
+            found = f"decoded {result['arch_id']}"
+        elif "picks" in result:
+            found = f"{result.get('evaluated', 0)} members scored, {len(result['picks'])} picked"
+        else:
+            found = (t.error or "").splitlines()[0][:120] if t.error else "-"
+        table.add_row(
+            str(t.number),
+            t.arch_id,
+            t.kind,
+            _status_text(t.status),
+            "done"
+            if t.status == "completed"
+            else f"{progress['phase']} {progress['done']}/{progress['total']}"
+            if progress
+            else "-",
+            f"{minutes:.1f}" if timings.get("finished_at") else "-",
+            found,
+        )
+    out.print(table)
 
 
 def _trial_row(trial) -> dict:

@@ -1,6 +1,8 @@
 """MLflow logging: an experiment per search name, a parent run per search, a child run per
 candidate. The registry stays the source of truth; MLflow is where people browse.
 
+    job run     a strategy's setup job (supernet, dnas): settings, numbers, the DNAS logits'
+                trajectories, the decoded or picked architectures (see ``log_job``)
     child run   params  the flattened spec (embedding_dim, depth, layer0.block, ...)
                 tags    arch_id, search_id, strategy, baseline, trial, status
                 metrics every objective and measured number (ne, auc, flops, seconds, ...)
@@ -24,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from nas.errors import NasError
+
+METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
 
 
 class TrackingError(NasError):
@@ -162,6 +166,92 @@ class Tracker:
         status = "FINISHED" if trial.status == "completed" else "FAILED"
         self._call("close a trial run", self.client.set_terminated, run_id, status)
         return run_id
+
+    def log_job(
+        self, experiment_id: str, parent_id: str, search_id: str, trial, result: dict | None
+    ) -> str:
+        """The child run of a strategy's setup job (kind supernet or dnas): its settings as
+        params, its numbers as metrics, the DNAS logits' trajectories as stepped metrics
+        (``alpha.<decision>.<choice>``, ``expected_cost``, ``loss``), and what it found as
+        artifacts (``spec.json`` and ``probabilities.json``; ``picks.json``, ``subnets.csv``)."""
+        run_id = self._find(
+            experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
+        )
+        tags = {
+            "mlflow.parentRunId": parent_id,
+            "search_id": search_id,
+            "trial": str(trial.number),
+            "kind": trial.kind,
+            "job": trial.arch_id,
+            "status": trial.status,
+        }
+        if run_id is None:
+            run = self._call(
+                "create a job run",
+                self.client.create_run,
+                experiment_id,
+                run_name=trial.arch_id,
+                tags=tags,
+            )
+            run_id = run.info.run_id
+        settings = (trial.job or {}).get("settings", {})
+        numbers = {
+            k: float(v)
+            for k, v in (result or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        extra = {"error": trial.error[:5000]} if trial.error else {}
+        self._log(run_id, params=flatten_config(settings), metrics=numbers, tags={**tags, **extra})
+        result = result or {}
+        self._log_trajectory(run_id, result.get("trajectory"))
+        if "decoded" in result:
+            self._call(
+                "log spec.json", self.client.log_dict, run_id, result["decoded"], "spec.json"
+            )
+            self._call(
+                "log probabilities.json",
+                self.client.log_dict,
+                run_id,
+                result["probabilities"],
+                "probabilities.json",
+            )
+        if "picks" in result:
+            self._call(
+                "log picks.json", self.client.log_dict, run_id, result["picks"], "picks.json"
+            )
+        if result.get("subnets"):
+            self._call(
+                "log subnets.csv",
+                self.client.log_text,
+                run_id,
+                _csv(result["subnets"]),
+                "subnets.csv",
+            )
+        status = "FINISHED" if trial.status == "completed" else "FAILED"
+        self._call("close a job run", self.client.set_terminated, run_id, status)
+        return run_id
+
+    def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
+        if not trajectory:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        points = []
+        for i, step in enumerate(trajectory["step"]):
+            points.append(Metric("expected_cost", trajectory["expected_cost"][i], now, step))
+            points.append(Metric("loss", trajectory["loss"][i], now, step))
+            for decision, choices in trajectory["alpha"].items():
+                for choice, values in choices.items():
+                    points.append(Metric(f"alpha.{decision}.{choice}", values[i], now, step))
+        for start in range(0, len(points), METRICS_PER_BATCH):
+            chunk = points[start : start + METRICS_PER_BATCH]
+            self._call("log a trajectory", self.client.log_batch, run_id, metrics=chunk)
+
+    def log_strategy(self, run_id: str, summary: dict) -> None:
+        """What the strategy learned from its jobs, as ``strategy.json`` on the search run."""
+        if summary:
+            self._call("log strategy.json", self.client.log_dict, run_id, summary, "strategy.json")
 
     def log_front(self, run_id: str, summary, step: int) -> None:
         metrics = {

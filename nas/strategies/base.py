@@ -96,6 +96,11 @@ class Strategy(ABC):
     def job_done(self, job: Job, result: dict[str, Any]) -> None:
         raise NotImplementedError(f"{self.name} runs no jobs")
 
+    def offers(self) -> int | None:
+        """How many architectures ``ask`` will give in all, once the jobs are done (None:
+        as many as the budget asks for)."""
+        return None
+
     def estimate(self, spec: ArchSpec) -> dict[str, float]:
         """What the strategy predicted for an asked architecture (logged beside the real
         figures): a supernet's NE, a DNAS run's penalty..."""

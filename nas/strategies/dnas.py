@@ -158,6 +158,9 @@ class Dnas(Strategy):
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         pass  # the sweep was decided by the jobs
 
+    def offers(self) -> int | None:
+        return len({spec.arch_id for spec in self.decoded.values()})
+
     def estimate(self, spec: ArchSpec) -> dict[str, float]:
         penalties = [float(p) for p, s in self.decoded.items() if s.arch_id == spec.arch_id]
         return {"dnas_penalty": min(penalties)} if penalties else {}

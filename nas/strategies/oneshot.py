@@ -87,6 +87,9 @@ class OneShot(Strategy):
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         pass  # the ranking was fixed by the supernet
 
+    def offers(self) -> int | None:
+        return None if self.picks is None else len(self.picks)
+
     def estimate(self, spec: ArchSpec) -> dict[str, float]:
         found = self.estimates.get(spec.arch_id, {})
         return {f"supernet_{k}": v for k, v in found.items() if k in ("ne", "auc", "logloss")}

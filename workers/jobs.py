@@ -1,0 +1,46 @@
+"""A strategy's setup job as it runs inside a Ray task: the worker of its kind, its progress
+sent back to the controller.
+
+    run_job("dnas", settings, data, checkpoint, progress_queue, "dnas-l0.05") -> result
+
+Progress goes through a Ray queue (so it reaches the controller from any node of a
+cluster), at most once a second per job plus the last step of each phase.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workers.trial import TrialData
+
+PROGRESS_EVERY_S = 1.0
+
+
+def _runners():
+    from workers import dnas, oneshot
+
+    return {"supernet": oneshot.run, "dnas": dnas.run}
+
+
+def run_job(
+    kind: str,
+    settings: dict[str, Any],
+    data: TrialData,
+    checkpoint: str | None,
+    queue,
+    name: str,
+) -> dict[str, Any]:
+    last = 0.0
+
+    def progress(phase: str, done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done == total or now - last >= PROGRESS_EVERY_S:
+            last = now
+            try:
+                queue.put_nowait((name, phase, done, total))
+            except Exception:  # a full or closed queue only costs a progress line
+                pass
+
+    return _runners()[kind](settings, data, checkpoint, progress)
