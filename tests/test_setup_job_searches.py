@@ -1,0 +1,164 @@
+"""One-shot and differentiable searches as a user runs them: `nas submit` in a real
+subprocess, a real local Ray running the setup jobs, real registry and MLflow stores,
+MovieLens-100k. A kill -9 in the middle of the DNAS jobs resumes from their checkpoints and
+ends with the architectures an unbroken search finds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from tests.test_search import nas, registry_of, start_submit
+
+SEARCH = """\
+name: {name}
+dataset: movielens-100k
+space: {{name: ctr_stack, options: {{max_depth: 2}}}}
+strategy: {{name: {strategy}, options: {options}}}
+budget: {{candidates: 4, steps: 60}}
+train: {{batch_size: 256}}
+resources: {{concurrency: 2, cpus_per_trial: 1}}
+include_baselines: {baselines}
+seed: 4
+"""
+
+
+def write(folder: Path, strategy: str, options: str, baselines: str = "false") -> Path:
+    path = folder / f"{strategy}.yaml"
+    path.write_text(
+        SEARCH.format(name=strategy, strategy=strategy, options=options, baselines=baselines)
+    )
+    return path
+
+
+def trials_of(runs: Path):
+    registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    return registry.get_search(search.id), registry.trials(search.id)
+
+
+@pytest.mark.slow
+def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path: Path) -> None:
+    path = write(tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 160, checkpoint_every: 40}")
+    runs = tmp_path / "runs"
+    process = start_submit(runs, path, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not list(runs.glob("checkpoints/*/dnas-l0.pt")) and time.time() < deadline:
+            time.sleep(0.5)
+        time.sleep(2)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate()
+    search, trials = trials_of(runs)
+    jobs = [t for t in trials if t.kind == "dnas"]
+    assert jobs and all(t.status == "running" for t in jobs), "killed before the jobs ran"
+    saved = torch.load(jobs[0].checkpoint, weights_only=True)["step"]
+    assert 0 < saved < 160
+    done = nas(runs, "resume", search.id)
+    assert done.returncode == 0, done.stderr
+    search, trials = trials_of(runs)
+    assert search.status == "completed"
+    jobs = {t.arch_id: t for t in trials if t.kind == "dnas"}
+    assert sorted(jobs) == ["dnas-l0", "dnas-l0.5"]
+    assert all(t.status == "completed" and t.attempts == 2 for t in jobs.values())
+    searched = {t.arch_id for t in trials if t.kind == "searched"}
+    assert searched == {t.metrics["arch_id"] for t in jobs.values()}
+    # The same search, never interrupted, decodes the same architectures.
+    unbroken = tmp_path / "unbroken"
+    assert nas(unbroken, "submit", str(path)).returncode == 0
+    _, whole = trials_of(unbroken)
+    assert {t.arch_id: t.metrics["arch_id"] for t in whole if t.kind == "dnas"} == {
+        name: t.metrics["arch_id"] for name, t in jobs.items()
+    }
+    assert {t.arch_id for t in whole if t.kind == "searched"} == searched
+    # MLflow: one run per job with the logits' trajectories, once each despite the crash.
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    runs_ = client.search_runs([search.mlflow_experiment_id], filter_string="tags.kind = 'dnas'")
+    assert sorted(r.info.run_name for r in runs_) == ["dnas-l0", "dnas-l0.5"]
+    for run in runs_:
+        history = client.get_metric_history(run.info.run_id, "alpha.last.block.dcnv2")
+        assert [m.step for m in history] == list(range(10, 161, 10))
+        assert {"spec.json", "probabilities.json"} <= {
+            a.path for a in client.list_artifacts(run.info.run_id)
+        }
+
+
+@pytest.mark.slow
+def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> None:
+    options = "{supernet_steps: 200, subnet_budget: 60, top_k: 3, eval_rows: 2048}"
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write(tmp_path, "oneshot", options)), "--json")
+    assert done.returncode == 0, done.stderr
+    search, trials = trials_of(runs)
+    assert search.status == "completed" and "picked from the supernet" in search.message
+    (job,) = [t for t in trials if t.kind == "supernet"]
+    assert job.metrics["evaluated"] == 60 and len(job.metrics["picks"]) == 3
+    assert "subnets" not in job.metrics  # kept in MLflow, not in the registry
+    searched = [t for t in trials if t.kind == "searched"]
+    assert len(searched) == 3
+    for t in searched:
+        assert 0 < t.metrics["supernet_ne"] < 2 and 0 < t.metrics["ne"] < 2
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    (job_run,) = client.search_runs(
+        [search.mlflow_experiment_id], filter_string="tags.kind = 'supernet'"
+    )
+    assert {"picks.json", "subnets.csv"} <= {
+        a.path for a in client.list_artifacts(job_run.info.run_id)
+    }
+    status = nas(runs, "status", search.id)
+    assert "setup jobs" in status.stdout and "60 members scored, 3 picked" in status.stdout
+    printed = json.loads(nas(runs, "status", search.id, "--json").stdout)
+    assert printed["phase"].startswith("stand-alone training 3/3")
+
+
+@pytest.mark.slow
+def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) -> None:
+    options = "{lambdas: [0.0, 1.0], steps: 120, shards: 2, aggregate: vote}"
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write(tmp_path, "distdnas", options, baselines="true")))
+    assert done.returncode == 0, done.stderr
+    search, trials = trials_of(runs)
+    jobs = [t for t in trials if t.kind == "dnas"]
+    assert sorted(t.arch_id for t in jobs) == [
+        "dnas-l0-s0",
+        "dnas-l0-s1",
+        "dnas-l1-s0",
+        "dnas-l1-s1",
+    ]
+    assert {tuple(t.job["settings"]["shard"]) for t in jobs} == {(0, 2), (1, 2)}
+    assert all(t.job["settings"]["steps"] == 60 for t in jobs)
+    assert sum(t.kind == "baseline" for t in trials) == 4
+    assert 1 <= sum(t.kind == "searched" for t in trials) <= 2
+    artifacts = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}").list_artifacts(search.mlflow_run_id)
+    assert "strategy.json" in {a.path for a in artifacts}
+
+
+@pytest.mark.parametrize(
+    ("space", "strategy", "words"),
+    [
+        ("hstu_seq", "dnas", "space.name: space 'hstu_seq' has no supernet form"),
+        ("rocs", "oneshot", "space.name: space 'rocs' has no supernet form"),
+        ("wukong", "dnas", "strategy.options.relaxation: gumbel mixes every candidate"),
+    ],
+)
+def test_a_space_the_strategy_cannot_search_exits_2_and_starts_nothing(
+    tmp_path: Path, space: str, strategy: str, words: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        f"name: t\ndataset: movielens-100k\nspace: {{name: {space}}}\n"
+        f"strategy: {{name: {strategy}}}\n"
+    )
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 2, done.stderr
+    assert words in " ".join(done.stderr.split())
+    assert not (runs / "registry.db").exists()
