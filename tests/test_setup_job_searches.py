@@ -116,7 +116,7 @@ def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> N
     status = nas(runs, "status", search.id)
     assert "setup jobs" in status.stdout and "60 members scored, 3 picked" in status.stdout
     printed = json.loads(nas(runs, "status", search.id, "--json").stdout)
-    assert printed["phase"].startswith("stand-alone training 3/3")
+    assert printed["phase"].startswith("stand-alone training: 3 finished, 0 running")
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ cluster), at most once a second per job plus the last step of each phase.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -38,9 +39,8 @@ def run_job(
         now = time.monotonic()
         if done == total or now - last >= PROGRESS_EVERY_S:
             last = now
-            try:
+            # A full or closed queue only costs a progress line.
+            with contextlib.suppress(Exception):
                 queue.put_nowait((name, phase, done, total))
-            except Exception:  # a full or closed queue only costs a progress line
-                pass
 
     return _runners()[kind](settings, data, checkpoint, progress)

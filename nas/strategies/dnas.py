@@ -79,14 +79,10 @@ class Dnas(Strategy):
 
     @classmethod
     def check(cls, options, space, schema) -> None:
-        import torch
-
-        from nas.supernet import build_supernet
+        from nas.supernet import check_supernet
         from workers.dnas import check_relaxation
 
-        with torch.device("meta"):  # the candidates' shapes only, nothing allocated
-            net = build_supernet(space, schema)
-        check_relaxation(net, options.relaxation)
+        check_relaxation(check_supernet(space, schema), options.relaxation)
 
     # --- jobs --------------------------------------------------------------------------------
 

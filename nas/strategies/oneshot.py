@@ -47,7 +47,9 @@ class OneShot(Strategy):
 
     @classmethod
     def check(cls, options, space, schema) -> None:
-        space.supernet_plan()  # a ConfigError naming space.name when it has none
+        from nas.supernet import check_supernet
+
+        check_supernet(space, schema)
 
     def jobs(self) -> list[Job]:
         if self.picks is not None:

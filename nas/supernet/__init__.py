@@ -15,4 +15,20 @@ def build_supernet(space, schema, cost: CostFn = flops_cost) -> StackSupernet:
     return StackSupernet(space, schema, cost)
 
 
-__all__ = ["CostFn", "SharedBlock", "StackSupernet", "build_supernet", "flops_cost"]
+def check_supernet(space, schema) -> StackSupernet:
+    """The supernet's structure without its weights (built on the meta device): a space
+    whose candidates do not build is a ``ConfigError`` before anything starts."""
+    import torch
+
+    with torch.device("meta"):
+        return build_supernet(space, schema)
+
+
+__all__ = [
+    "CostFn",
+    "SharedBlock",
+    "StackSupernet",
+    "build_supernet",
+    "check_supernet",
+    "flops_cost",
+]
