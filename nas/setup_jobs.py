@@ -9,7 +9,8 @@ as a trial of its kind (``supernet``, ``dnas``) with a checkpoint path under the
 (on a cluster, that folder must be on storage every node mounts, as Tune's storage is).
 
 When a job finishes, the strategy takes its result and its state is written with the job's
-outcome in one registry transaction; then the job's MLflow run (settings, the logits'
+outcome in one registry transaction (then its checkpoint is deleted, unless the job keeps
+it: a trained supernet does); then the job's MLflow run (settings, the logits'
 trajectories, the decoded or picked architectures) and the strategy's summary on the search
 run. A job that raises fails the search (``nas resume`` runs it again from its checkpoint);
 after a crash, the jobs the strategy has not been told about run again from theirs, and a
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.config import runs_dir
@@ -130,6 +132,9 @@ class SetupPhase:
         )
         self.c.known[job.name] = trial
         self.c.log_job(trial, result)
+        if not job.keep_checkpoint and trial.checkpoint:
+            Path(trial.checkpoint).unlink(missing_ok=True)
+            self.c.registry.update_trial(trial.id, checkpoint=None)
         self.c.reporter.job_finished(job, trial)
 
     # --- watching ---------------------------------------------------------------------------

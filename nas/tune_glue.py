@@ -18,8 +18,9 @@ from nas.config import runs_dir
 if TYPE_CHECKING:
     from nas.controller import Controller
 
-# Unix socket paths must stay under ~107 bytes; Ray nests several folders under its temp dir.
-MAX_RAY_TEMP_LEN = 60
+# Unix socket paths must stay under 107 bytes, and Ray puts its sockets at
+# <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
+MAX_RAY_TEMP_LEN = 107 - 62
 
 
 def init_ray(address: str | None) -> bool:

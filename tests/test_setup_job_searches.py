@@ -69,6 +69,8 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     jobs = {t.arch_id: t for t in trials if t.kind == "dnas"}
     assert sorted(jobs) == ["dnas-l0", "dnas-l0.5"]
     assert all(t.status == "completed" and t.attempts == 2 for t in jobs.values())
+    assert all(t.checkpoint is None for t in jobs.values())  # deleted once recorded
+    assert not list(runs.glob("checkpoints/*/*.pt"))
     searched = {t.arch_id for t in trials if t.kind == "searched"}
     assert searched == {t.metrics["arch_id"] for t in jobs.values()}
     # The same search, never interrupted, decodes the same architectures.
@@ -100,6 +102,7 @@ def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> N
     search, trials = trials_of(runs)
     assert search.status == "completed" and "picked from the supernet" in search.message
     (job,) = [t for t in trials if t.kind == "supernet"]
+    assert Path(job.checkpoint).exists()  # a trained supernet is kept
     assert job.metrics["evaluated"] == 60 and len(job.metrics["picks"]) == 3
     assert "subnets" not in job.metrics  # kept in MLflow, not in the registry
     searched = [t for t in trials if t.kind == "searched"]

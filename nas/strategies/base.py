@@ -60,6 +60,7 @@ class Job:
     name: str  # unique in the search: the job trial's id (at most 32 characters)
     kind: str
     settings: dict[str, Any]
+    keep_checkpoint: bool = True  # after the result is recorded (a trained supernet: yes)
 
 
 class Strategy(ABC):

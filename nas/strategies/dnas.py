@@ -116,7 +116,9 @@ class Dnas(Strategy):
                 name = self.job_name(penalty, shard)
                 if name not in self.results:
                     where = None if shard is None else [shard, self.shards]
-                    out.append(Job(name, "dnas", common | {"penalty": penalty, "shard": where}))
+                    settings = common | {"penalty": penalty, "shard": where}
+                    # Once its logits are recorded, a DNAS run's checkpoint serves nothing.
+                    out.append(Job(name, "dnas", settings, keep_checkpoint=False))
         return out
 
     def _shard_ids(self) -> list[int | None]:
