@@ -1,15 +1,18 @@
 """The controller: runs a search's candidates as Ray Tune trials and records every outcome.
 
-    plan(config)          check the dataset, space and baselines; nothing written
-    Controller.run()      ray.init -> Tuner(trainable, search_alg=ask the strategy,
-                          callbacks=record each outcome) -> fit -> the search's final status
+    plan(config)          check the dataset, space, strategy and baselines; nothing written
+    Controller.run()      ray.init -> the strategy's setup jobs, if any (supernet or DNAS
+                          training, ``nas/setup_jobs.py``) -> Tuner(trainable, search_alg=ask
+                          the strategy, callbacks=record each outcome) -> fit -> the search's
+                          final status
 
-Tune drives the loop. Its ``Searcher`` asks this controller for the next candidate (a trial
-to re-run after a crash, then the baselines, then the strategy's asks until the budget is
-spent); a Tune ``Callback`` hands each finished trial back. Recording a trial is one registry
-transaction (outcome + strategy state after the tell), then its MLflow child run, then the
-parent run's front. Kill the process anywhere and ``nas resume`` finds a consistent registry:
-trials left "running" are run again, MLflow runs are looked up before they are created.
+Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
+candidate (a trial to re-run after a crash, then the baselines, then the strategy's asks
+until the budget is spent); a Tune ``Callback`` hands each finished trial back. Recording a
+trial is one registry transaction (outcome + strategy state after the tell), then its MLflow
+child run, then the parent run's front. Kill the process anywhere and ``nas resume`` finds a
+consistent registry: trials left "running" are run again, MLflow runs are looked up before
+they are created.
 
 Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
 candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
@@ -116,7 +119,8 @@ class Reporter:
     def trial_finished(self, trial: Trial, summary: SearchSummary) -> None: ...
 
     def phase(self, name: str, total: int | None = None) -> None:
-        """The search moved on (``total``: candidates it will now train in all)."""
+        """The search moved on: to its "setup jobs" (``total`` of them), or to its
+        "stand-alone training" (``total``: candidates it will train in all)."""
 
     def job_started(self, job) -> None: ...
 
@@ -216,10 +220,10 @@ class Controller:
         try:
             self.setup_stop = SetupPhase(self).run(deadline)
             if self.setup_stop is None:
-                offered = self.strategy.offers()
+                offered = self.strategy.offers()  # in all, sessions before this one included
                 searched = self.config.budget.candidates
                 if offered is not None:
-                    searched = min(searched, offered + self._searched())
+                    searched = min(searched, offered)
                 self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
                 left = None if deadline is None else max(1.0, deadline - time.time())
                 self._fit(search, left)

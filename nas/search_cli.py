@@ -206,6 +206,12 @@ class ProgressReporter(Reporter):
 
     def phase(self, name: str, total: int | None = None) -> None:
         if name == "setup jobs":
+            self.progress.console.print(
+                f"first {total} setup job{'s' if total != 1 else ''} of the "
+                f"{self.config.strategy.name} strategy, "
+                f"{self.config.resources.concurrency} at a time; then the candidates",
+                highlight=False,
+            )
             self.progress.update(self.task, description="candidates (after the setup jobs)")
         else:
             self.progress.update(self.task, description=name, total=total)

@@ -63,7 +63,7 @@ class SetupPhase:
         task = ray.remote(run_job).options(num_cpus=resources.cpus_per_trial, max_retries=0)
         data = ray.put(self.c.trial_data)
         queue = Queue(actor_options={"num_cpus": 0})
-        self.c.reporter.phase("setup jobs")
+        self.c.reporter.phase("setup jobs", len(jobs))
         try:
             while jobs or self.running:
                 while jobs and len(self.running) < resources.concurrency:

@@ -129,40 +129,18 @@ class Tracker:
         self, experiment_id: str, parent_id: str, search_id: str, strategy: str, trial
     ) -> str:
         """The child run of ``trial`` (a registry Trial that has finished); its run id."""
-        run_id = self._find(
-            experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
-        )
         tags = {
-            "mlflow.parentRunId": parent_id,
-            "search_id": search_id,
-            "trial": str(trial.number),
+            **self._child_tags(parent_id, search_id, trial),
             "arch_id": trial.arch_id,
             "strategy": "baseline" if trial.kind == "baseline" else strategy,
             "baseline": str(trial.kind == "baseline").lower(),
-            "kind": trial.kind,
-            "status": trial.status,
         }
-        if run_id is None:
-            name = trial.label or f"t{trial.number:03d}-{trial.arch_id[:8]}"
-            run = self._call(
-                "create a trial run",
-                self.client.create_run,
-                experiment_id,
-                run_name=name,
-                tags=tags,
-            )
-            run_id = run.info.run_id
-        # Params, artifact and metrics are written again on a found run: a crash may have
-        # come between its creation and these writes (same values: MLflow accepts them).
+        name = trial.label or f"t{trial.number:03d}-{trial.arch_id[:8]}"
+        run_id = self._child_run(experiment_id, search_id, trial, name, tags)
         self._log(run_id, params=flatten_spec(trial.spec))
         self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
-        metrics = {
-            k: float(v)
-            for k, v in (trial.metrics or {}).items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
         extra = {"error": trial.error[:5000]} if trial.error else {}
-        self._log(run_id, metrics=metrics, tags={**tags, **extra})
+        self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
         status = "FINISHED" if trial.status == "completed" else "FAILED"
         self._call("close a trial run", self.client.set_terminated, run_id, status)
         return run_id
@@ -174,34 +152,16 @@ class Tracker:
         params, its numbers as metrics, the DNAS logits' trajectories as stepped metrics
         (``alpha.<decision>.<choice>``, ``expected_cost``, ``loss``), and what it found as
         artifacts (``spec.json`` and ``probabilities.json``; ``picks.json``, ``subnets.csv``)."""
-        run_id = self._find(
-            experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
-        )
-        tags = {
-            "mlflow.parentRunId": parent_id,
-            "search_id": search_id,
-            "trial": str(trial.number),
-            "kind": trial.kind,
-            "job": trial.arch_id,
-            "status": trial.status,
-        }
-        if run_id is None:
-            run = self._call(
-                "create a job run",
-                self.client.create_run,
-                experiment_id,
-                run_name=trial.arch_id,
-                tags=tags,
-            )
-            run_id = run.info.run_id
+        tags = {**self._child_tags(parent_id, search_id, trial), "job": trial.arch_id}
+        run_id = self._child_run(experiment_id, search_id, trial, trial.arch_id, tags)
         settings = (trial.job or {}).get("settings", {})
-        numbers = {
-            k: float(v)
-            for k, v in (result or {}).items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
         extra = {"error": trial.error[:5000]} if trial.error else {}
-        self._log(run_id, params=flatten_config(settings), metrics=numbers, tags={**tags, **extra})
+        self._log(
+            run_id,
+            params=flatten_config(settings),
+            metrics=_numbers(result),
+            tags={**tags, **extra},
+        )
         result = result or {}
         self._log_trajectory(run_id, result.get("trajectory"))
         if "decoded" in result:
@@ -229,6 +189,30 @@ class Tracker:
             )
         status = "FINISHED" if trial.status == "completed" else "FAILED"
         self._call("close a job run", self.client.set_terminated, run_id, status)
+        return run_id
+
+    @staticmethod
+    def _child_tags(parent_id: str, search_id: str, trial) -> dict[str, str]:
+        return {
+            "mlflow.parentRunId": parent_id,
+            "search_id": search_id,
+            "trial": str(trial.number),
+            "kind": trial.kind,
+            "status": trial.status,
+        }
+
+    def _child_run(self, experiment_id: str, search_id: str, trial, name: str, tags) -> str:
+        """The child run of ``trial``: the one an earlier session made (found by its tags),
+        else a new one. Its params, artifacts and metrics are written by the caller, again
+        on a found run: a crash may have come between its creation and those writes."""
+        run_id = self._find(
+            experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
+        )
+        if run_id is None:
+            run = self._call(
+                "create a run", self.client.create_run, experiment_id, run_name=name, tags=tags
+            )
+            run_id = run.info.run_id
         return run_id
 
     def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
@@ -288,6 +272,15 @@ class Tracker:
             params=[Param(k, v[:6000]) for k, v in (params or {}).items()],
             tags=[RunTag(k, v) for k, v in (tags or {}).items()],
         )
+
+
+def _numbers(values: dict | None) -> dict[str, float]:
+    """The numeric entries of a result, as MLflow metrics."""
+    return {
+        k: float(v)
+        for k, v in (values or {}).items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

@@ -43,7 +43,7 @@ as an unbroken run would (all randomness comes from generators saved with it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +53,13 @@ import torch.nn.functional as F
 
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
-from nas.supernet import StackSupernet, build_supernet
-from search_spaces import SpaceInputs, create_space
+from nas.supernet import StackSupernet
 from search_spaces.decisions import label
 from workers import checkpoint as checkpoints
+from workers.jobs import Progress, job_supernet
 from workers.train import Batches, Optimizers, TrainConfig, checked
 from workers.trial import TrialData
 
-Progress = Callable[[str, int, int], None]
 MAX_RELAXED_EVALUATIONS = 160  # candidates one relaxed step may evaluate (~0.15 s at 128)
 MIXTURES = ("gumbel", "softmax")
 
@@ -102,10 +101,7 @@ def check_relaxation(net: StackSupernet, relaxation: str) -> None:
 
 def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progress) -> dict:
     s = DnasSettings(**settings)
-    torch.set_num_threads(s.threads)
-    space = create_space(s.space["name"], s.space["options"], SpaceInputs.of(data.schema))
-    torch.manual_seed(s.seed)
-    net = build_supernet(space, data.schema)
+    net = job_supernet(settings, data)
     check_relaxation(net, s.relaxation)
     return Dnas(net, data, s).run(checkpoint, progress)
 

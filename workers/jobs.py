@@ -11,11 +11,29 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from workers.trial import TrialData
 
 PROGRESS_EVERY_S = 1.0
+Progress = Callable[[str, int, int], None]  # (phase, done, total): a job reports it
+
+
+def job_supernet(settings: dict[str, Any], data: TrialData):
+    """What every job starts from: its thread count, the space, and the supernet, built
+    after seeding (so the same settings build the same weights)."""
+    import torch
+
+    from nas.supernet import build_supernet
+    from search_spaces import SpaceInputs, create_space
+
+    torch.set_num_threads(settings["threads"])
+    space_config = settings["space"]
+    inputs = SpaceInputs.of(data.schema)
+    space = create_space(space_config["name"], space_config["options"], inputs)
+    torch.manual_seed(settings["seed"])
+    return build_supernet(space, data.schema)
 
 
 def _runners():

@@ -17,7 +17,6 @@ search is deterministic and short, so it runs again rather than being checkpoint
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +29,13 @@ from nas.objectives import SERVING_CANDIDATES, get_objective
 from nas.pareto import nondominated_ranks
 from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, StrategyContext, create_strategy
-from nas.supernet import StackSupernet, build_supernet
-from search_spaces import SpaceInputs, create_space
+from nas.supernet import StackSupernet
 from workers import checkpoint as checkpoints
+from workers.jobs import Progress, job_supernet
 from workers.metrics import binary_metrics
 from workers.train import Batches, Optimizers, TrainConfig, checked
 from workers.trial import TrialData
 
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
 EXTREME_DRAWS = 256  # members drawn to find the sandwich's largest and smallest
 
 
@@ -62,10 +60,7 @@ class OneShotSettings:
 
 def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progress) -> dict:
     s = OneShotSettings(**settings)
-    torch.set_num_threads(s.threads)
-    space = create_space(s.space["name"], s.space["options"], SpaceInputs.of(data.schema))
-    torch.manual_seed(s.seed)
-    net = build_supernet(space, data.schema)
+    net = job_supernet(settings, data)
     train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
     scored = search_subnets(net, data, s, progress)
@@ -215,8 +210,7 @@ def search_subnets(
 def load_supernet(settings: dict, data: TrialData, checkpoint: str) -> StackSupernet:
     """The supernet a finished one-shot job trained, from its checkpoint."""
     s = OneShotSettings(**settings)
-    space = create_space(s.space["name"], s.space["options"], SpaceInputs.of(data.schema))
-    net = build_supernet(space, data.schema)
+    net = job_supernet(settings, data)
     state = checkpoints.load(checkpoint)
     if state is None or state["step"] != s.steps:
         raise ConfigError("checkpoint", f"{checkpoint} holds no finished supernet")

@@ -128,7 +128,6 @@ class StackSupernet(nn.Module):
         }
 
         # Candidates position by position, from the token shapes that can reach each.
-        self.positions = (*plan.mixer_positions, "last")
         starts = {(self.num_tokens, d) for d in plan.embedding_dims}
         self.table: dict[str, dict[tuple[int, int], list[Candidate]]] = {}
         self.outputs: dict[str, set[tuple[int, int]]] = {"tokens": starts}
