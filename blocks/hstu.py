@@ -70,6 +70,11 @@ class HSTUConfig(InteractionConfig):
     def out_shape(self) -> TokenShape:
         return TokenShape(self.num_tokens, self.dim)
 
+    def slice_family(self) -> tuple:
+        # f1's output interleaves U, V, Q and K per head: only the length slices (the
+        # position bias is indexed by offset i - j, so a shorter layer reads its first).
+        return (self.num_heads, self.qk_dim, self.value_dim, self.time_buckets, self.residual)
+
     def gemms(self, batch_size: int) -> list[Gemm]:
         n, h, d = self.num_tokens, self.num_heads, self.dim
         rows = batch_size * n

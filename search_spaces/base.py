@@ -151,7 +151,7 @@ class SearchSpace(ABC):
         raise ConfigError(
             "space.name",
             f"space {self.name!r} has no supernet form, so one-shot and differentiable "
-            "strategies cannot search it; they search ctr_stack, wukong and dhen",
+            "strategies cannot search it; they search ctr_stack, wukong, dhen and hstu_seq",
         )
 
     def size(self) -> int:

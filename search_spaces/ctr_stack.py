@@ -132,6 +132,7 @@ class StackPlan:
     block_params: dict[str, dict[str, tuple[Any, ...]]]
     top_mlps: tuple[tuple[int, ...], ...]
     top_inputs: tuple[str, ...]
+    sequence: Any = None  # nas.supernet.sequence.SequencePlan: a searched history encoder
 
 
 @register_space

@@ -9,9 +9,10 @@ The dataset must have a history (MovieLens: the user's earlier ratings, see
 
 from __future__ import annotations
 
+import dataclasses
+
 from pydantic import Field
 
-from nas.errors import ConfigError
 from nas.spec import ArchSpec
 from search_spaces import sequence
 from search_spaces.base import SpaceInputs
@@ -36,13 +37,17 @@ class HstuSeq(CtrStack):
         super().__init__(options, inputs)
 
     def supernet_plan(self):
-        raise ConfigError(
-            "space.name",
-            "space 'hstu_seq' has no supernet form yet: its history encoder (HSTU layers over "
-            "the user's events, with their own length, depth and head choices) is not a "
-            "shared candidate of the supernet; search it with random, evolution or optuna, or "
-            "search its stack with ctr_stack",
+        """``ctr_stack``'s supernet, plus the history encoder as a shared candidate."""
+        from nas.supernet.sequence import SequencePlan
+
+        o = self.options.sequence
+        encoder = SequencePlan(
+            max_lens=tuple(o.max_lens),
+            depths=tuple(o.depths),
+            hstu_params={k: tuple(v) for k, v in o.hstu_params.items()},
+            poolings=tuple(o.poolings),
         )
+        return dataclasses.replace(super().supernet_plan(), sequence=encoder)
 
     def declare(self) -> list[Decision]:
         return super().declare() + sequence.decisions(self.options.sequence)

@@ -316,9 +316,10 @@ def _name(decision: str) -> str:
 
 
 def _gated(decision: str) -> str:
-    """Which output a decision's gate scales: tokens_0 (the width), a position (its block
-    and parameters; the depth scales the last layer's), or the logit (the top)."""
-    if decision == "embedding_dim":
+    """Which output a decision's gate scales: tokens_0 (the width and the history encoder), a
+    position (its block and parameters; the depth scales the last layer's), or the logit
+    (the top)."""
+    if decision == "embedding_dim" or decision.startswith("sequence."):
         return "tokens"
     if decision == "depth":
         return "last"

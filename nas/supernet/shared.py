@@ -77,8 +77,9 @@ class SharedBlock(nn.Module):
             for name, shape in self.shapes[config].items()
         }
 
-    def forward(self, config: BlockConfig, x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self._template(config), self.slices(config), (x,))
+    def forward(self, config: BlockConfig, *args, **kwargs) -> torch.Tensor:
+        """Candidate ``config``'s forward (its block's own arguments) on the shared slices."""
+        return functional_call(self._template(config), self.slices(config), args, kwargs)
 
     def extract(self, config: BlockConfig) -> dict[str, torch.Tensor]:
         """The candidate's state dict (copies), for a stand-alone block of ``config``."""

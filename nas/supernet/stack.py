@@ -1,5 +1,6 @@
-"""The supernet of a stack space (``ctr_stack``, ``wukong``, ``dhen``): every member of the
-space is a path through one weight-sharing model.
+"""The supernet of a stack space (``ctr_stack``, ``wukong``, ``dhen``, and ``hstu_seq``
+with its history encoder, ``nas/supernet/sequence.py``): every member of the space is a
+path through one weight-sharing model.
 
     tokens_0      the ranking model's own input side (``FeatureTokens``) at the widest
                   embedding width; a member of width d reads the first d columns of every
@@ -49,6 +50,7 @@ from nas.data.schema import Schema
 from nas.errors import ConfigError
 from nas.model import FeatureTokens, RankingModel, apply_layer, is_token_part, model_configs
 from nas.spec import ArchSpec
+from nas.supernet.sequence import SharedEncoder
 from nas.supernet.shared import SharedBlock
 from search_spaces.base import SearchSpace
 from search_spaces.ctr_stack import StackPlan
@@ -60,6 +62,15 @@ CostFn = Callable[[list[Gemm]], float]  # the cost of a part's GEMMs, per exampl
 def flops_cost(gemms: list[Gemm]) -> float:
     """FLOPs (2 per multiply-add): the default cost."""
     return float(sum(g.flops for g in gemms))
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A batch's input side, computed once for every member: tokens_0 at the widest width
+    (without a history token) and the raw history, for a searched encoder to read."""
+
+    tokens: Split
+    history: torch.Tensor | None
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,12 @@ class StackSupernet(nn.Module):
         self.decisions = {d.name: d for d in space.decisions}
         self.widest = max(plan.embedding_dims)
         self.num_tokens, self.num_request = schema.num_tokens, schema.num_request_tokens
+        self.encoder = None  # the searched history encoder (hstu_seq)
+        if plan.sequence is not None:
+            self.encoder = SharedEncoder(
+                plan.sequence, schema, plan.embedding_dims, self.decisions, cost
+            )
+            self.num_tokens, self.num_request = self.num_tokens + 1, self.num_request + 1
 
         base = ArchSpec(embedding_dim=self.widest, interaction=(), top_mlp=())
         configs = model_configs(base, schema)
@@ -213,21 +230,29 @@ class StackSupernet(nn.Module):
     def position_of(self, index: int, depth: int) -> str:
         return "last" if index == depth - 1 else self.plan.mixer_positions[index]
 
-    def embed(self, *inputs: torch.Tensor) -> Split:
-        """tokens_0 at the widest width (the inputs of ``RankingModel.forward``); every
-        member reads its leading columns, so many members can share one embedding pass."""
+    def embed(self, *inputs: torch.Tensor) -> Embedded:
+        """A batch's input side at the widest width (the inputs of ``RankingModel.forward``);
+        every member reads its leading columns, so many members share one embedding pass."""
         request, candidates = self.tokens.split_inputs(*inputs)
-        return self.tokens(request, candidates, None)
+        return Embedded(self.tokens(request, candidates, None), request.history)
+
+    def tokens_of(self, spec: ArchSpec, embedded: Embedded) -> Split:
+        """tokens_0 of member ``spec``: its width of the embeddings, and its history token."""
+        d = spec.embedding_dim
+        x = Split(embedded.tokens.request[..., :d], embedded.tokens.candidate[..., :d])
+        if self.encoder is None:
+            return x
+        token, memory = self.encoder.encode(spec.sequence, d, embedded.history)
+        return Split(torch.cat([x.request, token], dim=1), x.candidate, None, memory)
 
     def stages(
-        self, spec: ArchSpec, tokens: Split, gates: Mapping[str, torch.Tensor] | None = None
+        self, spec: ArchSpec, embedded: Embedded, gates: Mapping[str, torch.Tensor] | None = None
     ) -> list[Split]:
         """tokens_0 and every layer's output of member ``spec``, on the shared weights.
         ``gates`` (optional) scales the output of ``tokens`` and of each position (value 1 in
         the forward pass: straight-through gradients to architecture parameters)."""
         gates = gates or {}
-        d = spec.embedding_dim
-        x = _scaled(Split(tokens.request[..., :d], tokens.candidate[..., :d]), gates.get("tokens"))
+        x = _scaled(self.tokens_of(spec, embedded), gates.get("tokens"))
         stages = [x]
         configs = self.layer_configs(spec)
         for i, config in enumerate(configs):
@@ -245,10 +270,10 @@ class StackSupernet(nn.Module):
         return self.logits(spec, self.embed(*inputs), gates)
 
     def logits(
-        self, spec: ArchSpec, tokens: Split, gates: Mapping[str, torch.Tensor] | None = None
+        self, spec: ArchSpec, embedded: Embedded, gates: Mapping[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
-        """Logits [B] of member ``spec`` from ``embed``'s tokens."""
-        stages = self.stages(spec, tokens, gates)
+        """Logits [B] of member ``spec`` from ``embed``'s output."""
+        stages = self.stages(spec, embedded, gates)
         slots = self.slots(spec)
         fed = range(len(stages)) if spec.top_input == "all" else [len(stages) - 1]
         parts = [(slots[j], _shape_of(stages[j]), stages[j].merged().flatten(1)) for j in fed]
@@ -270,7 +295,11 @@ class StackSupernet(nn.Module):
         state = {}
         ours = dict(self.tokens.named_parameters())
         for name, value in model.tokens.named_parameters():
-            state[f"tokens.{name}"] = ours[name][tuple(slice(0, n) for n in value.shape)]
+            if not name.startswith("history."):
+                state[f"tokens.{name}"] = ours[name][tuple(slice(0, n) for n in value.shape)]
+        if self.encoder is not None:
+            for name, value in self.encoder.extract(spec.sequence, spec.embedding_dim).items():
+                state[f"tokens.history.{name}"] = value
         configs = self.layer_configs(spec)
         for i, config in enumerate(configs):
             group = self.layers[self._group[(self.position_of(i, len(configs)), config)]]
@@ -301,9 +330,10 @@ class StackSupernet(nn.Module):
             (self.num_tokens, d): p["embedding_dim"][dims.index(d)]
             for d in self.plan.embedding_dims
         }
-        total = sum(
-            start[(self.num_tokens, d)] * self.token_cost[d] for d in self.plan.embedding_dims
-        )
+        total = 0.0
+        for d in self.plan.embedding_dims:
+            encoder = 0.0 if self.encoder is None else self.encoder.expected_cost(p, d)
+            total = total + start[(self.num_tokens, d)] * (self.token_cost[d] + encoder)
         depths = self.decisions["depth"].choices
         reach = [
             sum(p["depth"][k] for k, v in enumerate(depths) if v >= i + 2)
@@ -348,7 +378,7 @@ class StackSupernet(nn.Module):
                 out[_shape(c.out)] = out[_shape(c.out)] + w
         return dict(out), cost
 
-    def relaxed(self, probs: Mapping[str, torch.Tensor], tokens: Split) -> torch.Tensor:
+    def relaxed(self, probs: Mapping[str, torch.Tensor], embedded: Embedded) -> torch.Tensor:
         """Logits [B] of the softmax relaxation: every candidate's output weighted by its
         probability (DARTS, FBNet). Candidates that change the token shape cannot be summed,
         so the relaxation keeps, per position, one mixed tensor per token shape with that
@@ -357,11 +387,18 @@ class StackSupernet(nn.Module):
         ``probs`` are one-hot this is ``logits(member)`` exactly. It evaluates every
         candidate at every shape with mass: ``relaxed_evaluations()`` per step."""
         p = probs
-        widest = tokens.merged()
+        tokens = embedded.tokens
         dims = self.decisions["embedding_dim"]
         start = _Mixture()
         for d in self.plan.embedding_dims:
-            start.add((self.num_tokens, d), p["embedding_dim"][dims.index(d)], widest[..., :d])
+            weight = p["embedding_dim"][dims.index(d)]
+            if _zero(weight):
+                continue
+            request, candidate = tokens.request[..., :d], tokens.candidate[..., :d]
+            if self.encoder is not None:
+                token = self.encoder.mixed(p, d, embedded.history)
+                request = torch.cat([request, token], dim=1)
+            start.add((self.num_tokens, d), weight, torch.cat([request, candidate], dim=1))
         reach = self._reach(p)
         after = [start.done()]
         for position in self.plan.mixer_positions:
@@ -389,7 +426,8 @@ class StackSupernet(nn.Module):
 
     def relaxed_evaluations(self) -> int:
         """Candidate evaluations one relaxed forward makes when every choice has mass."""
-        return sum(len(c) for by_shape in self.table.values() for c in by_shape.values())
+        encoders = 0 if self.encoder is None else self.encoder.evaluations()
+        return encoders + sum(len(c) for by_shape in self.table.values() for c in by_shape.values())
 
     def _reach(self, p: Mapping[str, torch.Tensor]) -> list:
         """P(depth reaches mixer position i), for each i."""

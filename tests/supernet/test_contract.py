@@ -15,7 +15,7 @@ from nas.model import model_configs
 from nas.supernet import build_supernet
 from search_spaces import SpaceInputs, create_space, list_spaces
 
-WITH_SUPERNET = ["ctr_stack", "dhen", "wukong"]
+WITH_SUPERNET = ["ctr_stack", "dhen", "hstu_seq", "wukong"]
 
 
 @pytest.fixture(scope="module")
