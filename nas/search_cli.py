@@ -449,9 +449,10 @@ def _phase(trials, summary) -> str:
         return f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
     counts = summary.counts
     done = counts["completed"] + counts["failed"]
-    total = counts["searched"] + counts["baselines"]
-    return f"stand-alone training {done}/{total}" + (
-        f" (after {len(jobs)} setup jobs)" if jobs else ""
+    after = f", after {len(jobs)} setup job{'s' if len(jobs) > 1 else ''}" if jobs else ""
+    return (
+        f"stand-alone training: {done} finished, {counts['running']} running "
+        f"({counts['searched']}/{counts['budget']} searched so far){after}"
     )
 
 

@@ -115,11 +115,22 @@ def test_a_spec_outside_the_space_cannot_be_extracted(ml100k) -> None:
         net.extract(outsider)
 
 
-def test_the_relaxation_at_one_hot_probabilities_is_the_members_path(ml100k, batch) -> None:
+SMALL_ENCODER = {
+    "max_depth": 2,
+    "sequence": {
+        "max_lens": [8, 16],
+        "depths": [1, 2],
+        "hstu_params": {"num_heads": [1], "qk_dim": [8], "value_dim": [8]},
+    },
+}
+
+
+@pytest.mark.parametrize(("name", "options"), [("ctr_stack", {}), ("hstu_seq", SMALL_ENCODER)])
+def test_the_relaxation_at_one_hot_probabilities_is_the_members_path(
+    ml100k, batch, name, options
+) -> None:
     torch.manual_seed(0)
-    net = build_supernet(
-        create_space("ctr_stack", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema
-    )
+    net = build_supernet(create_space(name, options, SpaceInputs.of(ml100k.schema)), ml100k.schema)
     with torch.no_grad():
         tokens = net.embed(*batch.inputs())
         for spec in members(net, 4, seed=3):
