@@ -66,6 +66,7 @@ class Plan:
                 "threads": self.config.resources.cpus_per_trial,
             },
             budget=self.config.budget.candidates,
+            concurrency=self.config.resources.concurrency,
         )
         return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 

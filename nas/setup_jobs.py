@@ -3,8 +3,9 @@ any candidate.
 
     SetupPhase(controller).run(deadline) -> None (all done) | "cancelled" | "stopped"
 
-Each job is a Ray task (``workers.jobs.run_job``) with ``cpus_per_trial`` CPUs, up to
-``concurrency`` at once, reading the search's data from the object store, and is recorded
+Each job is a Ray task (``workers.jobs.run_job``) with as many CPUs as its threads (the
+search's ``cpus_per_trial``, times the cores fewer jobs than ``concurrency`` leave free),
+up to ``concurrency`` at once, reading the search's data from the object store, and is recorded
 as a trial of its kind (``supernet``, ``dnas``) with a checkpoint path under the runs folder
 (on a cluster, that folder must be on storage every node mounts, as Tune's storage is).
 
@@ -60,7 +61,10 @@ class SetupPhase:
         from workers.jobs import run_job
 
         resources = self.c.config.resources
-        task = ray.remote(run_job).options(num_cpus=resources.cpus_per_trial, max_retries=0)
+        task = ray.remote(run_job)
+        # A job's threads are fixed by its settings (so a resume computes what it did);
+        # its reservation never asks for more CPUs than one node has, or it would wait forever.
+        largest = max(n["Resources"].get("CPU", 1) for n in ray.nodes() if n["Alive"])
         data = ray.put(self.c.trial_data)
         queue = Queue(actor_options={"num_cpus": 0})
         self.c.reporter.phase("setup jobs", len(jobs))
@@ -69,7 +73,8 @@ class SetupPhase:
                 while jobs and len(self.running) < resources.concurrency:
                     job = jobs.pop(0)
                     trial = self._open(job)
-                    ref = task.remote(
+                    cpus = min(job.settings["threads"], largest)
+                    ref = task.options(num_cpus=cpus, max_retries=0).remote(
                         job.kind, job.settings, data, trial.checkpoint, queue, job.name
                     )
                     self.running[ref] = _Running(job, trial, time.time())

@@ -50,6 +50,7 @@ class StrategyContext:
     study_name: str | None = None
     train: dict[str, Any] = field(default_factory=dict)  # batch_size, lr, embedding_lr, threads
     budget: int = 20  # searched candidates the search trains stand-alone
+    concurrency: int = 1  # trials (and setup jobs) the search runs at once
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,10 @@ class Strategy(ABC):
         """Setup jobs still to run before ``ask`` can answer (none for sampling strategies)."""
         return []
 
+    def job_count(self) -> int:
+        """How many setup jobs the strategy runs in all (done or not)."""
+        return 0
+
     def job_done(self, job: Job, result: dict[str, Any]) -> None:
         raise NotImplementedError(f"{self.name} runs no jobs")
 
@@ -114,10 +119,14 @@ class Strategy(ABC):
     def job_settings(self) -> dict[str, Any]:
         """What every job needs from the search: the space, the seed, the training setup."""
         train = self.context.train
+        # Fewer jobs than the search runs at once: each takes the CPUs the others would
+        # have (a lone supernet trains 1.7x faster on 2 threads). Fixed by the whole count,
+        # not by the jobs left, so a resumed job runs on as many threads as it started on.
+        share = max(1, self.context.concurrency // max(1, self.job_count()))
         return {
             "space": {"name": self.space.name, "options": self.space.options.model_dump()},
             "seed": self.context.seed,
-            "threads": train.get("threads", 1),
+            "threads": train.get("threads", 1) * share,
             "batch_size": train.get("batch_size", 1024),
             "lr": train.get("lr", 2e-3),
             "embedding_lr": train.get("embedding_lr", 1e-2),

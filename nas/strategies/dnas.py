@@ -90,6 +90,9 @@ class Dnas(Strategy):
         name = f"dnas-l{penalty:g}"
         return name if shard is None else f"{name}-s{shard}"
 
+    def job_count(self) -> int:
+        return len(self.options.lambdas) * self.shards
+
     def jobs(self) -> list[Job]:
         o = self.options
         common = self.job_settings() | {

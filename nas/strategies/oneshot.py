@@ -51,6 +51,9 @@ class OneShot(Strategy):
 
         check_supernet(space, schema)
 
+    def job_count(self) -> int:
+        return 1
+
     def jobs(self) -> list[Job]:
         if self.picks is not None:
             return []

@@ -158,3 +158,23 @@ def test_bad_options_name_the_field(name, options, field) -> None:
     with pytest.raises(ConfigError) as caught:
         check_options(name, options)
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "threads"),
+    [
+        ("oneshot", {}, 4),  # one job: the 4 trials' CPUs are its
+        ("dnas", {"lambdas": [0.0, 0.1]}, 2),  # two jobs share them
+        ("dnas", {"lambdas": [0.0, 0.1, 0.2, 0.3, 0.4]}, 1),
+        ("distdnas", {"lambdas": [0.0], "shards": 2}, 2),
+    ],
+)
+def test_jobs_take_the_cpus_fewer_jobs_leave_free(name, options, threads) -> None:
+    import dataclasses
+
+    ctx = dataclasses.replace(context(), concurrency=4)
+    strategy = create_strategy(name, options, ctx)
+    jobs = strategy.jobs()
+    assert {job.settings["threads"] for job in jobs} == {threads}
+    strategy.job_done(jobs[0], fake_result(strategy, jobs[0], np.random.default_rng(0)))
+    assert {job.settings["threads"] for job in strategy.jobs()} <= {threads}  # as they began
