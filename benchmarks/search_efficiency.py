@@ -136,8 +136,7 @@ def run_strategy(
     candidates: int | None = None,
     concurrency: int = 2,
 ) -> dict:
-    slug = name.replace(" ", "-").replace("(", "").replace(")", "").replace(",", "")
-    runs = args.runs / slug
+    runs = args.runs / slug(name)
     timing = runs / "timing.json"
     if args.reuse and timing.exists():
         return measure(runs, json.loads(timing.read_text()))
@@ -147,7 +146,7 @@ def run_strategy(
         shutil.rmtree(runs)
     runs.mkdir(parents=True)
     config = {
-        "name": f"efficiency-{slug}",
+        "name": f"efficiency-{slug(name)}",
         "dataset": args.dataset,
         "space": {"name": "ctr_stack", "options": {"embedding_dims": [8, 16, 32], "max_depth": 2}},
         "strategy": strategy or STRATEGIES[name],
@@ -330,12 +329,18 @@ def log_to_mlflow(rows: dict, table: str, random_final: float, args) -> None:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     client = MlflowClient(f"sqlite:///{args.runs / 'mlflow.db'}")
     found = client.get_experiment_by_name("search_efficiency")
-    experiment = found.experiment_id if found else client.create_experiment("search_efficiency")
+    experiment = (
+        found.experiment_id
+        if found
+        else client.create_experiment(
+            "search_efficiency", artifact_location=(args.runs / "artifacts").resolve().as_uri()
+        )
+    )
     run = client.create_run(experiment, run_name=time.strftime("%Y-%m-%d %H:%M", time.gmtime()))
     run_id = run.info.run_id
     for name, row in rows.items():
         final = row["curve"][-1][1] if row["curve"] else 0.0
-        name = name.replace(" ", "_").replace("(", "").replace(")", "")
+        name = slug(name)
         client.log_metric(run_id, f"{name}.hypervolume", final)
         client.log_metric(run_id, f"{name}.trainings", len(row["trials"]))
         if row["to_target"] is not None:
@@ -349,6 +354,11 @@ def log_to_mlflow(rows: dict, table: str, random_final: float, args) -> None:
     client.log_text(run_id, table, "table.txt")
     client.set_terminated(run_id)
     print(f"logged to MLflow: {args.runs / 'mlflow.db'}, run {run_id}")
+
+
+def slug(name: str) -> str:
+    """A strategy row's name as a folder, search and metric name: "dnas-1-penalty-1-core"."""
+    return "-".join("".join(c if c.isalnum() else " " for c in name).split())
 
 
 def _positive(kind):
