@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from nas.errors import ConfigError
+from nas.errors import ConfigError, shown
 
 
 @dataclass(frozen=True)
@@ -59,33 +59,41 @@ class Gemm:
 # --- config validation -----------------------------------------------------------------
 
 
-def check_int(name: str, value: Any, minimum: int = 1) -> None:
+# Upper bounds on every size a spec states. Far above any ranking model (widths of a few
+# thousand, a handful of layers), low enough that a typo fails here, not in the allocator.
+MAX_SIZE = 65_536  # a width, an embedding dimension, a rank, a count of heads or experts
+MAX_LAYERS = 64  # layers in one MLP, in a block's stack, or in the interaction stack
+
+
+def check_int(name: str, value: Any, minimum: int = 1, maximum: int = MAX_SIZE) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ConfigError(name, f"must be >= {minimum}, got {value}")
+        raise ConfigError(name, f"must be an integer in [{minimum}, {maximum}], got {shown(value)}")
+    if not minimum <= value <= maximum:
+        raise ConfigError(name, f"must be in [{minimum}, {maximum}], got {shown(value)}")
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
+        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {shown(value)}")
 
 
 def check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise ConfigError(name, f"must be true or false, got {value!r}")
+        raise ConfigError(name, f"must be true or false, got {shown(value)}")
 
 
 def check_fraction(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise ConfigError(name, f"must be a number in [0, 1), got {value!r}")
+        raise ConfigError(name, f"must be a number in [0, 1), got {shown(value)}")
 
 
 def check_widths(name: str, value: Any, allow_empty: bool = False) -> tuple[int, ...]:
     """A list of layer widths, returned as a tuple."""
     if not isinstance(value, list | tuple) or (not value and not allow_empty):
         need = "a list of" if allow_empty else "a non-empty list of"
-        raise ConfigError(name, f"must be {need} positive integers, got {value!r}")
+        raise ConfigError(name, f"must be {need} positive integers, got {shown(value)}")
+    if len(value) > MAX_LAYERS:
+        raise ConfigError(name, f"has {len(value)} layers; at most {MAX_LAYERS}")
     for i, width in enumerate(value):
         check_int(f"{name}[{i}]", width)
     return tuple(value)

@@ -45,6 +45,7 @@ from blocks.base import (
     check_int,
 )
 from blocks.registry import register_block
+from nas.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +65,11 @@ class HSTUConfig(InteractionConfig):
         for name in ("num_heads", "qk_dim", "value_dim"):
             check_int(name, getattr(self, name))
         check_int("time_buckets", self.time_buckets, minimum=0)
+        base = self.time_base
+        if isinstance(base, bool) or not isinstance(base, int | float) or not 1 < base <= 1e6:
+            raise ConfigError(
+                "time_base", f"must be a number in (1, 1e6] (the log base of gaps), got {base!r}"
+            )
         check_bool("residual", self.residual)
         check_fraction("dropout", self.dropout)
 

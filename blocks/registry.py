@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blocks.base import Block, BlockConfig
-from nas.errors import ConfigError, UnknownNameError
+from nas.errors import ConfigError, UnknownNameError, shown
 
 KINDS = ("embedding", "interaction", "sequence")
 
@@ -81,5 +81,5 @@ def create_block(name: str, **cfg: Any) -> Block:
     context = {k: cfg.pop(k) for k in entry.config_cls.context_fields if k in cfg}
     missing = [k for k in entry.config_cls.context_fields if k not in context]
     if missing:
-        raise ConfigError(missing[0], f"block {name!r} needs {', '.join(missing)}")
+        raise ConfigError(missing[0], f"block {shown(name)} needs {', '.join(missing)}")
     return build_block(entry.config(cfg, **context))

@@ -17,9 +17,10 @@ from nas.errors import UnknownNameError, config_error_from_pydantic
 
 
 class Options(BaseModel):
-    """Base of every options model: unknown keys are errors, values are not coerced."""
+    """Base of every options model: unknown keys are errors, values are not coerced, and
+    numbers are finite."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 T = TypeVar("T")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -23,9 +24,10 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from nas.errors import ConfigError, NasError, TrainingError
+from nas.errors import ConfigError, NasError, TrainingError, shown
 from nas.objectives import SERVING_CANDIDATES
 
 console = Console(stderr=True)  # progress and messages; stdout carries results
@@ -41,15 +43,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.run(args)  # a command may return an exit code; None is success
     except TrainingError as err:
-        console.print(f"[red]error:[/] {err}")
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
         return 1
-    except NasError as err:
-        console.print(f"[red]error:[/] {err}", highlight=False)
+    except NasError as err:  # user input, a file, a service: one paragraph, never markup
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
     return code or 0
+
+
+def integer(text: str) -> int:
+    """An integer flag's value; argparse's own message would echo any text back in full."""
+    try:
+        return int(text)
+    except ValueError:  # not a number, or over Python's 4,300-digit limit
+        raise argparse.ArgumentTypeError(f"expected an integer, got {shown(text)}") from None
+
+
+def number(text: str) -> float:
+    """A finite number flag's value."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {shown(text)}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,11 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"
     )
     prepare.add_argument(
-        "--rows", type=int, help="synthetic-criteo: rows to generate (default 100000)"
+        "--rows", type=integer, help="synthetic-criteo: rows to generate (default 100000)"
     )
-    prepare.add_argument("--seed", type=int, help="synthetic-criteo: generator seed (default 0)")
     prepare.add_argument(
-        "--min-count", type=int, help="criteo: keep categorical values seen this often in train"
+        "--seed", type=integer, help="synthetic-criteo: generator seed (default 0)"
+    )
+    prepare.add_argument(
+        "--min-count", type=integer, help="criteo: keep categorical values seen this often in train"
     )
     prepare.add_argument(
         "--force", action="store_true", help="rebuild even if a matching cache exists"
@@ -96,13 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train one architecture and measure it")
     train.add_argument("spec", type=Path, help="an ArchSpec JSON file (see examples/specs/)")
     train.add_argument("--dataset", default="movielens-1m", help="a prepared or preparable dataset")
-    train.add_argument("--steps", type=int, default=2000, help="optimizer steps (default 2000)")
+    train.add_argument("--steps", type=integer, default=2000, help="optimizer steps (default 2000)")
     train.add_argument(
-        "--batch-size", type=int, default=1024, help="examples per step (default 1024)"
+        "--batch-size", type=integer, default=1024, help="examples per step (default 1024)"
     )
-    train.add_argument("--lr", type=float, help="dense-weight learning rate (AdamW)")
-    train.add_argument("--embedding-lr", type=float, help="embedding learning rate (SparseAdam)")
-    train.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
+    train.add_argument("--lr", type=number, help="dense-weight learning rate (AdamW)")
+    train.add_argument("--embedding-lr", type=number, help="embedding learning rate (SparseAdam)")
+    train.add_argument(
+        "--seed", type=integer, default=0, help="seed for initialisation and shuffling"
+    )
     train.add_argument(
         "--split",
         choices=("valid", "test"),
@@ -143,8 +168,20 @@ def _as_flags() -> Iterator[None]:
 FLAG_FIELDS = ("steps", "batch_size", "lr", "embedding_lr", "seed", "source", "rows", "min_count")
 
 
-def _emit_json(data: object) -> None:
-    print(json.dumps(data, indent=2))
+def emit_json(data: object) -> None:
+    """``--json`` output: always valid JSON (RFC 8259 has no NaN or Infinity: they print as
+    null), non-JSON values (datetimes) as text."""
+
+    def finite(value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [finite(v) for v in value]
+        return value
+
+    print(json.dumps(finite(data), indent=2, default=str, allow_nan=False))
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -171,7 +208,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     summary = _dataset_summary(dataset)
     summary.update(reused_cache=reused, seconds=round(seconds, 2))
     if args.json:
-        _emit_json(summary)
+        emit_json(summary)
         return
     table = Table(
         title=f"{dataset.name}: {'reused the cache' if reused else f'built in {seconds:.1f} s'}",
@@ -239,7 +276,7 @@ def cmd_data_list(args: argparse.Namespace) -> None:
             }
         )
     if args.json:
-        _emit_json({"cache": str(cache_dir), "datasets": rows})
+        emit_json({"cache": str(cache_dir), "datasets": rows})
         return
     table = Table(title=f"datasets (cache: {cache_dir})", title_justify="left")
     for column in ("name", "prepared", "rows", "description"):
@@ -274,7 +311,7 @@ def cmd_blocks(args: argparse.Namespace) -> None:
         for e in entries
     ]
     if args.json:
-        _emit_json(listing)
+        emit_json(listing)
         return
     if not listing:
         console.print(f"no block matches {args.pattern!r}; try: nas blocks")
@@ -323,7 +360,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     data = TrialData.from_prepared(dataset, args.split)
     if args.json:
         result = evaluate(spec, data, config)
-        _emit_json(result.to_dict())
+        emit_json(result.to_dict())
         return
     result = _train_with_progress(spec, data, config)
     _print_result(result)

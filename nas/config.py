@@ -23,10 +23,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from nas.errors import ConfigError, NasError, config_error_from_pydantic
+from nas.errors import ConfigError, config_error_from_pydantic, shown
 from nas.objectives import Objective, get_objective
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -35,7 +34,7 @@ BASELINES_DIR = REPO_ROOT / "examples" / "specs"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SpaceConfig(Strict):
@@ -55,21 +54,26 @@ class ObjectiveConfig(Strict):
 
 
 class Budget(Strict):
-    candidates: int = Field(default=20, ge=1)  # searched candidates; baselines come on top
-    steps: int = Field(default=500, ge=1)  # optimizer steps per candidate
-    max_minutes: float | None = Field(default=None, gt=0)  # wall-clock limit of the search
+    candidates: int = Field(
+        default=20, ge=1, le=100_000
+    )  # searched candidates; baselines come on top
+    steps: int = Field(default=500, ge=1, le=10_000_000)  # optimizer steps per candidate
+    max_minutes: float | None = Field(
+        default=None, gt=0, le=60 * 24 * 30
+    )  # wall-clock limit of the search
 
 
 class TrainOptions(Strict):
-    batch_size: int = Field(default=1024, ge=1)
+    batch_size: int = Field(default=1024, ge=1, le=1 << 20)
     lr: float = Field(default=2e-3, gt=0, lt=10)
     embedding_lr: float = Field(default=1e-2, gt=0, lt=10)
 
 
 class Resources(Strict):
-    concurrency: int = Field(default=2, ge=1)  # candidates trained at once
-    cpus_per_trial: int = Field(default=1, ge=1)  # also the trial's torch thread count
-    memory_gb_per_trial: float = Field(default=4.0, gt=0)  # a trial above it fails
+    concurrency: int = Field(default=2, ge=1, le=4096)  # candidates trained at once
+    cpus_per_trial: int = Field(default=1, ge=1, le=1024)  # also the trial's torch thread count
+    memory_gb_per_trial: float = Field(default=4.0, gt=0, le=4096)  # a trial above it fails
+    max_retries: int = Field(default=2, ge=0, le=10)  # a candidate whose worker died
 
 
 class SearchConfig(Strict):
@@ -81,7 +85,7 @@ class SearchConfig(Strict):
     budget: Budget = Budget()
     train: TrainOptions = TrainOptions()
     resources: Resources = Resources()
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and torch's seed range
     include_baselines: bool = True
     baselines: list[str] | None = None  # spec files; default: examples/specs/*.json
     tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder
@@ -93,7 +97,7 @@ class SearchConfig(Strict):
     def _name(cls, value: str) -> str:
         if not NAME.fullmatch(value):
             raise ValueError(
-                f"{value!r} is not a search name: use 1-100 letters, digits, '_', '.' or '-', "
+                f"{shown(value)} is not a search name: use 1-100 letters, digits, '_', '.' or '-', "
                 "starting with a letter or digit (it names the MLflow experiment and the id)"
             )
         return value
@@ -165,18 +169,10 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SearchConfig:
     """Read a YAML file and apply ``overrides`` (dotted keys, e.g. ``budget.candidates``)."""
+    from nas.user_files import parse_yaml, read_text
+
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise NasError(f"{path}: cannot read the search config ({err.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        line = f", line {where.line + 1}" if where is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError("", f"not valid YAML{line}: {problem}", str(path)) from None
+    data = parse_yaml(read_text(path, "search config"), str(path))
     for key, value in (overrides or {}).items():
         if value is None:
             continue

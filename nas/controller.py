@@ -21,23 +21,26 @@ goes into the object store once (``tune.with_parameters``) and is read without c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
-from nas.errors import ConfigError
+from nas.errors import ConfigError, NasError
 from nas.registry import Registry, Search, Trial
+from nas.registry.store import HEARTBEAT_S
 from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
 from nas.tracking import Tracker
-from nas.tune_glue import CancelStopper, Recorder, StrategySearcher, init_ray
+from nas.tune_glue import CancelStopper, Recorder, StrategySearcher, WorkerCrash, init_ray
 from search_spaces.base import SearchSpace
 
 CANCEL_POLL_S = 1.0
@@ -52,6 +55,9 @@ class Plan:
     dataset: Any  # PreparedDataset
     space: SearchSpace
     baselines: list[ArchSpec]
+    tracking_uri: str  # checked reachable
+    artifact_root: Path | None  # for the default local store; a server chooses its own
+    ray_address: str | None  # checked reachable; None: a local Ray
 
     def strategy(self, registry_url: str, search_id: str) -> Strategy:
         """The search's strategy (Optuna's keeps its study in the registry database)."""
@@ -71,15 +77,29 @@ class Plan:
         return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 
 
-def plan(config: SearchConfig, config_dir: Path) -> Plan:
-    """Build everything a search needs from its config; errors name the field."""
+def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
+    """Build everything a search needs from its config (``ray_address``: the command line's,
+    over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
+    are checked reachable: a search never starts to find out it cannot record anything."""
+    from nas import endpoints
     from nas.data import load_dataset
     from nas.model import model_configs
     from search_spaces import SpaceInputs, create_space
 
+    if ray_address is not None:
+        address = endpoints.ray_address(ray_address, "--address")
+    elif config.ray_address is not None:
+        address = endpoints.ray_address(config.ray_address)
+    elif os.environ.get("RAY_ADDRESS"):
+        address = endpoints.ray_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
+    else:
+        address = None
+    if config.tracking_uri is None:
+        tracking, artifacts = default_tracking_uri(), runs_dir() / "mlartifacts"
+    else:
+        tracking, artifacts = endpoints.tracking_uri(config.tracking_uri), None
     cpus = os.cpu_count() or 1
-    local = not (config.ray_address or os.environ.get("RAY_ADDRESS"))
-    if local and config.resources.cpus_per_trial > cpus:
+    if address is None and config.resources.cpus_per_trial > cpus:
         raise ConfigError(
             "resources.cpus_per_trial",
             f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
@@ -107,7 +127,27 @@ def plan(config: SearchConfig, config_dir: Path) -> Plan:
         if spec.arch_id not in seen:
             seen.add(spec.arch_id)
             baselines.append(spec)
-    return Plan(config, dataset, space, baselines)
+    return Plan(config, dataset, space, baselines, tracking, artifacts, address)
+
+
+class Heartbeat:
+    """Renews this process's lease on a search every ``HEARTBEAT_S``, from a thread, so the
+    search reads as crashed soon after its controller dies, from any host."""
+
+    def __init__(self, registry: Registry, search_id: str):
+        self.registry, self.search_id = registry, search_id
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="recnas-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_S):
+            with contextlib.suppress(NasError):  # unreachable now: the next beat tries again
+                self.registry.beat(self.search_id)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
 
 
 class Reporter:
@@ -118,6 +158,8 @@ class Reporter:
     def trial_started(self, trial: Trial) -> None: ...
 
     def trial_finished(self, trial: Trial, summary: SearchSummary) -> None: ...
+
+    def trial_retried(self, trial: Trial, reason: str) -> None: ...
 
     def phase(self, name: str, total: int | None = None) -> None:
         """The search moved on: to its "setup jobs" (``total`` of them), or to its
@@ -144,21 +186,18 @@ class Controller:
     search: Search
     plan: Plan
     reporter: Reporter = field(default_factory=Reporter)
-    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         self.config = self.plan.config
         self.strategy = self.plan.strategy(self.registry.url, self.search.id)
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
+        self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
         self._last_poll = 0.0
-        self.tracker = Tracker(
-            self.config.tracking_uri or default_tracking_uri(),
-            runs_dir() / "mlartifacts" if self.config.tracking_uri is None else None,
-        )
+        self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
 
     # --- the session ---------------------------------------------------------------------
 
@@ -166,8 +205,9 @@ class Controller:
         """Run the search until its budget is spent, it is cancelled, or it is interrupted.
         However it ends, the registry and the parent MLflow run say how."""
         start = time.time()
-        search = self.registry.claim(self.search.id)
+        search = self.registry.claim(self.search)
         status, message = "failed", None
+        heartbeat = Heartbeat(self.registry, search.id)
         try:
             trials = self.begin(search)
             remaining = self._time_left(search)
@@ -183,6 +223,7 @@ class Controller:
             message = f"{type(err).__name__}: {err}".splitlines()[0]
             raise
         finally:
+            heartbeat.stop()
             self.reporter.stop()
             search = self._close(search, status, message, time.time() - start)
         return search
@@ -217,7 +258,7 @@ class Controller:
         from nas.setup_jobs import SetupPhase
 
         deadline = None if time_budget_s is None else time.time() + time_budget_s
-        started_ray = init_ray(self.ray_address or self.config.ray_address)
+        started_ray = init_ray(self.plan.ray_address)
         try:
             self.setup_stop = SetupPhase(self).run(deadline)
             if self.setup_stop is None:
@@ -326,7 +367,9 @@ class Controller:
 
     # --- recording -----------------------------------------------------------------------
 
-    def record(self, tune_id: str, result: dict[str, Any] | None, crash: str | None) -> None:
+    def record(
+        self, tune_id: str, result: dict[str, Any] | None, crash: WorkerCrash | None
+    ) -> None:
         """Record a finished Tune trial: its report, or ``crash`` (Ray's error) when the
         worker died before reporting. A trial Tune stopped (cancel, time limit, Ctrl-C) has
         neither; it stays open, and the search's end marks it cancelled, to run again."""
@@ -335,8 +378,13 @@ class Controller:
             return
         begin = time.time()
         trial = entry.trial
-        values, metrics, error = None, None, crash
-        timings: dict[str, float] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
+        reason = crash.reason if crash else None
+        if crash is not None and self._retry(trial, crash):
+            return
+        values, metrics, error = None, None, reason
+        timings: dict[str, Any] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
+        if trial.id in self.retried:
+            timings["retried_after"] = self.retried.pop(trial.id)
         if crash is None:
             timings.update(started_at=result["started_at"], finished_at=result["finished_at"])
             if result["outcome"] == "completed":
@@ -366,6 +414,18 @@ class Controller:
         timings["bookkeeping_s"] = time.time() - begin
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
+
+    def _retry(self, trial: Trial, crash: WorkerCrash) -> bool:
+        """Whether the candidate of a worker that died is run again (on a new worker): yes,
+        up to ``resources.max_retries`` times, unless memory killed it (it would again)."""
+        if crash.out_of_memory or trial.attempts > self.config.resources.max_retries:
+            return False
+        first = crash.reason.splitlines()[0][:300]
+        self.retried.setdefault(trial.id, []).append(f"attempt {trial.attempts}: {first}")
+        self.registry.update_trial(trial.id, error="\n".join(self.retried[trial.id]))
+        self.rerun.append(trial)
+        self.reporter.trial_retried(trial, first)
+        return True
 
     def _log_trial(self, trial: Trial) -> Trial:
         run_id = self.tracker.log_trial(

@@ -10,6 +10,16 @@ import difflib
 from collections.abc import Iterable
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: error messages never echo a huge value
+    (nor fail on an integer too long to print)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int over sys.get_int_max_str_digits() digits
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
+
+
 class NasError(Exception):
     """Base of every error recnas raises on purpose."""
 
@@ -35,11 +45,11 @@ class UnknownNameError(ConfigError):
 
     def __init__(self, field: str, kind: str, name: str, choices: Iterable[str]):
         choices = sorted(choices)
-        close = difflib.get_close_matches(str(name), choices, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(str(name)[:200], choices, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         plural = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
         super().__init__(
-            field, f"unknown {kind} {name!r}.{hint} Valid {plural}: {', '.join(choices)}."
+            field, f"unknown {kind} {shown(name)}.{hint} Valid {plural}: {', '.join(choices)}."
         )
 
 
@@ -73,7 +83,7 @@ def config_error_from_pydantic(
     elif first["type"] == "missing":
         message = "is required"
     if first["loc"] and first["type"] not in ("missing", "extra_forbidden", "value_error"):
-        message += f" (got {first['input']!r})"
+        message += f" (got {shown(first['input'])})"
     return ConfigError(field.lstrip("."), message).within(prefix, source)
 
 

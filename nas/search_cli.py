@@ -22,6 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from nas.cli import emit_json, integer
 from nas.config import default_registry_url
 from nas.controller import Reporter
 from nas.errors import NasError
@@ -33,10 +34,10 @@ out = Console()
 def add_commands(commands) -> None:
     submit = commands.add_parser("submit", help="run a search from a YAML file (foreground)")
     submit.add_argument("config", type=Path, help="a search YAML (see examples/searches/)")
-    submit.add_argument("--budget", type=int, help="searched candidates (budget.candidates)")
-    submit.add_argument("--steps", type=int, help="training steps per candidate (budget.steps)")
-    submit.add_argument("--seed", type=int, help="search and training seed")
-    submit.add_argument("--concurrency", type=int, help="candidates trained at once")
+    submit.add_argument("--budget", type=integer, help="searched candidates (budget.candidates)")
+    submit.add_argument("--steps", type=integer, help="training steps per candidate (budget.steps)")
+    submit.add_argument("--seed", type=integer, help="search and training seed")
+    submit.add_argument("--concurrency", type=integer, help="candidates trained at once")
     submit.add_argument("--name", help="the search's name (MLflow experiment)")
     submit.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in nas-runs)")
     _registry_flag(submit)
@@ -89,10 +90,6 @@ def _registry(args: argparse.Namespace, url: str | None = None):
     return Registry(args.registry_url or url or default_registry_url())
 
 
-def _emit_json(data: object) -> None:
-    print(json.dumps(data, indent=2, default=str))
-
-
 # --- submit and resume ---------------------------------------------------------------------
 
 
@@ -114,17 +111,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     }
     try:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
+        with console.status(f"Checking {args.config} against {config.dataset} ..."):
+            checked = plan(config, args.config.resolve().parent)
+            registry = _registry(args, config.registry_url)
     except ConfigError as err:
         flag, value = flags.get(err.field, (None, None))
         if value is not None:  # the bad value came from the command line, not the file
             raise ConfigError(flag, err.message) from None
-        raise
-    with console.status(f"Checking {args.config} against {config.dataset} ..."):
-        try:
-            checked = plan(config, args.config.resolve().parent)
-        except ConfigError as err:
-            raise (err if err.source else err.within(source=str(args.config))) from None
-    registry = _registry(args, config.registry_url)
+        raise (err if err.source else err.within(source=str(args.config))) from None
     search = registry.create_search(
         new_search_id(config.name), config.name, config.to_dict(), str(args.config.resolve())
     )
@@ -145,13 +139,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
             f"search {search.id} stopped at its budget.max_minutes; nothing to resume "
             "(submit a new search with a larger max_minutes to go further)"
         )
-    if search.status in ("running", "cancelling") and controller_alive(search) is not False:
+    if search.status in ("running", "cancelling") and controller_alive(search):
         where = f"process {search.pid} on {search.host}"
         raise NasError(f"search {search.id} is still running ({where}); nas cancel it first")
     config = validate_config(search.config, f"search {search.id}")
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking search {search.id} ..."):
-        checked = plan(config, base)
+        checked = plan(config, base, args.address)
     return _run(registry, search, checked, args)
 
 
@@ -169,12 +163,18 @@ def _run(registry, search, checked, args: argparse.Namespace) -> int:
             f"{checked.config.budget.steps} steps each, on {checked.config.dataset}",
             highlight=False,
         )
-    controller = Controller(registry, search, checked, reporter, getattr(args, "address", None))
+    try:
+        controller = Controller(registry, search, checked, reporter)
+    except BaseException as err:  # nothing ran: the search ends here, resumable
+        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        registry.update_search(search.id, status=status, message=message, pid=None)
+        raise
     search = controller.run()
     summary = summarize(checked.config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     if args.json:
-        _emit_json({**_search_row(search, summary), "summary": summary.to_dict()})
+        emit_json({**_search_row(search, summary), "summary": summary.to_dict()})
         return code
     _print_front(search, summary)
     _print_ending(search, checked.config)
@@ -236,6 +236,12 @@ class ProgressReporter(Reporter):
     def trial_started(self, trial) -> None:
         label = trial.label or trial.arch_id[:8]
         self.progress.update(self.task, description=f"stand-alone training {label}")
+
+    def trial_retried(self, trial, reason: str) -> None:
+        label = trial.label or trial.arch_id[:8]
+        self.progress.console.print(
+            f"[yellow]retrying[/] {label} (attempt {trial.attempts + 1}): {reason}", highlight=False
+        )
 
     def trial_finished(self, trial, summary) -> None:
         first = summary.objectives[0]
@@ -316,7 +322,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     for search in registry.list_searches():
         rows.append(_search_row(search, _summary_of(registry, search)[1]))
     if args.json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     if not rows:
         console.print(
@@ -367,7 +373,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     config, summary = _summary_of(registry, search)
     trials = registry.trials(search.id)
     if args.json:
-        _emit_json(
+        emit_json(
             {
                 **_search_row(search, summary),
                 "config": search.config,
@@ -524,7 +530,7 @@ def cmd_pareto(args: argparse.Namespace) -> None:
             raise ConfigError("--objectives", f"lists an objective twice: {args.objectives}")
     _, summary = _summary_of(registry, search, objectives)
     if args.json:
-        _emit_json({"search": search.id, **summary.to_dict()})
+        emit_json({"search": search.id, **summary.to_dict()})
         return
     _print_front(search, summary)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import blocks
 from blocks.base import BlockConfig, TokenShape, check_choice, check_int, check_widths
-from nas.errors import ConfigError, NasError
+from nas.errors import ConfigError, shown
 
 TOP_INPUTS = ("last", "all")
 SPEC_FIELDS = (
@@ -105,7 +105,7 @@ class SequenceSpec:
             raise ConfigError(
                 "sequence",
                 f'must be an object like {{"max_len": 32, "layers": '
-                f'[{{"block": "hstu"}}]}}, got {data!r}',
+                f'[{{"block": "hstu"}}]}}, got {shown(data)}',
             )
         _check_fields(data, SEQUENCE_FIELDS, ("max_len", "layers"), "sequence.")
         check_int("sequence.max_len", data["max_len"])
@@ -113,7 +113,7 @@ class SequenceSpec:
         check_choice("sequence.pooling", pooling, POOLINGS)
         layers = data["layers"]
         if not isinstance(layers, list):
-            raise ConfigError("sequence.layers", f"must be a list of layers, got {layers!r}")
+            raise ConfigError("sequence.layers", f"must be a list of layers, got {shown(layers)}")
         return cls(
             max_len=data["max_len"],
             layers=tuple(
@@ -151,13 +151,13 @@ class ArchSpec:
         _check_fields(data, SPEC_FIELDS, ("embedding_dim", "interaction", "top_mlp"))
         name = data.get("name")
         if name is not None and not isinstance(name, str):
-            raise ConfigError("name", f"must be a string, got {name!r}")
+            raise ConfigError("name", f"must be a string, got {shown(name)}")
         check_int("embedding_dim", data["embedding_dim"])
         top_input = data.get("top_input", "last")
         check_choice("top_input", top_input, TOP_INPUTS)
         layers = data["interaction"]
         if not isinstance(layers, list):
-            raise ConfigError("interaction", f"must be a list of layers, got {layers!r}")
+            raise ConfigError("interaction", f"must be a list of layers, got {shown(layers)}")
         return cls(
             name=name,
             embedding_dim=data["embedding_dim"],
@@ -174,20 +174,16 @@ class ArchSpec:
 
     @classmethod
     def from_json(cls, text: str, source: str | None = None) -> ArchSpec:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ConfigError("", f"not valid JSON: {err}", source=source) from None
-        return cls.from_dict(data, source=source)
+        from nas.user_files import parse_json
+
+        return cls.from_dict(parse_json(text, source or "spec"), source=source)
 
     @classmethod
     def load(cls, path: str | Path) -> ArchSpec:
+        from nas.user_files import read_text
+
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise NasError(f"{path}: cannot read the spec file ({err.strerror})") from None
-        return cls.from_json(text, source=str(path))
+        return cls.from_json(read_text(path, "spec"), source=str(path))
 
     # --- serialisation ------------------------------------------------------------------
 
@@ -254,7 +250,7 @@ def _layer_from_dict(data: Any, field: str, kind: str = "interaction") -> LayerS
     if not isinstance(data, dict) or "block" not in data:
         example = "mlp" if kind == "interaction" else "hstu"
         raise ConfigError(
-            field, f'must be an object like {{"block": "{example}", ...}}, got {data!r}'
+            field, f'must be an object like {{"block": "{example}", ...}}, got {shown(data)}'
         )
     params = {k: v for k, v in data.items() if k != "block"}
     entry = blocks.get_block(data["block"], kind=kind, field=f"{field}.block")
@@ -265,7 +261,7 @@ def _layer_from_dict(data: Any, field: str, kind: str = "interaction") -> LayerS
     for key, value in params.items():
         if not _is_json_value(value):
             raise ConfigError(
-                f"{field}.{key}", f"must be a number, string, bool or list, got {value!r}"
+                f"{field}.{key}", f"must be a number, string, bool or list, got {shown(value)}"
             )
     defaults = entry.config_cls.default_params()
     merged = {**defaults, **params}

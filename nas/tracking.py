@@ -21,10 +21,12 @@ import csv
 import io
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from nas.endpoints import store_lock
 from nas.errors import NasError
 
 METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
@@ -78,9 +80,16 @@ class Tracker:
         logging.getLogger("mlflow").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
+        # A tracking server that stops answering fails a search's logging in seconds, not
+        # after MLflow's default 7 retries with exponential backoff (minutes of silence).
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         self.uri = uri
         self.artifact_root = artifact_root  # for a local store; a server chooses its own
         self.client = MlflowClient(tracking_uri=uri)
+        with store_lock(uri):  # a new sqlite store: its schema made by one process at a time
+            self._call("open the store", self.client.search_experiments, max_results=1)
 
     def _call(self, what: str, fn, *args, **kwargs):
         from mlflow.exceptions import MlflowException

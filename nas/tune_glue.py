@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 # Unix socket paths must stay under 107 bytes, and Ray puts its sockets at
 # <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
 MAX_RAY_TEMP_LEN = 107 - 62
+DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
 
 
 def init_ray(address: str | None) -> bool:
@@ -53,19 +56,69 @@ def init_ray(address: str | None) -> bool:
             log_to_driver=False,
         )
         return True
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # local only: no token in $HOME
-    temp = runs_dir() / "ray"
-    if len(str(temp)) > MAX_RAY_TEMP_LEN:
-        temp = Path(tempfile.gettempdir()) / f"recnas-ray-{os.getuid()}"
-    temp.mkdir(parents=True, exist_ok=True)
+    _require_token()
+    reap_orphans()
+    os.environ[DRIVER_MARK] = str(os.getpid())  # inherited by every Ray process it starts
+    temp = private_temp_dir()
     ray.init(
         num_cpus=os.cpu_count(),
         include_dashboard=False,
         _temp_dir=str(temp),
+        _node_ip_address="127.0.0.1",
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
     return True
+
+
+def _require_token() -> None:
+    """A local search's Ray accepts only processes that hold this session's token.
+
+    Ray 2.60 cannot be told to listen on loopback only: its GCS, raylet, workers and this
+    driver bind every interface, whatever ``_node_ip_address`` says (measured: see
+    tests/test_security.py). So every gRPC call must carry a token: a fresh random one per
+    session, in this process's environment (inherited by the Ray processes it starts,
+    readable by no other user), never in a file under $HOME that outlives the search.
+    Ray reads its auth settings once, when it is imported; ``Config.initialize`` makes it
+    read them again (what ``ray.init`` itself does when it turns token mode on).
+    """
+    from ray._raylet import Config
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    Config.initialize("")
+
+
+def reap_orphans() -> None:
+    """Kill what a killed search left of its local Ray. Ray's reaper stops the GCS and raylet
+    when the driver dies, but its dashboard and runtime-env agents live on (a minute or more,
+    one still listening). They carry ``DRIVER_MARK`` in their environment: any of this user's
+    processes whose marked driver is gone is an orphan."""
+    import psutil
+
+    mine = os.getuid()
+    for process in psutil.process_iter(["uids", "pid"]):
+        try:
+            if process.info["uids"] is None or process.info["uids"].real != mine:
+                continue
+            driver = process.environ().get(DRIVER_MARK)
+            if driver and driver.isdigit() and not psutil.pid_exists(int(driver)):
+                process.kill()
+        except psutil.Error:
+            continue  # gone meanwhile, or not ours to read
+
+
+def private_temp_dir() -> Path:
+    """Ray's session files (sockets, logs): under the runs folder, or, when that path is too
+    long for a Unix socket, a fresh ``mkdtemp`` folder (0700, unpredictable name), never a
+    fixed shared /tmp name that another user could create first."""
+    temp = runs_dir() / "ray"
+    if len(str(temp)) <= MAX_RAY_TEMP_LEN:
+        temp.mkdir(parents=True, exist_ok=True)
+        temp.chmod(0o700)
+        return temp
+    return Path(tempfile.mkdtemp(prefix="recnas-ray-"))
 
 
 class _Glue:
@@ -108,7 +161,7 @@ class Recorder(_Glue, Callback):
         self.controller.record(trial.trial_id, trial.last_result, None)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        self.controller.record(trial.trial_id, None, _ray_error(trial))
+        self.controller.record(trial.trial_id, None, worker_crash(trial))
 
 
 class CancelStopper(_Glue, Stopper):
@@ -122,13 +175,31 @@ class CancelStopper(_Glue, Stopper):
         return self.controller.poll_cancel()
 
 
-def _ray_error(trial) -> str:
-    """The last lines of the error Ray recorded for a trial whose worker failed."""
+@dataclass(frozen=True)
+class WorkerCrash:
+    """A trial whose Ray worker died before it reported (the trainable itself reports every
+    failure it can catch). ``out_of_memory``: Ray's memory monitor killed it, and running it
+    again would only repeat that; any other death (a kill, a lost node, a crash outside
+    Python) is worth another attempt on a new worker."""
+
+    reason: str
+    out_of_memory: bool
+
+
+def worker_crash(trial) -> WorkerCrash:
+    """What Ray recorded about a trial whose worker failed: its last lines, and whether it
+    was an out-of-memory kill. Only Ray's own ``OutOfMemoryError`` counts: an actor that
+    died of SIGKILL carries a message listing the OOM killer among *possible* causes."""
     text = ""
     if trial.error_file and Path(trial.error_file).exists():
-        text = Path(trial.error_file).read_text()
+        text = Path(trial.error_file).read_text(errors="replace")
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    reason = "\n".join(lines[-3:]) if lines else "the Ray worker failed without a message"
-    if "OutOfMemoryError" in text or "memory" in text.lower() and "kill" in text.lower():
-        reason = "the worker was killed for using too much memory\n" + reason
-    return reason
+    oom = "OutOfMemoryError" in text
+    if oom:
+        reason = "killed by Ray's memory monitor: the node ran low on memory"
+    elif "ActorDiedError" in text or "RayActorError" in text or "died unexpectedly" in text:
+        reason = "the Ray worker died (killed, or crashed outside Python)"
+    else:
+        reason = "the Ray worker failed"
+    detail = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "")
+    return WorkerCrash(f"{reason}: {detail.strip()[:300]}" if detail else reason, oom)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.errors import ConfigError
+from nas.errors import ConfigError, shown
 
 Values = dict[str, Any]
 
@@ -69,8 +69,9 @@ class Decision:
         try:
             return self._frozen.index(freeze(value))
         except ValueError:
-            shown = ", ".join(repr(c) for c in self.choices)
-            raise ConfigError(self.name, f"{value!r} is not one of the choices: {shown}") from None
+            choices = ", ".join(repr(c) for c in self.choices)
+            message = f"{shown(value)} is not one of the choices: {choices}"
+            raise ConfigError(self.name, message) from None
 
     def labels(self) -> list[Any]:
         return [label(c) for c in self.choices]

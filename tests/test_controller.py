@@ -13,6 +13,7 @@ import pytest
 from nas.config import validate_config
 from nas.controller import Controller, plan
 from nas.registry import Registry
+from nas.tune_glue import WorkerCrash
 
 SEARCH = {
     "name": "unit",
@@ -32,7 +33,7 @@ def controller(tmp_path: Path, monkeypatch, ml100k) -> Controller:
     registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
     search = registry.create_search("unit-1", "unit", config.to_dict(), None)
     controller = Controller(registry, search, plan(config, SPECS))
-    controller.begin(registry.claim(search.id))
+    controller.begin(registry.claim(search))
     return controller
 
 
@@ -69,13 +70,14 @@ def test_each_outcome_is_recorded_with_its_reason(controller) -> None:
         "finished_at": time.time(),
     }
     controller.record("tune-2", failed, None)
-    controller.record("tune-3", None, "the worker was killed for using too much memory")
+    oom = WorkerCrash("killed by Ray's memory monitor: the node ran low on memory", True)
+    controller.record("tune-3", None, oom)  # not retried: it would run out again
     controller.record("tune-4", {"training_iteration": 0}, None)  # Tune stopped it
     by_number = {t.number: t for t in controller.registry.trials("unit-1")}
     assert by_number[0].status == "completed" and by_number[0].values == [0.8, 1e4]
     assert by_number[1].status == "failed" and "not finite" in by_number[1].error
     assert by_number[2].error.startswith("training diverged")
-    assert "too much memory" in by_number[3].error
+    assert "memory monitor" in by_number[3].error and by_number[3].attempts == 1
     assert by_number[4].status == "running"  # left open: the end of the session cancels it
     assert all(by_number[n].mlflow_run_id for n in range(4))
     assert by_number[0].timings["bookkeeping_s"] > 0
@@ -90,7 +92,56 @@ def test_a_resumed_session_runs_open_trials_again_first(controller, tmp_path: Pa
     controller.record("tune-0", report(0.8), None)
     controller._close(controller.search, "interrupted", "test", 1.0)
     again = Controller(controller.registry, controller.search, controller.plan)
-    again.begin(controller.registry.claim("unit-1"))
+    again.begin(controller.registry.claim(controller.registry.get_search("unit-1")))
     numbers = [again.next_config(f"t{i}")["number"] for i in range(3)]
     assert numbers == [1, 2, 3]  # the two cut short, then the next ask
     assert len(controller.registry.trials("unit-1")) == 4
+
+
+def test_a_candidate_whose_worker_died_runs_again_up_to_max_retries(controller) -> None:
+    died = WorkerCrash("the Ray worker died (killed, or crashed outside Python): EOF", False)
+    first = controller.next_config("tune-0")
+    retries = controller.config.resources.max_retries
+    for attempt in range(1, retries + 1):
+        controller.record(f"tune-{attempt - 1}", None, died)
+        again = controller.next_config(f"tune-{attempt}")
+        assert again["number"] == first["number"]  # the same candidate, on a new worker
+        trial = controller.registry.trials("unit-1")[first["number"]]
+        assert trial.status == "running" and trial.attempts == attempt + 1
+    controller.record(f"tune-{retries}", None, died)  # out of retries: failed, with its story
+    trial = controller.registry.trials("unit-1")[first["number"]]
+    assert trial.status == "failed" and trial.error.startswith("the Ray worker died")
+    assert [r.split(":")[0] for r in trial.timings["retried_after"]] == [
+        f"attempt {n}" for n in range(1, retries + 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "oom", "words"),
+    [
+        (
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+            "memory.\nMemory on the node (IP: 10.0.0.1) was 7.5GB / 8GB",
+            True,
+            "killed by Ray's memory monitor",
+        ),
+        (
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+            "task.\n\tclass_name: ImplicitFunc\n(1) The process is killed by SIGKILL by OOM "
+            "killer due to high memory usage. (2) ray stop --force is called.",
+            False,
+            "the Ray worker died",
+        ),
+    ],
+)
+def test_worker_deaths_are_told_apart_from_memory_kills(
+    tmp_path: Path, text: str, oom: bool, words: str
+) -> None:
+    from types import SimpleNamespace
+
+    from nas.tune_glue import worker_crash
+
+    error_file = tmp_path / "error.txt"
+    error_file.write_text(f"Failure # 1 (occurred at 2026-11-30)\n{text}\n")
+    crash = worker_crash(SimpleNamespace(error_file=str(error_file)))
+    assert crash.out_of_memory is oom and crash.reason.startswith(words)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from nas.errors import NasError
+from nas.errors import ConfigError, NasError
 from nas.registry import Registry, RegistryError, display_status
 from nas.registry.schema import VERSION_TABLE, head_revision
 
@@ -35,7 +35,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_bad_url_says_what_a_url_looks_like() -> None:
-    with pytest.raises(RegistryError, match="not a SQLAlchemy URL"):
+    with pytest.raises(ConfigError, match="registry_url: 'registry.db' is not a database URL"):
         Registry("registry.db")
 
 
@@ -70,12 +70,68 @@ def test_ids_resolve_by_unique_prefix(registry: Registry) -> None:
         registry.get_search("nope")
 
 
+def test_a_search_is_owned_by_its_creator_before_any_controller_claims_it(
+    registry: Registry,
+) -> None:
+    search = registry.create_search("s-1", "s", {}, None)
+    assert (search.host, search.pid) == (socket.gethostname(), os.getpid())
+    assert display_status(search) == "running"
+    # killed between the row and the controller: crashed at once, not running for ever
+    dead = registry.update_search("s-1", pid=_dead_pid())
+    assert display_status(dead) == "crashed"
+
+
 def test_a_running_search_whose_process_died_reads_crashed(registry: Registry) -> None:
-    registry.create_search("s-1", "s", {}, None)
-    search = registry.claim("s-1")
+    search = registry.claim(registry.create_search("s-1", "s", {}, None))
     assert search.pid == os.getpid() and display_status(search) == "running"
     dead = registry.update_search("s-1", pid=_dead_pid(), host=socket.gethostname())
     assert display_status(dead) == "crashed"
+
+
+def test_a_search_on_another_host_is_crashed_once_its_heartbeat_is_older_than_the_lease(
+    registry: Registry,
+) -> None:
+    from datetime import timedelta
+
+    from nas.registry.models import utcnow
+    from nas.registry.store import LEASE_S
+
+    registry.create_search("s-1", "s", {}, None)
+    fresh = registry.update_search("s-1", host="elsewhere", pid=1, heartbeat_at=utcnow())
+    assert display_status(fresh) == "running"
+    stale = utcnow() - timedelta(seconds=LEASE_S + 1)
+    assert display_status(registry.update_search("s-1", heartbeat_at=stale)) == "crashed"
+
+
+def test_a_beat_renews_only_the_owners_lease(registry: Registry) -> None:
+    from datetime import timedelta
+
+    from nas.registry.models import utcnow
+
+    old = utcnow() - timedelta(hours=1)
+    search = registry.claim(registry.create_search("s-1", "s", {}, None))
+    registry.update_search(search.id, heartbeat_at=old)
+    registry.beat(search.id)
+    assert display_status(registry.get_search(search.id)) == "running"
+    registry.update_search(search.id, pid=_dead_pid(), heartbeat_at=old)
+    registry.beat(search.id)  # not ours any more: no effect
+    assert display_status(registry.get_search(search.id)) == "crashed"
+
+
+def test_two_processes_taking_over_the_same_crashed_search_one_backs_off(
+    registry: Registry,
+) -> None:
+    seen = registry.update_search(registry.create_search("s-1", "s", {}, None).id, pid=_dead_pid())
+    registry.update_search("s-1", pid=_dead_pid())  # another resume claimed it meanwhile
+    with pytest.raises(NasError, match="just taken over"):
+        registry.claim(seen)
+
+
+def test_search_ids_never_match_as_wildcards(registry: Registry) -> None:
+    registry.create_search("demo-aaa111", "demo", {}, None)
+    for pattern in ("%", "_", "demo%", "demo-___111", ""):
+        with pytest.raises(NasError):
+            registry.get_search(pattern)
 
 
 def _dead_pid() -> int:

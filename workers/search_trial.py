@@ -8,8 +8,9 @@ Whatever happens, the trial reports exactly once, so the controller records ever
     {"outcome": "failed", "payload": <reason>, ...}
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
-resident memory exceeds the search's ``memory_gb_per_trial`` (checked every 25 steps; a
-worker the OS or Ray kills outright is recorded by the controller from Ray's error).
+resident memory exceeds the search's ``memory_gb_per_trial`` (checked at the first step,
+every 25 steps and at the end). A worker the OS or Ray kills outright is recorded by the
+controller from Ray's error, and its candidate run again (``resources.max_retries``).
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ def _run(config: dict[str, Any], data: TrialData):
     limit = config["memory_limit_bytes"]
     process = psutil.Process()
 
-    def on_step(step: int, loss: float) -> None:
-        if step % MEMORY_CHECK_EVERY == 0:
-            rss = process.memory_info().rss
-            if rss > limit:
-                raise TrainingError(
-                    f"used {rss / 2**30:.2f} GiB at step {step}, over the limit of "
-                    f"{limit / 2**30:.2f} GiB per trial (resources.memory_gb_per_trial)"
-                )
+    def check_memory(when: str) -> None:
+        rss = process.memory_info().rss
+        if rss > limit:
+            raise TrainingError(
+                f"used {rss / 2**30:.2f} GiB {when}, over the limit of "
+                f"{limit / 2**30:.2f} GiB per trial (resources.memory_gb_per_trial)"
+            )
 
-    return evaluate(spec, data, train_config, on_step)
+    def on_step(step: int, loss: float) -> None:
+        if step == 1 or step % MEMORY_CHECK_EVERY == 0:
+            check_memory(f"at step {step}")
+
+    result = evaluate(spec, data, train_config, on_step)
+    check_memory("by the end of training and evaluation")  # trials of any length
+    return result

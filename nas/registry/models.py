@@ -67,6 +67,7 @@ class Search(Base):
     sessions: Mapped[int] = mapped_column(Integer, default=0)  # submit + each resume
     host: Mapped[str | None] = mapped_column(String(255))  # where the controller runs
     pid: Mapped[int | None] = mapped_column(Integer)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # its lease
     message: Mapped[str | None] = mapped_column(Text)  # why it stopped, when not completed
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64))
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64))

@@ -17,12 +17,13 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, select, text, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from nas.errors import NasError
+from nas.endpoints import connect_args, registry_url, store_lock
+from nas.errors import NasError, shown
 from nas.registry import schema
 from nas.registry.models import TRIAL_KINDS, Search, Trial, utcnow
 
@@ -32,25 +33,34 @@ class RegistryError(NasError):
 
 
 SCHEMA_WAIT_S = 30.0  # how long to wait for another process creating the schema
+HEARTBEAT_S = 10.0  # how often a running search's controller renews its lease
+LEASE_S = 60.0  # a running search whose heartbeat is older has no live controller
+PG_LOCK = 0x7265636E6173  # "recnas": the advisory lock its Postgres migrations hold
 
 
 def new_search_id(name: str) -> str:
-    return f"{name[:40]}-{secrets.token_hex(3)}"
+    """``<name>-<6 hex>``, at most 32 characters (the id column's width)."""
+    return f"{name[:25]}-{secrets.token_hex(3)}"
+
+
+def owner() -> tuple[str, int]:
+    """This process, as a search's controller: (host, pid)."""
+    return socket.gethostname(), os.getpid()
 
 
 class Registry:
     def __init__(self, url: str):
-        self.url = url
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            raise RegistryError(
-                f"registry_url {url!r} is not a SQLAlchemy URL; "
-                "e.g. sqlite:///nas-runs/registry.db or postgresql://user@host/db"
-            ) from None
+        """Open (create, upgrade) the registry at ``url``: its dialect, driver and file are
+        checked first (``nas.endpoints.registry_url``), its connections time out."""
+        self.url = registry_url(url, connect=False)
+        parsed = make_url(self.url)
+        self.where = parsed.render_as_string(hide_password=True)  # for messages
         if parsed.drivername.startswith("sqlite") and parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        self.engine = create_engine(url)
+            try:
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise RegistryError(f"{self.where}: cannot make its folder ({err})") from None
+        self.engine = create_engine(self.url, connect_args=connect_args(parsed))
         if parsed.drivername.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -58,25 +68,35 @@ class Registry:
 
     def _check_schema(self) -> None:
         try:
-            self._upgrade_if_needed()
+            with store_lock(self.url):
+                self._upgrade_if_needed()
         except SQLAlchemyError as err:
-            # Two processes opening a new database at once (`nas list` while `nas submit`
-            # creates it) both see no schema; one creates it, the other's first CREATE
-            # fails. sqlite commits DDL statement by statement, so wait for the creator.
+            if self.engine.dialect.name != "sqlite":  # a server: unreachable, or refused us
+                reason = _reason(err)
+                raise RegistryError(f"{self.where}: cannot open the registry ({reason})") from None
+            # Another recnas without the lock (a sqlite file shared over a network mount,
+            # where file locks may not hold) created the schema at the same moment: sqlite
+            # commits DDL statement by statement, so wait for the creator.
             deadline = time.monotonic() + SCHEMA_WAIT_S
             while time.monotonic() < deadline:
-                with self.engine.connect() as connection:
-                    if schema.current_revision(connection) == schema.head_revision():
-                        return
+                try:
+                    with self.engine.connect() as connection:
+                        if schema.current_revision(connection) == schema.head_revision():
+                            return
+                except SQLAlchemyError:
+                    pass
                 time.sleep(0.1)
-            raise RegistryError(f"{self.url}: cannot open the registry ({_reason(err)})") from None
+            reason = _reason(err)
+            raise RegistryError(f"{self.where}: cannot open the registry ({reason})") from None
 
     def _upgrade_if_needed(self) -> None:
         with self.engine.begin() as connection:
+            if connection.dialect.name == "postgresql":  # one migrator at a time, server-wide
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_LOCK})
             current = schema.current_revision(connection)
             if current is not None and current not in schema.known_revisions():
                 raise RegistryError(
-                    f"{self.url}: the registry schema is at revision {current}, which this "
+                    f"{self.where}: the registry schema is at revision {current}, which this "
                     f"version of recnas does not know (it knows up to "
                     f"{schema.head_revision()}); upgrade recnas to read it"
                 )
@@ -91,7 +111,7 @@ class Registry:
             session.commit()
         except SQLAlchemyError as err:
             session.rollback()
-            raise RegistryError(f"{self.url}: {_reason(err)}") from None
+            raise RegistryError(f"{self.where}: {_reason(err)}") from None
         except BaseException:
             session.rollback()
             raise
@@ -103,6 +123,9 @@ class Registry:
     def create_search(
         self, search_id: str, name: str, config: dict[str, Any], config_path: str | None
     ) -> Search:
+        """A new search, owned by this process from the first moment: killed before its
+        controller starts, it reads as crashed, never as running for ever."""
+        host, pid = owner()
         search = Search(
             id=search_id,
             name=name,
@@ -111,18 +134,25 @@ class Registry:
             config_path=config_path,
             elapsed_s=0.0,
             sessions=0,
+            host=host,
+            pid=pid,
+            heartbeat_at=utcnow(),
         )
         with self.session() as s:
             s.add(search)
         return search
 
     def get_search(self, search_id: str) -> Search:
-        """The search ``search_id`` (a unique prefix is enough)."""
+        """The search ``search_id`` (a unique prefix is enough; no wildcards: ``%`` and
+        ``_`` are matched as themselves)."""
+        if not search_id:
+            raise NasError("a search id is required (see: nas list)")
         with self.session() as s:
             found = s.get(Search, search_id)
             if found is not None:
                 return found
-            matches = s.scalars(select(Search).where(Search.id.startswith(search_id))).all()
+            prefix = Search.id.startswith(search_id, autoescape=True)
+            matches = s.scalars(select(Search).where(prefix)).all()
             if len(matches) == 1:
                 return matches[0]
             known = s.scalars(select(Search.id).order_by(Search.created_at.desc())).all()
@@ -131,7 +161,7 @@ class Registry:
                 f"search id {search_id!r} is ambiguous: {', '.join(m.id for m in matches)}"
             )
         hint = f"; recent searches: {', '.join(known[:5])}" if known else "; none yet"
-        raise NasError(f"no search {search_id!r} in {self.url}{hint} (see: nas list)")
+        raise NasError(f"no search {shown(search_id)} in {self.where}{hint} (see: nas list)")
 
     def list_searches(self) -> list[Search]:
         with self.session() as s:
@@ -145,17 +175,33 @@ class Registry:
             search.updated_at = utcnow()
             return search
 
-    def claim(self, search_id: str) -> Search:
-        """Mark this process as the search's controller (a new session of it)."""
+    def claim(self, search: Search) -> Search:
+        """Make this process the search's controller (a new session of it). ``search`` is
+        the row as its caller judged it (its own new search, or one whose controller is
+        gone); if another process has claimed it since, this one backs off."""
         with self.session() as s:
-            search = s.get(Search, search_id)
-            search.status = "running"
-            search.message = None
-            search.host = socket.gethostname()
-            search.pid = os.getpid()
-            search.sessions += 1
-            search.updated_at = search.session_started_at = utcnow()
-            return search
+            row = s.get(Search, search.id, with_for_update=True)
+            if (row.host, row.pid) != (search.host, search.pid):
+                raise NasError(
+                    f"search {search.id} was just taken over by process {row.pid} on "
+                    f"{row.host}; see: nas status {search.id}"
+                )
+            row.status = "running"
+            row.message = None
+            row.host, row.pid = owner()
+            row.sessions += 1
+            row.updated_at = row.session_started_at = row.heartbeat_at = utcnow()
+            return row
+
+    def beat(self, search_id: str) -> None:
+        """Renew this process's lease on a search it controls."""
+        host, pid = owner()
+        with self.session() as s:
+            s.execute(
+                update(Search)
+                .where(Search.id == search_id, Search.host == host, Search.pid == pid)
+                .values(heartbeat_at=utcnow())
+            )
 
     # --- trials -------------------------------------------------------------------------
 
@@ -247,17 +293,24 @@ def _sqlite_pragmas(connection, _record) -> None:
     cursor.close()
 
 
-def controller_alive(search: Search) -> bool | None:
-    """Whether the search's controller process still runs: None when it is on another host."""
-    if search.host != socket.gethostname() or search.pid is None:
-        return None
-    try:
-        os.kill(search.pid, 0)
-    except ProcessLookupError:
+def controller_alive(search: Search) -> bool:
+    """Whether the search's controller still runs: its process exists (on this host) and its
+    heartbeat is younger than ``LEASE_S`` (on any host)."""
+    if search.pid is None:  # no owner at all (a row left by an older recnas)
         return False
-    except PermissionError:
-        return True
-    return True
+    if search.host == socket.gethostname():
+        try:
+            os.kill(search.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # another user's process: fall back on the heartbeat
+    if search.heartbeat_at is None:
+        return search.host != socket.gethostname()  # an older recnas's row: assume alive
+    beat = search.heartbeat_at
+    if beat.tzinfo is None:  # sqlite returns naive datetimes; they are stored in UTC
+        beat = beat.replace(tzinfo=UTC)
+    return (utcnow() - beat).total_seconds() < LEASE_S
 
 
 def elapsed_seconds(search: Search) -> float:
@@ -272,6 +325,6 @@ def elapsed_seconds(search: Search) -> float:
 
 def display_status(search: Search) -> str:
     """The status to show: a "running" search whose controller died reads "crashed"."""
-    if search.status in ("running", "cancelling") and controller_alive(search) is False:
+    if search.status in ("running", "cancelling") and not controller_alive(search):
         return "crashed"
     return search.status

@@ -1,0 +1,213 @@
+"""The services a search talks to, checked before anything is written or started: the
+registry database, the MLflow tracking store and the Ray cluster.
+
+    registry_url(url)    the dialect is known, its driver installed, the database reachable
+    tracking_uri(uri)    a scheme MLflow serves; a server answers /health; a file is a database
+    ray_address(addr)    host:port or ray://host:port, and something listens there
+
+Each returns the address to use (``postgresql://`` is completed with the psycopg driver,
+which recnas installs) or raises a ``ConfigError`` naming the field and what would be valid.
+No check waits longer than ``CONNECT_TIMEOUT_S``: an unreachable address fails in seconds,
+not after minutes of a client's own retries. ``nas doctor`` runs the same checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from nas.errors import ConfigError, NasError, shown
+
+CONNECT_TIMEOUT_S = 5.0
+LOCK_WAIT_S = 120.0  # creating a database's schema takes seconds; minutes means stuck
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https")
+URL_EXAMPLES = "sqlite:///nas-runs/registry.db or postgresql://user:password@host:5432/db"
+
+
+# --- SQL databases (the registry; MLflow's backend store) ------------------------------------
+
+
+def registry_url(url: str, field: str = "registry_url", connect: bool = True) -> str:
+    """A SQLAlchemy URL the registry can open; ``postgresql://`` becomes
+    ``postgresql+psycopg://`` (psycopg 3, installed with recnas; SQLAlchemy's default
+    postgresql driver is psycopg2)."""
+    return _database_url(url, field, URL_EXAMPLES, connect)
+
+
+def _database_url(url: str, field: str, examples: str, connect: bool) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ConfigError(field, f"{shown(url)} is not a database URL; e.g. {examples}") from None
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ConfigError(
+            field, f"unknown database kind {parsed.drivername!r} in {shown(url)}; e.g. {examples}"
+        ) from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as err:
+        raise ConfigError(
+            field,
+            f"the {parsed.drivername} driver is not installed ({err}); recnas installs "
+            f"sqlite and psycopg (postgresql://) drivers; e.g. {examples}",
+        ) from None
+    if parsed.get_backend_name() == "sqlite":
+        _sqlite_file(parsed.database, field)
+    elif connect:
+        _connect(parsed, field)
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_file(database: str | None, field: str) -> None:
+    """A sqlite database path that is (or can become) a database file."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(field, f"{parent} is a file, not a folder; {path} cannot be made")
+            break
+    if path.is_dir():
+        raise ConfigError(field, f"{path} is a folder, not a database file")
+    if path.is_file() and path.stat().st_size:
+        try:
+            with path.open("rb") as file:
+                header = file.read(len(SQLITE_MAGIC))
+        except OSError as err:
+            raise ConfigError(field, f"cannot read {path}: {err.strerror}") from None
+        if header != SQLITE_MAGIC:
+            raise ConfigError(field, f"{path} is not a sqlite database (it holds other data)")
+
+
+def _connect(parsed, field: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine = create_engine(parsed, connect_args=connect_args(parsed))
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as err:
+        where = parsed.render_as_string(hide_password=True)
+        orig = getattr(err, "orig", None) or err
+        reason = " ".join(str(orig).split())[:300]
+        raise ConfigError(field, f"cannot connect to {where}: {reason}") from None
+    finally:
+        engine.dispose()
+
+
+def connect_args(parsed) -> dict:
+    """Driver options that bound how long a connection attempt may wait."""
+    if parsed.get_backend_name() in ("postgresql", "mysql"):
+        return {"connect_timeout": int(CONNECT_TIMEOUT_S)}
+    return {}
+
+
+@contextlib.contextmanager
+def store_lock(url: str):
+    """Held while a database's schema is created or migrated (the registry's, MLflow's):
+    two `nas submit` on a fresh runs folder would otherwise both create it, and one fail.
+    A sqlite file gets a lock file beside it; a server database locks itself (the registry
+    takes a Postgres advisory lock; MLflow's server migrates once, at its start)."""
+    from filelock import FileLock, Timeout
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    lock = FileLock(f"{database}.lock", timeout=LOCK_WAIT_S)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise NasError(
+            f"{database}: another process has held {lock.lock_file} for {LOCK_WAIT_S:.0f} s "
+            "while creating the database; if none is running, delete that file"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+# --- MLflow ----------------------------------------------------------------------------------
+
+
+def tracking_uri(uri: str, field: str = "tracking_uri") -> str:
+    """An MLflow tracking URI this process can reach: a tracking server (``http://``), or a
+    database MLflow manages itself (``sqlite:///``, ``postgresql://`` ...)."""
+    scheme = urlsplit(uri).scheme.split("+")[0].lower() if "://" in uri else ""
+    if scheme not in TRACKING_SCHEMES:
+        got = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise ConfigError(
+            field,
+            f"{shown(uri)} has {got}; MLflow tracking URIs here are http(s)://host:port "
+            "(an `mlflow server`) or a database: sqlite:///path/mlflow.db, postgresql://...",
+        )
+    if scheme in ("http", "https"):
+        _mlflow_server(uri.rstrip("/"), field)
+        return uri
+    return _database_url(uri, field, "sqlite:///nas-runs/mlflow.db", connect=True)
+
+
+def _mlflow_server(uri: str, field: str) -> None:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=CONNECT_TIMEOUT_S) as response:
+            if response.status == 200:
+                return
+            reason = f"HTTP {response.status}"
+    except urllib.error.HTTPError as err:
+        reason = f"HTTP {err.code} from /health: is this an MLflow tracking server?"
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = str(getattr(err, "reason", err))
+    raise ConfigError(
+        field,
+        f"no MLflow tracking server answers at {shown(uri)} ({reason}); start one with "
+        "`mlflow server --host 127.0.0.1 --port 5000`, or leave tracking_uri unset",
+    )
+
+
+# --- Ray ------------------------------------------------------------------------------------
+
+
+def ray_address(address: str, field: str = "ray_address") -> str:
+    """``host:port`` of a Ray head's GCS, ``ray://host:port`` of a Ray client server, or
+    ``auto`` (the cluster ``ray start`` left on this machine)."""
+    if address == "auto":
+        return address
+    client = address.startswith("ray://")
+    rest = address.removeprefix("ray://")
+    host, sep, port_text = rest.rpartition(":")
+    valid = "host:port (a head's GCS, e.g. 10.0.0.5:6379), ray://host:10001 or auto"
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(field, f"{shown(address)} is not a Ray address; expected {valid}")
+    if client and importlib.util.find_spec("grpc") is None:
+        raise ConfigError(
+            field, "ray:// addresses need Ray's client (pip install 'ray[client]'), not installed"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(
+            field,
+            f"nothing answers at {shown(address)} ({reason}); start the head with "
+            "`ray start --head --port 6379` there, or leave the address unset for a local Ray",
+        ) from None
+    return address

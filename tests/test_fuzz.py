@@ -1,0 +1,221 @@
+"""Property-based fuzzing of what users type: search YAML, spec JSON and `nas submit` flags.
+
+Each input is a valid one with something broken in it (a value of the wrong kind, size or
+sign, NaN, a huge integer, deep nesting, a duplicate key, bytes that are not UTF-8, a long
+string). The property: the input is accepted, or refused with exit 2 and one short
+paragraph that names what is wrong; never a traceback, a hang, or a file written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nas.cli import main
+from nas.errors import NasError
+
+FUZZ = settings(
+    max_examples=120,
+    deadline=None,
+    database=None,  # no .hypothesis folder in the checkout
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+SEARCH = {
+    "name": "fuzz",
+    "dataset": "movielens-100k",
+    "space": {"name": "ctr_stack", "options": {"max_depth": 2, "embedding_dims": [8, 16]}},
+    "strategy": {"name": "evolution", "options": {"population_size": 4}},
+    "objectives": ["ne", {"name": "flops", "reference": 5.0e5}],
+    "budget": {"candidates": 2, "steps": 10, "max_minutes": 5},
+    "train": {"batch_size": 256, "lr": 0.002},
+    "resources": {"concurrency": 2, "cpus_per_trial": 1, "memory_gb_per_trial": 4},
+    "seed": 0,
+    "include_baselines": False,
+}
+SPEC = {
+    "embedding_dim": 16,
+    "interaction": [
+        {"block": "dcnv2", "num_layers": 2, "rank": 16},
+        {"block": "hstu", "num_heads": 2, "time_base": 2.0},
+    ],
+    "top_mlp": [64, 32],
+    "top_input": "last",
+}
+
+huge = st.integers(min_value=2**31, max_value=2**70) | st.just(10**5000)
+bad_number = (
+    huge
+    | huge.map(lambda n: -n)
+    | st.integers(-3, 0)
+    | st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e-308, 0.5])
+)
+bad_value = (
+    bad_number
+    | st.text(max_size=20)
+    | st.just("x" * 100_000)
+    | st.none()
+    | st.booleans()
+    | st.lists(st.integers(), max_size=3)
+    | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)
+    | st.just([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])
+)
+
+
+def _paths(node, prefix=()):
+    """Every place a value sits in a nested config: (key or index, ...) tuples."""
+    yield prefix
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    for key, child in items:
+        yield from _paths(child, (*prefix, key))
+
+
+def _replace(node, path, value):
+    if not path:
+        return value
+    copy = dict(node) if isinstance(node, dict) else list(node)
+    copy[path[0]] = _replace(node[path[0]], path[1:], value)
+    return copy
+
+
+def _mutations(base):
+    paths = [p for p in _paths(base) if p]
+    return st.tuples(st.sampled_from(paths), bad_value).map(lambda pv: _replace(base, *pv))
+
+
+def _dump_json(data) -> str:
+    """JSON text, with integers beyond Python's printing limit written out in full (reading
+    them back is what recnas must survive)."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return json.dumps(data)
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+def _check_refusal(code: int, err: str, runs: Path) -> None:
+    assert code in (0, 2), err
+    assert "Traceback" not in err, err
+    if code == 2:
+        lines = [line for line in err.strip().splitlines() if line.strip()]
+        assert lines and lines[0].startswith("error:"), err
+        assert len(err) < 2_000, f"{len(err)} characters: a long value was echoed"
+    written = [p for p in runs.rglob("*") if p.is_file()] if runs.exists() else []
+    assert not written, f"written on a refused input: {written}"
+
+
+@pytest.fixture
+def runs(tmp_path: Path, monkeypatch, ml100k) -> Path:
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("COLUMNS", "100")
+    return tmp_path / "runs"
+
+
+def _submit_checks_only(path: Path, capsys, *flags: str) -> tuple[int, str]:
+    """`nas submit` in this process, on a config that is refused (the caller makes sure)."""
+    try:
+        code = main(["submit", str(path), *flags])
+    except SystemExit as exit:  # argparse refuses a flag's type
+        code = exit.code
+    return code, capsys.readouterr().err
+
+
+@FUZZ
+@given(config=_mutations(SEARCH))
+def test_fuzzed_search_yaml_is_accepted_or_refused_in_one_paragraph(
+    config, runs: Path, tmp_path: Path, capsys
+) -> None:
+    text = _dump_json(config)  # YAML is a superset of JSON
+    path = tmp_path / "search.yaml"
+    path.write_text(text)
+    from nas.config import load_config
+    from nas.controller import plan
+
+    try:
+        checked = plan(load_config(path), tmp_path)
+    except NasError as err:
+        message = str(err)
+        assert "\n" not in message.strip() or len(message) < 2_000
+        assert len(message) < 2_000
+        return
+    assert checked.config.name == "fuzz"
+    _check_refusal(0, "", runs)
+
+
+@FUZZ
+@given(spec=_mutations(SPEC))
+def test_fuzzed_spec_json_is_a_model_or_one_clear_error(spec, ml100k) -> None:
+    from nas.model import model_configs
+    from nas.spec import ArchSpec
+
+    try:
+        model_configs(ArchSpec.from_json(_dump_json(spec), "spec.json"), ml100k.schema)
+    except NasError as err:
+        assert len(str(err)) < 2_000, "a long value was echoed"
+
+
+BROKEN_FILES = [
+    b"\x7fELF\x02\x01\x01\x00\x00\x00\xff\xfe binary",
+    b"name: a\nname: b\nspace: {name: ctr_stack}\n",  # a duplicate key
+    b"[" * 5_000 + b"]" * 5_000,
+    b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+    + b"".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n".encode()
+        for i in range(8)
+    ),  # aliases standing for 9**9 values
+    b"name: t\nspace: {name: ctr_stack}\nseed: " + b"9" * 5_000 + b"\n",
+    b"name: t\nspace: {name: ctr_stack}\nseed: 9223372036854775808\n",
+    b"name: t\nspace: {name: ctr_stack}\nobjectives: [{name: ne, reference: .nan}]\n",
+    b"name: t\nspace: {name: ctr_stack}\nbudget: {max_minutes: .inf}\n",
+    b"name: t\nspace: {name: ctr_stack, options: {max_depth: " + b"1" * 100 + b"}}\n",
+    b"name: " + b"x" * 1_000_000 + b"\n",
+    b"",
+    b"- just\n- a list\n",
+]
+
+
+@pytest.mark.parametrize("content", BROKEN_FILES, ids=range(len(BROKEN_FILES)))
+def test_broken_files_are_refused_in_one_paragraph(
+    content: bytes, runs: Path, tmp_path: Path, capsys
+) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_bytes(content)
+    code, err = _submit_checks_only(path, capsys)
+    assert code == 2, err
+    _check_refusal(code, err, runs)
+
+
+@FUZZ
+@given(
+    flag=st.sampled_from(["--budget", "--steps", "--seed", "--concurrency", "--name"]),
+    value=st.one_of(
+        st.integers(-(2**70), 0).map(str),
+        st.integers(2**63, 2**70).map(str),
+        st.text(min_size=1, max_size=30).filter(lambda t: not t.startswith("-")),
+        st.just("9" * 5_000),
+    ),
+)
+def test_fuzzed_flags_are_refused_in_one_paragraph(
+    flag: str, value: str, runs: Path, tmp_path: Path, capsys
+) -> None:
+    path = tmp_path / "search.yaml"
+    never_runs = {**SEARCH, "space": {"name": "no-such-space"}}  # whatever the flag says
+    path.write_text(json.dumps(never_runs))
+    code, err = _submit_checks_only(path, capsys, flag, value)
+    assert code == 2, err
+    if "usage:" not in err:  # argparse's own refusal is two lines: usage, then the error
+        _check_refusal(code, err, runs)
+    assert "Traceback" not in err and len(err) < 2_000

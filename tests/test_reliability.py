@@ -1,0 +1,141 @@
+"""A search is never stuck: bad service addresses are refused before anything is written, a
+search whose owner is gone can be cancelled or resumed at once, searches started together on
+a fresh folder all finish, and a candidate whose worker is killed is trained again.
+
+Everything runs for real: `nas` in subprocesses, a local Ray, sqlite stores, MovieLens-100k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--tracking-uri", "junk-mlruns"], "--tracking-uri: 'junk-mlruns' has no scheme"),
+        (["--tracking-uri", "foo://bar"], "--tracking-uri: 'foo://bar' has scheme 'foo'"),
+        (["--tracking-uri", "http://127.0.0.1:{port}"], "no MLflow tracking server answers"),
+        (["--address", "junk"], "--address: 'junk' is not a Ray address"),
+        (["--address", "127.0.0.1:{port}"], "--address: nothing answers at"),
+        (["--address", "ray://127.0.0.1:{port}"], "nothing answers at 'ray://127.0.0.1"),
+        (["--registry-url", "mysql://u@h/db"], "--registry-url: the mysql driver is not installed"),
+        (["--registry-url", "nosuch://x"], "--registry-url: unknown database kind 'nosuch'"),
+        (["--registry-url", "postgresql://u@127.0.0.1:{port}/db"], "cannot open the registry"),
+        (["--registry-url", "sqlite:///{tmp}/search.yaml"], "is not a sqlite database"),
+        (["--registry-url", "sqlite:///{tmp}/search.yaml/r.db"], "is a file, not a folder"),
+    ],
+)
+def test_a_service_that_cannot_be_used_is_refused_in_seconds_and_nothing_is_written(
+    tmp_path: Path, flags: list[str], words: str
+) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path)
+    flags = [f.format(port=_free_port(), tmp=tmp_path) for f in flags]
+    started = time.monotonic()
+    done = nas(runs, "submit", str(path), *flags, timeout=120)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert words in message and "Traceback" not in done.stderr, message
+    assert not (runs / "registry.db").exists() and not (runs / "mlflow.db").exists()
+
+
+def test_cancel_of_a_search_whose_owner_is_gone_is_immediate(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    from nas.config import load_config
+
+    registry = registry_of(runs)
+    config = load_config(write_search(tmp_path)).to_dict()
+    registry.create_search("gone-abc123", "gone", config, None)
+    registry.update_search("gone-abc123", pid=_dead_pid())
+    assert json.loads(nas(runs, "list", "--json").stdout)[0]["status"] == "crashed"
+    started = time.monotonic()
+    done = nas(runs, "cancel", "gone-abc123")
+    assert done.returncode == 0 and time.monotonic() - started < 20, done.stderr
+    assert registry.get_search("gone-abc123").status == "cancelled"
+
+
+def _dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+@pytest.mark.slow
+def test_searches_submitted_at_the_same_moment_on_a_fresh_folder_all_finish(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    paths = []
+    for i in range(3):
+        folder = tmp_path / f"s{i}"
+        folder.mkdir()
+        paths.append(write_search(folder, candidates=1, steps=20, baselines="false", seed=i))
+    submits = [start_submit(runs, path) for path in paths]
+    outputs = [submit.communicate(timeout=600) for submit in submits]
+    for submit, (_, err) in zip(submits, outputs, strict=True):
+        assert submit.returncode == 0 and "Traceback" not in err, err
+    searches = registry_of(runs).list_searches()
+    assert len(searches) == 3 and {s.status for s in searches} == {"completed"}
+    for search in searches:
+        assert [t.status for t in registry_of(runs).trials(search.id)] == ["completed"]
+
+
+@pytest.mark.slow
+def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=2, steps=1500, baselines="false")
+    submit = start_submit(runs, path)
+    wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+    time.sleep(3)  # into training
+    workers = [
+        p
+        for p in psutil.Process(submit.pid).children(recursive=True)
+        if "ImplicitFunc" in " ".join(p.cmdline())
+    ]
+    workers += [p for p in _marked(submit.pid) if "ImplicitFunc" in " ".join(p.cmdline())]
+    assert workers, "a Tune worker trains the candidate"
+    workers[0].send_signal(signal.SIGKILL)
+    _, err = submit.communicate(timeout=600)
+    assert submit.returncode == 0, err
+    assert "Traceback" not in err and "ActorDiedError" not in err, err
+    (search,) = registry_of(runs).list_searches()
+    trials = registry_of(runs).trials(search.id)
+    assert search.status == "completed" and [t.status for t in trials] == ["completed"] * 2
+    retried = [t for t in trials if t.attempts == 2]
+    assert len(retried) == 1
+    (reason,) = retried[0].timings["retried_after"]
+    assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
+    assert "retrying" in err
+
+
+def _marked(driver: int) -> list[psutil.Process]:
+    from nas.tune_glue import DRIVER_MARK
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(DRIVER_MARK) == str(driver):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
