@@ -87,8 +87,8 @@ class Tracker:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         self.uri = uri
         self.artifact_root = artifact_root  # for a local store; a server chooses its own
-        self.client = MlflowClient(tracking_uri=uri)
         with store_lock(uri):  # a new sqlite store: its schema made by one process at a time
+            self.client = self._call("open the store", MlflowClient, tracking_uri=uri)
             self._call("open the store", self.client.search_experiments, max_results=1)
 
     def _call(self, what: str, fn, *args, **kwargs):

@@ -41,7 +41,10 @@ def init_ray(address: str | None) -> bool:
     # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
     # on Ctrl-C Tune suggests Tuner.restore, but a search resumes from the registry.
     logging.getLogger("ray.tune.analysis").setLevel(logging.ERROR)
-    logging.getLogger("ray.tune.tune").setLevel(logging.ERROR)
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
+    # A trial whose worker died: Tune logs Ray's traceback; the controller records the
+    # death, retries the candidate and says so in one line (see ``worker_crash``).
+    logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         import blocks
@@ -110,15 +113,18 @@ def reap_orphans() -> None:
 
 
 def private_temp_dir() -> Path:
-    """Ray's session files (sockets, logs): under the runs folder, or, when that path is too
-    long for a Unix socket, a fresh ``mkdtemp`` folder (0700, unpredictable name), never a
-    fixed shared /tmp name that another user could create first."""
-    temp = runs_dir() / "ray"
-    if len(str(temp)) <= MAX_RAY_TEMP_LEN:
-        temp.mkdir(parents=True, exist_ok=True)
-        temp.chmod(0o700)
-        return temp
-    return Path(tempfile.mkdtemp(prefix="recnas-ray-"))
+    """Ray's session files (sockets, logs), in a folder only this user can enter: Ray makes
+    the folder it is given world-writable (0777), so that folder sits inside a private one
+    (0700): the runs folder's ``ray/``, or, when that path is too long for a Unix socket, a
+    fresh ``mkdtemp`` folder with an unpredictable name, never a fixed shared /tmp name that
+    another user could create first."""
+    private = runs_dir() / "ray"
+    if len(str(private)) + 2 <= MAX_RAY_TEMP_LEN:
+        private.mkdir(parents=True, exist_ok=True)
+        private.chmod(0o700)
+    else:
+        private = Path(tempfile.mkdtemp(prefix="recnas-ray-"))
+    return private / "r"
 
 
 class _Glue:
@@ -202,4 +208,5 @@ def worker_crash(trial) -> WorkerCrash:
     else:
         reason = "the Ray worker failed"
     detail = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "")
-    return WorkerCrash(f"{reason}: {detail.strip()[:300]}" if detail else reason, oom)
+    detail = detail.strip().split(". ")[0][:160]  # Ray's first sentence; the rest is advice
+    return WorkerCrash(f"{reason}: {detail}" if detail else reason, oom)

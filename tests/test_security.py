@@ -98,16 +98,16 @@ def test_a_local_search_listens_on_loopback_or_behind_its_token(tmp_path: Path) 
             )
             assert intruder.returncode != 0 and "INTRUDER RAN" not in intruder.stdout, mode
         # the token lives in the search's processes only: not in ~/.ray, not in the runs folder
-        token = psutil.Process(submit.pid).environ().get("RAY_AUTH_TOKEN")
-        assert token and len(token) >= 32
+        gcs_process = next(p for p in processes if p.name() == "gcs_server")
+        token = gcs_process.environ().get("RAY_AUTH_TOKEN")  # the driver passed it on
+        assert token and len(token) >= 32 and gcs_process.environ()["RAY_AUTH_MODE"] == "token"
         home_token = Path.home() / ".ray" / "auth_token"
         assert not home_token.exists() or token not in home_token.read_text()
         assert not any(token in p.read_text(errors="ignore") for p in runs.glob("*") if p.is_file())
         # Ray's session files are in a folder private to this user
-        gcs_process = next(p for p in processes if p.name() == "gcs_server")
         log_dir = next(a for a in gcs_process.cmdline() if a.startswith("--log_dir="))
-        temp = Path(log_dir.removeprefix("--log_dir=")).parent.parent
-        assert temp.stat().st_mode & 0o077 == 0, f"{temp} is open to other users"
+        temp = Path(log_dir.removeprefix("--log_dir=")).parent.parent  # what Ray was given
+        assert temp.parent.stat().st_mode & 0o077 == 0, f"{temp.parent} is open to others"
     finally:
         submit.kill()
         submit.communicate()
