@@ -386,7 +386,11 @@ class Controller:
         if trial.id in self.retried:
             timings["retried_after"] = self.retried.pop(trial.id)
         if crash is None:
-            timings.update(started_at=result["started_at"], finished_at=result["finished_at"])
+            timings.update(
+                started_at=result["started_at"],
+                finished_at=result["finished_at"],
+                node=result.get("node"),
+            )
             if result["outcome"] == "completed":
                 metrics = json.loads(result["payload"])
                 if trial.kind == "searched":  # the strategy's prediction, beside the real figures

@@ -85,6 +85,9 @@ class Tracker:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+        # With a tracking server, MLflow prints "View run ... at: <url>" to stdout for every
+        # run it ends: noise in the progress display, and invalid `--json` output.
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         self.uri = uri
         self.artifact_root = artifact_root  # for a local store; a server chooses its own
         with store_lock(uri):  # a new sqlite store: its schema made by one process at a time

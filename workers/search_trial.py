@@ -32,6 +32,7 @@ MEMORY_CHECK_EVERY = 25  # steps
 
 
 def run_candidate(config: dict[str, Any], data: TrialData) -> None:
+    import ray
     from ray import tune
 
     started = time.time()
@@ -46,7 +47,13 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
         tail = "".join(traceback.format_exception(err)[-3:]).strip()
         outcome, payload = "failed", f"{type(err).__name__}: {err}\n{tail}"
     tune.report(
-        {"outcome": outcome, "payload": payload, "started_at": started, "finished_at": time.time()}
+        {
+            "outcome": outcome,
+            "payload": payload,
+            "started_at": started,
+            "finished_at": time.time(),
+            "node": ray.get_runtime_context().get_node_id(),  # where it trained
+        }
     )
 
 

@@ -1,0 +1,212 @@
+"""The team setup, for real: a PostgreSQL registry, an MLflow tracking server backed by that
+Postgres, and a two-node Ray cluster, all started on this machine the way the README says.
+
+PostgreSQL comes from the machine's server binaries (Debian's ``postgresql`` package:
+/usr/lib/postgresql/*/bin). Without them these tests skip, unless RECNAS_REQUIRE_POSTGRES is
+set (CI sets it: there, a missing server is a failure, not a skip).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from nas.registry import Registry
+from tests.test_search import REPO, env_for, nas, start_submit, write_search
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server on 127.0.0.1 (trust auth, this test only); its URL."""
+    bindir = _postgres_bin()
+    if bindir is None:
+        if os.environ.get("RECNAS_REQUIRE_POSTGRES"):
+            pytest.fail("no PostgreSQL server binaries (apt-get install postgresql)")
+        pytest.skip("no PostgreSQL server binaries (apt-get install postgresql)")
+    home = Path(tempfile.mkdtemp(prefix="recnas-pg-"))
+    run_as: list[str] = []
+    if os.getuid() == 0:  # initdb refuses to run as root: run the server as `postgres`
+        shutil.chown(home, "postgres")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+
+    def pg(tool: str, *args: str) -> None:
+        subprocess.run(
+            [*run_as, str(bindir / tool), *args], check=True, capture_output=True, timeout=120
+        )
+
+    pg("initdb", "-D", f"{home}/data", "-U", "recnas", "--auth=trust", "-E", "UTF8")
+    options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg("pg_ctl", "-D", f"{home}/data", "-o", options, "-l", f"{home}/log", "-w", "start")
+    try:
+        for db in ("registry", "mlflow"):
+            pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "recnas", db)
+        yield f"postgresql://recnas@127.0.0.1:{port}"
+    finally:
+        pg("pg_ctl", "-D", f"{home}/data", "-m", "immediate", "stop")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_search_on_a_postgres_registry_survives_kill_9_and_resumes(
+    tmp_path: Path, postgres: str
+) -> None:
+    url = f"{postgres}/registry"
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, strategy="optuna", candidates=4, steps=150, baselines="false")
+    submit = start_submit(runs, path, "--registry-url", url, start_new_session=True)
+    registry = Registry(url)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        searches = registry.list_searches()
+        if searches and sum(t.status == "completed" for t in registry.trials(searches[0].id)):
+            break
+        time.sleep(0.5)
+    os.kill(submit.pid, signal.SIGKILL)
+    submit.communicate()
+    (search,) = registry.list_searches()
+    listing = nas(runs, "list", "--json", "--registry-url", url)
+    assert json.loads(listing.stdout)[0]["status"] == "crashed", listing.stderr
+    done = nas(runs, "resume", search.id, "--registry-url", url)
+    assert done.returncode == 0, done.stderr
+    trials = registry.trials(search.id)
+    assert registry.get_search(search.id).status == "completed"
+    assert [t.status for t in trials] == ["completed"] * 4
+    assert len({t.arch_id for t in trials}) == 4
+    assert not (runs / "registry.db").exists()
+    registry.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(postgres: str):
+    """`mlflow server` backed by the Postgres above, artifacts served from a folder."""
+    port = _free_port()
+    artifacts = Path(tempfile.mkdtemp(prefix="recnas-artifacts-"))
+    log = artifacts.parent / f"{artifacts.name}.log"
+    with log.open("wb") as stderr:
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "mlflow"),
+                "server",
+                "--backend-store-uri",
+                f"{postgres.replace('postgresql://', 'postgresql+psycopg://')}/mlflow",
+                "--artifacts-destination",
+                artifacts.as_uri(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                import urllib.request
+
+                with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+                time.sleep(0.5)
+        yield uri, artifacts
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+        shutil.rmtree(artifacts, ignore_errors=True)
+        log.unlink(missing_ok=True)
+
+
+def test_a_search_logs_to_an_mlflow_tracking_server(tmp_path: Path, mlflow_server) -> None:
+    uri, artifacts = mlflow_server
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=2, steps=30, baselines="false")
+    done = nas(runs, "submit", str(path), "--tracking-uri", uri, "--json")
+    assert done.returncode == 0, done.stderr
+    search = json.loads(done.stdout)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny")
+    found = client.search_runs([experiment.experiment_id])
+    children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all("ne" in r.data.metrics for r in children)
+    assert {r.data.tags["search_id"] for r in found} == {search["id"]}
+    # artifacts went through the server into its destination, not into the runs folder
+    assert any(artifacts.rglob("spec.json")) and not (runs / "mlflow.db").exists()
+
+
+def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
+    """`ray start --head` plus a second `ray start --address`: the code travels to the nodes
+    as runtime_env py_modules, the data through the object store, trials land on both."""
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="rc")  # short: Ray's socket paths must stay < 108 bytes
+    ray = str(Path(sys.executable).parent / "ray")
+    env = {**env_for(tmp_path / "runs"), "RAY_AUTH_MODE": "disabled"}
+
+    def ray_start(*args: str) -> None:
+        subprocess.run(
+            [ray, "start", "--num-cpus", "1", "--disable-usage-stats", *args],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    ray_start("--head", "--port", str(port), "--temp-dir", temp, "--include-dashboard", "false")
+    try:
+        ray_start("--address", f"127.0.0.1:{port}")
+        runs = tmp_path / "runs"
+        path = write_search(tmp_path, candidates=4, steps=200, baselines="false")
+        done = subprocess.run(
+            [sys.executable, "-m", "nas.cli", "submit", str(path)]
+            + ["--address", f"127.0.0.1:{port}", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["status"] == "completed"
+        registry = Registry(f"sqlite:///{runs / 'registry.db'}")
+        (search,) = registry.list_searches()
+        trials = registry.trials(search.id)
+        assert [t.status for t in trials] == ["completed"] * 4
+        assert len({t.timings["node"] for t in trials}) == 2, "trials ran on both nodes"
+        assert not (runs / "ray").exists(), "a cluster search must not start a local Ray"
+        registry.engine.dispose()
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
