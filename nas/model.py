@@ -356,3 +356,14 @@ def top_request_features(configs: dict[str, BlockConfig], spec: ArchSpec, schema
 
 def build_model(spec: ArchSpec, schema: Schema) -> RankingModel:
     return RankingModel(spec, schema)
+
+
+TRAINING_BYTES_PER_PARAM = 16  # fp32 weight, gradient and Adam's two moments
+
+
+def training_bytes(spec: ArchSpec, schema: Schema) -> int:
+    """What training ``spec`` holds in memory for its parameters, counted before anything is
+    allocated: the model is built on PyTorch's meta device (shapes only, no storage)."""
+    with torch.device("meta"):
+        model = build_model(spec, schema)
+    return TRAINING_BYTES_PER_PARAM * sum(p.numel() for p in model.parameters())

@@ -24,6 +24,7 @@ import psutil
 import torch
 
 from nas.errors import NasError, TrainingError
+from nas.model import training_bytes
 from nas.spec import ArchSpec
 from workers.train import TrainConfig
 from workers.trial import TrialData, evaluate
@@ -62,6 +63,13 @@ def _run(config: dict[str, Any], data: TrialData):
     spec = ArchSpec.from_dict(config["spec"])
     train_config = TrainConfig(**config["train"])
     limit = config["memory_limit_bytes"]
+    needed = training_bytes(spec, data.schema)
+    if needed > limit:  # refuse before the allocator sees it
+        raise TrainingError(
+            f"its parameters need {needed / 2**30:.2f} GiB to train (weights, gradients and "
+            f"optimizer state), over the limit of {limit / 2**30:.2f} GiB per trial "
+            "(resources.memory_gb_per_trial)"
+        )
     process = psutil.Process()
 
     def check_memory(when: str) -> None:

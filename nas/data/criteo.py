@@ -22,7 +22,7 @@ import numpy as np
 from nas.data.prepared import assign_splits
 from nas.data.schema import Field, Schema
 from nas.data.sources import open_file
-from nas.errors import DataError
+from nas.errors import DataError, shown
 
 NUM_DENSE, NUM_CATEGORICAL = 13, 26
 WIDTH = 1 + NUM_DENSE + NUM_CATEGORICAL
@@ -44,14 +44,14 @@ def read_criteo(path: Path) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
                     number,
                 )
             if parts[0] not in ("0", "1"):
-                raise DataError(path, f"label must be 0 or 1, got {parts[0]!r}", number)
+                raise DataError(path, f"label must be 0 or 1, got {shown(parts[0])}", number)
             labels.append(int(parts[0]))
             try:
                 dense.append([float(x) if x else np.nan for x in parts[1 : 1 + NUM_DENSE]])
             except ValueError:
                 bad = next(x for x in parts[1 : 1 + NUM_DENSE] if x and not _is_number(x))
                 raise DataError(
-                    path, f"dense values must be numbers, got {bad!r}", number
+                    path, f"dense values must be numbers, got {shown(bad)}", number
                 ) from None
             for column, value in zip(categorical, parts[1 + NUM_DENSE :], strict=True):
                 column.append(value)

@@ -75,8 +75,11 @@ def open_in_wheel(wheel: Path, member: str, encoding: str = "utf-8") -> Iterator
 
 @contextmanager
 def open_file(path: Path, encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """A text file the user pointed at; names it when it is missing."""
+    """A text file the user pointed at; names it when it is missing or not text."""
     if not path.is_file():
         raise DataError(path, "file not found")
-    with open(path, encoding=encoding, newline="") as f:
-        yield f
+    try:
+        with open(path, encoding=encoding, newline="") as f:
+            yield f
+    except UnicodeDecodeError:
+        raise DataError(path, f"is not {encoding} text (a binary file?)") from None
