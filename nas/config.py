@@ -188,7 +188,15 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Se
 
 def runs_dir() -> Path:
     """Where searches keep their stores by default: $RECNAS_RUNS_DIR or ./nas-runs."""
-    return Path(os.environ.get("RECNAS_RUNS_DIR") or "nas-runs").resolve()
+    path = Path(os.environ.get("RECNAS_RUNS_DIR") or "nas-runs").resolve()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(
+            "RECNAS_RUNS_DIR",
+            f"{existing} is a file, not a folder: the runs folder {path} "
+            "cannot be made there; set RECNAS_RUNS_DIR to a folder",
+        )
+    return path
 
 
 def default_registry_url() -> str:

@@ -102,10 +102,8 @@ def data_check(cache_dir: Path | None) -> Check:
 
 
 def runs_check() -> Check:
-    folder = runs_dir()
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if existing is None or not existing.is_dir():
-        return Check("runs", False, f"{existing} is not a folder", "set RECNAS_RUNS_DIR")
+    folder = runs_dir()  # refuses a file in the way
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not os.access(existing, os.W_OK | os.X_OK):
         return Check("runs", False, f"{existing} is not writable", "set RECNAS_RUNS_DIR")
     return Check("runs", True, f"{folder}")
@@ -114,10 +112,17 @@ def runs_check() -> Check:
 def run_checks(
     address: str | None, registry_url: str | None, tracking_uri: str | None, cache: Path | None
 ) -> list[Check]:
-    return [
-        ray_check(address),
-        registry_check(registry_url),
-        mlflow_check(tracking_uri),
-        data_check(cache),
-        runs_check(),
-    ]
+    checks = {
+        "ray": lambda: ray_check(address),
+        "registry": lambda: registry_check(registry_url),
+        "mlflow": lambda: mlflow_check(tracking_uri),
+        "data": lambda: data_check(cache),
+        "runs": runs_check,
+    }
+    found = []
+    for name, check in checks.items():
+        try:
+            found.append(check())
+        except NasError as err:  # e.g. a runs folder that is a file, behind every default
+            found.append(Check(name, False, str(err)))
+    return found

@@ -153,3 +153,11 @@ def test_doctor_says_what_is_ready_and_what_is_not(tmp_path: Path, ml100k) -> No
     assert broken.returncode == 1
     (ray,) = [c for c in json.loads(broken.stdout) if c["name"] == "ray"]
     assert not ray["ok"] and "nothing answers" in ray["found"]
+
+
+def test_a_runs_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.write_text("not a folder")
+    done = nas(runs, "submit", str(write_search(tmp_path)))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "RECNAS_RUNS_DIR" in done.stderr and "is a file" in done.stderr
