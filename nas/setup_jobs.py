@@ -74,7 +74,10 @@ class SetupPhase:
                     job = jobs.pop(0)
                     trial = self._open(job)
                     cpus = min(job.settings["threads"], largest)
-                    ref = task.options(num_cpus=cpus, max_retries=0).remote(
+                    # A worker that dies (not a job that raises) is retried by Ray; the
+                    # job picks up from its last checkpoint.
+                    retries = resources.max_retries
+                    ref = task.options(num_cpus=cpus, max_retries=retries).remote(
                         job.kind, job.settings, data, trial.checkpoint, queue, job.name
                     )
                     self.running[ref] = _Running(job, trial, time.time())
