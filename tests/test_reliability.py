@@ -8,7 +8,6 @@ Everything runs for real: `nas` in subprocesses, a local Ray, sqlite stores, Mov
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.test_registry import _dead_pid
 from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
 
 
@@ -70,14 +70,6 @@ def test_cancel_of_a_search_whose_owner_is_gone_is_immediate(tmp_path: Path) -> 
     done = nas(runs, "cancel", "gone-abc123")
     assert done.returncode == 0 and time.monotonic() - started < 20, done.stderr
     assert registry.get_search("gone-abc123").status == "cancelled"
-
-
-def _dead_pid() -> int:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return pid
 
 
 @pytest.mark.slow
