@@ -25,7 +25,6 @@ from nas.errors import ConfigError, NasError, shown
 
 CONNECT_TIMEOUT_S = 5.0
 LOCK_WAIT_S = 120.0  # creating a database's schema takes seconds; minutes means stuck
-SQLITE_MAGIC = b"SQLite format 3\x00"
 TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https")
 URL_EXAMPLES = "sqlite:///nas-runs/registry.db or postgresql://user:password@host:5432/db"
 
@@ -84,13 +83,16 @@ def _sqlite_file(database: str | None, field: str) -> None:
     if path.is_dir():
         raise ConfigError(field, f"{path} is a folder, not a database file")
     if path.is_file() and path.stat().st_size:
+        # Through SQLite itself, never a plain open(): closing any other file descriptor on
+        # a database drops the POSIX locks this process's SQLite connections hold on it, and
+        # another process may then reset the WAL under them (stale reads, or corruption).
+        import sqlite3
+
         try:
-            with path.open("rb") as file:
-                header = file.read(len(SQLITE_MAGIC))
-        except OSError as err:
-            raise ConfigError(field, f"cannot read {path}: {err.strerror}") from None
-        if header != SQLITE_MAGIC:
-            raise ConfigError(field, f"{path} is not a sqlite database (it holds other data)")
+            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+                db.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise ConfigError(field, f"{path} is not a sqlite database ({err})") from None
 
 
 def _connect(parsed, field: str) -> None:

@@ -122,8 +122,8 @@ def mlflow_children(runs: Path, search) -> list:
             "strategy.name: unknown strategy 'bayes'",
         ),
         (
-            "name: t\nspace: {name: ctr_stack}\nresources: {cpus_per_trial: 4096}\n",
-            "resources.cpus_per_trial: 4096 CPUs per trial, but this machine has",
+            "name: t\nspace: {name: ctr_stack}\nresources: {cpus_per_trial: 1000}\n",
+            "resources.cpus_per_trial: 1000 CPUs per trial, but this machine has",
         ),
         (
             "name: t\nspace: {name: ctr_stack}\nbudget: {candidates: -5}\n",
