@@ -3,7 +3,7 @@ registry database, the MLflow tracking store and the Ray cluster.
 
     registry_url(url)    the dialect is known, its driver installed, the database reachable
     tracking_uri(uri)    a scheme MLflow serves; a server answers /health; a file is a database
-    ray_address(addr)    host:port or ray://host:port, and something listens there
+    ray_address(addr)    host:port of a head's GCS, and something listens there
 
 Each returns the address to use (``postgresql://`` is completed with the psycopg driver,
 which recnas installs) or raises a ``ConfigError`` naming the field and what would be valid.
@@ -188,20 +188,24 @@ def _mlflow_server(uri: str, field: str) -> None:
 
 
 def ray_address(address: str, field: str = "ray_address") -> str:
-    """``host:port`` of a Ray head's GCS, ``ray://host:port`` of a Ray client server, or
-    ``auto`` (the cluster ``ray start`` left on this machine)."""
+    """``host:port`` of a Ray head's GCS, or ``auto`` (the cluster ``ray start`` left on this
+    machine). Ray Client (``ray://``) addresses are refused with the reason."""
     if address == "auto":
         return address
-    client = address.startswith("ray://")
-    rest = address.removeprefix("ray://")
-    host, sep, port_text = rest.rpartition(":")
-    valid = "host:port (a head's GCS, e.g. 10.0.0.5:6379), ray://host:10001 or auto"
+    valid = (
+        "host:port of the head's GCS (e.g. 10.0.0.5:6379, what `ray start --head` prints) or auto"
+    )
+    if address.startswith("ray://"):
+        # Through Ray Client, Tune runs the whole search loop on the head node, away from
+        # this process, where the controller records each trial (registry, MLflow).
+        raise ConfigError(
+            field,
+            f"{shown(address)} is a Ray Client address; recnas joins the cluster as a driver "
+            f"(its trials are recorded by this process): use {valid}",
+        )
+    host, sep, port_text = address.rpartition(":")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ConfigError(field, f"{shown(address)} is not a Ray address; expected {valid}")
-    if client and importlib.util.find_spec("grpc") is None:
-        raise ConfigError(
-            field, "ray:// addresses need Ray's client (pip install 'ray[client]'), not installed"
-        )
     try:
         with socket.create_connection((host.strip("[]"), int(port_text)), CONNECT_TIMEOUT_S):
             pass

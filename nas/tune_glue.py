@@ -16,6 +16,7 @@ from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
 from nas.config import runs_dir
+from nas.errors import NasError
 
 if TYPE_CHECKING:
     from nas.controller import Controller
@@ -52,12 +53,18 @@ def init_ray(address: str | None) -> bool:
         import search_spaces
         import workers
 
-        ray.init(
-            address=address,
-            runtime_env={"py_modules": [nas, blocks, search_spaces, workers]},
-            logging_level=logging.WARNING,
-            log_to_driver=False,
-        )
+        # Folders, not module objects: Ray's client (ray://) pickles the runtime_env.
+        modules = [str(Path(m.__file__).parent) for m in (nas, blocks, search_spaces, workers)]
+        try:
+            ray.init(
+                address=address,
+                runtime_env={"py_modules": modules},
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as err:  # Ray's own, on joining
+            reason = " ".join(str(err).split())[:300]
+            raise NasError(f"cannot join the Ray cluster at {address}: {reason}") from None
         return True
     _require_token()
     reap_orphans()

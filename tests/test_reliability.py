@@ -34,7 +34,7 @@ def _free_port() -> int:
         (["--tracking-uri", "http://127.0.0.1:{port}"], "no MLflow tracking server answers"),
         (["--address", "junk"], "--address: 'junk' is not a Ray address"),
         (["--address", "127.0.0.1:{port}"], "--address: nothing answers at"),
-        (["--address", "ray://127.0.0.1:{port}"], "nothing answers at 'ray://127.0.0.1"),
+        (["--address", "ray://127.0.0.1:{port}"], "is a Ray Client address; recnas joins"),
         (["--registry-url", "mysql://u@h/db"], "--registry-url: the mysql driver is not installed"),
         (["--registry-url", "nosuch://x"], "--registry-url: unknown database kind 'nosuch'"),
         (["--registry-url", "postgresql://u@127.0.0.1:{port}/db"], "cannot open the registry"),
