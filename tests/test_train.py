@@ -89,3 +89,16 @@ def test_config_errors_name_the_field(field, value):
     with pytest.raises(ConfigError) as err:
         TrainConfig(**{field: value})
     assert err.value.field == field
+
+
+def test_a_model_without_a_sequence_learns_the_same_without_the_history(ml100k):
+    """The history is not gathered for specs that do not read it; nothing learned changes."""
+    spec = ArchSpec.load(SPECS / "dcnv2.json")
+    rows = TrialData.from_prepared(ml100k).features("train")
+    assert rows.history is not None and rows.without_history().history is None
+    config = TrainConfig(steps=30, batch_size=256, seed=3)
+    losses = []
+    for features in (rows, rows.without_history()):
+        torch.manual_seed(0)
+        losses.append(train(build_model(spec, ml100k.schema), features, config).final_loss)
+    assert losses[0] == losses[1]

@@ -100,8 +100,10 @@ def evaluate(
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
-    stats = train(model, data.features("train"), config, on_step)
-    held_out = data.features(data.split)
+    train_rows, held_out = data.features("train"), data.features(data.split)
+    if model.history is None:  # the spec has no sequence section: no history to gather
+        train_rows, held_out = train_rows.without_history(), held_out.without_history()
+    stats = train(model, train_rows, config, on_step)
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
     flops_start = time.perf_counter()

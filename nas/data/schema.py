@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -145,6 +146,11 @@ class Features:
             self.label[rows],
             None if self.history is None else self.history[rows],
         )
+
+    def without_history(self) -> Features:
+        """The same rows without the history, for a model that does not read it: gathering
+        it builds a [batch, max_len, 3] tensor every step (about 12% of a small model's)."""
+        return dataclasses.replace(self, history=None)
 
     def inputs(self) -> tuple[torch.Tensor, ...]:
         """The model's positional inputs: categorical, multi_hot, dense[, history]."""
