@@ -59,7 +59,9 @@ def make_optimizers(model: nn.Module, config: TrainConfig) -> list[torch.optim.O
     dense = [p for p in model.parameters() if id(p) not in sparse_ids]
     optimizers: list[torch.optim.Optimizer] = []
     if dense:
-        optimizers.append(torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.weight_decay))
+        optimizers.append(
+            torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.weight_decay, fused=True)
+        )
     if sparse:
         optimizers.append(torch.optim.SparseAdam(sparse, lr=config.embedding_lr))
     return optimizers
