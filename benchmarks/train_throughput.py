@@ -131,7 +131,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    console = Console()
+    console = Console(width=max(Console().width, 130))  # the table's nine columns
     dataset = load_dataset(args.dataset)
     data = dataset.features("train").without_history()
     valid = dataset.features("valid").without_history()
