@@ -186,6 +186,11 @@ class RankingModel(nn.Module):
     def history(self) -> HistoryEncoder | None:
         return self.tokens.history
 
+    @property
+    def reads_history(self) -> bool:
+        """Whether forward reads its history input (else it need not be gathered)."""
+        return self.history is not None
+
     # --- the two entry points -------------------------------------------------------------
 
     def forward(

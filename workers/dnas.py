@@ -110,9 +110,13 @@ class Dnas:
     def __init__(self, net: StackSupernet, data: TrialData, s: DnasSettings):
         self.net, self.s = net, s
         self.decisions = list(net.space.decisions)
-        self.train = data.features("train") if s.shard is None else data.shard(*s.shard)
+        history = net.reads_history
+        if s.shard is None:
+            self.train = data.features("train", history)
+        else:
+            self.train = data.shard(*s.shard, history=history)
         # The logits' batches: held-out rows (bilevel) or training rows (single-level).
-        self.arch_rows = data.features(data.split) if s.bilevel else self.train
+        self.arch_rows = data.features(data.split, history) if s.bilevel else self.train
         config = TrainConfig(
             steps=s.steps,
             batch_size=s.batch_size,

@@ -83,7 +83,7 @@ def train_supernet(
     net: StackSupernet, data: TrialData, s: OneShotSettings, path: str | None, progress: Progress
 ) -> float:
     """Train ``net`` for ``s.steps`` steps (resuming from ``path``); the training seconds."""
-    train = data.features("train")
+    train = data.features("train", net.reads_history)
     config = TrainConfig(
         steps=s.steps, batch_size=s.batch_size, lr=s.lr, embedding_lr=s.embedding_lr, seed=s.seed
     )
@@ -164,7 +164,7 @@ class SubnetScorer:
     held-out split (embedded once for all of them), cost from their configs."""
 
     def __init__(self, net: StackSupernet, data: TrialData, rows: int, seed: int):
-        held = data.features(data.split)
+        held = data.features(data.split, net.reads_history)
         order = torch.randperm(len(held), generator=torch.Generator().manual_seed(seed))
         self.batch = held[order[:rows]]
         self.net, self.positive_rate = net, data.train_positive_rate

@@ -40,16 +40,19 @@ class TrialData:
         arrays["events"] = dataset.event_arrays()
         return cls(dataset.name, dataset.schema, dataset.positive_rate("train"), split, arrays)
 
-    def features(self, part: str) -> Features:
+    def features(self, part: str, history: bool = True) -> Features:
+        """The rows of ``part``; ``history=False`` for a model that does not read the user
+        history (gathering it builds a [batch, max_len, 3] tensor every step)."""
         with warnings.catch_warnings():
             # Arrays from Ray's object store are read-only; training only reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            return Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
+            rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
+        return rows if history else rows.without_history()
 
-    def shard(self, index: int, count: int) -> Features:
+    def shard(self, index: int, count: int, history: bool = True) -> Features:
         """Training rows of chronological slice ``index`` of ``count`` (by each row's time
         when the data has one, else in file order), standing in for a day of logs."""
-        train = self.features("train")
+        train = self.features("train", history)
         times = self.arrays["train"].get("history_now")
         order = (
             torch.from_numpy(np.argsort(times, kind="stable"))
@@ -100,9 +103,8 @@ def evaluate(
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
-    train_rows, held_out = data.features("train"), data.features(data.split)
-    if model.history is None:  # the spec has no sequence section: no history to gather
-        train_rows, held_out = train_rows.without_history(), held_out.without_history()
+    train_rows = data.features("train", model.reads_history)
+    held_out = data.features(data.split, model.reads_history)
     stats = train(model, train_rows, config, on_step)
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)

@@ -179,6 +179,11 @@ class StackSupernet(nn.Module):
 
     # --- candidates -------------------------------------------------------------------------
 
+    @property
+    def reads_history(self) -> bool:
+        """Whether its members read the history input (a searched encoder, hstu_seq)."""
+        return self.encoder is not None
+
     def _token_configs(self, dim: int) -> dict[str, BlockConfig]:
         spec = ArchSpec(embedding_dim=dim, interaction=(), top_mlp=())
         return {k: v for k, v in model_configs(spec, self.schema).items() if is_token_part(k)}
