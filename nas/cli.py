@@ -275,7 +275,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     with console.status("Checking the setup ..."):
         checks = run_checks(args.address, args.registry_url, args.tracking_uri, args.cache_dir)
     if args.json:
-        emit_json([check.__dict__ for check in checks])
+        ok = all(check.ok for check in checks)
+        emit_json({"ok": ok, "checks": [check.__dict__ for check in checks]})
     else:
         table = Table(title="nas doctor", title_justify="left")
         for column in ("check", "", "found", "to fix"):

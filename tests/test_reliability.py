@@ -137,13 +137,17 @@ def test_doctor_says_what_is_ready_and_what_is_not(tmp_path: Path, ml100k) -> No
     runs = tmp_path / "runs"
     ready = nas(runs, "doctor", "--json")
     assert ready.returncode == 0, ready.stdout + ready.stderr
-    checks = {c["name"]: c for c in json.loads(ready.stdout)}
+    report = json.loads(ready.stdout)
+    assert report["ok"] is True
+    checks = {c["name"]: c for c in report["checks"]}
     assert set(checks) == {"ray", "registry", "mlflow", "data", "runs"}
     assert "movielens-100k" in checks["data"]["found"]
     assert not runs.exists(), "a doctor only looks"
     broken = nas(runs, "doctor", "--json", "--address", f"127.0.0.1:{_free_port()}")
     assert broken.returncode == 1
-    (ray,) = [c for c in json.loads(broken.stdout) if c["name"] == "ray"]
+    report = json.loads(broken.stdout)
+    assert report["ok"] is False
+    (ray,) = [c for c in report["checks"] if c["name"] == "ray"]
     assert not ray["ok"] and "nothing answers" in ray["found"]
 
 
