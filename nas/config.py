@@ -8,6 +8,7 @@
     budget: {candidates: 20, steps: 500, max_minutes: 30}
     train: {batch_size: 1024}
     resources: {concurrency: 2, cpus_per_trial: 1, memory_gb_per_trial: 4}
+    scheduler: {name: asha, options: {grace_steps: 250}}   # optional early stopping
     seed: 0
     include_baselines: true
 
@@ -44,6 +45,11 @@ class SpaceConfig(Strict):
 
 class StrategyConfig(Strict):
     name: str = "evolution"
+    options: dict[str, Any] = {}
+
+
+class SchedulerConfig(Strict):
+    name: str  # asha | median (nas/early_stopping.py)
     options: dict[str, Any] = {}
 
 
@@ -85,6 +91,7 @@ class SearchConfig(Strict):
     budget: Budget = Budget()
     train: TrainOptions = TrainOptions()
     resources: Resources = Resources()
+    scheduler: SchedulerConfig | None = None  # early stopping; default: every candidate trains
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and torch's seed range
     include_baselines: bool = True
     baselines: list[str] | None = None  # spec files; default: examples/specs/*.json
@@ -120,6 +127,14 @@ class SearchConfig(Strict):
             for o in self.objectives
         ]
 
+    def early_stopping(self):
+        """The search's early-stopping scheduler (``nas.early_stopping``), or None."""
+        from nas.early_stopping import create_scheduler
+
+        if self.scheduler is None:
+            return None
+        return create_scheduler(self.scheduler.name, self.scheduler.options, self.budget.steps)
+
     def baseline_paths(self, base: Path) -> list[Path]:
         if not self.include_baselines:
             return []
@@ -149,6 +164,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
         dataset_info(config.dataset)
         search_spaces.check_options(config.space.name, config.space.options)
         nas.strategies.check_options(config.strategy.name, config.strategy.options)
+        config.early_stopping()
         names = [o.name for o in config.objectives]
         if not names:
             raise ConfigError("objectives", "needs at least one objective, e.g. [ne, flops]")

@@ -40,10 +40,18 @@ from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
 from nas.tracking import Tracker
-from nas.tune_glue import CancelStopper, Recorder, StrategySearcher, WorkerCrash, init_ray
+from nas.tune_glue import (
+    CancelStopper,
+    Recorder,
+    StrategySearcher,
+    WorkerCrash,
+    init_ray,
+    tune_scheduler,
+)
 from search_spaces.base import SearchSpace
 
 CANCEL_POLL_S = 1.0
+FINISHED = ("completed", "failed", "stopped")  # a trial in one of these is never run again
 INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
 
 
@@ -192,6 +200,8 @@ class Controller:
         self.strategy = self.plan.strategy(self.registry.url, self.search.id)
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
+        self.scheduler = self.config.early_stopping()  # None: every candidate trains in full
+        self.stopped: set[str] = set()  # Tune trial ids the scheduler stopped at a rung
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
@@ -212,7 +222,7 @@ class Controller:
             trials = self.begin(search)
             remaining = self._time_left(search)
             total = self.config.budget.candidates + len(self.plan.baselines)
-            finished = sum(t.status in ("completed", "failed") for t in trials)
+            finished = sum(t.status in FINISHED for t in trials)
             self.reporter.start(search, total, finished)
             self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
@@ -283,10 +293,18 @@ class Controller:
             tune.with_parameters(run_candidate, data=self.trial_data),
             {"cpu": resources.cpus_per_trial},
         )
+        scheduler = None
+        if self.scheduler is not None:
+            scheduler = tune_scheduler(self.scheduler, self)
+            for trial in self.registry.trials(search.id):  # what earlier sessions measured
+                rungs = (trial.metrics or {}).get("rungs")
+                if trial.kind == "searched" and trial.status in FINISHED and rungs:
+                    scheduler.remember(f"trial{trial.number}", rungs)
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
                 search_alg=StrategySearcher(self),
+                scheduler=scheduler,
                 num_samples=-1,  # until the searcher says FINISHED
                 max_concurrent_trials=resources.concurrency,
                 reuse_actors=True,
@@ -350,6 +368,13 @@ class Controller:
             },
             "threads": self.config.resources.cpus_per_trial,
             "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
+            "rungs": None
+            if self.scheduler is None
+            else {
+                "steps": self.scheduler.rung_steps(),
+                "rows": self.scheduler.options.eval_rows,
+                "scheduled": trial.kind == "searched",
+            },
         }
 
     def _ask(self) -> ArchSpec:
@@ -360,7 +385,14 @@ class Controller:
             known = self.known.get(spec.arch_id)
             if known is None:
                 return spec
-            self.strategy.tell(spec, known.values if known.status == "completed" else None)
+            self._tell(spec, known.status, known.values, known.metrics)
+
+    def _tell(self, spec: ArchSpec, status: str, values, metrics) -> None:
+        """The strategy hears how a finished trial of ``spec`` ended."""
+        if status == "stopped":
+            self.strategy.tell_stopped(spec, values, metrics["rungs"])
+        else:
+            self.strategy.tell(spec, values if status == "completed" else None)
 
     def _searched(self) -> int:
         return sum(t.kind == "searched" for t in self.known.values())
@@ -374,7 +406,9 @@ class Controller:
         worker died before reporting. A trial Tune stopped (cancel, time limit, Ctrl-C) has
         neither; it stays open, and the search's end marks it cancelled, to run again."""
         entry = self.running.pop(tune_id, None)
-        if entry is None or (crash is None and not (result and "outcome" in result)):
+        stopped = tune_id in self.stopped
+        reported = result is not None and ("outcome" in result or stopped)
+        if entry is None or (crash is None and not reported):
             return
         begin = time.time()
         trial = entry.trial
@@ -391,7 +425,7 @@ class Controller:
                 finished_at=result["finished_at"],
                 node=result.get("node"),
             )
-            if result["outcome"] == "completed":
+            if stopped or result["outcome"] == "completed":
                 metrics = json.loads(result["payload"])
                 if trial.kind == "searched":  # the strategy's prediction, beside the real figures
                     metrics |= self.strategy.estimate(ArchSpec.from_dict(trial.spec))
@@ -403,11 +437,14 @@ class Controller:
             else:
                 error = result["payload"]
         status = "completed" if values is not None else "failed"
+        if stopped and values is not None:
+            status = "stopped"
+            error = f"stopped by {self.scheduler.name} at step {metrics['steps']}"
+        outcome = {"values": values, "metrics": metrics, "error": error}
         state = None
         if not trial.is_baseline:
-            self.strategy.tell(ArchSpec.from_dict(trial.spec), values)
+            self._tell(ArchSpec.from_dict(trial.spec), status, values, metrics)
             state = self.strategy.state_dict()
-        outcome = {"values": values, "metrics": metrics, "error": error}
         trial = self.registry.finish_trial(
             trial.id, status, timings=timings, strategy_state=state, **outcome
         )
@@ -418,6 +455,10 @@ class Controller:
         timings["bookkeeping_s"] = time.time() - begin
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
+
+    def stopped_early(self, tune_id: str) -> None:
+        """The scheduler ended this trial at a rung (its record follows from the Callback)."""
+        self.stopped.add(tune_id)
 
     def _retry(self, trial: Trial, crash: WorkerCrash) -> bool:
         """Whether the candidate of a worker that died is run again (on a new worker): yes,
@@ -459,7 +500,7 @@ class Controller:
     def _log_unlogged(self, trials: list[Trial]) -> None:
         """Trials recorded just before a crash, whose MLflow run was not written."""
         for trial in trials:
-            if trial.status in ("completed", "failed") and trial.mlflow_run_id is None:
+            if trial.status in FINISHED and trial.mlflow_run_id is None:
                 if trial.is_candidate:
                     self._log_trial(trial)
                 else:  # its bulky result parts were never kept: the run gets the rest
@@ -535,7 +576,7 @@ class Controller:
 
 
 def _done(summary: SearchSummary) -> int:
-    return summary.counts["completed"] + summary.counts["failed"]
+    return sum(summary.counts[s] for s in FINISHED)
 
 
 def _now():

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from nas.cli import emit_json, integer
 from nas.config import default_registry_url
-from nas.controller import Reporter
+from nas.controller import FINISHED, Reporter
 from nas.errors import NasError
 
 console = Console(stderr=True)
@@ -247,10 +247,12 @@ class ProgressReporter(Reporter):
         first = summary.objectives[0]
         best = summary.best.get(first)
         best_text = f"best {first} {best:.4f}" if best is not None else "best -"
+        stopped = f"stopped {summary.counts['stopped']}  " if summary.counts["stopped"] else ""
         self.progress.update(
             self.task,
-            completed=summary.counts["completed"] + summary.counts["failed"],
-            note=f"failed {summary.counts['failed']}  {best_text}  front {len(summary.front)}",
+            completed=sum(summary.counts[s] for s in FINISHED),
+            note=f"failed {summary.counts['failed']}  {stopped}{best_text}  "
+            f"front {len(summary.front)}",
         )
         if trial.status == "failed":
             first_line = (trial.error or "").splitlines()[0] if trial.error else ""
@@ -301,6 +303,7 @@ def _search_row(search, summary) -> dict:
         "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}",
         "baselines": summary.counts["baselines"],
         "completed": summary.counts["completed"],
+        "stopped": summary.counts["stopped"],
         "failed": summary.counts["failed"],
         "best": summary.best,
         "front_size": len(summary.front),
@@ -405,11 +408,18 @@ def cmd_status(args: argparse.Namespace) -> None:
         f"{config.budget.candidates} candidates x {config.budget.steps} "
         f"steps" + (f", {config.budget.max_minutes} min" if config.budget.max_minutes else ""),
     )
+    if config.scheduler is not None:
+        scheduler = config.early_stopping()
+        table.add_row(
+            "early stopping",
+            f"{scheduler.name}, rungs at steps {', '.join(map(str, scheduler.rung_steps()))}",
+        )
     counts = summary.counts
     table.add_row(
         "trials",
-        f"{counts['completed']} completed, {counts['failed']} failed, "
-        f"{counts['running']} running, {counts['cancelled']} cancelled "
+        f"{counts['completed']} completed, {counts['stopped']} stopped early, "
+        f"{counts['failed']} failed, {counts['running']} running, "
+        f"{counts['cancelled']} cancelled "
         f"({counts['searched']}/{counts['budget']} searched + "
         f"{counts['baselines']} baselines)",
     )
@@ -454,7 +464,7 @@ def _phase(trials, summary) -> str:
             shown.append(f"{t.arch_id} {t.status} {where}".strip())
         return f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
     counts = summary.counts
-    done = counts["completed"] + counts["failed"]
+    done = sum(counts[s] for s in FINISHED)
     after = f", after {len(jobs)} setup job{'s' if len(jobs) > 1 else ''}" if jobs else ""
     return (
         f"stand-alone training: {done} finished, {counts['running']} running "

@@ -41,7 +41,7 @@ class SearchSummary:
     objectives: list[str]
     directions: list[str]
     counts: dict[str, int]  # trials by status, plus searched/baselines/budget
-    candidates: list[Candidate]  # every completed trial
+    candidates: list[Candidate]  # every completed trial (not those stopped early)
     front: list[Candidate]  # non-dominated, sorted by the first objective
     reference: list[float]  # the hypervolume's reference point
     hypervolume: float
@@ -91,8 +91,8 @@ def summarize(
         )
         for t in done
     ]
-    counts = {s: sum(t.status == s for t in trials) for s in ("completed", "failed", "running")}
-    counts["cancelled"] = sum(t.status == "cancelled" for t in trials)
+    statuses = ("completed", "failed", "running", "cancelled", "stopped")
+    counts = {s: sum(t.status == s for t in trials) for s in statuses}
     counts["searched"] = sum(not t.is_baseline for t in trials)
     counts["baselines"] = sum(t.is_baseline for t in trials)
     counts["budget"] = config.budget.candidates

@@ -153,7 +153,8 @@ class Tracker:
         self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
         extra = {"error": trial.error[:5000]} if trial.error else {}
         self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
-        status = "FINISHED" if trial.status == "completed" else "FAILED"
+        self._log_rungs(run_id, (trial.metrics or {}).get("rungs"))
+        status = {"completed": "FINISHED", "stopped": "KILLED"}.get(trial.status, "FAILED")
         self._call("close a trial run", self.client.set_terminated, run_id, status)
         return run_id
 
@@ -226,6 +227,21 @@ class Tracker:
             )
             run_id = run.info.run_id
         return run_id
+
+    def _log_rungs(self, run_id: str, rungs: list[dict] | None) -> None:
+        """A trial's NE, AUC and logloss at each rung, as stepped metrics ``rung_ne``... (the
+        rung subsample's figures; the run's ``ne`` is the whole split's, at the end)."""
+        if not rungs:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        points = [
+            Metric(f"rung_{key}", float(figures[key]), now, int(figures["step"]))
+            for figures in rungs
+            for key in ("ne", "auc", "logloss")
+        ]
+        self._call("log the rungs", self.client.log_batch, run_id, metrics=points)
 
     def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
         if not trajectory:

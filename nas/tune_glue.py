@@ -1,6 +1,7 @@
-"""Ray and Ray Tune, seen from the controller: starting or joining Ray, and the three Tune
-hooks a search plugs in (a ``Searcher`` that asks, a ``Callback`` that records, a ``Stopper``
-that obeys ``nas cancel``). Each hook only forwards to the controller."""
+"""Ray and Ray Tune, seen from the controller: starting or joining Ray, and the Tune hooks a
+search plugs in (a ``Searcher`` that asks, a ``Callback`` that records, a ``Stopper`` that
+obeys ``nas cancel``, and Tune's own early-stopping schedulers, which tell the controller
+whom they stopped). Each hook only forwards to the controller."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ray.tune import Callback, Stopper
+from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, TrialScheduler
 from ray.tune.search import Searcher
 
 from nas.config import runs_dir
+from nas.early_stopping import RUNG_METRIC, RUNG_TIME, Scheduler
 from nas.errors import NasError
 
 if TYPE_CHECKING:
@@ -38,6 +41,9 @@ def init_ray(address: str | None) -> bool:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the classic reporter obeys verbose=0
     # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Under an early-stopping scheduler, only searched candidates' reports carry its metric:
+    # baselines, failures and rung-less reports leave it out on purpose (nas/early_stopping).
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     logging.getLogger("ray").setLevel(logging.WARNING)
     # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
     # on Ctrl-C Tune suggests Tuner.restore, but a search resumes from the registry.
@@ -186,6 +192,59 @@ class CancelStopper(_Glue, Stopper):
 
     def stop_all(self) -> bool:
         return self.controller.poll_cancel()
+
+
+class _EarlyStopping(_Glue):
+    """Tune's scheduler, unchanged in what it decides, telling the controller which trials it
+    stopped at a rung (a final report it answers STOP to has simply finished)."""
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        decision = super().on_trial_result(tune_controller, trial, result)
+        if decision == TrialScheduler.STOP and "outcome" not in result:
+            self.controller.stopped_early(trial.trial_id)
+        return decision
+
+    def on_trial_complete(self, tune_controller, trial, result: dict) -> None:
+        if RUNG_METRIC in result:
+            super().on_trial_complete(tune_controller, trial, result)
+        else:  # failed, or a baseline: nothing the scheduler can compare
+            self.on_trial_remove(tune_controller, trial)
+
+    def remember(self, key: str, rungs: list[dict]) -> None:
+        """Replay a trial of an earlier session (its NE at each rung, the last one at its
+        end), so a resumed search's scheduler compares against everything measured so far."""
+        ghost = _Recorded(key)
+        self.on_trial_add(None, ghost)
+        reports = [{RUNG_TIME: f["step"], RUNG_METRIC: f["ne"]} for f in rungs]
+        for report in reports[:-1]:
+            super().on_trial_result(None, ghost, report)
+        self.on_trial_complete(None, ghost, reports[-1])
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A trial of an earlier session, as Tune's schedulers see a trial (by id, hashable)."""
+
+    trial_id: str
+
+
+class _Asha(_EarlyStopping, AsyncHyperBandScheduler):
+    pass
+
+
+class _Median(_EarlyStopping, MedianStoppingRule):
+    def _on_insufficient_samples(self, tune_controller, trial, time: float) -> str:
+        # Ray's rule pauses a trial to let others catch up; a paused function trial would
+        # need a checkpoint to resume from. Train on instead.
+        return TrialScheduler.CONTINUE
+
+
+def tune_scheduler(scheduler: Scheduler, controller: Controller) -> TrialScheduler:
+    """Ray Tune's scheduler for ``scheduler``, reporting its stops to ``controller``."""
+    cls = {"asha": _Asha, "median": _Median}[scheduler.name]
+    tune = cls(time_attr=RUNG_TIME, metric=RUNG_METRIC, mode="min", **scheduler.tune_kwargs())
+    tune.controller = controller
+    return tune
 
 
 @dataclass(frozen=True)

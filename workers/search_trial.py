@@ -2,10 +2,16 @@
 
 Runs inside a Ray worker. The search's ``TrialData`` arrives through the object store
 (``tune.with_parameters``); the candidate's spec and settings arrive as the Tune config.
-Whatever happens, the trial reports exactly once, so the controller records every outcome:
+Whatever happens, the trial ends with exactly one final report, so the controller records
+every outcome:
 
     {"outcome": "completed", "payload": <TrialResult JSON>, "started_at", "finished_at"}
     {"outcome": "failed", "payload": <reason>, ...}
+
+Under an early-stopping scheduler (``nas/early_stopping.py``) it also reports at each rung,
+with no outcome: ``{"step", "payload": <TrialResult JSON of the steps so far>}``, plus
+``rung_ne`` for the scheduler when the trial may be stopped (not a baseline). Tune's answer
+to a rung report can end the trial there; the controller then records it as stopped.
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
 resident memory exceeds the search's ``memory_gb_per_trial`` (checked at the first step,
@@ -23,23 +29,27 @@ from typing import Any
 import psutil
 import torch
 
+from nas.early_stopping import RUNG_METRIC, RUNG_TIME
 from nas.errors import NasError, TrainingError
 from nas.model import training_bytes
 from nas.spec import ArchSpec
 from workers.train import TrainConfig
-from workers.trial import TrialData, evaluate
+from workers.trial import Rungs, TrialData, TrialResult, evaluate
 
 MEMORY_CHECK_EVERY = 25  # steps
 
 
 def run_candidate(config: dict[str, Any], data: TrialData) -> None:
-    import ray
     from ray import tune
 
     started = time.time()
+    final: dict[str, Any] = {}
     try:
-        result = _run(config, data)
+        result = _run(config, data, started)
         outcome, payload = "completed", json.dumps(result.to_dict())
+        # The last rung is the full budget's: the scheduler files it at its top rung.
+        if result.rungs and (config.get("rungs") or {}).get("scheduled"):
+            final = {RUNG_TIME: result.steps, RUNG_METRIC: result.rungs[-1]["ne"]}
     except NasError as err:
         outcome, payload = "failed", str(err)
     except MemoryError:
@@ -47,18 +57,33 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
     except Exception as err:  # a bug in a block or a space: record it, let the search go on
         tail = "".join(traceback.format_exception(err)[-3:]).strip()
         outcome, payload = "failed", f"{type(err).__name__}: {err}\n{tail}"
-    tune.report(
-        {
-            "outcome": outcome,
-            "payload": payload,
-            "started_at": started,
-            "finished_at": time.time(),
-            "node": ray.get_runtime_context().get_node_id(),  # where it trained
-        }
-    )
+    tune.report({"outcome": outcome, "payload": payload, **_when(started), **final})
 
 
-def _run(config: dict[str, Any], data: TrialData):
+def _when(started: float) -> dict[str, Any]:
+    import ray
+
+    return {
+        "started_at": started,
+        "finished_at": time.time(),  # or stopped, if this is the last report
+        "node": ray.get_runtime_context().get_node_id(),  # where it trained
+    }
+
+
+def rung_reporter(scheduled: bool, started: float):
+    """What a trial does at a rung: report its figures so far to Tune (which may end it)."""
+    from ray import tune
+
+    def report(result: TrialResult) -> None:
+        metrics = {RUNG_TIME: result.steps, "payload": json.dumps(result.to_dict())}
+        if scheduled:
+            metrics[RUNG_METRIC] = result.ne
+        tune.report({**metrics, **_when(started)})
+
+    return report
+
+
+def _run(config: dict[str, Any], data: TrialData, started: float):
     torch.set_num_threads(config["threads"])
     spec = ArchSpec.from_dict(config["spec"])
     train_config = TrainConfig(**config["train"])
@@ -84,6 +109,10 @@ def _run(config: dict[str, Any], data: TrialData):
         if step == 1 or step % MEMORY_CHECK_EVERY == 0:
             check_memory(f"at step {step}")
 
-    result = evaluate(spec, data, train_config, on_step)
+    rungs = None
+    if config.get("rungs"):
+        plan = config["rungs"]
+        rungs = Rungs(tuple(plan["steps"]), plan["rows"], rung_reporter(plan["scheduled"], started))
+    result = evaluate(spec, data, train_config, on_step, rungs)
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -85,12 +86,44 @@ class TrialResult:
     train_seconds: float
     eval_seconds: float
     flops_seconds: float
-    steps: int
+    steps: int  # trained (fewer than the budget for a trial stopped at a rung)
     batch_size: int
     seed: int
+    # NE, AUC and logloss on the rung subsample at each rung (and at the end), when it has rungs
+    rungs: list[dict[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rungs:
+    """Where a trial pauses to measure itself while it trains: at ``steps``, on ``rows``
+    validation rows (the same rows for every trial with the same seed). ``report`` hears the
+    figures as a ``TrialResult`` of the steps so far, its metrics on those rows (in a search:
+    a Tune report, after which the scheduler may end the trial)."""
+
+    steps: tuple[int, ...]
+    rows: int
+    report: Callable[[TrialResult], None]
+
+
+class _RungProbe:
+    """Measures a training model at its rungs; keeps every rung's figures."""
+
+    def __init__(self, rungs: Rungs, held_out: Features, seed: int):
+        order = torch.randperm(len(held_out), generator=torch.Generator().manual_seed(seed))
+        self.rungs = rungs
+        self.rows = held_out[order[: min(rungs.rows, len(held_out))].sort().values]
+        self.figures: list[dict[str, float]] = []
+        self.paused = 0.0  # seconds training stood still for the rungs
+
+    def measure(self, model, step: int, data: TrialData, config: TrainConfig) -> dict:
+        metrics = evaluate_model(model, self.rows, data.train_positive_rate, config.eval_batch_size)
+        model.train()
+        figures = {"step": step, **{k: metrics[k] for k in ("ne", "auc", "logloss")}}
+        self.figures.append(figures)
+        return figures
 
 
 def evaluate(
@@ -98,37 +131,92 @@ def evaluate(
     data: TrialData,
     config: TrainConfig,
     on_step: StepCallback | None = None,
+    rungs: Rungs | None = None,
 ) -> TrialResult:
-    """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``."""
+    """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``
+    (and, with ``rungs``, on a validation subsample at each rung while it trains)."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
     train_rows = data.features("train", model.reads_history)
     held_out = data.features(data.split, model.reads_history)
-    stats = train(model, train_rows, config, on_step)
+    counted: dict[str, float] = {}
+
+    def flops() -> float:  # once per trial: at the first rung, or at the end
+        if "flops" not in counted:
+            begin = time.perf_counter()
+            counted["flops"] = measure_flops_per_example(model, held_out[:FLOPS_BATCH].inputs())
+            counted["seconds"] = time.perf_counter() - begin
+        return counted["flops"]
+
+    def result(steps: int, metrics: dict, train_seconds: float, train_loss: float, **kw):
+        return TrialResult(
+            arch_id=spec.arch_id,
+            name=spec.name,
+            dataset=data.name,
+            split=kw.pop("split", data.split),
+            ne=metrics["ne"],
+            auc=metrics["auc"],
+            logloss=metrics["logloss"],
+            flops=flops(),
+            serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
+            params=sum(p.numel() for p in model.parameters()),
+            train_examples_per_s=steps * config.batch_size / train_seconds,
+            train_loss=train_loss,
+            train_seconds=train_seconds,
+            steps=steps,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            flops_seconds=counted["seconds"],
+            **kw,
+        )
+
+    callback = on_step
+    probe = None
+    if rungs is not None:
+        probe = _RungProbe(rungs, held_out, config.seed)
+        at = set(rungs.steps)
+
+        def callback(step: int, loss: float) -> None:
+            if on_step is not None:
+                on_step(step, loss)
+            if step in at:
+                began = time.perf_counter()
+                trained = began - train_started - probe.paused
+                figures = probe.measure(model, step, data, config)
+                flops()
+                now = time.perf_counter()
+                rungs.report(
+                    result(
+                        step,
+                        figures,
+                        trained,
+                        loss,
+                        split=f"{data.split} ({len(probe.rows)} rows)",
+                        seconds=now - start,
+                        eval_seconds=now - began,
+                        rungs=list(probe.figures),
+                    )
+                )
+                probe.paused += time.perf_counter() - began  # the report waits for Tune
+
+    train_started = time.perf_counter()
+    stats = train(model, train_rows, config, callback)
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
-    flops_start = time.perf_counter()
-    flops = measure_flops_per_example(model, held_out[:FLOPS_BATCH].inputs())
-    end = time.perf_counter()
-    return TrialResult(
-        arch_id=spec.arch_id,
-        name=spec.name,
-        dataset=data.name,
-        split=data.split,
-        ne=metrics["ne"],
-        auc=metrics["auc"],
-        logloss=metrics["logloss"],
-        flops=flops,
-        serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
-        params=sum(p.numel() for p in model.parameters()),
-        train_examples_per_s=stats.examples_per_s,
-        train_loss=stats.final_loss,
-        seconds=end - start,
-        train_seconds=stats.seconds,
-        eval_seconds=flops_start - eval_start,
-        flops_seconds=end - flops_start,
-        steps=config.steps,
-        batch_size=config.batch_size,
-        seed=config.seed,
+    eval_seconds = time.perf_counter() - eval_start
+    paused = 0.0
+    if probe is not None:
+        paused = probe.paused
+        probe.measure(model, config.steps, data, config)
+    flops()
+    final = result(
+        config.steps,
+        metrics,
+        stats.seconds - paused,
+        stats.final_loss,
+        seconds=0.0,
+        eval_seconds=eval_seconds,
+        rungs=probe.figures if probe else [],
     )
+    return replace(final, seconds=time.perf_counter() - start)

@@ -4,6 +4,7 @@
     spec = strategy.ask()                  # a candidate not asked before (dedup by arch_id)
     strategy.tell(spec, [0.78, 2.9e5])     # objective values in context.objectives order
     strategy.tell(spec, None)              # ... or: the candidate failed
+    strategy.tell_stopped(spec, values, rungs)  # ... or: early stopping ended it at a rung
     state = strategy.state_dict()          # JSON-ready; load_state_dict(state) continues
                                            # with exactly the asks an unbroken run would make
 
@@ -82,6 +83,16 @@ class Strategy(ABC):
     @abstractmethod
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         """The result of an asked candidate: objective values, or None when it failed."""
+
+    def tell_stopped(
+        self, spec: ArchSpec, values: list[float], rungs: list[dict[str, float]]
+    ) -> None:
+        """An asked candidate that the search's scheduler stopped early: ``values`` are its
+        objectives at the rung where it stopped (NE on the rung's validation rows, after
+        fewer steps), ``rungs`` its figures at each rung (``step``, ``ne``...). By default it
+        is told like a result: a short training's NE is worse than a full one's, so the
+        candidate ranks as poorly as it did when it was stopped."""
+        self.tell(spec, values)
 
     # --- setup jobs (one-shot and differentiable strategies) -----------------------------
 

@@ -92,6 +92,28 @@ class OptunaStrategy(Strategy):
         if number is not None:
             self._tell(number, values)
 
+    def tell_stopped(
+        self, spec: ArchSpec, values: list[float], rungs: list[dict[str, float]]
+    ) -> None:
+        """Optuna's own word for it: the trial is PRUNED. With one objective measured at
+        the rungs (ne, auc, logloss), its rung values are the trial's intermediate values,
+        which TPE ranks pruned trials by (Optuna keeps them for one objective only)."""
+        self.known[spec.arch_id] = list(values)
+        number = self.pending.pop(spec.arch_id, None)
+        if number is None:
+            return
+        name = self.context.objectives[0].name
+        if len(self.context.objectives) == 1 and all(name in r for r in rungs):
+            # Study.tell takes a number, Trial.report a storage id: Optuna maps one to the
+            # other only through its storage.
+            storage = self.study._storage
+            trial_id = storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+            trial = self._optuna.Trial(self.study, trial_id)
+            for figures in rungs:
+                trial.report(float(figures[name]), int(figures["step"]))
+        pruned = self._optuna.trial.TrialState.PRUNED
+        self.study.tell(number, state=pruned, skip_if_finished=True)
+
     def _tell(self, number: int, values: list[float] | None) -> None:
         state = self._optuna.trial.TrialState
         if values is None:

@@ -1,0 +1,278 @@
+"""Early stopping in searches (ASHA, the median rule): where the rungs fall, what a trial
+measures at them, what Tune's scheduler decides, and what a search records and resumes.
+
+The searches are real (`nas submit` on a local Ray, MovieLens-100k); the scheduler tests
+drive Ray Tune's own schedulers directly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow import MlflowClient
+
+from nas.config import validate_config
+from nas.early_stopping import create_scheduler
+from nas.errors import ConfigError
+from nas.spec import ArchSpec
+from nas.tune_glue import tune_scheduler
+from tests.test_search import mlflow_children, nas, registry_of, start_submit, wait_for
+from workers.train import TrainConfig
+from workers.trial import Rungs, TrialData, evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+
+SEARCH = """\
+name: early
+dataset: movielens-100k
+space: {{name: ctr_stack, options: {{max_depth: 2, embedding_dims: [8, 16]}}}}
+strategy: {{name: {strategy}}}
+objectives: {objectives}
+budget: {{candidates: {candidates}, steps: 160}}
+train: {{batch_size: 256}}
+scheduler: {{name: {scheduler}, options: {{grace_steps: 20, eval_rows: 4000{extra}}}}}
+resources: {{concurrency: 2, cpus_per_trial: 1}}
+include_baselines: {baselines}
+seed: {seed}
+"""
+
+
+def write(folder: Path, strategy="evolution", scheduler="asha", candidates=10, **kw) -> Path:
+    path = folder / "search.yaml"
+    path.write_text(
+        SEARCH.format(
+            strategy=strategy,
+            scheduler=scheduler,
+            candidates=candidates,
+            objectives=kw.get("objectives", "[ne, flops]"),
+            extra=kw.get("extra", ", reduction_factor: 2"),
+            baselines=kw.get("baselines", "true"),
+            seed=kw.get("seed", 0),
+        )
+    )
+    return path
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+def test_asha_rungs_grow_by_the_reduction_factor_from_the_grace_steps() -> None:
+    for grace, rf, steps in [(25, 2.0, 200), (100, 3.0, 4000), (7, 1.5, 100), (1, 4.0, 2)]:
+        rungs = create_scheduler(
+            "asha", {"grace_steps": grace, "reduction_factor": rf}, steps
+        ).rung_steps()
+        assert rungs[0] == grace and rungs == sorted(set(rungs)) and rungs[-1] < steps
+        assert rungs[-1] * rf >= steps - 1  # no rung is left out below the budget
+        for a, b in zip(rungs, rungs[1:], strict=False):
+            assert abs(b / a - rf) < 1 / a + 1e-9
+
+
+def test_median_rungs_and_default_grace() -> None:
+    median = create_scheduler("median", {"every_steps": 30}, 200)
+    assert median.grace == 25  # 1/8 of the budget
+    assert median.rung_steps() == [25, 55, 85, 115, 145, 175]
+    assert create_scheduler("median", {}, 400).rung_steps() == [50, 150, 250, 350]
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "words"),
+    [
+        ({"name": "hyperband"}, "scheduler.name: unknown scheduler 'hyperband'"),
+        ({"name": "asha", "options": {"grace_steps": 500}}, "is not below budget.steps (500)"),
+        (
+            {"name": "asha", "options": {"reduction_factor": 1}},
+            "scheduler.options.reduction_factor",
+        ),
+        ({"name": "median", "options": {"eval_rows": 10}}, "scheduler.options.eval_rows"),
+        ({"name": "asha", "options": {"grace": 5}}, "scheduler.options.grace"),
+    ],
+)
+def test_bad_scheduler_settings_are_named(scheduler: dict, words: str) -> None:
+    data = {"name": "t", "space": {"name": "ctr_stack"}, "budget": {"steps": 500}}
+    with pytest.raises(ConfigError) as err:
+        validate_config({**data, "scheduler": scheduler}, "s.yaml")
+    assert words in str(err.value)
+
+
+def test_a_bad_scheduler_exits_2_before_anything_starts(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: t\nspace: {name: ctr_stack}\nscheduler: {name: ashaa}\n")
+    result = nas(tmp_path / "runs", "submit", str(bad))
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "scheduler.name: unknown scheduler 'ashaa'. Did you mean 'asha'?" in said
+    assert "Valid schedulers: asha, median" in said and "Traceback" not in said
+    assert not (tmp_path / "runs").exists()
+
+
+# --- the trial -----------------------------------------------------------------------------
+
+
+def test_measuring_at_the_rungs_does_not_change_what_is_learned(ml100k) -> None:
+    data = TrialData.from_prepared(ml100k, "valid")
+    spec = ArchSpec.load(REPO / "examples" / "specs" / "dcnv2.json")
+    config = TrainConfig(steps=60, batch_size=256, seed=3)
+    plain = evaluate(spec, data, config)
+    heard = []
+    probed = evaluate(spec, data, config, rungs=Rungs((10, 35), 3000, heard.append))
+    assert probed.ne == plain.ne and probed.train_loss == plain.train_loss
+    assert [r.steps for r in heard] == [10, 35]
+    assert [f["step"] for f in probed.rungs] == [10, 35, 60]  # the end is the last rung
+    assert heard[1].rungs == probed.rungs[:2] and heard[0].flops == plain.flops
+    assert heard[0].ne == probed.rungs[0]["ne"] != plain.ne  # the rung rows, not the split
+    assert "3000 rows" in heard[0].split and plain.rungs == []
+    assert all(f["ne"] > 0 for f in probed.rungs)
+
+
+# --- Ray Tune's scheduler ------------------------------------------------------------------
+
+
+class _Stops:
+    """Stands in for the controller: hears which trials the scheduler stopped."""
+
+    def __init__(self):
+        self.ids: list[str] = []
+
+    def stopped_early(self, tune_id: str) -> None:
+        self.ids.append(tune_id)
+
+
+def _tune_trial(trial_id: str):
+    from ray.tune.experiment import Trial
+
+    return Trial("run_candidate", trial_id=trial_id, stub=True)
+
+
+def test_a_resumed_scheduler_remembers_what_earlier_sessions_measured() -> None:
+    scheduler = create_scheduler("asha", {"grace_steps": 10, "reduction_factor": 2}, 80)
+    fresh, resumed = tune_scheduler(scheduler, _Stops()), tune_scheduler(scheduler, _Stops())
+    for k, ne in enumerate([0.80, 0.81, 0.82]):
+        rungs = [{"step": 10, "ne": ne}, {"step": 20, "ne": ne - 0.01}, {"step": 80, "ne": 0.7}]
+        resumed.remember(f"trial{k}", rungs)
+    late = _tune_trial("late")
+    for scheduler_ in (fresh, resumed):
+        scheduler_.on_trial_add(None, late)
+        decision = scheduler_.on_trial_result(None, late, {"step": 10, "rung_ne": 0.9})
+        assert decision == ("STOP" if scheduler_ is resumed else "CONTINUE")
+    assert resumed.controller.ids == ["late"] and fresh.controller.ids == []
+    # A final report is never a stop at a rung, whatever the scheduler answers.
+    done = _tune_trial("done")
+    resumed.on_trial_add(None, done)
+    resumed.on_trial_result(None, done, {"step": 80, "rung_ne": 0.9, "outcome": "completed"})
+    assert resumed.controller.ids == ["late"]
+
+
+# --- searches ------------------------------------------------------------------------------
+
+
+def _check_recorded(runs: Path, search_id: str, budget_steps: int = 160) -> list:
+    registry = registry_of(runs)
+    search = registry.get_search(search_id)
+    trials = registry.trials(search.id)
+    stopped = [t for t in trials if t.status == "stopped"]
+    assert stopped, "ASHA stopped nobody"
+    front = json.loads(nas(runs, "pareto", search.id, "--json").stdout)["front"]
+    assert not {r["arch_id"] for r in front} & {t.arch_id for t in stopped}
+    for t in trials:
+        rungs = t.metrics["rungs"]
+        if t.status == "stopped":
+            assert t.kind == "searched" and t.metrics["steps"] < budget_steps
+            assert rungs[-1]["step"] == t.metrics["steps"] and t.values[0] == rungs[-1]["ne"]
+            assert t.error.startswith("stopped by asha at step")
+        else:
+            assert t.status == "completed", (t.number, t.status, t.error)
+            assert [f["step"] for f in rungs] == [20, 40, 80, 160]
+    assert all(t.status == "completed" for t in trials if t.is_baseline)
+    return trials
+
+
+@pytest.mark.slow
+def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    assert registry_of(runs).get_search(search.id).status == "completed"
+    trials = _check_recorded(runs, search.id)
+    # The strategy was told: evolution's population holds what it heard, stopped included.
+    state = registry_of(runs).get_search(search.id).strategy_state
+    heard = {ArchSpec.from_dict(s).arch_id for s, _ in state["population"]}
+    assert heard & {t.arch_id for t in trials if t.status == "stopped"}
+    # MLflow: a stopped trial's run is KILLED, with its NE at each rung as a history.
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    by_trial = {int(r.data.tags["trial"]): r for r in mlflow_children(runs, search)}
+    for t in trials:
+        run = by_trial[t.number]
+        assert run.info.status == ("KILLED" if t.status == "stopped" else "FINISHED")
+        history = client.get_metric_history(run.info.run_id, "rung_ne")
+        assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
+            f["step"] for f in t.metrics["rungs"]
+        ]
+    status = nas(runs, "status", search.id)
+    assert "stopped early" in status.stdout and "rungs at steps 20, 40, 80" in status.stdout
+
+
+@pytest.mark.slow
+def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write(tmp_path, strategy="optuna", objectives="[ne]", baselines="false", seed=1)
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    trials = registry_of(runs).trials(search.id)
+    stopped = [t for t in trials if t.status == "stopped"]
+    assert stopped
+    study = optuna.load_study(
+        study_name=f"recnas-{search.id}", storage=f"sqlite:///{runs / 'registry.db'}"
+    )
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert len(pruned) == len(stopped)
+    for frozen in pruned:
+        assert frozen.intermediate_values  # the rungs it reached, as Optuna keeps them
+        assert max(frozen.intermediate_values) in {t.metrics["steps"] for t in stopped}
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == sum(t.status == "completed" for t in trials)
+
+
+@pytest.mark.slow
+def test_the_median_rule_runs_a_search_to_its_end(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write(tmp_path, scheduler="median", extra=", every_steps: 40, min_samples: 2")
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    trials = registry_of(runs).trials(search.id)
+    assert {t.status for t in trials} <= {"completed", "stopped"}
+    for t in trials:
+        steps = [f["step"] for f in t.metrics["rungs"]]
+        assert steps == ([20, 60, 100, 140, 160] if t.status == "completed" else steps)
+        assert set(steps) <= {20, 60, 100, 140, 160}
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_with_asha_finishes_the_budget(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = write(tmp_path, candidates=12, seed=2)
+    process = start_submit(runs, path, start_new_session=True)
+    try:
+        wait_for(runs, lambda trials: sum(t.status == "stopped" for t in trials) >= 2)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate()
+    registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    before = {t.number: t.status for t in registry.trials(search.id)}
+    done = nas(runs, "resume", search.id)
+    assert done.returncode == 0, done.stderr
+    search = registry.get_search(search.id)
+    assert search.status == "completed" and search.sessions == 2
+    trials = _check_recorded(runs, search.id)
+    assert sum(not t.is_baseline for t in trials) == 12
+    assert len({t.arch_id for t in trials}) == len(trials)
+    for t in trials:  # what the first session finished stays as it was
+        if before.get(t.number) in ("completed", "stopped"):
+            assert t.status == before[t.number] and t.attempts == 1
