@@ -136,15 +136,6 @@ def run_strategy(
     candidates: int | None = None,
     concurrency: int = 2,
 ) -> dict:
-    runs = args.runs / slug(name)
-    timing = runs / "timing.json"
-    if args.reuse and timing.exists():
-        return measure(runs, json.loads(timing.read_text()))
-    if runs.exists():
-        import shutil
-
-        shutil.rmtree(runs)
-    runs.mkdir(parents=True)
     config = {
         "name": f"efficiency-{slug(name)}",
         "dataset": args.dataset,
@@ -161,6 +152,20 @@ def run_strategy(
         "seed": args.seed,
         "include_baselines": False,
     }
+    return run_search(args.runs / slug(name), config, args.reuse)
+
+
+def run_search(runs: Path, config: dict, reuse: bool = False) -> dict:
+    """Run ``config`` as a user does (``nas submit`` in a subprocess) with its stores under
+    ``runs``, and measure it (``measure``); with ``reuse``, measure the run already there."""
+    timing = runs / "timing.json"
+    if reuse and timing.exists():
+        return measure(runs, json.loads(timing.read_text()))
+    if runs.exists():
+        import shutil
+
+        shutil.rmtree(runs)
+    runs.mkdir(parents=True)
     path = runs / "search.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "RECNAS_RUNS_DIR": str(runs)}
@@ -173,7 +178,9 @@ def run_strategy(
         text=True,
     )
     if done.returncode != 0:
-        raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{config['name']} failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+        )
     timing.write_text(json.dumps({"started": started, "wall": time.time() - started}))
     return measure(runs, json.loads(timing.read_text()))
 

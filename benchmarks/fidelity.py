@@ -1,0 +1,190 @@
+"""How well a short training ranks architectures the way a full one does.
+
+    python benchmarks/fidelity.py [--archs 20] [--steps 400 800 2000 4000] [--fresh]
+
+Draws ``--archs`` architectures of ``ctr_stack`` (the options of examples/searches/
+ctr_quick.yaml, seed 0) and trains each on MovieLens-1M at every step budget in
+``--steps``, each budget a training of its own (warm-up and cosine decay to that budget, as a
+search without a scheduler trains at ``budget.steps``). The longest training also measures
+NE at the shorter budgets' step counts as it goes: what ASHA sees at its rungs, mid-way
+through a full-budget schedule.
+
+It prints, for each shorter budget, the Kendall tau between its NE ranking and the longest
+budget's, both for separate trainings and for the checkpoints of the longest one, and how
+many of the longest budget's best five each keeps in its own best five; then every
+architecture's NE at every budget. NE is on the whole validation split.
+
+Results are kept, one line per training, in ``--out`` (default nas-runs/fidelity/
+results.jsonl); a second run trains only what is missing (``--fresh`` starts over).
+Trainings run two at a time, one thread each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SPACE_OPTIONS = {"embedding_dims": [8, 16, 32], "max_depth": 2}  # examples/searches/ctr_quick
+BATCH = 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--archs", type=int, default=20, help="architectures to rank")
+    parser.add_argument("--steps", type=int, nargs="+", default=[400, 800, 2000, 4000])
+    parser.add_argument("--dataset", default="movielens-1m")
+    parser.add_argument("--seed", type=int, default=0, help="draws and training")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=REPO / "nas-runs/fidelity/results.jsonl")
+    parser.add_argument("--fresh", action="store_true", help="forget kept results")
+    args = parser.parse_args()
+    if args.archs < 3 or len(args.steps) < 2 or min(args.steps) < 1:
+        parser.error("needs at least 3 architectures and 2 positive step budgets")
+    steps = sorted(set(args.steps))
+    specs = draw(args.archs, args.dataset, args.seed)
+    kept = load(args.out, args.fresh)
+    jobs = [
+        (spec.to_dict(), s)
+        for spec in specs
+        for s in steps
+        if (spec.arch_id, s, args.seed) not in kept
+    ]
+    jobs.sort(key=lambda job: -job[1])  # the longest first: the pool ends on short ones
+    print(
+        f"fidelity: {len(specs)} ctr_stack architectures on {args.dataset}, budgets {steps} "
+        f"steps x {BATCH} rows, {args.workers} at a time; {len(jobs)} trainings to run, "
+        f"{len(specs) * len(steps) - len(jobs)} kept in {args.out}",
+        flush=True,
+    )
+    run(jobs, steps, args, kept)
+    report(specs, steps, args.seed, kept)
+    return 0
+
+
+def draw(count: int, dataset: str, seed: int):
+    import numpy as np
+
+    from nas.data import load_dataset
+    from search_spaces import SpaceInputs, create_space
+
+    schema = load_dataset(dataset).schema
+    space = create_space("ctr_stack", SPACE_OPTIONS, SpaceInputs.of(schema))
+    rng, specs, seen = np.random.default_rng(seed), [], set()
+    while len(specs) < count:
+        spec = space.sample(rng)
+        if spec.arch_id not in seen:
+            seen.add(spec.arch_id)
+            specs.append(spec)
+    return specs
+
+
+def load(path: Path, fresh: bool) -> dict:
+    if fresh and path.exists():
+        path.unlink()
+    kept = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            kept[(row["arch_id"], row["steps"], row["seed"])] = row
+    return kept
+
+
+def run(jobs, steps, args, kept) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn()) as bar,
+        ProcessPoolExecutor(
+            args.workers, initializer=_worker_init, initargs=(args.dataset,)
+        ) as pool,
+        args.out.open("a") as out,
+    ):
+        task = bar.add_task("trainings", total=len(jobs))
+        futures = [pool.submit(_train, spec, s, steps, args.seed) for spec, s in jobs]
+        for future in as_completed(futures):
+            row = future.result()
+            kept[(row["arch_id"], row["steps"], row["seed"])] = row
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            bar.advance(task)
+
+
+_DATA = None
+
+
+def _worker_init(dataset: str) -> None:
+    global _DATA
+    import torch
+
+    from nas.data import load_dataset
+    from workers.trial import TrialData
+
+    torch.set_num_threads(1)
+    _DATA = TrialData.from_prepared(load_dataset(dataset), "valid")
+
+
+def _train(spec: dict, steps: int, budgets: list[int], seed: int) -> dict:
+    from nas.spec import ArchSpec
+    from workers.train import TrainConfig
+    from workers.trial import Rungs, evaluate
+
+    checkpoints = tuple(s for s in budgets if s < steps) if steps == max(budgets) else ()
+    rungs = Rungs(checkpoints, 10**9, lambda result: None) if checkpoints else None
+    config = TrainConfig(steps=steps, batch_size=BATCH, seed=seed)
+    result = evaluate(ArchSpec.from_dict(spec), _DATA, config, rungs=rungs)
+    return {
+        "arch_id": result.arch_id,
+        "steps": steps,
+        "seed": seed,
+        "ne": result.ne,
+        "auc": result.auc,
+        "flops": result.flops,
+        "train_seconds": result.train_seconds,
+        "checkpoints": {str(f["step"]): f["ne"] for f in result.rungs[:-1]},
+    }
+
+
+def report(specs, steps, seed, kept) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from scipy.stats import kendalltau
+
+    ids = [s.arch_id for s in specs]
+    ne = {s: [kept[(a, s, seed)]["ne"] for a in ids] for s in steps}
+    full = steps[-1]
+    inline = {s: [kept[(a, full, seed)]["checkpoints"][str(s)] for a in ids] for s in steps[:-1]}
+    best = set(sorted(ids, key=lambda a: ne[full][ids.index(a)])[:5])
+
+    def top5(values):
+        return len(best & set(sorted(ids, key=lambda a: values[ids.index(a)])[:5]))
+
+    console = Console()
+    table = Table(title=f"ranking against {full} steps ({len(ids)} architectures)")
+    for column in ("budget", "tau, own training", "top-5 kept", "tau, checkpoint", "top-5 kept "):
+        table.add_column(column, justify="right")
+    for s in steps[:-1]:
+        own, mid = kendalltau(ne[s], ne[full]).statistic, kendalltau(inline[s], ne[full]).statistic
+        table.add_row(
+            f"{s}", f"{own:.2f}", f"{top5(ne[s])}/5", f"{mid:.2f}", f"{top5(inline[s])}/5"
+        )
+    console.print(table)
+    detail = Table(title="NE on validation, by budget (own training)")
+    for column in ("arch_id", "flops", *map(str, steps)):
+        detail.add_column(column, justify="right")
+    for k in sorted(range(len(ids)), key=lambda k: ne[full][k]):
+        row = kept[(ids[k], full, seed)]
+        detail.add_row(ids[k], f"{row['flops']:.3g}", *(f"{ne[s][k]:.4f}" for s in steps))
+    console.print(detail)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
