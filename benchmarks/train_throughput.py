@@ -4,7 +4,7 @@ The reference is what a user writes the obvious way around the same blocks: one 
 ``nn.Embedding`` per categorical field (stacked), dense ``nn.EmbeddingBag`` for multi-hot
 fields, one ``torch.optim.Adam`` over every parameter, the loop ``zero_grad, loss,
 backward, step``. recnas's trainer (``workers/train.py``): one fused sparse table with
-field offsets, SparseAdam for the embeddings and fused AdamW for the rest, warm-up + cosine
+field offsets, lazy row-wise Adam for the embeddings, fused AdamW for the rest, warm-up + cosine
 schedule, and no history gathered for a spec that does not read it. Both see the same
 batches (the history left out of both: neither model reads it), the same seed and threads.
 

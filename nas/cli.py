@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size", type=integer, default=1024, help="examples per step (default 1024)"
     )
     train.add_argument("--lr", type=number, help="dense-weight learning rate (AdamW)")
-    train.add_argument("--embedding-lr", type=number, help="embedding learning rate (SparseAdam)")
+    train.add_argument("--embedding-lr", type=number, help="embedding learning rate (lazy Adam)")
     train.add_argument(
         "--seed", type=integer, default=0, help="seed for initialisation and shuffling"
     )

@@ -11,7 +11,7 @@ from nas.data import PrepareRequest, prepare_dataset
 from nas.errors import ConfigError, TrainingError
 from nas.model import build_model
 from nas.spec import ArchSpec
-from workers.train import TrainConfig, lr_scale, make_optimizers, train
+from workers.train import RowwiseAdam, TrainConfig, lr_scale, make_optimizers, train
 from workers.trial import TrialData, evaluate
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
@@ -47,13 +47,11 @@ def test_dense_features_are_learned(tmp_path):
     assert result.auc > 0.65, "the generator's signal was not learned"
 
 
-def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
+def test_embeddings_get_lazy_adam_and_only_touched_rows_move(ml100k):
     torch.manual_seed(0)
     model = build_model(ArchSpec.load(SPECS / "dlrm.json"), ml100k.schema)
     dense_opt, sparse_opt = make_optimizers(model, TrainConfig())
-    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(
-        sparse_opt, torch.optim.SparseAdam
-    )
+    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(sparse_opt, RowwiseAdam)
     table = model.tokens.embedding.table.weight
     assert any(p is table for g in sparse_opt.param_groups for p in g["params"])
     before = table.detach().clone()
@@ -64,6 +62,36 @@ def test_embeddings_get_sparse_adam_and_only_touched_rows_move(ml100k):
     candidate_ids = model.split_inputs(*batch.inputs())[1].categorical
     touched[(candidate_ids + model.tokens.embedding.offsets).flatten()] = True
     assert moved.any() and not (moved & ~touched).any()
+
+
+@pytest.mark.parametrize("bag", [False, True])
+def test_rowwise_adam_follows_sparse_adam(bag: bool):
+    """Repeated ids in a batch, rows never touched, padding rows (bag): the same trajectory
+    as torch's SparseAdam, to float rounding, over many steps."""
+    generator = torch.Generator().manual_seed(1)
+    make = (
+        (lambda: torch.nn.EmbeddingBag(60, 5, sparse=True, padding_idx=0))
+        if bag
+        else (lambda: torch.nn.Embedding(60, 5, sparse=True))
+    )
+    ours, theirs = make(), make()
+    theirs.load_state_dict(ours.state_dict())
+    steppers = [
+        (ours, RowwiseAdam(ours.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),
+        (theirs, torch.optim.SparseAdam(theirs.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),
+    ]
+    for _ in range(50):
+        ids = torch.randint(0, 40, (16, 3), generator=generator)  # rows 40-59: never touched
+        target = torch.randn(16, 3 if not bag else 1, 5, generator=generator).squeeze(1)
+        for module, optimizer in steppers:
+            optimizer.zero_grad()
+            out = module(ids)
+            ((out - target) ** 2).sum().backward()
+            optimizer.step()
+    torch.testing.assert_close(ours.weight, theirs.weight, rtol=0, atol=1e-5)
+    assert torch.equal(ours.weight[40:], theirs.weight[40:])
+    state = steppers[0][1].state[ours.weight]
+    assert state["step"] == 50 and not state["exp_avg"][40:].any()
 
 
 def test_divergence_is_reported(ml100k):
