@@ -82,6 +82,23 @@ class Resources(Strict):
     max_retries: int = Field(default=2, ge=0, le=10)  # a candidate whose worker died
 
 
+class RetrainPick(Strict):
+    label: str  # a baseline's name, else the candidate's short arch_id
+    spec: dict[str, Any]
+    picked_as: list[str]  # knee, best, front, trial N, arch_id, baseline
+    trial: int | None = None  # its trial number in the search that found it
+
+
+class RetrainConfig(Strict):
+    """What ``nas retrain`` trains: written when the retrain is created, so a resumed one
+    trains exactly the same (``nas/retrain.py``)."""
+
+    of: str  # the search its architectures come from
+    picks: list[RetrainPick]
+    seeds: int = Field(default=3, ge=1, le=100)
+    train_on: str = "train"  # or "train+valid"; the test split is always the one measured
+
+
 class SearchConfig(Strict):
     name: str
     dataset: str = "movielens-1m"
@@ -98,6 +115,7 @@ class SearchConfig(Strict):
     tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder
     registry_url: str | None = None  # SQLAlchemy URL; default: sqlite under the runs folder
     ray_address: str | None = None  # default: RAY_ADDRESS, else a local Ray
+    retrain: RetrainConfig | None = None  # set on a retrain (``nas retrain``), never by hand
 
     @field_validator("name")
     @classmethod

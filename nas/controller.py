@@ -197,7 +197,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.config = self.plan.config
-        self.strategy = self.plan.strategy(self.registry.url, self.search.id)
+        self.strategy = self._strategy()
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
         self.scheduler = self.config.early_stopping()  # None: every candidate trains in full
@@ -208,6 +208,9 @@ class Controller:
         self.cancelled = False
         self._last_poll = 0.0
         self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
+
+    def _strategy(self) -> Strategy | None:
+        return self.plan.strategy(self.registry.url, self.search.id)
 
     # --- the session ---------------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class Controller:
         try:
             trials = self.begin(search)
             remaining = self._time_left(search)
-            total = self.config.budget.candidates + len(self.plan.baselines)
+            total = self._total()
             finished = sum(t.status in FINISHED for t in trials)
             self.reporter.start(search, total, finished)
             self._run_phases(search, remaining)
@@ -237,6 +240,10 @@ class Controller:
             self.reporter.stop()
             search = self._close(search, status, message, time.time() - start)
         return search
+
+    def _total(self) -> int:
+        """Trials the session's progress counts to: the budget and the baselines."""
+        return self.config.budget.candidates + len(self.plan.baselines)
 
     def begin(self, search: Search) -> list[Trial]:
         """Pick up where the registry says the search is: the strategy's state, the MLflow
@@ -352,6 +359,18 @@ class Controller:
         else:
             return None
         self.known[trial.arch_id] = trial
+        rungs = None
+        if self.scheduler is not None:
+            rungs = {
+                "steps": self.scheduler.rung_steps(),
+                "rows": self.scheduler.options.eval_rows,
+                "scheduled": trial.kind == "searched",
+            }
+        return self.start(tune_id, trial, self.config.seed, rungs)
+
+    def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
+        """``trial`` is starting as Tune trial ``tune_id``: its Tune config (what
+        ``workers/search_trial.py`` reads), trained with ``seed``."""
         self.running[tune_id] = _Running(trial, time.time())
         self.reporter.trial_started(trial)
         train = self.config.train
@@ -364,17 +383,11 @@ class Controller:
                 "batch_size": train.batch_size,
                 "lr": train.lr,
                 "embedding_lr": train.embedding_lr,
-                "seed": self.config.seed,
+                "seed": seed,
             },
             "threads": self.config.resources.cpus_per_trial,
             "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
-            "rungs": None
-            if self.scheduler is None
-            else {
-                "steps": self.scheduler.rung_steps(),
-                "rows": self.scheduler.options.eval_rows,
-                "scheduled": trial.kind == "searched",
-            },
+            "rungs": rungs,
         }
 
     def _ask(self) -> ArchSpec:
@@ -426,9 +439,7 @@ class Controller:
                 node=result.get("node"),
             )
             if stopped or result["outcome"] == "completed":
-                metrics = json.loads(result["payload"])
-                if trial.kind == "searched":  # the strategy's prediction, beside the real figures
-                    metrics |= self.strategy.estimate(ArchSpec.from_dict(trial.spec))
+                metrics = json.loads(result["payload"]) | self._estimate(trial)
                 values = [float(metrics[o]) for o in self.objectives]
                 if not all(math.isfinite(v) for v in values):
                     shown = dict(zip(self.objectives, values, strict=True))
@@ -441,20 +452,36 @@ class Controller:
             status = "stopped"
             error = f"stopped by {self.scheduler.name} at step {metrics['steps']}"
         outcome = {"values": values, "metrics": metrics, "error": error}
-        state = None
-        if not trial.is_baseline:
-            self._tell(ArchSpec.from_dict(trial.spec), status, values, metrics)
-            state = self.strategy.state_dict()
+        state = self._heard(trial, status, values, metrics)
         trial = self.registry.finish_trial(
             trial.id, status, timings=timings, strategy_state=state, **outcome
         )
         self.known[trial.arch_id] = trial
         trial = self._log_trial(trial)
-        summary = summarize(self.config, self.registry.trials(self.search.id))
-        self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
+        summary = self._recorded(trial)
         timings["bookkeeping_s"] = time.time() - begin
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
+
+    def _estimate(self, trial: Trial) -> dict[str, float]:
+        """The strategy's prediction for a searched candidate, kept beside its figures."""
+        if trial.kind != "searched":
+            return {}
+        return self.strategy.estimate(ArchSpec.from_dict(trial.spec))
+
+    def _heard(self, trial: Trial, status: str, values, metrics) -> dict | None:
+        """The strategy hears a finished candidate; its state after that, to record with it
+        (None: a baseline, which the strategy is not told)."""
+        if trial.is_baseline:
+            return None
+        self._tell(ArchSpec.from_dict(trial.spec), status, values, metrics)
+        return self.strategy.state_dict()
+
+    def _recorded(self, trial: Trial):
+        """After a trial's record: the search's front on its MLflow run; what it is now."""
+        summary = summarize(self.config, self.registry.trials(self.search.id))
+        self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
+        return summary
 
     def stopped_early(self, tune_id: str) -> None:
         """The scheduler ended this trial at a rung (its record follows from the Callback)."""
@@ -501,7 +528,7 @@ class Controller:
         """Trials recorded just before a crash, whose MLflow run was not written."""
         for trial in trials:
             if trial.status in FINISHED and trial.mlflow_run_id is None:
-                if trial.is_candidate:
+                if not trial.is_job:
                     self._log_trial(trial)
                 else:  # its bulky result parts were never kept: the run gets the rest
                     self.log_job(trial, trial.metrics)
@@ -558,7 +585,6 @@ class Controller:
         for trial in self.registry.trials(search.id):
             if trial.status == "running":  # suggested or started, never finished
                 self.registry.finish_trial(trial.id, "cancelled", error="search stopped")
-        summary = summarize(self.config, self.registry.trials(search.id))
         finished = None if status in ("interrupted", "stopped") else _now()
         search = self.registry.update_search(
             search.id,
@@ -569,10 +595,15 @@ class Controller:
             pid=None,
         )
         if self.search.mlflow_run_id:  # None when MLflow could not be reached
-            self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
-            _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
+            self._log_end(search)
             self.tracker.end_search(search.mlflow_run_id, status)
         return search
+
+    def _log_end(self, search: Search) -> None:
+        """What the search's MLflow run shows at the end: the front, and its plot."""
+        summary = summarize(self.config, self.registry.trials(search.id))
+        self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
+        _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
 
 
 def _done(summary: SearchSummary) -> int:

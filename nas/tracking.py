@@ -284,6 +284,21 @@ class Tracker:
     def log_figure(self, run_id: str, figure, name: str) -> None:
         self._call(f"log {name}", self.client.log_figure, run_id, figure, name)
 
+    def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
+        self._log(run_id, tags=tags)
+
+    def log_retrain(self, run_id: str, report: dict[str, Any]) -> None:
+        """A retrain's comparison on its run: ``retrain.json``, and per architecture its
+        mean test NE and its paired difference from the best baseline as metrics."""
+        metrics = {}
+        for row in report["rows"]:
+            key = "".join(c if c.isalnum() or c in "-_." else "_" for c in row["label"])
+            metrics[f"{key}.test_ne"] = row["ne_mean"]
+            if row["ne_minus_best_baseline"] is not None:
+                metrics[f"{key}.ne_minus_best_baseline"] = row["ne_minus_best_baseline"]
+        self._log(run_id, metrics=metrics)
+        self._call("log retrain.json", self.client.log_dict, run_id, report, "retrain.json")
+
     def end_search(self, run_id: str, status: str) -> None:
         mlflow_status = {"completed": "FINISHED", "failed": "FAILED"}.get(status, "KILLED")
         self._call("close the search run", self.client.set_terminated, run_id, mlflow_status)

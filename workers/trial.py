@@ -36,10 +36,22 @@ class TrialData:
     arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}, "events": {...}}
 
     @classmethod
-    def from_prepared(cls, dataset: PreparedDataset, split: str = "valid") -> TrialData:
-        arrays = {part: dataset.feature_arrays(part) for part in ("train", split)}
-        arrays["events"] = dataset.event_arrays()
-        return cls(dataset.name, dataset.schema, dataset.positive_rate("train"), split, arrays)
+    def from_prepared(
+        cls, dataset: PreparedDataset, split: str = "valid", train_on: tuple[str, ...] = ("train",)
+    ) -> TrialData:
+        """The rows of ``train_on`` (concatenated, in that order) to train on, ``split`` to
+        measure on."""
+        parts = [dataset.feature_arrays(part) for part in train_on]
+        arrays = {
+            "train": {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            if len(parts) > 1
+            else parts[0],
+            split: dataset.feature_arrays(split),
+            "events": dataset.event_arrays(),
+        }
+        rate = float(arrays["train"]["label"].mean()) if len(parts) > 1 else None
+        rate = dataset.positive_rate(train_on[0]) if rate is None else rate
+        return cls(dataset.name, dataset.schema, rate, split, arrays)
 
     def features(self, part: str, history: bool = True) -> Features:
         """The rows of ``part``; ``history=False`` for a model that does not read the user

@@ -32,14 +32,17 @@ SEARCH_STATES = (
     "stopped",
     "failed",
 )
-# Trial states. "running" after a crash, and "cancelled", are run again by `nas resume`.
-TRIAL_STATES = ("running", "completed", "failed", "cancelled")
+# Trial states. "running" after a crash, and "cancelled", are run again by `nas resume`;
+# "stopped": the search's early-stopping scheduler ended it at a rung (never run again).
+TRIAL_STATES = ("running", "completed", "failed", "cancelled", "stopped")
 # Trial kinds. Candidates (on the front): a hand-designed baseline, or an architecture the
 # strategy proposed. Setup jobs of one-shot and differentiable strategies: supernet training
-# (and the subnet search over it), and one DNAS run (one penalty, one data shard).
+# (and the subnet search over it), and one DNAS run (one penalty, one data shard). A
+# retrain's trials: one architecture trained with one seed.
 CANDIDATE_KINDS = ("baseline", "searched")
 JOB_KINDS = ("supernet", "dnas")
-TRIAL_KINDS = CANDIDATE_KINDS + JOB_KINDS
+RETRAIN_KIND = "retrain"  # one architecture, one seed, of a retrain (nas/retrain.py)
+TRIAL_KINDS = CANDIDATE_KINDS + JOB_KINDS + (RETRAIN_KIND,)
 
 
 def utcnow() -> datetime:
@@ -112,3 +115,8 @@ class Trial(Base):
     @property
     def is_candidate(self) -> bool:
         return self.kind in CANDIDATE_KINDS
+
+    @property
+    def is_job(self) -> bool:
+        """A strategy's setup job (not one architecture trained stand-alone)."""
+        return self.kind in JOB_KINDS

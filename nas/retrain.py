@@ -1,0 +1,362 @@
+"""Retrain what a search found, with the search's baselines, properly: ``nas retrain``.
+
+    nas retrain SEARCH_ID --pick knee --steps 4000 --seeds 3
+
+A retrain is a search of its own in the registry (``nas list``, ``nas status``, ``nas
+cancel`` and ``nas resume`` work on it), whose config is the searched one's with a
+``retrain`` section that fixes, when it is created, what it trains: the picked
+architectures (``knee``, ``best``, ``front``, a trial number, an arch_id) and the search's
+baselines, each with seeds 0..S-1, on the train split (or train+valid), measured on the
+test split, which the search never saw. Its trials are of kind ``retrain``, one per
+(architecture, seed), with ``arch_id`` ``<arch_id>-s<seed>`` (one row per pair). They run
+as any candidate does, through the controller's Ray Tune loop: the same concurrency,
+memory limit, retries of dead workers, heartbeat and resume.
+
+The report (``retrain_report``) gives, per architecture, test NE, AUC and logloss as mean
+and standard deviation over seeds, its costs, and its NE difference from the best
+baseline (lowest mean test NE) paired by seed, with a 95% t-interval.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from nas.config import RetrainConfig, RetrainPick, SearchConfig, validate_config
+from nas.controller import FINISHED, Controller
+from nas.errors import ConfigError, NasError
+from nas.registry import Registry, Search, Trial
+from nas.registry.models import RETRAIN_KIND
+from nas.spec import ArchSpec
+from nas.summary import summarize
+
+TRAIN_ON = {"train": ("train",), "train+valid": ("train", "valid")}
+COSTS = ("flops", "serving_flops", "params")  # reported beside NE, whatever the search chose
+
+
+def plan_retrain(
+    registry: Registry,
+    search: Search,
+    picks: list[str],
+    steps: int | None,
+    seeds: int,
+    train_on: str,
+    baselines: bool,
+) -> SearchConfig:
+    """The config of a retrain of ``search``: checked, nothing written. ``ConfigError``
+    names the flag at fault and what would be valid."""
+    if seeds < 1 or seeds > 100:
+        raise ConfigError("--seeds", f"must be between 1 and 100, got {seeds}")
+    if train_on not in TRAIN_ON:
+        raise ConfigError("--train-on", f"must be one of {', '.join(TRAIN_ON)}, got {train_on!r}")
+    config = validate_config(search.config, f"search {search.id}")
+    if config.retrain is not None:
+        raise NasError(f"{search.id} is itself a retrain; retrain the search it came from")
+    trials = registry.trials(search.id)
+    chosen = resolve_picks(config, trials, picks or ["knee"])
+    if baselines:
+        for t in trials:
+            if t.is_baseline and t.arch_id not in {p.spec_arch_id for p in chosen}:
+                chosen.append(_Picked(t, "baseline"))
+    if not chosen:
+        raise NasError(f"search {search.id} has nothing to retrain")
+    data = config.to_dict()
+    data.update(
+        budget={**data["budget"], "steps": steps or config.budget.steps, "max_minutes": None},
+        scheduler=None,
+        include_baselines=False,
+        retrain=RetrainConfig(
+            of=search.id,
+            picks=[p.pick() for p in chosen],
+            seeds=seeds,
+            train_on=train_on,
+        ).model_dump(),
+    )
+    data["budget"]["candidates"] = len(chosen) * seeds
+    return validate_config(data, f"the retrain of {search.id}")
+
+
+@dataclass
+class _Picked:
+    trial: Trial
+    why: str
+
+    @property
+    def spec_arch_id(self) -> str:
+        return self.trial.arch_id
+
+    def pick(self) -> RetrainPick:
+        t = self.trial
+        return RetrainPick(
+            label=t.label or t.arch_id[:12],
+            spec=t.spec,
+            picked_as=[self.why],
+            trial=t.number,
+        )
+
+
+def resolve_picks(config: SearchConfig, trials: list[Trial], picks: list[str]) -> list[_Picked]:
+    """``knee``, ``best`` (the first objective's), ``front`` (its searched points), a trial
+    number or an arch_id (or a unique prefix of one), each a completed candidate; in order,
+    each architecture once (a later pick adds its reason to the earlier one's)."""
+    summary = summarize(config, trials)
+    done = [t for t in trials if t.is_candidate and t.status == "completed"]
+    by_number = {t.number: t for t in done}
+    chosen: dict[str, _Picked] = {}
+
+    def add(trial: Trial, why: str) -> None:
+        if trial.arch_id in chosen:
+            chosen[trial.arch_id].why += f", {why}"
+        else:
+            chosen[trial.arch_id] = _Picked(trial, why)
+
+    valid = (
+        "knee, best, front, the number of a completed trial "
+        f"({', '.join(map(str, sorted(by_number))) or 'none yet'}), or its arch_id"
+    )
+    for pick in picks:
+        if pick in ("knee", "best"):
+            point = summary.knee if pick == "knee" else (summary.front or [None])[0]
+            if point is None:
+                raise ConfigError("--pick", f"the search has no {pick} yet: no completed candidate")
+            add(by_number[point.number], pick)
+        elif pick == "front":
+            searched = [c for c in summary.front if not c.is_baseline]
+            if not searched:
+                raise ConfigError("--pick", "front: no searched candidate is on the front")
+            for c in searched:
+                add(by_number[c.number], "front")
+        elif pick.isdigit():
+            if int(pick) not in by_number:
+                raise ConfigError("--pick", f"{pick} is not a completed trial; use {valid}")
+            add(by_number[int(pick)], f"trial {pick}")
+        else:
+            found = [t for t in done if t.arch_id.startswith(pick.lower())] if pick else []
+            if len(found) != 1:
+                what = "matches no" if not found else "matches more than one"
+                raise ConfigError("--pick", f"{pick!r} {what} completed candidate; use {valid}")
+            add(found[0], "arch_id")
+    return list(chosen.values())
+
+
+class RetrainController(Controller):
+    """The controller's Ray Tune loop, over the retrain's (architecture, seed) pairs: no
+    strategy, no setup jobs, no front; each trial measured on the test split."""
+
+    def _strategy(self):
+        return None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.retrain: RetrainConfig = self.config.retrain
+        self.scheduler = None  # a retrain trains every pair in full
+
+    def _total(self) -> int:
+        return len(self.retrain.picks) * self.retrain.seeds
+
+    def begin(self, search: Search) -> list[Trial]:
+        self._open_tracking(search)
+        self.tracker.tag_run(self.search.mlflow_run_id, {"retrain_of": self.retrain.of})
+        trials = self.registry.trials(search.id)
+        self._log_unlogged(trials)
+        self.rerun = [t for t in trials if t.status in ("running", "cancelled")]
+        done = {t.arch_id for t in trials}
+        self.todo = [
+            (i, seed)
+            for i, pick in enumerate(self.retrain.picks)
+            for seed in range(self.retrain.seeds)
+            if _pair_id(pick, seed) not in done
+        ]
+        self.baselines, self.known = [], {t.arch_id: t for t in trials}
+        return trials
+
+    @functools.cached_property
+    def trial_data(self):
+        from workers.trial import TrialData
+
+        return TrialData.from_prepared(self.plan.dataset, "test", TRAIN_ON[self.retrain.train_on])
+
+    def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
+        import ray
+
+        from nas.tune_glue import init_ray
+
+        started_ray = init_ray(self.plan.ray_address)
+        try:
+            self.reporter.phase("retraining", self._total())
+            self._fit(search, None)
+        finally:
+            if started_ray:
+                ray.shutdown()
+
+    def next_config(self, tune_id: str) -> dict[str, Any] | None:
+        if self.poll_cancel():
+            return None
+        if self.rerun:
+            trial = self.registry.restart_trial(self.rerun.pop(0).id)
+        elif self.todo:
+            index, seed = self.todo.pop(0)
+            pick = self.retrain.picks[index]
+            trial = self.registry.add_trial(
+                self.search.id,
+                pick.spec,
+                _pair_id(pick, seed),
+                f"{pick.label} s{seed}",
+                RETRAIN_KIND,
+                job={"pick": index, "seed": seed},
+            )
+        else:
+            return None
+        self.known[trial.arch_id] = trial
+        return self.start(tune_id, trial, trial.job["seed"], None)
+
+    def _estimate(self, trial: Trial) -> dict[str, float]:
+        return {}
+
+    def _heard(self, trial, status, values, metrics) -> None:
+        return None
+
+    def _recorded(self, trial: Trial):
+        return retrain_report(self.config, self.registry.trials(self.search.id))
+
+    def _log_end(self, search: Search) -> None:
+        report = retrain_report(self.config, self.registry.trials(search.id))
+        self.tracker.log_retrain(search.mlflow_run_id, report.to_dict())
+
+    def _final_status(self, search, time_budget, seconds) -> tuple[str, str | None]:
+        if self.cancelled:
+            return "cancelled", "cancelled by nas cancel"
+        trials = self.registry.trials(search.id)
+        if not self.todo and not self.rerun and all(t.status in FINISHED for t in trials):
+            return "completed", None
+        from nas.controller import INTERRUPTED
+
+        return "interrupted", INTERRUPTED
+
+
+def _pair_id(pick: RetrainPick, seed: int) -> str:
+    return f"{ArchSpec.from_dict(pick.spec).arch_id}-s{seed}"
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrainRow:
+    label: str
+    arch_id: str
+    picked_as: list[str]
+    baseline: bool
+    seeds: list[int]  # those that completed
+    metrics: dict[str, tuple[float, float]]  # ne, auc, logloss: (mean, std over seeds)
+    costs: dict[str, float]
+    vs_best: tuple[float, float] | None  # NE minus the best baseline's, paired: (mean, 95% half)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "arch_id": self.arch_id,
+            "picked_as": self.picked_as,
+            "baseline": self.baseline,
+            "seeds": self.seeds,
+            **{f"{k}_mean": m for k, (m, _) in self.metrics.items()},
+            **{f"{k}_std": s for k, (_, s) in self.metrics.items()},
+            **self.costs,
+            "ne_minus_best_baseline": None if self.vs_best is None else self.vs_best[0],
+            "ne_minus_best_baseline_ci95": None if self.vs_best is None else self.vs_best[1],
+        }
+
+
+@dataclass(frozen=True)
+class RetrainReport:
+    of: str
+    steps: int
+    seeds: int
+    train_on: str
+    rows: list[RetrainRow]  # by mean test NE
+    best_baseline: str | None
+    counts: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "retrain_of": self.of,
+            "steps": self.steps,
+            "seeds": self.seeds,
+            "train_on": self.train_on,
+            "split": "test",
+            "best_baseline": self.best_baseline,
+            "counts": self.counts,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
+    retrain = config.retrain
+    done: dict[int, dict[int, dict]] = {}  # pick -> seed -> metrics
+    for t in trials:
+        if t.kind == RETRAIN_KIND and t.status == "completed":
+            done.setdefault(t.job["pick"], {})[t.job["seed"]] = t.metrics
+    counts = {s: sum(t.status == s for t in trials) for s in ("completed", "failed", "running")}
+    rows = []
+    for i, pick in enumerate(retrain.picks):
+        runs = done.get(i, {})
+        if not runs:
+            continue
+        metrics = {k: _mean_std([m[k] for m in runs.values()]) for k in ("ne", "auc", "logloss")}
+        first = next(iter(runs.values()))
+        costs = {k: first[k] for k in COSTS if k in first}
+        rows.append(
+            RetrainRow(
+                pick.label,
+                ArchSpec.from_dict(pick.spec).arch_id,
+                pick.picked_as,
+                "baseline" in pick.picked_as,
+                sorted(runs),
+                metrics,
+                costs,
+                None,
+            )
+        )
+    baselines = [r for r in rows if r.baseline]
+    best = min(baselines, key=lambda r: r.metrics["ne"][0]) if baselines else None
+    if best is not None:
+        index = {p.label: i for i, p in enumerate(retrain.picks)}
+        best_runs = done[index[best.label]]
+        rows = [
+            RetrainRow(**{**r.__dict__, "vs_best": _paired(done[index[r.label]], best_runs)})
+            if r is not best
+            else r
+            for r in rows
+        ]
+    rows.sort(key=lambda r: r.metrics["ne"][0])
+    return RetrainReport(
+        retrain.of,
+        config.budget.steps,
+        retrain.seeds,
+        retrain.train_on,
+        rows,
+        best.label if best else None,
+        counts,
+    )
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _paired(runs: dict[int, dict], base: dict[int, dict]) -> tuple[float, float] | None:
+    """Mean NE difference over the seeds both completed, with a 95% t-interval's half-width
+    (NaN with one seed: no spread to go on)."""
+    from scipy import stats
+
+    seeds = sorted(set(runs) & set(base))
+    if not seeds:
+        return None
+    diffs = [runs[s]["ne"] - base[s]["ne"] for s in seeds]
+    if len(diffs) < 2:
+        return diffs[0], math.nan
+    half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return statistics.mean(diffs), half
