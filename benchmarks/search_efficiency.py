@@ -190,7 +190,7 @@ def measure(runs: Path, timing: dict) -> dict:
     from nas.registry import Registry
 
     registry = Registry(f"sqlite:///{runs / 'registry.db'}")
-    (search,) = registry.list_searches()
+    (search,) = [s for s in registry.list_searches() if not s.config.get("retrain")]
     trials = registry.trials(search.id)
     searched = [t for t in trials if t.kind == "searched"]
     jobs = [t for t in trials if not t.is_candidate]
