@@ -9,10 +9,11 @@ search without a scheduler trains at ``budget.steps``). The longest training als
 NE at the shorter budgets' step counts as it goes: what ASHA sees at its rungs, mid-way
 through a full-budget schedule.
 
-It prints, for each shorter budget, the Kendall tau between its NE ranking and the longest
-budget's, both for separate trainings and for the checkpoints of the longest one, and how
-many of the longest budget's best five each keeps in its own best five; then every
-architecture's NE at every budget. NE is on the whole validation split.
+It prints, for each shorter budget against each longer one, the Kendall tau between their
+NE rankings, both for separate trainings and for the checkpoints of the longest one, and how
+many of the longer budget's best five the shorter keeps in its own best five; how many
+architectures end worse at the longest budget than at the one before (overfitting past an
+epoch); then every architecture's NE at every budget. NE is on the whole validation split.
 
 Results are kept, one line per training, in ``--out`` (default nas-runs/fidelity/
 results.jsonl); a second run trains only what is missing (``--fresh`` starts over).
@@ -64,7 +65,10 @@ def main() -> int:
         flush=True,
     )
     run(jobs, steps, args, kept)
-    report(specs, steps, args.seed, kept)
+    from nas.data import load_dataset
+
+    rows = len(load_dataset(args.dataset).split_rows("train"))
+    report(specs, steps, args.seed, kept, rows)
     return 0
 
 
@@ -152,7 +156,7 @@ def _train(spec: dict, steps: int, budgets: list[int], seed: int) -> dict:
     }
 
 
-def report(specs, steps, seed, kept) -> None:
+def report(specs, steps, seed, kept, rows_per_epoch: int) -> None:
     from rich.console import Console
     from rich.table import Table
     from scipy.stats import kendalltau
@@ -161,27 +165,42 @@ def report(specs, steps, seed, kept) -> None:
     ne = {s: [kept[(a, s, seed)]["ne"] for a in ids] for s in steps}
     full = steps[-1]
     inline = {s: [kept[(a, full, seed)]["checkpoints"][str(s)] for a in ids] for s in steps[:-1]}
-    best = set(sorted(ids, key=lambda a: ne[full][ids.index(a)])[:5])
 
-    def top5(values):
-        return len(best & set(sorted(ids, key=lambda a: values[ids.index(a)])[:5]))
+    def top5(values, reference):
+        best = set(sorted(range(len(ids)), key=lambda k: reference[k])[:5])
+        return len(best & set(sorted(range(len(ids)), key=lambda k: values[k])[:5]))
 
     console = Console()
-    table = Table(title=f"ranking against {full} steps ({len(ids)} architectures)")
-    for column in ("budget", "tau, own training", "top-5 kept", "tau, checkpoint", "top-5 kept "):
+    table = Table(title=f"ranking agreement ({len(ids)} architectures, Kendall tau)")
+    for column in ("budget", "against", "own training", "top-5 kept", "checkpoint of " + str(full)):
         table.add_column(column, justify="right")
-    for s in steps[:-1]:
-        own, mid = kendalltau(ne[s], ne[full]).statistic, kendalltau(inline[s], ne[full]).statistic
-        table.add_row(
-            f"{s}", f"{own:.2f}", f"{top5(ne[s])}/5", f"{mid:.2f}", f"{top5(inline[s])}/5"
-        )
+    for r, reference in enumerate(steps[1:], start=1):
+        for s in steps[:r]:
+            own = kendalltau(ne[s], ne[reference]).statistic
+            mid = kendalltau(inline[s], ne[reference]).statistic
+            table.add_row(
+                str(s),
+                str(reference),
+                f"{own:.2f}",
+                f"{top5(ne[s], ne[reference])}/5",
+                f"{mid:.2f}",
+            )
     console.print(table)
+    epoch = rows_per_epoch / BATCH
+    worse = sum(ne[full][k] > ne[steps[-2]][k] for k in range(len(ids)))
+    console.print(
+        f"One epoch is {epoch:.0f} steps. {worse} of {len(ids)} architectures end worse at "
+        f"{full} steps ({full / epoch:.1f} epochs) than at {steps[-2]}."
+    )
     detail = Table(title="NE on validation, by budget (own training)")
-    for column in ("arch_id", "flops", *map(str, steps)):
+    for column in ("arch_id", "flops", *map(str, steps), "best"):
         detail.add_column(column, justify="right")
-    for k in sorted(range(len(ids)), key=lambda k: ne[full][k]):
+    for k in sorted(range(len(ids)), key=lambda k: min(ne[s][k] for s in steps)):
         row = kept[(ids[k], full, seed)]
-        detail.add_row(ids[k], f"{row['flops']:.3g}", *(f"{ne[s][k]:.4f}" for s in steps))
+        best = min(steps, key=lambda s: ne[s][k])
+        detail.add_row(
+            ids[k], f"{row['flops']:.3g}", *(f"{ne[s][k]:.4f}" for s in steps), str(best)
+        )
     console.print(detail)
 
 
