@@ -103,11 +103,28 @@ class Tracker:
             raise TrackingError(f"MLflow at {self.uri}: could not {what}: {err.message}") from None
 
     def experiment(self, name: str) -> str:
+        """The experiment ``name`` (made if missing), marked as model training: MLflow's UI
+        opens an experiment by its ``mlflow.experimentKind`` tag, and without one it may
+        guess the GenAI view (traces, prompts) instead of the runs."""
         found = self._call("read the experiment", self.client.get_experiment_by_name, name)
         if found is not None:
-            return found.experiment_id
-        location = str(self.artifact_root / name) if self.artifact_root else None
-        return self._call("create the experiment", self.client.create_experiment, name, location)
+            experiment_id = found.experiment_id
+            kind = found.tags.get(EXPERIMENT_KIND_TAG)
+        else:
+            location = str(self.artifact_root / name) if self.artifact_root else None
+            experiment_id = self._call(
+                "create the experiment", self.client.create_experiment, name, location
+            )
+            kind = None
+        if kind != EXPERIMENT_KIND:
+            self._call(
+                "mark the experiment",
+                self.client.set_experiment_tag,
+                experiment_id,
+                EXPERIMENT_KIND_TAG,
+                EXPERIMENT_KIND,
+            )
+        return experiment_id
 
     def start_search(self, experiment_id: str, search_id: str, config: dict[str, Any]) -> str:
         """The parent run of a search: found by its tags if an earlier session made it."""
@@ -315,6 +332,10 @@ class Tracker:
             params=[Param(k, v[:6000]) for k, v in (params or {}).items()],
             tags=[RunTag(k, v) for k, v in (tags or {}).items()],
         )
+
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"  # MLflow's name for model training
 
 
 def _numbers(values: dict | None) -> dict[str, float]:

@@ -85,3 +85,14 @@ def test_a_search_has_one_parent_run_across_sessions(tracker: Tracker) -> None:
     first = tracker.start_search(experiment, "exp-3", config)
     assert tracker.start_search(experiment, "exp-3", config) == first  # a crash, a resume
     assert tracker.start_search(experiment, "exp-4", config) != first
+
+
+def test_experiments_are_marked_as_model_training(tracker: Tracker) -> None:
+    """MLflow's UI opens an experiment on its runs, not the GenAI view, by this tag; an
+    experiment made before the tag existed gets it on the next search."""
+    made = tracker.experiment("fresh")
+    older = tracker.client.create_experiment("older")
+    assert tracker.experiment("older") == older
+    for experiment_id in (made, older):
+        tags = tracker.client.get_experiment(experiment_id).tags
+        assert tags["mlflow.experimentKind"] == "custom_model_development"
