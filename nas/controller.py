@@ -600,10 +600,22 @@ class Controller:
         return search
 
     def _log_end(self, search: Search) -> None:
-        """What the search's MLflow run shows at the end: the front, and its plot."""
-        summary = summarize(self.config, self.registry.trials(search.id))
+        """What the search's MLflow run shows at the end: the front, its plot, and the
+        interactive pages (``dashboards/pareto_html.py``)."""
+        trials = self.registry.trials(search.id)
+        summary = summarize(self.config, trials)
         self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
         _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
+        if summary.candidates:
+            from dashboards.pareto_html import page, pareto_figure, progress_figure
+
+            runs = {t.number: t.mlflow_run_id for t in trials if t.mlflow_run_id}
+            html = page(
+                search.id,
+                pareto_figure(summary, search.id, runs),
+                progress_figure(self.config, trials, search.id),
+            )
+            self.tracker.log_text(search.mlflow_run_id, html, "pareto.html")
 
 
 def _done(summary: SearchSummary) -> int:

@@ -301,6 +301,9 @@ class Tracker:
     def log_figure(self, run_id: str, figure, name: str) -> None:
         self._call(f"log {name}", self.client.log_figure, run_id, figure, name)
 
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        self._call(f"log {name}", self.client.log_text, run_id, text, name)
+
     def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
         self._log(run_id, tags=tags)
 

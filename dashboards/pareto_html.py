@@ -1,0 +1,210 @@
+"""Interactive pictures of a search, on one self-contained HTML page (plotly): the parent
+MLflow run logs it as ``pareto.html``.
+
+``pareto_figure``: every completed candidate (searched ones grey, the front blue with its
+staircase, baselines orange squares, the knee a red star), hovering shows label, arch_id,
+NE, AUC, FLOPs, params and its MLflow run id. With more than two objectives, a
+menu switches the pair of axes (each pair's own front and staircase).
+
+``progress_figure``: hypervolume and best first objective against minutes since the search
+started, after each recorded candidate.
+
+Pure functions of registry rows and a ``SearchSummary``; nothing here talks to MLflow.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+from nas.pareto import front_indices, hypervolume
+
+LOG_SCALE = ("flops", "serving_flops", "params")
+
+
+def _hover(c, link: str | None) -> str:
+    m = c.metrics
+    parts = [f"<b>{c.label}</b>", f"arch_id {c.arch_id}", f"trial {c.number}"]
+    for key, fmt in (("ne", ".4f"), ("auc", ".4f"), ("flops", ".4s"), ("params", ".4s")):
+        if m.get(key) is not None:
+            parts.append(f"{key} {format(m[key], fmt) if fmt != '.4s' else _si(m[key])}")
+    for key in ("serving_flops", "latency_ms"):
+        if m.get(key) is not None:
+            parts.append(f"{key} {_si(m[key])}")
+    if link:
+        parts.append(f"run {link}")
+    return "<br>".join(parts)
+
+
+def _si(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.4g}"
+
+
+def pareto_figure(summary, title: str, links: dict[int, str] | None = None):
+    """A plotly Figure; ``links``: trial number -> URL of its MLflow run."""
+    import plotly.graph_objects as go
+
+    links = links or {}
+    names = summary.objectives
+    pairs = [(x, y) for y, x in combinations(range(len(names)), 2)]  # cost across, quality up
+    candidates = summary.candidates
+    searched = [c for c in candidates if not c.is_baseline]
+    baselines = [c for c in candidates if c.is_baseline]
+    figure = go.Figure()
+
+    def add(group, name, marker, mode="markers"):
+        figure.add_trace(
+            go.Scatter(
+                x=[],
+                y=[],
+                mode=mode,
+                name=name,
+                marker=marker,
+                text=[_hover(c, links.get(c.number)) for c in group],
+                hovertemplate="%{text}<extra></extra>",
+                customdata=[c.arch_id for c in group],
+            )
+        )
+
+    add(searched, "searched candidates", {"color": "#9a9a9a", "size": 7})
+    add(baselines, "baselines", {"color": "#f28e2b", "size": 11, "symbol": "square"})
+    add([], "Pareto front", {"color": "#4e79a7", "size": 9}, mode="lines+markers")
+    add(
+        [summary.knee] if summary.knee else [],
+        "knee",
+        {"color": "#e15759", "size": 18, "symbol": "star"},
+    )
+    views = []
+    for x, y in pairs:
+        views.append(_view(summary, x, y, searched, baselines, links))
+    _apply(figure, views[0])
+    if len(views) > 1:
+        figure.update_layout(
+            updatemenus=[
+                {
+                    "buttons": [
+                        {"label": f"{names[y]} vs {names[x]}", "method": "update", "args": view}
+                        for (x, y), view in zip(pairs, views, strict=True)
+                    ],
+                    "x": 1.0,
+                    "y": 1.15,
+                    "xanchor": "right",
+                }
+            ]
+        )
+    figure.update_layout(
+        title=f"{title}: {len(candidates)} candidates, hypervolume {summary.hypervolume:.4g}",
+        template="plotly_white",
+        hoverlabel={"align": "left"},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return figure
+
+
+def _view(summary, x: int, y: int, searched, baselines, links) -> list[dict]:
+    """The restyle + relayout of one pair of objectives: data of the four traces, axes."""
+    names, directions = summary.objectives, summary.directions
+    candidates = summary.candidates
+    values = np.array([[c.values[x], c.values[y]] for c in candidates])
+    on_front = [candidates[i] for i in front_indices(values, [directions[x], directions[y]])]
+    on_front.sort(key=lambda c: c.values[x] * (1 if directions[x] == "min" else -1))
+    stair_x, stair_y, text = [], [], []
+    for k, c in enumerate(on_front):  # the attainment staircase through the front
+        if k:
+            stair_x.append(c.values[x])
+            stair_y.append(on_front[k - 1].values[y])
+            text.append("")
+        stair_x.append(c.values[x])
+        stair_y.append(c.values[y])
+        text.append(_hover(c, links.get(c.number)))
+    knee = [summary.knee] if summary.knee else []
+    groups = [searched, baselines, None, knee]
+    data = {
+        "x": [[c.values[x] for c in g] if g is not None else stair_x for g in groups],
+        "y": [[c.values[y] for c in g] if g is not None else stair_y for g in groups],
+        "text": [
+            [_hover(c, links.get(c.number)) for c in g] if g is not None else text for g in groups
+        ],
+    }
+    layout = {
+        "xaxis": {
+            "title": {"text": f"{names[x]} ({directions[x]}imise)"},
+            "type": "log" if names[x] in LOG_SCALE else "linear",
+        },
+        "yaxis": {
+            "title": {"text": f"{names[y]} ({directions[y]}imise)"},
+            "type": "log" if names[y] in LOG_SCALE else "linear",
+        },
+    }
+    return [data, layout]
+
+
+def _apply(figure, view) -> None:
+    data, layout = view
+    for k, trace in enumerate(figure.data):
+        trace.x, trace.y, trace.text = data["x"][k], data["y"][k], data["text"][k]
+    figure.update_layout(**layout)
+
+
+def progress_figure(config, trials, title: str):
+    """Hypervolume and the best first objective after each recorded candidate, against
+    minutes since the first trial was suggested. Empty without two completed candidates."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from nas.summary import summarize
+
+    done = sorted(
+        (t for t in trials if t.is_candidate and t.status == "completed" and t.timings),
+        key=lambda t: t.timings.get("recorded_at", 0),
+    )
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    if done:
+        start = min(t.timings.get("suggested_at", t.timings["recorded_at"]) for t in done)
+        names = [o.name for o in config.objectives]
+        directions = [o.direction for o in config.objective_list()]
+        reference = summarize(config, trials).reference
+        minutes, volumes, best = [], [], []
+        for k in range(len(done)):
+            values = np.array([[t.metrics[n] for n in names] for t in done[: k + 1]])
+            minutes.append((done[k].timings["recorded_at"] - start) / 60)
+            volumes.append(hypervolume(values, directions, reference) if reference else 0.0)
+            first = values[:, 0]
+            best.append(float(first.min() if directions[0] == "min" else first.max()))
+        figure.add_trace(
+            go.Scatter(
+                x=minutes, y=volumes, mode="lines+markers", line_shape="hv", name="hypervolume"
+            ),
+            row=1,
+            col=1,
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=minutes, y=best, mode="lines+markers", line_shape="hv", name=f"best {names[0]}"
+            ),
+            row=2,
+            col=1,
+        )
+        figure.update_yaxes(title_text="hypervolume", row=1, col=1)
+        figure.update_yaxes(title_text=f"best {names[0]}", row=2, col=1)
+    figure.update_xaxes(title_text="minutes since the search started", row=2, col=1)
+    figure.update_layout(title=f"{title}: progress", template="plotly_white")
+    return figure
+
+
+def page(title: str, *figures) -> str:
+    """One page that opens anywhere, offline: plotly.js inlined once, then each figure."""
+    from html import escape
+
+    parts = [
+        figure.to_html(full_html=False, include_plotlyjs=(k == 0))
+        for k, figure in enumerate(figures)
+    ]
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        "</head><body>" + "".join(parts) + "</body></html>"
+    )

@@ -1,0 +1,101 @@
+"""The interactive pareto.html: the right points in the right traces, each pair's own front,
+hover texts that name the candidate, progress that never goes back, one inlined plotly.js.
+
+The figures are drawn from a real sqlite registry holding a search's rows."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from dashboards.pareto_html import page, pareto_figure, progress_figure
+from nas.config import validate_config
+from nas.pareto import front_indices
+from nas.registry import Registry
+from nas.summary import summarize
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A search's registry rows: 13 searched candidates (one failed), 2 baselines, with NE,
+    FLOPs and params that trade off, recorded a minute apart."""
+    config = validate_config(
+        {
+            "name": "dash",
+            "space": {"name": "ctr_stack"},
+            "objectives": ["ne", "flops", "params"],
+        }
+    )
+    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    search = registry.create_search("dash-000000", "dash", config.to_dict(), None)
+    rng = np.random.default_rng(0)
+    for k in range(15):
+        kind = "baseline" if k < 2 else "searched"
+        trial = registry.add_trial(
+            search.id, {"k": k}, f"{k:016x}", f"base{k}" if k < 2 else None, kind
+        )
+        flops = float(10 ** rng.uniform(4, 6))
+        metrics = {
+            "ne": 0.78 + 0.02 / np.log10(flops) + rng.normal(0, 0.003),
+            "flops": flops,
+            "params": float(rng.integers(10_000, 500_000)),
+            "auc": 0.8,
+        }
+        status = "failed" if k == 14 else "completed"
+        registry.finish_trial(
+            trial.id,
+            status,
+            values=None if status == "failed" else [metrics[n] for n in ("ne", "flops", "params")],
+            metrics=None if status == "failed" else metrics,
+            timings={"suggested_at": 1000.0 + 60 * k, "recorded_at": 1030.0 + 60 * k},
+        )
+    trials = registry.trials(search.id)
+    return config, trials, summarize(config, trials)
+
+
+def test_every_candidate_is_drawn_once_with_its_front_and_knee(recorded) -> None:
+    config, trials, summary = recorded
+    links = {t.number: f"run{t.number}" for t in trials}
+    figure = pareto_figure(summary, "dash", links)
+    traces = {t.name: t for t in figure.data}
+    assert len(traces["searched candidates"].x) == 12  # 13 searched, one failed
+    assert len(traces["baselines"].x) == 2 and len(traces["knee"].x) == 1
+    # The first view: NE against FLOPs, its own 2-D front (not the 3-objective one).
+    values = np.array([[c.values[1], c.values[0]] for c in summary.candidates])
+    front = front_indices(values, ["min", "min"])
+    shown = [t for t in traces["Pareto front"].text if t]
+    assert len(shown) == len(front)
+    for text in traces["searched candidates"].text:
+        assert re.search(r"arch_id [0-9a-f]{16}", text) and "ne 0.7" in text and "run run" in text
+    assert any("base0" in t for t in traces["baselines"].text)
+    assert figure.layout.xaxis.type == "log" and "flops" in figure.layout.xaxis.title.text
+    # Three objectives: a menu with each pair, each pair with its own front.
+    buttons = figure.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["ne vs flops", "ne vs params", "flops vs params"]
+    for button, (x, y) in zip(buttons, [(1, 0), (2, 0), (2, 1)], strict=True):
+        data, layout = button.args
+        pair = np.array([[c.values[x], c.values[y]] for c in summary.candidates])
+        assert sum(bool(t) for t in data["text"][2]) == len(front_indices(pair, ["min", "min"]))
+        assert layout["xaxis"]["title"]["text"].startswith(summary.objectives[x])
+
+
+def test_progress_never_goes_back(recorded) -> None:
+    config, trials, _ = recorded
+    figure = progress_figure(config, trials, "dash")
+    volume, best = figure.data
+    assert len(volume.x) == 14 and list(volume.x) == sorted(volume.x)
+    assert all(b >= a for a, b in zip(volume.y, volume.y[1:], strict=False))
+    assert all(b <= a for a, b in zip(best.y, best.y[1:], strict=False))
+    assert volume.x[0] == pytest.approx(0.5)  # 30 s after the first suggestion
+
+
+def test_the_page_inlines_plotly_once_and_holds_both_figures(recorded) -> None:
+    config, trials, summary = recorded
+    html = page("dash <1>", pareto_figure(summary, "dash"), progress_figure(config, trials, "d"))
+    assert html.count('<script type="text/javascript">/**\n* plotly.js') <= 1
+    assert html.count("Plotly.newPlot(") == 2 and "dash &lt;1&gt;" in html
+    assert "<script src=" not in html  # nothing to fetch: it opens offline
+    assert json.dumps("searched candidates")[1:-1] in html
