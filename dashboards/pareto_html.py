@@ -9,6 +9,9 @@ menu switches the pair of axes (each pair's own front and staircase).
 ``progress_figure``: hypervolume and best first objective against minutes since the search
 started, after each recorded candidate.
 
+``retrain_figure``: a retrain's test NE per architecture, with seed error bars
+(``retrain.html`` on the retrain's run).
+
 Pure functions of registry rows and a ``SearchSummary``; nothing here talks to MLflow.
 """
 
@@ -208,3 +211,35 @@ def page(title: str, *figures) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
         "</head><body>" + "".join(parts) + "</body></html>"
     )
+
+
+def retrain_figure(report: dict):
+    """A retrain's comparison: test NE per architecture, mean with one standard deviation
+    over seeds as error bars, baselines and picks in two colours (from ``retrain.json``)."""
+    import plotly.graph_objects as go
+
+    rows = report["rows"]
+    figure = go.Figure()
+    for baseline, name, color in ((False, "picked", "#4e79a7"), (True, "baselines", "#f28e2b")):
+        group = [r for r in rows if r["baseline"] == baseline]
+        figure.add_trace(
+            go.Bar(
+                x=[r["label"] for r in group],
+                y=[r["ne_mean"] for r in group],
+                error_y={"type": "data", "array": [r["ne_std"] for r in group]},
+                name=name,
+                marker_color=color,
+                text=[f"{r['ne_mean']:.4f}" for r in group],
+                hovertemplate="%{x}: NE %{y:.4f}<extra></extra>",
+            )
+        )
+    low = min((r["ne_mean"] - r["ne_std"] for r in rows), default=0.0)
+    high = max((r["ne_mean"] + r["ne_std"] for r in rows), default=1.0)
+    pad = (high - low) * 0.5 or 0.01
+    figure.update_layout(
+        title=f"retrain of {report['retrain_of']}: test NE over {report['seeds']} seeds, "
+        f"{report['steps']} steps (lower is better)",
+        yaxis={"title": {"text": "test NE"}, "range": [low - pad, high + pad]},
+        template="plotly_white",
+    )
+    return figure

@@ -223,8 +223,13 @@ class RetrainController(Controller):
         return retrain_report(self.config, self.registry.trials(self.search.id))
 
     def _log_end(self, search: Search) -> None:
-        report = retrain_report(self.config, self.registry.trials(search.id))
-        self.tracker.log_retrain(search.mlflow_run_id, report.to_dict())
+        report = retrain_report(self.config, self.registry.trials(search.id)).to_dict()
+        self.tracker.log_retrain(search.mlflow_run_id, report)
+        if report["rows"]:
+            from dashboards.pareto_html import page, retrain_figure
+
+            html = page(search.id, retrain_figure(report))
+            self.tracker.log_text(search.mlflow_run_id, html, "retrain.html")
 
     def _final_status(self, search, time_budget, seconds) -> tuple[str, str | None]:
         if self.cancelled:

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from dashboards.pareto_html import page, pareto_figure, progress_figure
+from dashboards.pareto_html import page, pareto_figure, progress_figure, retrain_figure
 from nas.config import validate_config
 from nas.pareto import front_indices
 from nas.registry import Registry
@@ -99,3 +99,19 @@ def test_the_page_inlines_plotly_once_and_holds_both_figures(recorded) -> None:
     assert html.count("Plotly.newPlot(") == 2 and "dash &lt;1&gt;" in html
     assert "<script src=" not in html  # nothing to fetch: it opens offline
     assert json.dumps("searched candidates")[1:-1] in html
+
+
+def test_a_retrain_chart_has_a_bar_per_architecture_with_its_spread() -> None:
+    report = {
+        "retrain_of": "s-1",
+        "seeds": 3,
+        "steps": 100,
+        "rows": [
+            {"label": "knee", "baseline": False, "ne_mean": 0.78, "ne_std": 0.002},
+            {"label": "dcnv2", "baseline": True, "ne_mean": 0.781, "ne_std": 0.001},
+            {"label": "dlrm", "baseline": True, "ne_mean": 0.79, "ne_std": 0.004},
+        ],
+    }
+    picked, baselines = retrain_figure(report).data
+    assert list(picked.x) == ["knee"] and list(baselines.x) == ["dcnv2", "dlrm"]
+    assert list(baselines.error_y.array) == [0.001, 0.004]

@@ -212,6 +212,8 @@ def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: 
         assert [m.step for m in sorted(history, key=lambda m: m.step)] == [
             f["step"] for f in t.metrics["rungs"]
         ]
+    parent = registry_of(runs).get_search(search.id).mlflow_run_id
+    assert "pareto.html" in {a.path for a in client.list_artifacts(parent)}
     status = nas(runs, "status", search.id)
     assert "stopped early" in status.stdout and "rungs at steps 20, 40, 80" in status.stdout
 

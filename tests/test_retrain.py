@@ -76,6 +76,8 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
     parent = client.get_run(retrain.mlflow_run_id)
     assert parent.data.tags["retrain_of"] == search_id
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"retrain.json", "retrain.html"} <= artifacts
     assert parent.info.status == "FINISHED"
     children = client.search_runs(
         [retrain.mlflow_experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
