@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from dashboards.pareto_html import page, pareto_figure, progress_figure, retrain_figure
@@ -115,3 +121,76 @@ def test_a_retrain_chart_has_a_bar_per_architecture_with_its_spread() -> None:
     picked, baselines = retrain_figure(report).data
     assert list(picked.x) == ["knee"] and list(baselines.x) == ["dcnv2", "dlrm"]
     assert list(baselines.error_y.array) == [0.001, 0.004]
+
+
+def _stores(tmp_path, recorded):
+    """The recorded search in a runs folder, with its parent run in a real MLflow store."""
+    from nas.tracking import Tracker
+
+    config, trials, _ = recorded
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    registry = Registry(f"sqlite:///{runs / 'registry.db'}")
+    tracker = Tracker(f"sqlite:///{runs / 'mlflow.db'}", runs / "mlartifacts")
+    ids = []
+    for name in ("first", "second"):
+        search = registry.create_search(f"{name}-000000", name, config.to_dict(), None)
+        for t in trials:
+            row = registry.add_trial(search.id, t.spec, t.arch_id, t.label, t.kind)
+            registry.finish_trial(row.id, t.status, values=t.values, metrics=t.metrics)
+        experiment = tracker.experiment(name)
+        run = tracker.start_search(experiment, search.id, config.to_dict())
+        registry.update_search(search.id, mlflow_experiment_id=experiment, mlflow_run_id=run)
+        ids.append(search.id)
+    return runs, ids
+
+
+def test_dashboard_compares_searches_on_one_page(tmp_path, recorded) -> None:
+    from tests.test_search import nas
+
+    runs, ids = _stores(tmp_path, recorded)
+    done = nas(runs, "dashboard", *ids)
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.split(": ", 1)[1].strip())
+    html = path.read_text()
+    assert html.count("Plotly.newPlot(") == 1 and all(f"{i}: front" in html for i in ids)
+    bad = nas(runs, "dashboard", ids[0], "nope-123456")
+    assert bad.returncode == 2 and "nope-123456" in bad.stderr
+    assert nas(runs, "dashboard", "--port", "0").returncode == 2
+
+
+@pytest.mark.slow
+def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None:
+    from tests.test_reliability import _free_port
+    from tests.test_search import REPO, env_for
+
+    runs, ids = _stores(tmp_path, recorded)
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "dashboard", ids[1], "--port", str(port)],
+        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = process.stdout.readline()
+        assert line.startswith(f"{ids[1]}: http://127.0.0.1:{port}/#/experiments/"), line
+        run_id = line.strip().rsplit("/", 1)[1]
+        registry = Registry(f"sqlite:///{runs / 'registry.db'}")
+        assert run_id == registry.get_search(ids[1]).mlflow_run_id
+        api = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
+        with urllib.request.urlopen(api, timeout=10) as reply:
+            assert json.load(reply)["run"]["info"]["run_id"] == run_id
+        # Loopback only: the store has no authentication.
+        listening = [
+            c
+            for c in psutil.net_connections("tcp")
+            if c.laddr.port == port and c.status == "LISTEN"
+        ]
+        assert listening and {c.laddr.ip for c in listening} == {"127.0.0.1"}
+        busy = subprocess.run(
+            [sys.executable, "-m", "nas.cli", "dashboard", ids[0], "--port", str(port)],
+            env=env_for(runs), cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert busy.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in busy.stderr
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0

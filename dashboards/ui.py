@@ -1,0 +1,115 @@
+"""``nas dashboard``: MLflow's own UI, started for the right tracking store, and a page that
+compares searches' fronts.
+
+A search on the default local store (sqlite under the runs folder) gets ``mlflow ui`` on
+127.0.0.1 (never another interface: the store is unauthenticated), with the store's
+artifact folder; a search on an MLflow server is already browsable there. Either way the
+command prints the URL of the search's parent run.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from nas.errors import NasError
+
+STARTUP_S = 90  # mlflow ui imports the whole server on first start
+
+
+def is_server(tracking_uri: str) -> bool:
+    return tracking_uri.startswith(("http://", "https://"))
+
+
+def run_url(base: str, experiment_id: str, run_id: str) -> str:
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def start_ui(tracking_uri: str, artifacts: Path | None, port: int) -> subprocess.Popen:
+    """``mlflow ui`` for a local store on 127.0.0.1:``port``, once it answers."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise NasError(f"port {port} on 127.0.0.1 is in use; pick another with --port")
+    command = [
+        sys.executable, "-m", "mlflow", "ui",
+        "--backend-store-uri", tracking_uri,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+    if artifacts is not None:
+        command += ["--default-artifact-root", str(artifacts)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + STARTUP_S
+    while time.time() < deadline:
+        if process.poll() is not None:
+            tail = " ".join((process.stderr.read() or "").split())[-400:]
+            raise NasError(f"mlflow ui stopped at start (exit {process.returncode}): {tail}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise NasError(f"mlflow ui did not answer on 127.0.0.1:{port} within {STARTUP_S} s")
+
+
+def comparison_figure(summaries: dict[str, object]):
+    """Several searches' fronts over their first two objectives (which must agree), one
+    colour each: every candidate faint, the front's staircase bold."""
+    import plotly.graph_objects as go
+
+    from dashboards.pareto_html import LOG_SCALE, _hover
+
+    figure = go.Figure()
+    names = None
+    for search_id, summary in summaries.items():
+        if names is None:
+            names = summary.objectives[:2]
+        elif summary.objectives[:2] != names:
+            raise NasError(
+                f"{search_id} optimises {summary.objectives[:2]}, the others {names}: "
+                "compare searches over the same objectives"
+            )
+        if len(names) < 2:
+            raise NasError(f"{search_id} has one objective: nothing to draw a front of")
+        front = sorted(summary.front, key=lambda c: c.values[1])
+        points = go.Scatter(
+            x=[c.values[1] for c in summary.candidates],
+            y=[c.values[0] for c in summary.candidates],
+            mode="markers",
+            name=f"{search_id} (all)",
+            opacity=0.35,
+            text=[_hover(c, None) for c in summary.candidates],
+            hovertemplate="%{text}<extra></extra>",
+            legendgroup=search_id,
+        )
+        figure.add_trace(points)
+        color = figure.data[-1].marker.color
+        figure.add_trace(
+            go.Scatter(
+                x=[c.values[1] for c in front],
+                y=[c.values[0] for c in front],
+                mode="lines+markers",
+                line_shape="hv",
+                name=f"{search_id}: front, hypervolume {summary.hypervolume:.4g}",
+                marker_color=color,
+                text=[_hover(c, None) for c in front],
+                hovertemplate="%{text}<extra></extra>",
+                legendgroup=search_id,
+            )
+        )
+    figure.update_layout(
+        title=f"{len(summaries)} searches: {names[0]} against {names[1]}",
+        xaxis={"title": {"text": names[1]}, "type": "log" if names[1] in LOG_SCALE else "linear"},
+        yaxis={"title": {"text": names[0]}},
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return figure
