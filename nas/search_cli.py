@@ -564,11 +564,35 @@ def _status_text(status: str) -> str:
     return f"[{color}]{status}[/]"
 
 
+def _status_of_retrain(search, config, trials, as_json: bool) -> None:
+    from nas.registry import display_status
+    from nas.retrain import retrain_report
+
+    report = retrain_report(config, trials)
+    status = display_status(search)
+    if as_json:
+        emit_json(
+            {"id": search.id, "status": status, "message": search.message, **report.to_dict()}
+        )
+        return
+    counts = report.counts
+    out.print(
+        f"retrain {search.id} of {report.of}: {_status_text(status)}"
+        + (f" ({search.message})" if search.message else "")
+        + f"; {counts['completed']} of {len(config.retrain.picks) * report.seeds} trainings "
+        f"done, {counts['failed']} failed",
+        highlight=False,
+    )
+    print_retrain(report)
+
+
 def cmd_status(args: argparse.Namespace) -> None:
     registry = _registry(args)
     search = registry.get_search(args.search_id)
     config, summary = _summary_of(registry, search)
     trials = registry.trials(search.id)
+    if config.retrain is not None:
+        return _status_of_retrain(search, config, trials, args.json)
     if args.json:
         emit_json(
             {

@@ -58,6 +58,8 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
     for r in rows:
         assert r["seeds"] == [0, 1] and r["ne_std"] >= 0 and r["flops"] > 0
         assert (r["ne_minus_best_baseline"] is None) == (r["label"] == best)
+    status = json.loads(nas(runs, "status", report["id"], "--json").stdout)
+    assert status["status"] == "completed" and status["rows"] == rows
     # The registry: a retrain of its own, one trial of kind retrain per (architecture, seed).
     retrain = registry.get_search(report["id"])
     assert retrain.config["retrain"]["of"] == search_id and retrain.status == "completed"
