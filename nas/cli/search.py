@@ -1,4 +1,4 @@
-"""The search commands of the ``nas`` CLI: submit, list, status, pareto, resume, cancel.
+"""The search commands: submit, list, status, pareto, resume, cancel.
 
 Every command reads the registry (the source of truth); only submit and resume run a search.
 """
@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,13 +21,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from nas.cli import emit_json, integer, number
-from nas.config import default_registry_url
+from nas.cli.flags import integer, open_registry, registry_flag
+from nas.cli.render import console, emit_json, format_value, out, status_text
 from nas.controller import FINISHED, Reporter
-from nas.errors import NasError
-
-console = Console(stderr=True)
-out = Console()
+from nas.errors import ConfigError, NasError
 
 
 def add_commands(commands) -> None:
@@ -40,19 +36,19 @@ def add_commands(commands) -> None:
     submit.add_argument("--concurrency", type=integer, help="candidates trained at once")
     submit.add_argument("--name", help="the search's name (MLflow experiment)")
     submit.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in nas-runs)")
-    _registry_flag(submit)
+    registry_flag(submit)
     submit.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
     submit.add_argument("--json", action="store_true", help="print the summary as JSON")
     submit.set_defaults(run=cmd_submit)
 
     listing = commands.add_parser("list", help="searches with status, trials, best NE, front")
-    _registry_flag(listing)
+    registry_flag(listing)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(run=cmd_list)
 
     status = commands.add_parser("status", help="one search: config, trials by state, front")
     status.add_argument("search_id", help="a search id (a unique prefix is enough)")
-    _registry_flag(status)
+    registry_flag(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.set_defaults(run=cmd_status)
 
@@ -61,79 +57,26 @@ def add_commands(commands) -> None:
     pareto.add_argument(
         "--objectives", help="comma-separated, e.g. ne,flops (default: the search's own)"
     )
-    _registry_flag(pareto)
+    registry_flag(pareto)
     pareto.add_argument("--json", action="store_true", help="print JSON instead of a table")
     pareto.set_defaults(run=cmd_pareto)
 
     resume = commands.add_parser("resume", help="continue a search after a crash or Ctrl-C")
     resume.add_argument("search_id", help="a search id (a unique prefix is enough)")
-    _registry_flag(resume)
+    registry_flag(resume)
     resume.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
     resume.add_argument("--json", action="store_true", help="print the summary as JSON")
     resume.set_defaults(run=cmd_resume)
 
-    retrain = commands.add_parser(
-        "retrain",
-        help="retrain a search's picks and its baselines over seeds, measured on the test split",
-    )
-    retrain.add_argument("search_id", help="a search id (a unique prefix is enough)")
-    retrain.add_argument(
-        "--pick",
-        action="append",
-        help="knee (default), best, front, a trial number or an arch_id; repeatable",
-    )
-    length = retrain.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=integer, help="training steps (default: the search's)")
-    length.add_argument("--epochs", type=number, help="passes over the training rows instead")
-    retrain.add_argument("--seeds", type=integer, default=3, help="seeds 0..S-1 (default 3)")
-    retrain.add_argument(
-        "--train-on",
-        default="train",
-        help="train (default), or train+valid: more rows, measured on test all the same",
-    )
-    retrain.add_argument("--no-baselines", action="store_true", help="only the picks")
-    retrain.add_argument("--concurrency", type=integer, help="trainings at once")
-    _registry_flag(retrain)
-    retrain.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
-    retrain.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    retrain.set_defaults(run=cmd_retrain)
-
-    dashboard = commands.add_parser(
-        "dashboard", help="open a search in MLflow's UI, or compare several searches' fronts"
-    )
-    dashboard.add_argument(
-        "search_ids", nargs="*", help="one search (default: the latest), or several to compare"
-    )
-    dashboard.add_argument("--port", type=integer, default=5000, help="for mlflow ui (5000)")
-    dashboard.add_argument("--open", action="store_true", help="open it in a browser")
-    _registry_flag(dashboard)
-    dashboard.set_defaults(run=cmd_dashboard)
-
     cancel = commands.add_parser("cancel", help="stop a running search")
     cancel.add_argument("search_id", help="a search id (a unique prefix is enough)")
-    _registry_flag(cancel)
+    registry_flag(cancel)
     cancel.set_defaults(run=cmd_cancel)
-
-
-def _registry_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--registry-url", help="SQLAlchemy URL of the registry (default: sqlite in nas-runs)"
-    )
-
-
-def _registry(args: argparse.Namespace, url: str | None = None):
-    from nas.registry import Registry
-
-    return Registry(args.registry_url or url or default_registry_url())
-
-
-# --- submit and resume ---------------------------------------------------------------------
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from nas.config import load_config
     from nas.controller import plan
-    from nas.errors import ConfigError
     from nas.registry import new_search_id
 
     flags = {  # config field -> (the flag that overrides it, its value)
@@ -150,7 +93,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
         with console.status(f"Checking {args.config} against {config.dataset} ..."):
             checked = plan(config, args.config.resolve().parent)
-            registry = _registry(args, config.registry_url)
+            registry = open_registry(args, config.registry_url)
     except ConfigError as err:
         flag, value = flags.get(err.field, (None, None))
         if value is not None:  # the bad value came from the command line, not the file
@@ -159,7 +102,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     search = registry.create_search(
         new_search_id(config.name), config.name, config.to_dict(), str(args.config.resolve())
     )
-    return _run(registry, search, checked, args)
+    return run_search(registry, search, checked, args)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -167,7 +110,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from nas.controller import plan
     from nas.registry import controller_alive
 
-    registry = _registry(args)
+    registry = open_registry(args)
     search = registry.get_search(args.search_id)
     if search.status == "completed":
         raise NasError(f"search {search.id} is completed; nothing to resume")
@@ -183,65 +126,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking search {search.id} ..."):
         checked = plan(config, base, args.address)
-    return _run(registry, search, checked, args)
+    return run_search(registry, search, checked, args)
 
 
-def cmd_retrain(args: argparse.Namespace) -> int:
-    import math
-
-    from nas.config import validate_config
-    from nas.controller import plan
-    from nas.errors import ConfigError
-    from nas.registry import new_search_id
-    from nas.retrain import TRAIN_ON, plan_retrain
-
-    registry = _registry(args)
-    search = registry.get_search(args.search_id)
-    for flag, value in (("--steps", args.steps), ("--concurrency", args.concurrency)):
-        if value is not None and value < 1:
-            raise ConfigError(flag, f"must be a positive integer, got {value}")
-    if args.epochs is not None and not 0 < args.epochs <= 1000:
-        raise ConfigError("--epochs", f"must be in (0, 1000], got {args.epochs}")
-    config = plan_retrain(
-        registry,
-        search,
-        args.pick or [],
-        args.steps,
-        args.seeds,
-        args.train_on,
-        not args.no_baselines,
-    )
-    base = Path(search.config_path).parent if search.config_path else Path.cwd()
-    with console.status(f"Checking the retrain of {search.id} ..."):
-        checked = plan(config, base, args.address)
-    changes = {}
-    if args.epochs is not None:
-        rows = sum(len(checked.dataset.split_rows(p)) for p in TRAIN_ON[args.train_on])
-        changes["budget"] = {
-            **config.budget.model_dump(),
-            "steps": max(1, math.ceil(args.epochs * rows / config.train.batch_size)),
-        }
-    if args.concurrency is not None:
-        changes["resources"] = {**config.resources.model_dump(), "concurrency": args.concurrency}
-    if changes:
-        config = validate_config({**config.to_dict(), **changes}, f"the retrain of {search.id}")
-        checked.config = config
-    retrain = registry.create_search(
-        new_search_id(f"{config.name[:16]}-retrain"),
-        config.name,
-        config.to_dict(),
-        search.config_path,
-    )
-    return _run(registry, retrain, checked, args)
-
-
-def _run(registry, search, checked, args: argparse.Namespace) -> int:
+def run_search(registry, search, checked, args: argparse.Namespace) -> int:
     """Run the search in the foreground; exit code 130 when Ctrl-C stopped it early."""
     from nas.controller import Controller
     from nas.summary import summarize
 
     if checked.config.retrain is not None:
-        return _run_retrain(registry, search, checked, args)
+        from nas.cli.retrain import run_retrain
+
+        return run_retrain(registry, search, checked, args)
     reporter = Reporter() if args.json else ProgressReporter(checked.config)
     if not args.json:
         console.print(
@@ -262,117 +158,11 @@ def _run(registry, search, checked, args: argparse.Namespace) -> int:
     summary = summarize(checked.config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     if args.json:
-        emit_json({**_search_row(search, summary), "summary": summary.to_dict()})
+        emit_json({**search_row(search, summary), "summary": summary.to_dict()})
         return code
-    _print_front(search, summary)
+    print_front(search, summary)
     _print_ending(search, checked.config)
     return code
-
-
-def _run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
-    from nas.retrain import RetrainController, retrain_report
-
-    config = checked.config
-    retrain = config.retrain
-    if not args.json:
-        console.print(
-            f"retrain [bold]{search.id}[/] of {retrain.of}: {len(retrain.picks)} "
-            f"architectures x {retrain.seeds} seeds, {config.budget.steps} steps each on "
-            f"{retrain.train_on}, measured on the test split of {config.dataset}",
-            highlight=False,
-        )
-    reporter = Reporter() if args.json else RetrainReporter()
-    try:
-        controller = RetrainController(registry, search, checked, reporter)
-    except BaseException as err:
-        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        registry.update_search(search.id, status=status, message=message, pid=None)
-        raise
-    search = controller.run()
-    report = retrain_report(config, registry.trials(search.id))
-    code = 130 if search.status == "interrupted" else 0
-    if args.json:
-        emit_json({"id": search.id, "status": search.status, **report.to_dict()})
-        return code
-    print_retrain(report)
-    if search.status != "completed":
-        console.print(
-            f"retrain {search.id}: {search.status}; continue it with: nas resume {search.id}"
-        )
-    return code
-
-
-def print_retrain(report) -> None:
-    """A retrain's comparison: per architecture, test figures over seeds and the paired
-    difference from the best baseline."""
-    title = (
-        f"retrain of {report.of}: test split, {report.steps} steps on {report.train_on}, "
-        f"{report.seeds} seeds (mean ± std)"
-    )
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("architecture", "picked as", "NE (± std)", "AUC", "FLOPs"):
-        table.add_column(
-            column,
-            justify="left" if column in ("architecture", "picked as") else "right",
-            no_wrap=column != "picked as",
-        )
-    best = report.best_baseline or "best baseline"
-    table.add_column(f"NE - {best} (95% CI)", justify="right", no_wrap=True)
-    for row in report.rows:
-        ne, auc = row.metrics["ne"], row.metrics["auc"]
-        diff = "-"
-        if row.vs_best is not None:
-            mean, half = row.vs_best
-            diff = f"{mean:+.4f} ± {half:.4f}" if half == half else f"{mean:+.4f}"
-        table.add_row(
-            row.label,
-            ", ".join(row.picked_as),
-            f"{ne[0]:.4f} ± {ne[1]:.4f}",
-            f"{auc[0]:.4f}",
-            _format("flops", row.costs.get("flops")),
-            diff,
-        )
-    out.print(table)
-
-
-class RetrainReporter(Reporter):
-    """One progress bar over the retrain's (architecture, seed) trainings."""
-
-    def __init__(self):
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self.task = None
-
-    def start(self, search, total: int, done: int) -> None:
-        self.progress.start()
-        self.task = self.progress.add_task("retraining", total=total, completed=done, note="")
-
-    def trial_started(self, trial) -> None:
-        self.progress.update(self.task, description=f"training {trial.label}")
-
-    def trial_retried(self, trial, reason: str) -> None:
-        self.progress.console.print(f"[yellow]retrying[/] {trial.label}: {reason}", highlight=False)
-
-    def trial_finished(self, trial, report) -> None:
-        done = report.counts["completed"] + report.counts["failed"]
-        note = f"{trial.label}: NE {trial.metrics['ne']:.4f}" if trial.metrics else ""
-        self.progress.update(self.task, completed=done, note=note)
-        if trial.status == "failed":
-            first = (trial.error or "").splitlines()[0] if trial.error else ""
-            self.progress.console.print(
-                f"[yellow]{trial.label} failed:[/] {first}", highlight=False
-            )
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.progress.stop()
 
 
 class ProgressReporter(Reporter):
@@ -481,10 +271,7 @@ def _print_ending(search, config) -> None:
     )
 
 
-# --- views ---------------------------------------------------------------------------------
-
-
-def _search_row(search, summary) -> dict:
+def search_row(search, summary) -> dict:
     from nas.registry import display_status, elapsed_seconds
 
     return {
@@ -505,7 +292,7 @@ def _search_row(search, summary) -> dict:
     }
 
 
-def _summary_of(registry, search, objectives: list[str] | None = None):
+def summary_of(registry, search, objectives: list[str] | None = None):
     from nas.config import validate_config
     from nas.summary import summarize
 
@@ -514,10 +301,10 @@ def _summary_of(registry, search, objectives: list[str] | None = None):
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    registry = _registry(args)
+    registry = open_registry(args)
     rows = []
     for search in registry.list_searches():
-        rows.append(_search_row(search, _summary_of(registry, search)[1]))
+        rows.append(search_row(search, summary_of(registry, search)[1]))
     if args.json:
         emit_json(rows)
         return
@@ -540,7 +327,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         ne = row["best"].get("ne")
         table.add_row(
             row["id"],
-            _status_text(row["status"]),
+            status_text(row["status"]),
             row["candidates"] + (f" +{row['baselines']}b" if row["baselines"] else ""),
             str(row["failed"]),
             f"{ne:.4f}" if ne is not None else "-",
@@ -550,53 +337,19 @@ def cmd_list(args: argparse.Namespace) -> None:
     out.print(table)
 
 
-def _status_text(status: str) -> str:
-    color = {
-        "completed": "green",
-        "running": "cyan",
-        "crashed": "red",
-        "failed": "red",
-        "interrupted": "yellow",
-        "cancelled": "yellow",
-        "cancelling": "yellow",
-        "stopped": "yellow",
-    }.get(status, "white")
-    return f"[{color}]{status}[/]"
-
-
-def _status_of_retrain(search, config, trials, as_json: bool) -> None:
-    from nas.registry import display_status
-    from nas.retrain import retrain_report
-
-    report = retrain_report(config, trials)
-    status = display_status(search)
-    if as_json:
-        emit_json(
-            {"id": search.id, "status": status, "message": search.message, **report.to_dict()}
-        )
-        return
-    counts = report.counts
-    out.print(
-        f"retrain {search.id} of {report.of}: {_status_text(status)}"
-        + (f" ({search.message})" if search.message else "")
-        + f"; {counts['completed']} of {len(config.retrain.picks) * report.seeds} trainings "
-        f"done, {counts['failed']} failed",
-        highlight=False,
-    )
-    print_retrain(report)
-
-
 def cmd_status(args: argparse.Namespace) -> None:
-    registry = _registry(args)
+    registry = open_registry(args)
     search = registry.get_search(args.search_id)
-    config, summary = _summary_of(registry, search)
+    config, summary = summary_of(registry, search)
     trials = registry.trials(search.id)
     if config.retrain is not None:
-        return _status_of_retrain(search, config, trials, args.json)
+        from nas.cli.retrain import status_of_retrain
+
+        return status_of_retrain(search, config, trials, args.json)
     if args.json:
         emit_json(
             {
-                **_search_row(search, summary),
+                **search_row(search, summary),
                 "config": search.config,
                 "mlflow_run_id": search.mlflow_run_id,
                 "phase": _phase(trials, summary),
@@ -608,9 +361,9 @@ def cmd_status(args: argparse.Namespace) -> None:
     table = Table(title=f"search {search.id}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    row = _search_row(search, summary)
+    row = search_row(search, summary)
     table.add_row(
-        "status", _status_text(row["status"]) + (f" ({search.message})" if search.message else "")
+        "status", status_text(row["status"]) + (f" ({search.message})" if search.message else "")
     )
     table.add_row("dataset", config.dataset)
     table.add_row("space", f"{config.space.name} {json.dumps(config.space.options) or ''}")
@@ -664,7 +417,7 @@ def cmd_status(args: argparse.Namespace) -> None:
         for t in failed:
             errors.add_row(str(t.number), t.arch_id, (t.error or "").splitlines()[0][:200])
         out.print(errors)
-    _print_front(search, summary)
+    print_front(search, summary)
 
 
 def _phase(trials, summary) -> str:
@@ -711,7 +464,7 @@ def _print_jobs(jobs) -> None:
             str(t.number),
             t.arch_id,
             t.kind,
-            _status_text(t.status),
+            status_text(t.status),
             "done"
             if t.status == "completed"
             else f"{progress['phase']} {progress['done']}/{progress['total']}"
@@ -744,10 +497,9 @@ def _trial_row(trial) -> dict:
 
 
 def cmd_pareto(args: argparse.Namespace) -> None:
-    from nas.errors import ConfigError
     from nas.objectives import get_objective
 
-    registry = _registry(args)
+    registry = open_registry(args)
     search = registry.get_search(args.search_id)
     objectives = None
     if args.objectives:
@@ -756,14 +508,14 @@ def cmd_pareto(args: argparse.Namespace) -> None:
             get_objective(name, "--objectives")
         if len(set(objectives)) != len(objectives):
             raise ConfigError("--objectives", f"lists an objective twice: {args.objectives}")
-    _, summary = _summary_of(registry, search, objectives)
+    _, summary = summary_of(registry, search, objectives)
     if args.json:
         emit_json({"search": search.id, **summary.to_dict()})
         return
-    _print_front(search, summary)
+    print_front(search, summary)
 
 
-def _print_front(search, summary) -> None:
+def print_front(search, summary) -> None:
     if not summary.front:
         console.print(f"search {search.id} has no completed candidates yet")
         return
@@ -787,91 +539,20 @@ def _print_front(search, summary) -> None:
         label = f"[orange3]{c.label} (baseline)[/]" if c.is_baseline else c.arch_id
         if len(summary.objectives) > 1 and summary.knee and c.number == summary.knee.number:
             label += " [red]* knee[/]"
-        cells = [_format(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
+        cells = [format_value(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
         extra = [
-            _format(n, c.metrics.get(n)) for n in ("auc", "params") if n not in summary.objectives
+            format_value(n, c.metrics.get(n))
+            for n in ("auc", "params")
+            if n not in summary.objectives
         ]
         table.add_row(str(c.number), label, *cells, *extra)
     out.print(table)
 
 
-def _format(name: str, value) -> str:
-    if value is None:
-        return "-"
-    if name in ("flops", "serving_flops", "params"):
-        for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-            if value >= scale:
-                return f"{value / scale:.1f}{unit}"
-        return f"{value:.0f}"
-    return f"{value:.4f}"
-
-
-def cmd_dashboard(args: argparse.Namespace) -> int:
-    """One search: MLflow's UI on its store (started on 127.0.0.1 for a local one) and the
-    URL of its run, until Ctrl-C. Several: a page comparing their fronts."""
-    import webbrowser
-
-    from nas.config import default_tracking_uri, runs_dir, validate_config
-    from nas.errors import ConfigError
-    from nas.summary import summarize
-
-    if not 1 <= args.port <= 65535:
-        raise ConfigError("--port", f"must be a port number (1-65535), got {args.port}")
-    registry = _registry(args)
-    if args.search_ids:
-        searches = [registry.get_search(i) for i in args.search_ids]
-    else:
-        searches = registry.list_searches()[:1]
-        if not searches:
-            raise NasError("no searches yet: start one with nas submit SEARCH.yaml")
-    if len(searches) > 1:
-        from dashboards.pareto_html import page
-        from dashboards.ui import comparison_figure
-
-        summaries = {
-            s.id: summarize(validate_config(s.config), registry.trials(s.id)) for s in searches
-        }
-        folder = runs_dir() / "dashboards"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / ("compare-" + "-".join(s.id for s in searches)[:150] + ".html")
-        path.write_text(page("comparison", comparison_figure(summaries)))
-        out.print(f"comparison of {len(searches)} searches: {path}", highlight=False)
-        if args.open:
-            webbrowser.open(path.as_uri())
-        return 0
-    from dashboards.ui import is_server, run_url, start_ui
-
-    (search,) = searches
-    if search.mlflow_run_id is None:
-        raise NasError(f"search {search.id} has no MLflow run yet (it never started)")
-    config = validate_config(search.config)
-    uri = config.tracking_uri or default_tracking_uri()
-    if is_server(uri):
-        url = run_url(uri, search.mlflow_experiment_id, search.mlflow_run_id)
-        out.print(f"{search.id}: {url}", highlight=False)
-        if args.open:
-            webbrowser.open(url)
-        return 0
-    with console.status(f"starting mlflow ui on 127.0.0.1:{args.port} ..."):
-        process = start_ui(uri, runs_dir() / "mlartifacts", args.port)
-    url = run_url(
-        f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
-    )
-    out.print(f"{search.id}: {url}\n(its pareto.html is among the run's artifacts; Ctrl-C stops)")
-    if args.open:
-        webbrowser.open(url)
-    try:
-        process.wait()
-    except KeyboardInterrupt:
-        process.terminate()
-        process.wait(timeout=30)
-    return 0
-
-
 def cmd_cancel(args: argparse.Namespace) -> None:
     from nas.registry import controller_alive
 
-    registry = _registry(args)
+    registry = open_registry(args)
     search = registry.get_search(args.search_id)
     if search.status not in ("running", "cancelling"):
         console.print(f"search {search.id} is {search.status}; nothing to cancel", highlight=False)

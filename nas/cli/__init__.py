@@ -1,0 +1,60 @@
+"""The ``nas`` command line: one module per command group, ``render`` for how things are
+shown, ``flags`` for shared flag types.
+
+    nas data prepare movielens-1m          build (or reuse) the cached views of a dataset
+    nas data list                          datasets and what is cached
+    nas blocks                             the registered blocks and their parameters
+    nas train SPEC.json --dataset NAME     train one architecture, print NE/AUC/FLOPs
+    nas submit SEARCH.yaml                 run a search on Ray, logging to MLflow
+    nas list | status ID | pareto ID       what the registry knows about searches
+    nas resume ID | cancel ID              continue after a crash or Ctrl-C; stop a search
+    nas retrain ID --pick knee             retrain picks and baselines, compare on test
+    nas dashboard [ID ...]                 MLflow's UI at a search, or fronts compared
+    nas doctor                             is this setup ready?
+
+Errors in what the user gave (a spec, a flag, a data file) print one paragraph and exit 2;
+a training run that diverges exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.markup import escape
+
+from nas.cli.render import console
+from nas.errors import NasError, TrainingError
+
+GROUPS = ("data", "train", "search", "retrain", "dashboard", "doctor")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):  # a command group without its command
+        getattr(args, "group", parser).print_help()
+        return 2
+    try:
+        code = args.run(args)  # a command may return an exit code; None is success
+    except TrainingError as err:
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        return 1
+    except NasError as err:  # user input, a file, a service: one paragraph, never markup
+        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+    return code or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="nas", description="Neural architecture search for ranking models."
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for group in GROUPS:
+        importlib.import_module(f"nas.cli.{group}").add_commands(commands)
+    return parser

@@ -1,0 +1,7 @@
+"""``python -m nas.cli``."""
+
+import sys
+
+from nas.cli import main
+
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""``nas dashboard``: MLflow's UI at a search's run, or several searches compared."""
+
+from __future__ import annotations
+
+import argparse
+
+from nas.cli.flags import integer, open_registry, registry_flag
+from nas.cli.render import console, out
+from nas.errors import ConfigError, NasError
+
+
+def add_commands(commands) -> None:
+    dashboard = commands.add_parser(
+        "dashboard", help="open a search in MLflow's UI, or compare several searches' fronts"
+    )
+    dashboard.add_argument(
+        "search_ids", nargs="*", help="one search (default: the latest), or several to compare"
+    )
+    dashboard.add_argument("--port", type=integer, default=5000, help="for mlflow ui (5000)")
+    dashboard.add_argument("--open", action="store_true", help="open it in a browser")
+    registry_flag(dashboard)
+    dashboard.set_defaults(run=cmd_dashboard)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """One search: MLflow's UI on its store (started on 127.0.0.1 for a local one) and the
+    URL of its run, until Ctrl-C. Several: a page comparing their fronts."""
+    import webbrowser
+
+    from nas.config import default_tracking_uri, runs_dir, validate_config
+    from nas.summary import summarize
+
+    if not 1 <= args.port <= 65535:
+        raise ConfigError("--port", f"must be a port number (1-65535), got {args.port}")
+    registry = open_registry(args)
+    if args.search_ids:
+        searches = [registry.get_search(i) for i in args.search_ids]
+    else:
+        searches = registry.list_searches()[:1]
+        if not searches:
+            raise NasError("no searches yet: start one with nas submit SEARCH.yaml")
+    if len(searches) > 1:
+        from dashboards.pareto_html import page
+        from dashboards.ui import comparison_figure
+
+        summaries = {
+            s.id: summarize(validate_config(s.config), registry.trials(s.id)) for s in searches
+        }
+        folder = runs_dir() / "dashboards"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / ("compare-" + "-".join(s.id for s in searches)[:150] + ".html")
+        path.write_text(page("comparison", comparison_figure(summaries)))
+        out.print(f"comparison of {len(searches)} searches: {path}", highlight=False)
+        if args.open:
+            webbrowser.open(path.as_uri())
+        return 0
+    from dashboards.ui import is_server, run_url, start_ui
+
+    (search,) = searches
+    if search.mlflow_run_id is None:
+        raise NasError(f"search {search.id} has no MLflow run yet (it never started)")
+    config = validate_config(search.config)
+    uri = config.tracking_uri or default_tracking_uri()
+    if is_server(uri):
+        url = run_url(uri, search.mlflow_experiment_id, search.mlflow_run_id)
+        out.print(f"{search.id}: {url}", highlight=False)
+        if args.open:
+            webbrowser.open(url)
+        return 0
+    with console.status(f"starting mlflow ui on 127.0.0.1:{args.port} ..."):
+        process = start_ui(uri, runs_dir() / "mlartifacts", args.port)
+    url = run_url(
+        f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
+    )
+    out.print(f"{search.id}: {url}\n(its pareto.html is among the run's artifacts; Ctrl-C stops)")
+    if args.open:
+        webbrowser.open(url)
+    try:
+        process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait(timeout=30)
+    return 0

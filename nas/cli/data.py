@@ -1,0 +1,149 @@
+"""``nas data prepare`` and ``nas data list``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from rich.table import Table
+
+from nas.cli.flags import as_flags, common_flags, integer
+from nas.cli.render import console, emit_json, out
+
+
+def add_commands(commands) -> None:
+    data = commands.add_parser("data", help="prepare and list datasets")
+    data.set_defaults(group=data)
+    data_commands = data.add_subparsers(title="data commands", metavar="COMMAND")
+    prepare = data_commands.add_parser(
+        "prepare", help="build (or reuse) the cached views of a dataset"
+    )
+    prepare.add_argument(
+        "name", help="dataset: movielens-1m, movielens-100k, criteo, synthetic-criteo"
+    )
+    prepare.add_argument(
+        "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"
+    )
+    prepare.add_argument(
+        "--rows", type=integer, help="synthetic-criteo: rows to generate (default 100000)"
+    )
+    prepare.add_argument(
+        "--seed", type=integer, help="synthetic-criteo: generator seed (default 0)"
+    )
+    prepare.add_argument(
+        "--min-count", type=integer, help="criteo: keep categorical values seen this often in train"
+    )
+    prepare.add_argument(
+        "--force", action="store_true", help="rebuild even if a matching cache exists"
+    )
+    common_flags(prepare)
+    prepare.set_defaults(run=cmd_data_prepare)
+    listing = data_commands.add_parser("list", help="datasets and what is cached")
+    common_flags(listing)
+    listing.set_defaults(run=cmd_data_list)
+
+
+def cmd_data_prepare(args: argparse.Namespace) -> None:
+    from nas.data import PrepareRequest, prepare_dataset
+
+    request = PrepareRequest(
+        source=str(Path(args.source).resolve()) if args.source else None,
+        rows=args.rows,
+        seed=args.seed,
+        min_count=args.min_count,
+    )
+    start = time.perf_counter()
+    with (
+        as_flags(),
+        console.status(f"Preparing {args.name} ...", spinner="dots")
+        if not args.json
+        else nullcontext(),
+    ):
+        dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
+    seconds = time.perf_counter() - start
+    summary = _dataset_summary(dataset)
+    summary.update(reused_cache=reused, seconds=round(seconds, 2))
+    if args.json:
+        emit_json(summary)
+        return
+    table = Table(
+        title=f"{dataset.name}: {'reused the cache' if reused else f'built in {seconds:.1f} s'}",
+        show_header=False,
+        title_justify="left",
+    )
+    table.add_column(style="bold")
+    table.add_column()
+    m = dataset.manifest
+    table.add_row("rows", f"{m['rows']:,}")
+    for key in ("users", "items", "requests"):
+        if key in m:
+            table.add_row(key, f"{m[key]:,}")
+    table.add_row("label", m["label_rule"])
+    table.add_row("positive rate", "  ".join(f"{k} {v:.4f}" for k, v in m["positive_rate"].items()))
+    table.add_row("splits", "  ".join(f"{k} {v:,}" for k, v in m["split_sizes"].items()))
+    table.add_row("split rule", m["split_rule"])
+    table.add_row("split checksum", m["split_checksum"][:16])
+    table.add_row("fields", ", ".join(_field_label(f) for f in m["schema"]))
+    table.add_row("source", ", ".join(f"{k}={v}" for k, v in m["source"].items()))
+    table.add_row("cache", str(dataset.root))
+    out.print(table)
+
+
+def _field_label(field: dict) -> str:
+    if field["kind"] == "dense":
+        return f"{field['name']} (dense)"
+    kind = "multi-hot, " if field["kind"] == "multi_hot" else ""
+    return f"{field['name']} ({kind}{field['cardinality']:,})"
+
+
+def _dataset_summary(dataset) -> dict:
+    m = dataset.manifest
+    keys = (
+        "name",
+        "rows",
+        "users",
+        "items",
+        "requests",
+        "positive_rate",
+        "split_sizes",
+        "split_rule",
+        "split_checksum",
+        "label_rule",
+        "source",
+        "schema",
+    )
+    return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
+
+
+def cmd_data_list(args: argparse.Namespace) -> None:
+    from nas.data import DATASETS, default_cache_dir
+    from nas.data.prepared import open_prepared
+
+    cache_dir = args.cache_dir or default_cache_dir()
+    rows = []
+    for name, info in DATASETS.items():
+        dataset = open_prepared(cache_dir / name)
+        rows.append(
+            {
+                "name": name,
+                "description": info.description,
+                "prepared": dataset is not None,
+                "rows": dataset.manifest["rows"] if dataset else None,
+            }
+        )
+    if args.json:
+        emit_json({"cache": str(cache_dir), "datasets": rows})
+        return
+    table = Table(title=f"datasets (cache: {cache_dir})", title_justify="left")
+    for column in ("name", "prepared", "rows", "description"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["name"],
+            "yes" if row["prepared"] else "no",
+            f"{row['rows']:,}" if row["rows"] else "",
+            row["description"],
+        )
+    out.print(table)

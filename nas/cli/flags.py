@@ -1,0 +1,68 @@
+"""Flag types and flags shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from nas.config import default_registry_url
+from nas.errors import ConfigError, shown
+
+
+def integer(text: str) -> int:
+    """An integer flag's value; argparse's own message would echo any text back in full."""
+    try:
+        return int(text)
+    except ValueError:  # not a number, or over Python's 4,300-digit limit
+        raise argparse.ArgumentTypeError(f"expected an integer, got {shown(text)}") from None
+
+
+def number(text: str) -> float:
+    """A finite number flag's value."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {shown(text)}")
+    return value
+
+
+def common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="dataset cache (default $RECNAS_CACHE_DIR or ./nas-runs/data)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
+
+
+@contextmanager
+def as_flags() -> Iterator[None]:
+    """Name option errors by the flag the user typed (``--batch-size``, not ``batch_size``)."""
+    try:
+        yield
+    except ConfigError as err:
+        if err.field in FLAG_FIELDS:
+            raise ConfigError("--" + err.field.replace("_", "-"), err.message) from None
+        raise
+
+
+FLAG_FIELDS = ("steps", "batch_size", "lr", "embedding_lr", "seed", "source", "rows", "min_count")
+
+
+def registry_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry-url", help="SQLAlchemy URL of the registry (default: sqlite in nas-runs)"
+    )
+
+
+def open_registry(args: argparse.Namespace, url: str | None = None):
+    from nas.registry import Registry
+
+    return Registry(args.registry_url or url or default_registry_url())

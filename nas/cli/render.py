@@ -1,0 +1,60 @@
+"""How the commands show things: the consoles, JSON output, numbers with SI units, statuses."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from rich.console import Console
+
+console = Console(stderr=True)  # progress and messages; stdout carries results
+
+out = Console()
+
+
+def emit_json(data: object) -> None:
+    """``--json`` output: always valid JSON (RFC 8259 has no NaN or Infinity: they print as
+    null), non-JSON values (datetimes) as text."""
+
+    def finite(value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [finite(v) for v in value]
+        return value
+
+    print(json.dumps(finite(data), indent=2, default=str, allow_nan=False))
+
+
+def si(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.2f}{unit}"
+    return f"{value:.0f}"
+
+
+def format_value(name: str, value) -> str:
+    if value is None:
+        return "-"
+    if name in ("flops", "serving_flops", "params"):
+        for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+            if value >= scale:
+                return f"{value / scale:.1f}{unit}"
+        return f"{value:.0f}"
+    return f"{value:.4f}"
+
+
+def status_text(status: str) -> str:
+    color = {
+        "completed": "green",
+        "running": "cyan",
+        "crashed": "red",
+        "failed": "red",
+        "interrupted": "yellow",
+        "cancelled": "yellow",
+        "cancelling": "yellow",
+        "stopped": "yellow",
+    }.get(status, "white")
+    return f"[{color}]{status}[/]"

@@ -1,0 +1,227 @@
+"""``nas retrain``: a search's picks and baselines trained again, compared on test."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from rich import box
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from nas.cli.flags import integer, number, open_registry, registry_flag
+from nas.cli.render import console, emit_json, format_value, out, status_text
+from nas.controller import Reporter
+from nas.errors import ConfigError
+
+
+def add_commands(commands) -> None:
+    retrain = commands.add_parser(
+        "retrain",
+        help="retrain a search's picks and its baselines over seeds, measured on the test split",
+    )
+    retrain.add_argument("search_id", help="a search id (a unique prefix is enough)")
+    retrain.add_argument(
+        "--pick",
+        action="append",
+        help="knee (default), best, front, a trial number or an arch_id; repeatable",
+    )
+    length = retrain.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=integer, help="training steps (default: the search's)")
+    length.add_argument("--epochs", type=number, help="passes over the training rows instead")
+    retrain.add_argument("--seeds", type=integer, default=3, help="seeds 0..S-1 (default 3)")
+    retrain.add_argument(
+        "--train-on",
+        default="train",
+        help="train (default), or train+valid: more rows, measured on test all the same",
+    )
+    retrain.add_argument("--no-baselines", action="store_true", help="only the picks")
+    retrain.add_argument("--concurrency", type=integer, help="trainings at once")
+    registry_flag(retrain)
+    retrain.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
+    retrain.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    retrain.set_defaults(run=cmd_retrain)
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+
+    from nas.config import validate_config
+    from nas.controller import plan
+    from nas.registry import new_search_id
+    from nas.retrain import TRAIN_ON, plan_retrain
+
+    registry = open_registry(args)
+    search = registry.get_search(args.search_id)
+    for flag, value in (("--steps", args.steps), ("--concurrency", args.concurrency)):
+        if value is not None and value < 1:
+            raise ConfigError(flag, f"must be a positive integer, got {value}")
+    if args.epochs is not None and not 0 < args.epochs <= 1000:
+        raise ConfigError("--epochs", f"must be in (0, 1000], got {args.epochs}")
+    config = plan_retrain(
+        registry,
+        search,
+        args.pick or [],
+        args.steps,
+        args.seeds,
+        args.train_on,
+        not args.no_baselines,
+    )
+    base = Path(search.config_path).parent if search.config_path else Path.cwd()
+    with console.status(f"Checking the retrain of {search.id} ..."):
+        checked = plan(config, base, args.address)
+    changes = {}
+    if args.epochs is not None:
+        rows = sum(len(checked.dataset.split_rows(p)) for p in TRAIN_ON[args.train_on])
+        changes["budget"] = {
+            **config.budget.model_dump(),
+            "steps": max(1, math.ceil(args.epochs * rows / config.train.batch_size)),
+        }
+    if args.concurrency is not None:
+        changes["resources"] = {**config.resources.model_dump(), "concurrency": args.concurrency}
+    if changes:
+        config = validate_config({**config.to_dict(), **changes}, f"the retrain of {search.id}")
+        checked.config = config
+    retrain = registry.create_search(
+        new_search_id(f"{config.name[:16]}-retrain"),
+        config.name,
+        config.to_dict(),
+        search.config_path,
+    )
+    from nas.cli.search import run_search
+
+    return run_search(registry, retrain, checked, args)
+
+
+def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
+    from nas.retrain import RetrainController, retrain_report
+
+    config = checked.config
+    retrain = config.retrain
+    if not args.json:
+        console.print(
+            f"retrain [bold]{search.id}[/] of {retrain.of}: {len(retrain.picks)} "
+            f"architectures x {retrain.seeds} seeds, {config.budget.steps} steps each on "
+            f"{retrain.train_on}, measured on the test split of {config.dataset}",
+            highlight=False,
+        )
+    reporter = Reporter() if args.json else RetrainReporter()
+    try:
+        controller = RetrainController(registry, search, checked, reporter)
+    except BaseException as err:
+        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        registry.update_search(search.id, status=status, message=message, pid=None)
+        raise
+    search = controller.run()
+    report = retrain_report(config, registry.trials(search.id))
+    code = 130 if search.status == "interrupted" else 0
+    if args.json:
+        emit_json({"id": search.id, "status": search.status, **report.to_dict()})
+        return code
+    print_retrain(report)
+    if search.status != "completed":
+        console.print(
+            f"retrain {search.id}: {search.status}; continue it with: nas resume {search.id}"
+        )
+    return code
+
+
+def print_retrain(report) -> None:
+    """A retrain's comparison: per architecture, test figures over seeds and the paired
+    difference from the best baseline."""
+    title = (
+        f"retrain of {report.of}: test split, {report.steps} steps on {report.train_on}, "
+        f"{report.seeds} seeds (mean ± std)"
+    )
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("architecture", "picked as", "NE (± std)", "AUC", "FLOPs"):
+        table.add_column(
+            column,
+            justify="left" if column in ("architecture", "picked as") else "right",
+            no_wrap=column != "picked as",
+        )
+    best = report.best_baseline or "best baseline"
+    table.add_column(f"NE - {best} (95% CI)", justify="right", no_wrap=True)
+    for row in report.rows:
+        ne, auc = row.metrics["ne"], row.metrics["auc"]
+        diff = "-"
+        if row.vs_best is not None:
+            mean, half = row.vs_best
+            diff = f"{mean:+.4f} ± {half:.4f}" if half == half else f"{mean:+.4f}"
+        table.add_row(
+            row.label,
+            ", ".join(row.picked_as),
+            f"{ne[0]:.4f} ± {ne[1]:.4f}",
+            f"{auc[0]:.4f}",
+            format_value("flops", row.costs.get("flops")),
+            diff,
+        )
+    out.print(table)
+
+
+class RetrainReporter(Reporter):
+    """One progress bar over the retrain's (architecture, seed) trainings."""
+
+    def __init__(self):
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.task = None
+
+    def start(self, search, total: int, done: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("retraining", total=total, completed=done, note="")
+
+    def trial_started(self, trial) -> None:
+        self.progress.update(self.task, description=f"training {trial.label}")
+
+    def trial_retried(self, trial, reason: str) -> None:
+        self.progress.console.print(f"[yellow]retrying[/] {trial.label}: {reason}", highlight=False)
+
+    def trial_finished(self, trial, report) -> None:
+        done = report.counts["completed"] + report.counts["failed"]
+        note = f"{trial.label}: NE {trial.metrics['ne']:.4f}" if trial.metrics else ""
+        self.progress.update(self.task, completed=done, note=note)
+        if trial.status == "failed":
+            first = (trial.error or "").splitlines()[0] if trial.error else ""
+            self.progress.console.print(
+                f"[yellow]{trial.label} failed:[/] {first}", highlight=False
+            )
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+
+def status_of_retrain(search, config, trials, as_json: bool) -> None:
+    from nas.registry import display_status
+    from nas.retrain import retrain_report
+
+    report = retrain_report(config, trials)
+    status = display_status(search)
+    if as_json:
+        emit_json(
+            {"id": search.id, "status": status, "message": search.message, **report.to_dict()}
+        )
+        return
+    counts = report.counts
+    out.print(
+        f"retrain {search.id} of {report.of}: {status_text(status)}"
+        + (f" ({search.message})" if search.message else "")
+        + f"; {counts['completed']} of {len(config.retrain.picks) * report.seeds} trainings "
+        f"done, {counts['failed']} failed",
+        highlight=False,
+    )
+    print_retrain(report)

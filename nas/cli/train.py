@@ -1,0 +1,185 @@
+"""``nas blocks`` and ``nas train``: the block library, and one architecture trained."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import nullcontext
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from nas.cli.flags import as_flags, common_flags, integer, number
+from nas.cli.render import console, emit_json, out, si
+from nas.errors import ConfigError
+from nas.objectives import SERVING_CANDIDATES
+
+
+def add_commands(commands) -> None:
+    blocks_cmd = commands.add_parser("blocks", help="the registered blocks and their parameters")
+    blocks_cmd.add_argument(
+        "pattern", nargs="?", default="*", help="glob over block names (default *)"
+    )
+    blocks_cmd.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    blocks_cmd.set_defaults(run=cmd_blocks)
+
+    train = commands.add_parser("train", help="train one architecture and measure it")
+    train.add_argument("spec", type=Path, help="an ArchSpec JSON file (see examples/specs/)")
+    train.add_argument("--dataset", default="movielens-1m", help="a prepared or preparable dataset")
+    train.add_argument("--steps", type=integer, default=2000, help="optimizer steps (default 2000)")
+    train.add_argument(
+        "--batch-size", type=integer, default=1024, help="examples per step (default 1024)"
+    )
+    train.add_argument("--lr", type=number, help="dense-weight learning rate (AdamW)")
+    train.add_argument("--embedding-lr", type=number, help="embedding learning rate (lazy Adam)")
+    train.add_argument(
+        "--seed", type=integer, default=0, help="seed for initialisation and shuffling"
+    )
+    train.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        default="valid",
+        help="where to measure (default valid; keep test for the final report)",
+    )
+    common_flags(train)
+    train.set_defaults(run=cmd_train)
+
+
+def cmd_blocks(args: argparse.Namespace) -> None:
+    import blocks
+
+    entries = [blocks.get_block(name) for name in blocks.list_blocks(args.pattern)]
+    listing = [
+        {
+            "name": e.name,
+            "kind": e.kind,
+            "summary": e.summary,
+            "parameters": {
+                k: e.config_cls.default_params().get(k, "(required)")
+                for k in e.config_cls.param_names()
+            },
+        }
+        for e in entries
+    ]
+    if args.json:
+        emit_json(listing)
+        return
+    if not listing:
+        console.print(f"no block matches {args.pattern!r}; try: nas blocks")
+        return
+    table = Table(
+        title='blocks: interaction blocks go in a spec\'s "interaction" list; '
+        "embedding blocks are built from the dataset's fields; sequence blocks go in its "
+        '"sequence" "layers" and run over the user\'s history',
+        title_justify="left",
+    )
+    for column in ("name", "kind", "parameters (defaults)", "what it is"):
+        table.add_column(column, overflow="fold")
+    for item in listing:
+        params = ", ".join(
+            f"{k}={json.dumps(v) if v != '(required)' else v}"
+            for k, v in item["parameters"].items()
+        )
+        table.add_row(item["name"], item["kind"], params, item["summary"])
+    out.print(table)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from nas.data import load_dataset
+    from nas.model import model_configs
+    from nas.spec import ArchSpec
+    from workers.train import TrainConfig
+    from workers.trial import TrialData, evaluate
+
+    spec = ArchSpec.load(args.spec)
+    overrides = {
+        k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None
+    }
+    with as_flags():
+        config = TrainConfig(
+            steps=args.steps, batch_size=args.batch_size, seed=args.seed, **overrides
+        )
+    with console.status(f"Loading {args.dataset} ...") if not args.json else nullcontext():
+        dataset = load_dataset(args.dataset, args.cache_dir)
+    try:
+        model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
+    except ConfigError as err:
+        raise err.within(source=f"{args.spec} (on {dataset.name})") from None
+    data = TrialData.from_prepared(dataset, args.split)
+    if args.json:
+        result = evaluate(spec, data, config)
+        emit_json(result.to_dict())
+        return
+    result = _train_with_progress(spec, data, config)
+    _print_result(result)
+
+
+def _train_with_progress(spec, data, config):
+
+    from workers.trial import evaluate
+
+    label = spec.name or spec.arch_id
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"train {label}", total=config.steps, loss=float("nan"))
+
+        def on_step(step: int, loss: float) -> None:
+            if step % 10 == 0 or step == config.steps:
+                progress.update(task, completed=step, loss=loss)
+
+            if step == config.steps:
+                progress.update(task, description=f"evaluate {label} on {data.split}")
+
+        return evaluate(spec, data, config, on_step=on_step)
+
+
+def _print_result(result) -> None:
+    table = Table(
+        title=f"{result.name or 'candidate'} on {result.dataset} ({result.split} split)",
+        show_header=False,
+        title_justify="left",
+    )
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_column(style="dim")
+    for label, value, note in (
+        ("arch_id", result.arch_id, ""),
+        (
+            "NE",
+            f"{result.ne:.4f}",
+            "logloss / entropy of the training positive rate; lower is better",
+        ),
+        ("AUC", f"{result.auc:.4f}", ""),
+        ("logloss", f"{result.logloss:.4f}", ""),
+        ("FLOPs / example", si(result.flops), "2 per multiply-add, measured with fvcore"),
+        (
+            "serving FLOPs",
+            si(result.serving_flops),
+            f"per candidate, {SERVING_CANDIDATES} per request, request side computed once",
+        ),
+        ("params", f"{result.params:,}", ""),
+        ("train examples/s", f"{result.train_examples_per_s:,.0f}", ""),
+        (
+            "seconds",
+            f"{result.seconds:.1f}",
+            f"{result.steps} steps x {result.batch_size}, seed {result.seed}",
+        ),
+    ):
+        table.add_row(label, value, note)
+    out.print(table)
