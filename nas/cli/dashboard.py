@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from nas.cli.flags import integer, open_registry, registry_flag
-from nas.cli.render import console, out
+from nas.cli.render import console, emit_json, out
 from nas.errors import ConfigError, NasError
 
 
@@ -19,6 +20,7 @@ def add_commands(commands) -> None:
     dashboard.add_argument("--port", type=integer, default=5000, help="for mlflow ui (5000)")
     dashboard.add_argument("--open", action="store_true", help="open it in a browser")
     registry_flag(dashboard)
+    dashboard.add_argument("--json", action="store_true", help="print {search, url} as JSON")
     dashboard.set_defaults(run=cmd_dashboard)
 
 
@@ -50,7 +52,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / ("compare-" + "-".join(s.id for s in searches)[:150] + ".html")
         path.write_text(page("comparison", comparison_figure(summaries)))
-        out.print(f"comparison of {len(searches)} searches: {path}", highlight=False)
+        if args.json:
+            emit_json({"searches": [s.id for s in searches], "page": str(path)})
+        else:
+            out.print(f"comparison of {len(searches)} searches: {path}", highlight=False)
         if args.open:
             webbrowser.open(path.as_uri())
         return 0
@@ -63,7 +68,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     uri = config.tracking_uri or default_tracking_uri()
     if is_server(uri):
         url = run_url(uri, search.mlflow_experiment_id, search.mlflow_run_id)
-        out.print(f"{search.id}: {url}", highlight=False)
+        _say(search.id, url, args.json)
         if args.open:
             webbrowser.open(url)
         return 0
@@ -72,7 +77,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     url = run_url(
         f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
     )
-    out.print(f"{search.id}: {url}\n(its pareto.html is among the run's artifacts; Ctrl-C stops)")
+    _say(search.id, url, args.json, "its pareto.html is among the run's artifacts; Ctrl-C stops")
     if args.open:
         webbrowser.open(url)
     try:
@@ -81,3 +86,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         process.terminate()
         process.wait(timeout=30)
     return 0
+
+
+def _say(search_id: str, url: str, as_json: bool, note: str | None = None) -> None:
+    if as_json:
+        emit_json({"search": search_id, "url": url})
+    else:
+        out.print(f"{search_id}: {url}" + (f"\n({note})" if note else ""), highlight=False)
+    sys.stdout.flush()  # a script reading the URL must not wait for the server to end
