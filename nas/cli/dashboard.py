@@ -92,5 +92,5 @@ def _say(search_id: str, url: str, as_json: bool, note: str | None = None) -> No
     if as_json:
         emit_json({"search": search_id, "url": url})
     else:
-        out.print(f"{search_id}: {url}" + (f"\n({note})" if note else ""), highlight=False)
+        out.print(f"{search_id}: {url}" + (f"\n({note})" if note else ""), soft_wrap=True)
     sys.stdout.flush()  # a script reading the URL must not wait for the server to end
