@@ -193,4 +193,5 @@ def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None
         assert busy.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in busy.stderr
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        process.communicate(timeout=60)
+        assert process.returncode == 0
