@@ -6,6 +6,14 @@ import json
 import math
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 console = Console(stderr=True)  # progress and messages; stdout carries results
 
@@ -28,22 +36,36 @@ def emit_json(data: object) -> None:
     print(json.dumps(finite(data), indent=2, default=str, allow_nan=False))
 
 
-def si(value: float) -> str:
+def si(value: float, digits: int = 2) -> str:
+    """A count with an SI unit: 291072 -> 291.07K."""
     for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
         if value >= scale:
-            return f"{value / scale:.2f}{unit}"
+            return f"{value / scale:.{digits}f}{unit}"
     return f"{value:.0f}"
 
 
 def format_value(name: str, value) -> str:
+    """An objective's or metric's value in a table: counts with a unit, rates to 4 places."""
     if value is None:
         return "-"
     if name in ("flops", "serving_flops", "params"):
-        for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-            if value >= scale:
-                return f"{value / scale:.1f}{unit}"
-        return f"{value:.0f}"
+        return si(value, 1)
     return f"{value:.4f}"
+
+
+def progress_bar(fields: str = "{task.fields[note]}", eta: bool = True) -> Progress:
+    """The commands' one progress-bar look: description, bar, done/total, ``fields`` (a
+    task's own figures), elapsed and, with ``eta``, the time left."""
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(fields),
+        TimeElapsedColumn(),
+    ]
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    return Progress(*columns, console=console)
 
 
 def status_text(status: str) -> str:

@@ -7,17 +7,10 @@ import math
 from pathlib import Path
 
 from rich import box
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from nas.cli.flags import integer, number, open_registry, registry_flag
-from nas.cli.render import console, emit_json, format_value, out, status_text
+from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
 from nas.controller import Reporter
 from nas.errors import ConfigError
 
@@ -170,14 +163,7 @@ class RetrainReporter(Reporter):
     """One progress bar over the retrain's (architecture, seed) trainings."""
 
     def __init__(self):
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
+        self.progress = progress_bar(eta=False)
         self.task = None
 
     def start(self, search, total: int, done: int) -> None:

@@ -11,18 +11,10 @@ import time
 from pathlib import Path
 
 from rich import box
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from nas.cli.flags import integer, open_registry, registry_flag
-from nas.cli.render import console, emit_json, format_value, out, status_text
+from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
 from nas.controller import FINISHED, Reporter
 from nas.errors import ConfigError, NasError
 
@@ -171,16 +163,7 @@ class ProgressReporter(Reporter):
 
     def __init__(self, config):
         self.config = config
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=console,
-        )
+        self.progress = progress_bar()
         self.task = None
         self.jobs: dict[str, object] = {}  # job name -> its bar
 

@@ -7,18 +7,10 @@ import json
 from contextlib import nullcontext
 from pathlib import Path
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, integer, number
-from nas.cli.render import console, emit_json, out, si
+from nas.cli.render import console, emit_json, out, progress_bar, si
 from nas.errors import ConfigError
 from nas.objectives import SERVING_CANDIDATES
 
@@ -127,16 +119,7 @@ def _train_with_progress(spec, data, config):
     from workers.trial import evaluate
 
     label = spec.name or spec.arch_id
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    with progress_bar("loss {task.fields[loss]:.4f}") as progress:
         task = progress.add_task(f"train {label}", total=config.steps, loss=float("nan"))
 
         def on_step(step: int, loss: float) -> None:
