@@ -264,7 +264,9 @@ def search_row(search, summary) -> dict:
         "message": search.message,
         "created_at": search.created_at.isoformat() if search.created_at else None,
         "elapsed_min": round(elapsed_seconds(search) / 60, 2),
-        "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}",
+        "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}"
+        if not search.config.get("retrain")
+        else f"retrain of {search.config['retrain']['of']}",
         "baselines": summary.counts["baselines"],
         "completed": summary.counts["completed"],
         "stopped": summary.counts["stopped"],
