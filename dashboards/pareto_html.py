@@ -53,7 +53,8 @@ def pareto_figure(summary, title: str, links: dict[int, str] | None = None):
 
     links = links or {}
     names = summary.objectives
-    pairs = [(x, y) for y, x in combinations(range(len(names)), 2)]  # cost across, quality up
+    # cost across, quality up; one objective: against the trial number
+    pairs = [(x, y) for y, x in combinations(range(len(names)), 2)] or [(None, 0)]
     candidates = summary.candidates
     searched = [c for c in candidates if not c.is_baseline]
     baselines = [c for c in candidates if c.is_baseline]
@@ -112,22 +113,30 @@ def _view(summary, x: int, y: int, searched, baselines, links) -> list[dict]:
     """The restyle + relayout of one pair of objectives: data of the four traces, axes."""
     names, directions = summary.objectives, summary.directions
     candidates = summary.candidates
-    values = np.array([[c.values[x], c.values[y]] for c in candidates])
-    on_front = [candidates[i] for i in front_indices(values, [directions[x], directions[y]])]
-    on_front.sort(key=lambda c: c.values[x] * (1 if directions[x] == "min" else -1))
+
+    def across(c) -> float:
+        return c.number if x is None else c.values[x]
+
+    if x is None:  # one objective: its best point is the front
+        values, senses = np.array([[c.values[y]] for c in candidates]), [directions[y]]
+    else:
+        values = np.array([[c.values[x], c.values[y]] for c in candidates])
+        senses = [directions[x], directions[y]]
+    on_front = [candidates[i] for i in front_indices(values, senses)]
+    on_front.sort(key=lambda c: across(c) * (1 if x is None or directions[x] == "min" else -1))
     stair_x, stair_y, text = [], [], []
     for k, c in enumerate(on_front):  # the attainment staircase through the front
-        if k:
-            stair_x.append(c.values[x])
+        if k and x is not None:
+            stair_x.append(across(c))
             stair_y.append(on_front[k - 1].values[y])
             text.append("")
-        stair_x.append(c.values[x])
+        stair_x.append(across(c))
         stair_y.append(c.values[y])
         text.append(_hover(c, links.get(c.number)))
     knee = [summary.knee] if summary.knee else []
     groups = [searched, baselines, None, knee]
     data = {
-        "x": [[c.values[x] for c in g] if g is not None else stair_x for g in groups],
+        "x": [[across(c) for c in g] if g is not None else stair_x for g in groups],
         "y": [[c.values[y] for c in g] if g is not None else stair_y for g in groups],
         "text": [
             [_hover(c, links.get(c.number)) for c in g] if g is not None else text for g in groups
@@ -135,8 +144,8 @@ def _view(summary, x: int, y: int, searched, baselines, links) -> list[dict]:
     }
     layout = {
         "xaxis": {
-            "title": {"text": f"{names[x]} ({directions[x]}imise)"},
-            "type": "log" if names[x] in LOG_SCALE else "linear",
+            "title": {"text": "trial" if x is None else f"{names[x]} ({directions[x]}imise)"},
+            "type": "log" if x is not None and names[x] in LOG_SCALE else "linear",
         },
         "yaxis": {
             "title": {"text": f"{names[y]} ({directions[y]}imise)"},

@@ -29,8 +29,9 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
-def start_ui(tracking_uri: str, artifacts: Path | None, port: int) -> subprocess.Popen:
-    """``mlflow ui`` for a local store on 127.0.0.1:``port``, once it answers."""
+def start_ui(tracking_uri: str, artifacts: Path | None, port: int, log: Path) -> subprocess.Popen:
+    """``mlflow ui`` for a local store on 127.0.0.1:``port``, once it answers. Its output
+    goes to ``log``: a pipe nobody reads would fill and stall the server."""
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise NasError(f"port {port} on 127.0.0.1 is in use; pick another with --port")
@@ -42,13 +43,13 @@ def start_ui(tracking_uri: str, artifacts: Path | None, port: int) -> subprocess
     ]  # fmt: skip
     if artifacts is not None:
         command += ["--default-artifact-root", str(artifacts)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:
         if process.poll() is not None:
-            tail = " ".join((process.stderr.read() or "").split())[-400:]
+            tail = " ".join(log.read_text(errors="replace").split())[-400:]
             raise NasError(f"mlflow ui stopped at start (exit {process.returncode}): {tail}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
@@ -56,8 +57,18 @@ def start_ui(tracking_uri: str, artifacts: Path | None, port: int) -> subprocess
                     return process
         except OSError:
             time.sleep(0.5)
-    process.kill()
+    stop_ui(process)
     raise NasError(f"mlflow ui did not answer on 127.0.0.1:{port} within {STARTUP_S} s")
+
+
+def stop_ui(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def comparison_figure(summaries: dict[str, object]):

@@ -88,6 +88,20 @@ def test_every_candidate_is_drawn_once_with_its_front_and_knee(recorded) -> None
         assert layout["xaxis"]["title"]["text"].startswith(summary.objectives[x])
 
 
+def test_one_objective_is_drawn_against_the_trial_number(recorded) -> None:
+    config, trials, _ = recorded
+    one = validate_config({**config.to_dict(), "objectives": ["ne"]})
+    summary = summarize(one, trials)
+    traces = {t.name: t for t in pareto_figure(summary, "one").data}
+    assert len(traces["searched candidates"].x) == 12
+    assert list(traces["Pareto front"].y) == [min(c.values[0] for c in summary.candidates)]
+    assert figure_title(pareto_figure(summary, "one")) == "trial"
+
+
+def figure_title(figure) -> str:
+    return figure.layout.xaxis.title.text
+
+
 def test_progress_never_goes_back(recorded) -> None:
     config, trials, _ = recorded
     figure = progress_figure(config, trials, "dash")
@@ -166,32 +180,42 @@ def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None
 
     runs, ids = _stores(tmp_path, recorded)
     port = _free_port()
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "nas.cli", "dashboard", ids[1], "--port", str(port)],
         env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        line = process.stdout.readline()
-        assert line.startswith(f"{ids[1]}: http://127.0.0.1:{port}/#/experiments/"), line
-        run_id = line.strip().rsplit("/", 1)[1]
-        registry = Registry(f"sqlite:///{runs / 'registry.db'}")
-        assert run_id == registry.get_search(ids[1]).mlflow_run_id
-        api = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
-        with urllib.request.urlopen(api, timeout=10) as reply:
-            assert json.load(reply)["run"]["info"]["run_id"] == run_id
-        # Loopback only: the store has no authentication.
-        listening = [
-            c
-            for c in psutil.net_connections("tcp")
-            if c.laddr.port == port and c.status == "LISTEN"
-        ]
-        assert listening and {c.laddr.ip for c in listening} == {"127.0.0.1"}
-        busy = subprocess.run(
-            [sys.executable, "-m", "nas.cli", "dashboard", ids[0], "--port", str(port)],
-            env=env_for(runs), cwd=REPO, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert busy.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in busy.stderr
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)
+    ) as process:  # fmt: skip
+        try:
+            _check_served(process, runs, ids, port)
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
         assert process.returncode == 0
+
+
+def _check_served(process, runs, ids, port) -> None:
+    """The UI answers for the search's run, on loopback only; a second one on the same
+    port is refused."""
+    from tests.test_search import REPO, env_for
+
+    line = process.stdout.readline()
+    assert line.startswith(f"{ids[1]}: http://127.0.0.1:{port}/#/experiments/"), line
+    run_id = line.strip().rsplit("/", 1)[1]
+    registry = Registry(f"sqlite:///{runs / 'registry.db'}")
+    assert run_id == registry.get_search(ids[1]).mlflow_run_id
+    api = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
+    with urllib.request.urlopen(api, timeout=10) as reply:
+        assert json.load(reply)["run"]["info"]["run_id"] == run_id
+    # Loopback only: the store has no authentication.
+    listening = [
+        c for c in psutil.net_connections("tcp") if c.laddr.port == port and c.status == "LISTEN"
+    ]
+    assert listening and {c.laddr.ip for c in listening} == {"127.0.0.1"}
+    busy = subprocess.run(
+        [sys.executable, "-m", "nas.cli", "dashboard", ids[0], "--port", str(port)],
+        env=env_for(runs), cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert busy.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in busy.stderr

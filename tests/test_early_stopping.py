@@ -221,7 +221,9 @@ def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: 
 @pytest.mark.slow
 def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    path = write(tmp_path, strategy="optuna", objectives="[ne]", baselines="false", seed=1)
+    path = write(
+        tmp_path, strategy="optuna", candidates=8, objectives="[ne]", baselines="false", seed=1
+    )
     done = nas(runs, "submit", str(path))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()
@@ -243,7 +245,13 @@ def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Pat
 @pytest.mark.slow
 def test_the_median_rule_runs_a_search_to_its_end(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    path = write(tmp_path, scheduler="median", extra=", every_steps: 40, min_samples: 2")
+    path = write(
+        tmp_path,
+        scheduler="median",
+        candidates=6,
+        baselines="false",
+        extra=", every_steps: 40, min_samples: 2",
+    )
     done = nas(runs, "submit", str(path))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()

@@ -117,7 +117,7 @@ def test_a_killed_retrain_resumes_and_trains_each_pair_once(searched) -> None:
     runs, search_id = searched
     process = subprocess.Popen(
         [sys.executable, "-m", "nas.cli", "retrain", search_id, "--pick", "0", "--pick", "1",
-         "--no-baselines", "--steps", "150", "--seeds", "3"],
+         "--no-baselines", "--steps", "100", "--seeds", "3"],
         env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip
@@ -127,7 +127,7 @@ def test_a_killed_retrain_resumes_and_trains_each_pair_once(searched) -> None:
         while time.time() < deadline:
             time.sleep(0.5)
             retrains = [s for s in registry.list_searches() if s.config.get("retrain")]
-            fresh = [s for s in retrains if s.config["budget"]["steps"] == 150]
+            fresh = [s for s in retrains if s.config["budget"]["steps"] == 100]
             if fresh and sum(t.status == "completed" for t in registry.trials(fresh[0].id)) >= 2:
                 break
         else:

@@ -83,7 +83,7 @@ def rung_reporter(scheduled: bool, started: float):
     return report
 
 
-def _run(config: dict[str, Any], data: TrialData, started: float):
+def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
     torch.set_num_threads(config["threads"])
     spec = ArchSpec.from_dict(config["spec"])
     train_config = TrainConfig(**config["train"])
@@ -112,7 +112,11 @@ def _run(config: dict[str, Any], data: TrialData, started: float):
     rungs = None
     if config.get("rungs"):
         plan = config["rungs"]
-        rungs = Rungs(tuple(plan["steps"]), plan["rows"], rung_reporter(plan["scheduled"], started))
+        rungs = Rungs(
+            tuple(plan["steps"]),
+            plan["rows"],
+            rung_reporter(plan["scheduled"], started or time.time()),
+        )
     result = evaluate(spec, data, train_config, on_step, rungs)
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

@@ -59,7 +59,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         if args.open:
             webbrowser.open(path.as_uri())
         return 0
-    from dashboards.ui import is_server, run_url, start_ui
+    from dashboards.ui import is_server, run_url, start_ui, stop_ui
 
     (search,) = searches
     if search.mlflow_run_id is None:
@@ -73,7 +73,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
             webbrowser.open(url)
         return 0
     with console.status(f"starting mlflow ui on 127.0.0.1:{args.port} ..."):
-        process = start_ui(uri, runs_dir() / "mlartifacts", args.port)
+        log = runs_dir() / "dashboards" / f"mlflow-ui-{args.port}.log"
+        process = start_ui(uri, runs_dir() / "mlartifacts", args.port, log)
     url = run_url(
         f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
     )
@@ -83,8 +84,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         process.wait()
     except KeyboardInterrupt:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_ui(process)
     return 0
 
 
