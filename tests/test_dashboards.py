@@ -187,7 +187,7 @@ def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None
         try:
             _check_served(process, runs, ids, port)
         finally:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)  # SIGINT may be ignored under CI
             try:
                 process.communicate(timeout=90)
             except subprocess.TimeoutExpired:
