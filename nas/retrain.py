@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nas.config import RetrainConfig, RetrainPick, SearchConfig, validate_config
-from nas.controller import FINISHED, Controller
+from nas.controller import FINISHED, INTERRUPTED, Controller
 from nas.errors import ConfigError, NasError
 from nas.registry import Registry, Search, Trial
 from nas.registry.models import RETRAIN_KIND
@@ -59,7 +59,7 @@ def plan_retrain(
     chosen = resolve_picks(config, trials, picks or ["knee"])
     if baselines:
         for t in trials:
-            if t.is_baseline and t.arch_id not in {p.spec_arch_id for p in chosen}:
+            if t.is_baseline and t.arch_id not in {p.trial.arch_id for p in chosen}:
                 chosen.append(_Picked(t, "baseline"))
     if not chosen:
         raise NasError(f"search {search.id} has nothing to retrain")
@@ -83,10 +83,6 @@ def plan_retrain(
 class _Picked:
     trial: Trial
     why: str
-
-    @property
-    def spec_arch_id(self) -> str:
-        return self.trial.arch_id
 
     def pick(self) -> RetrainPick:
         t = self.trial
@@ -151,8 +147,7 @@ class RetrainController(Controller):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.retrain: RetrainConfig = self.config.retrain
-        self.scheduler = None  # a retrain trains every pair in full
+        self.retrain: RetrainConfig = self.config.retrain  # its config has no scheduler
 
     def _total(self) -> int:
         return len(self.retrain.picks) * self.retrain.seeds
@@ -237,8 +232,6 @@ class RetrainController(Controller):
         trials = self.registry.trials(search.id)
         if not self.todo and not self.rerun and all(t.status in FINISHED for t in trials):
             return "completed", None
-        from nas.controller import INTERRUPTED
-
         return "interrupted", INTERRUPTED
 
 
@@ -331,9 +324,7 @@ def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
         index = {p.label: i for i, p in enumerate(retrain.picks)}
         best_runs = done[index[best.label]]
         rows = [
-            RetrainRow(**{**r.__dict__, "vs_best": _paired(done[index[r.label]], best_runs)})
-            if r is not best
-            else r
+            r if r is best else replace(r, vs_best=_paired(done[index[r.label]], best_runs))
             for r in rows
         ]
     rows.sort(key=lambda r: r.metrics["ne"][0])
