@@ -89,6 +89,13 @@ class RetrainPick(Strict):
     trial: int | None = None  # its trial number in the search that found it
 
 
+class RegisterConfig(Strict):
+    """Where ``nas retrain --register`` puts its best model in MLflow's Model Registry."""
+
+    name: str
+    alias: str = "champion"
+
+
 class RetrainConfig(Strict):
     """What ``nas retrain`` trains: written when the retrain is created, so a resumed one
     trains exactly the same (``nas/retrain.py``)."""
@@ -97,6 +104,7 @@ class RetrainConfig(Strict):
     picks: list[RetrainPick]
     seeds: int = Field(default=3, ge=1, le=100)
     train_on: str = "train"  # or "train+valid"; the test split is always the one measured
+    register_as: RegisterConfig | None = None  # register the best model when it completes
 
 
 class SearchConfig(Strict):

@@ -85,6 +85,16 @@ class Plan:
         return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 
 
+def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
+    """The search's MLflow tracking URI, checked, and the artifact root for the default local
+    store (None for a server, which chooses its own)."""
+    from nas import endpoints
+
+    if config.tracking_uri is None:
+        return default_tracking_uri(), runs_dir() / "mlartifacts"
+    return endpoints.tracking_uri(config.tracking_uri), None
+
+
 def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
     """Build everything a search needs from its config (``ray_address``: the command line's,
     over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
@@ -102,10 +112,7 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
         address = endpoints.ray_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
     else:
         address = None
-    if config.tracking_uri is None:
-        tracking, artifacts = default_tracking_uri(), runs_dir() / "mlartifacts"
-    else:
-        tracking, artifacts = endpoints.tracking_uri(config.tracking_uri), None
+    tracking, artifacts = tracking_store(config)
     cpus = os.cpu_count() or 1
     if address is None and config.resources.cpus_per_trial > cpus:
         raise ConfigError(

@@ -23,9 +23,17 @@ import functools
 import math
 import statistics
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from nas.config import RetrainConfig, RetrainPick, SearchConfig, validate_config
+from nas.config import (
+    RegisterConfig,
+    RetrainConfig,
+    RetrainPick,
+    SearchConfig,
+    runs_dir,
+    validate_config,
+)
 from nas.controller import FINISHED, INTERRUPTED, Controller
 from nas.errors import ConfigError, NasError
 from nas.registry import Registry, Search, Trial
@@ -45,9 +53,14 @@ def plan_retrain(
     seeds: int,
     train_on: str,
     baselines: bool,
+    register: RegisterConfig | None = None,
 ) -> SearchConfig:
     """The config of a retrain of ``search``: checked, nothing written. ``ConfigError``
     names the flag at fault and what would be valid."""
+    if register is not None:
+        from nas.serving import check_name
+
+        check_name(register.name, register.alias)
     if seeds < 1 or seeds > 100:
         raise ConfigError("--seeds", f"must be between 1 and 100, got {seeds}")
     if train_on not in TRAIN_ON:
@@ -73,6 +86,7 @@ def plan_retrain(
             picks=[p.pick() for p in chosen],
             seeds=seeds,
             train_on=train_on,
+            register_as=register,
         ).model_dump(),
     )
     data["budget"]["candidates"] = len(chosen) * seeds
@@ -148,6 +162,8 @@ class RetrainController(Controller):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.retrain: RetrainConfig = self.config.retrain  # its config has no scheduler
+        self.registered = None  # nas.serving.Registered, once registered
+        self.register_error: str | None = None
 
     def _total(self) -> int:
         return len(self.retrain.picks) * self.retrain.seeds
@@ -208,6 +224,12 @@ class RetrainController(Controller):
         self.known[trial.arch_id] = trial
         return self.start(tune_id, trial, trial.job["seed"], None)
 
+    def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
+        """A retrain trial keeps its trained weights (for ``--register``)."""
+        arch_id = ArchSpec.from_dict(trial.spec).arch_id
+        path = weights_path(self.search.id, arch_id, seed)
+        return super().start(tune_id, trial, seed, rungs) | {"save_weights": str(path)}
+
     def _estimate(self, trial: Trial) -> dict[str, float]:
         return {}
 
@@ -225,6 +247,16 @@ class RetrainController(Controller):
 
             html = page(search.id, retrain_figure(report))
             self.tracker.log_text(search.mlflow_run_id, html, "retrain.html")
+        register = self.retrain.register_as
+        if search.status == "completed" and register is not None:
+            from nas.serving import register_retrain
+
+            try:
+                self.registered = register_retrain(
+                    self.registry, search, register.name, register.alias
+                )
+            except NasError as err:  # the retrain stands; registering can be done again
+                self.register_error = str(err)
 
     def _final_status(self, search, time_budget, seconds) -> tuple[str, str | None]:
         if self.cancelled:
@@ -237,6 +269,12 @@ class RetrainController(Controller):
 
 def _pair_id(pick: RetrainPick, seed: int) -> str:
     return f"{ArchSpec.from_dict(pick.spec).arch_id}-s{seed}"
+
+
+def weights_path(retrain_id: str, arch_id: str, seed: int) -> Path:
+    """Where a retrain trial keeps its trained weights: under the runs folder (on a Ray
+    cluster, that folder must be shared, as Tune's storage is)."""
+    return runs_dir() / "weights" / retrain_id / f"{arch_id}-s{seed}.pt"
 
 
 # --- the report ----------------------------------------------------------------------------

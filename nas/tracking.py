@@ -88,6 +88,7 @@ class Tracker:
         # With a tracking server, MLflow prints "View run ... at: <url>" to stdout for every
         # run it ends: noise in the progress display, and invalid `--json` output.
         os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+        os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"  # ours show progress
         self.uri = uri
         self.artifact_root = artifact_root  # for a local store; a server chooses its own
         with store_lock(uri):  # a new sqlite store: its schema made by one process at a time

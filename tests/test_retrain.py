@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -93,9 +94,113 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
     ]
 
 
+def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(searched, tmp_path):
+    runs, search_id = searched
+    done = nas(
+        runs, "retrain", search_id, "--pick", "best", "--no-baselines", "--steps", "30",
+        "--seeds", "2", "--register", "tiny-ranker", "--alias", "prod", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    registered = report["registered"]
+    assert registered["version"] == "1" and registered["alias"] == "prod"
+    assert registered["uri"] == "models:/tiny-ranker@prod"
+    assert registered["arch_id"] == report["rows"][0]["arch_id"] and registered["seed"] == 0
+    # The registry: the version, its alias and its tags.
+    listed = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
+    (version,) = listed
+    assert version["aliases"] == ["prod"]
+    dataset = registry_of(runs).get_search(search_id).config["dataset"]
+    from nas.data import load_dataset
+
+    data = load_dataset(dataset)
+    assert version["tags"]["search_id"] == search_id and version["tags"]["dataset"] == dataset
+    assert version["tags"]["split_checksum"] == data.manifest["split_checksum"]
+    assert version["tags"]["arch_id"] == registered["arch_id"]
+    # Raw rows of the test split, one with an unknown item, one without a history.
+    split_rows = data.split_rows("test")[:6]
+    rows = data.raw_form().decode(data.features("test")[:6], data.array("timestamp")[split_rows])
+    rows[1]["item_id"] = "an item nobody has seen"
+    del rows[2]["history"]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    predicted = nas(runs, "predict", registered["uri"], "--input", str(jsonl), "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    scores = [json.loads(line)["probability"] for line in predicted.stdout.splitlines()]
+    assert len(scores) == 6 and all(0 < p < 1 for p in scores)
+    assert len(set(scores)) > 1
+    # A CSV of the same rows (every value a string; no history column) scores as JSON does
+    # for the rows whose history was absent in both.
+    csv_file = tmp_path / "rows.csv"
+    columns = [c for c in rows[0] if c != "history"]
+    csv_file.write_text(
+        ",".join(columns) + "\n"
+        + "".join(",".join(f'"{r[c]}"' for c in columns) + "\n" for r in rows)
+    )  # fmt: skip
+    from_csv = nas(runs, "predict", registered["uri"], "--input", str(csv_file), "--json")
+    assert from_csv.returncode == 0, from_csv.stderr
+    csv_scores = [json.loads(line)["probability"] for line in from_csv.stdout.splitlines()]
+    assert csv_scores[2] == pytest.approx(scores[2], abs=1e-6)
+    # Bad rows: exit 2, the row and the field named, no traceback.
+    bad = dict(rows[0], timestamp="noon")
+    jsonl.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
+    refused = nas(runs, "predict", registered["uri"], "--input", str(jsonl))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "row 2: 'timestamp' must be an integer" in " ".join(refused.stderr.split())
+    # MLflow's own loader in a fresh Python gives the same scores.
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = (
+        "import json, sys, mlflow, pandas as pd\n"
+        f"mlflow.set_tracking_uri('sqlite:///{runs / 'mlflow.db'}')\n"
+        f"mlflow.set_registry_uri('sqlite:///{runs / 'mlflow.db'}')\n"
+        "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+        "for r in rows:\n"  # genres are "|"-joined already; the history goes as JSON
+        "    r['history'] = json.dumps(r.get('history', []))\n"
+        "model = mlflow.pyfunc.load_model('models:/tiny-ranker@prod')\n"
+        "print(json.dumps(model.predict(pd.DataFrame(rows))['probability'].tolist()))\n"
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", script, str(jsonl)], capture_output=True, text=True, cwd=tmp_path,
+        env={**env_for(runs), "PYTHONPATH": str(REPO)}, timeout=300,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout.splitlines()[-1]) == pytest.approx(scores, abs=1e-6)
+    # Exports: loaded back, they give the eager model's scores on the same rows.
+    import torch
+
+    from nas.data.raw import RawForm
+    from nas.data.schema import Schema
+
+    for fmt, name in (("torch-export", "model.pt2"), ("torchscript", "model.pt")):
+        folder = tmp_path / fmt
+        exported = nas(runs, "export", registered["uri"], "--format", fmt, "--out", str(folder))
+        assert exported.returncode == 0, exported.stderr
+        info = json.loads((folder / "recnas_model.json").read_text())
+        features = RawForm.from_dict(info["raw_form"]).features(
+            rows, Schema.from_list(info["schema"])
+        )
+        with warnings.catch_warnings():  # torch.jit.load is deprecated; still asked for
+            warnings.simplefilter("ignore", DeprecationWarning)
+            program = (
+                torch.export.load(folder / name).module()
+                if fmt == "torch-export"
+                else torch.jit.load(str(folder / name))
+            )
+        inputs = features.inputs()
+        meta = json.loads((folder / "export.json").read_text())
+        inputs = inputs[: len(meta["inputs"])]
+        with torch.no_grad():
+            probabilities = torch.sigmoid(program(*inputs)).tolist()
+        assert probabilities == pytest.approx(scores, abs=1e-5)
+        again = nas(runs, "export", registered["uri"], "--format", fmt, "--out", str(folder))
+        assert again.returncode == 2 and "exists" in again.stderr
+
+
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
+        (["--register", "bad name!"], "--register: 'bad name!' is not a model name"),
+        (["--register", "ok", "--alias", "latest"], "--alias: 'latest' is not an alias"),
         (["--pick", "999"], "--pick: 999 is not a completed trial; use knee, best, front"),
         (["--pick", "zzzz"], "'zzzz' matches no completed candidate"),
         (["--seeds", "0"], "--seeds: must be between 1 and 100"),
@@ -117,7 +222,7 @@ def test_a_killed_retrain_resumes_and_trains_each_pair_once(searched) -> None:
     runs, search_id = searched
     process = subprocess.Popen(
         [sys.executable, "-m", "nas.cli", "retrain", search_id, "--pick", "0", "--pick", "1",
-         "--no-baselines", "--steps", "100", "--seeds", "3"],
+         "--no-baselines", "--steps", "100", "--seeds", "3", "--register", "resumed-model"],
         env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip
@@ -144,3 +249,6 @@ def test_a_killed_retrain_resumes_and_trains_each_pair_once(searched) -> None:
     assert all(t.status == "completed" for t in pairs)
     assert len(pairs) == len({t.arch_id for t in pairs}) == 3 * len(report["rows"]) == 6
     assert registry.get_search(retrain.id).sessions == 2
+    # --register was part of the retrain: the resumed session registers when it completes.
+    assert report["registered"]["name"] == "resumed-model" and report["register_error"] is None
+    assert report["registered"]["arch_id"] == report["rows"][0]["arch_id"]

@@ -21,6 +21,7 @@ from nas.flops import measure_flops_per_example
 from nas.model import build_model
 from nas.objectives import SERVING_CANDIDATES
 from nas.spec import ArchSpec
+from workers import checkpoint
 from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
 
@@ -144,9 +145,11 @@ def evaluate(
     config: TrainConfig,
     on_step: StepCallback | None = None,
     rungs: Rungs | None = None,
+    save_weights: str | None = None,
 ) -> TrialResult:
     """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``
-    (and, with ``rungs``, on a validation subsample at each rung while it trains)."""
+    (and, with ``rungs``, on a validation subsample at each rung while it trains); with
+    ``save_weights``, keep the trained state dict at that path."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
@@ -214,6 +217,8 @@ def evaluate(
 
     train_started = time.perf_counter()
     stats = train(model, train_rows, config, callback)
+    if save_weights is not None:
+        checkpoint.save(save_weights, model.state_dict())
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
     eval_seconds = time.perf_counter() - eval_start

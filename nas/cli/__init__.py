@@ -9,6 +9,10 @@ shown, ``flags`` for shared flag types.
     nas list | status ID | pareto ID       what the registry knows about searches
     nas resume ID | cancel ID              continue after a crash or Ctrl-C; stop a search
     nas retrain ID --pick knee             retrain picks and baselines, compare on test
+      [--register NAME]                    ... and register the best in MLflow's registry
+    nas models list | register             registered models
+    nas predict MODEL_URI --input ROWS     score raw rows with a registered model
+    nas export MODEL_URI --out DIR         torch.export / TorchScript for serving
     nas dashboard [ID ...]                 MLflow's UI at a search, or fronts compared
     nas doctor                             is this setup ready?
 
@@ -25,7 +29,7 @@ from rich.markup import escape
 from nas.cli.render import console
 from nas.errors import NasError, TrainingError
 
-GROUPS = ("data", "train", "search", "retrain", "dashboard", "doctor")
+GROUPS = ("data", "train", "search", "retrain", "models", "dashboard", "doctor")
 
 
 def main(argv: list[str] | None = None) -> int:

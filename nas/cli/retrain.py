@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from nas.cli.flags import integer, number, open_registry, registry_flag
@@ -36,6 +37,14 @@ def add_commands(commands) -> None:
         help="train (default), or train+valid: more rows, measured on test all the same",
     )
     retrain.add_argument("--no-baselines", action="store_true", help="only the picks")
+    retrain.add_argument(
+        "--register",
+        metavar="NAME",
+        help="when done, register the best retrained pick in MLflow's Model Registry as NAME",
+    )
+    retrain.add_argument(
+        "--alias", default="champion", help="the registered version's alias (default champion)"
+    )
     retrain.add_argument("--concurrency", type=integer, help="trainings at once")
     registry_flag(retrain)
     retrain.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
@@ -45,7 +54,7 @@ def add_commands(commands) -> None:
 
 def cmd_retrain(args: argparse.Namespace) -> int:
 
-    from nas.config import validate_config
+    from nas.config import RegisterConfig, validate_config
     from nas.controller import plan
     from nas.registry import new_search_id
     from nas.retrain import TRAIN_ON, plan_retrain
@@ -65,6 +74,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         args.seeds,
         args.train_on,
         not args.no_baselines,
+        RegisterConfig(name=args.register, alias=args.alias) if args.register else None,
     )
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking the retrain of {search.id} ..."):
@@ -115,13 +125,27 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
     search = controller.run()
     report = retrain_report(config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
+    registered = controller.registered.to_dict() if controller.registered else None
+    if controller.register_error:
+        code = 2
     if args.json:
-        emit_json({"id": search.id, "status": search.status, **report.to_dict()})
+        extra = {"registered": registered, "register_error": controller.register_error}
+        emit_json({"id": search.id, "status": search.status, **report.to_dict(), **extra})
         return code
     print_retrain(report)
     if search.status != "completed":
         console.print(
             f"retrain {search.id}: {search.status}; continue it with: nas resume {search.id}"
+        )
+    if controller.registered:
+        from nas.cli.models import print_registered
+
+        print_registered(controller.registered)
+    if controller.register_error:
+        console.print(
+            f"[red]error:[/] could not register the model: {escape(controller.register_error)}; "
+            f"try again with: nas models register {search.id} {retrain.register_as.name}",
+            highlight=False,
         )
     return code
 

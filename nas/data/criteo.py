@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from nas.data.prepared import assign_splits
+from nas.data.raw import RawForm
 from nas.data.schema import Field, Schema
 from nas.data.sources import open_file
 from nas.errors import DataError, shown
@@ -79,13 +80,14 @@ def from_tsv(
     train_rows = int((split == 0).sum())
 
     categorical = np.zeros((rows, NUM_CATEGORICAL), dtype=np.int32)
-    cardinalities = []
+    cardinalities, vocabs = [], []
     for j, column in enumerate(raw_categorical):
         values, counts = np.unique(np.array(column[:train_rows], dtype=object), return_counts=True)
         kept = sorted(v for v, c in zip(values, counts, strict=True) if v and c >= min_count)
         vocab = {v: i + 1 for i, v in enumerate(kept)}
         categorical[:, j] = [vocab.get(v, 0) for v in column]
         cardinalities.append(len(vocab) + 1)
+        vocabs.append(vocab)
     dense = np.log1p(np.clip(np.nan_to_num(raw_dense, nan=0.0), 0, None)).astype(np.float32)
 
     schema = Schema(
@@ -107,8 +109,25 @@ def from_tsv(
         "min_count": min_count,
         "split_rule": "file order: first ceil(0.8n) train, up to ceil(0.9n) valid, rest test",
         "label_rule": "column 1",
+        "raw_form": raw_form(vocabs).to_dict(),
     }
     return arrays, manifest
+
+
+def raw_form(vocabs: list[dict[str, int]]) -> RawForm:
+    """A serving row: I1..I13 (numbers, may be empty) and C1..C26 (strings, may be empty)."""
+    dense = [f"I{j + 1}" for j in range(NUM_DENSE)]
+    sparse = [f"C{j + 1}" for j in range(NUM_CATEGORICAL)]
+    columns = {c: {"type": "number", "optional": True} for c in dense}
+    columns |= {c: {"type": "string", "optional": True} for c in sparse}
+    return RawForm(
+        columns=columns,
+        categorical=[
+            {"field": c, "column": c, "vocab": v} for c, v in zip(sparse, vocabs, strict=True)
+        ],
+        multi_hot=[],
+        dense=[{"field": c, "column": c} for c in dense],
+    )
 
 
 def write_synthetic_criteo(path: Path, rows: int, seed: int) -> None:

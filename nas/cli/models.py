@@ -1,0 +1,189 @@
+"""``nas models``, ``nas predict``, ``nas export``: retrained models in MLflow's registry.
+
+nas models list [NAME]                      registered versions, their aliases and tags
+nas models register RETRAIN_ID NAME         register a finished retrain's best model
+nas predict MODEL_URI --input rows.jsonl    score raw rows (JSONL or CSV)
+nas export MODEL_URI --format torch-export --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from rich import box
+from rich.table import Table
+
+from nas.cli.flags import open_registry, registry_flag
+from nas.cli.render import console, emit_json, out
+from nas.errors import ConfigError
+
+FORMATS = ("torch-export", "torchscript")
+
+
+def add_commands(commands) -> None:
+    models = commands.add_parser("models", help="registered models (MLflow Model Registry)")
+    models.set_defaults(group=models)
+    verbs = models.add_subparsers(title="commands", metavar="COMMAND")
+    listing = verbs.add_parser("list", help="registered versions, their aliases and tags")
+    listing.add_argument("name", nargs="?", help="one registered model (default: all)")
+    tracking_flag(listing)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=cmd_models_list)
+    register = verbs.add_parser("register", help="register a finished retrain's best model")
+    register.add_argument("retrain_id", help="a retrain's id (a unique prefix is enough)")
+    register.add_argument("name", help="the registered model's name")
+    register.add_argument("--alias", default="champion", help="alias to set (default champion)")
+    registry_flag(register)
+    register.add_argument("--json", action="store_true")
+    register.set_defaults(run=cmd_models_register)
+
+    predict = commands.add_parser("predict", help="score raw rows with a registered model")
+    predict.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion, or runs:/ID/model")
+    predict.add_argument("--input", required=True, help="rows as JSON lines (.jsonl) or CSV")
+    tracking_flag(predict)
+    predict.add_argument("--json", action="store_true", help="one JSON object per row")
+    predict.set_defaults(run=cmd_predict)
+
+    export = commands.add_parser("export", help="export a registered model for serving")
+    export.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion")
+    export.add_argument("--format", default="torch-export", help=" or ".join(FORMATS))
+    export.add_argument("--out", required=True, help="folder to write (must not exist)")
+    tracking_flag(export)
+    export.add_argument("--json", action="store_true")
+    export.set_defaults(run=cmd_export)
+
+
+def tracking_flag(parser) -> None:
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking store (default: MLFLOW_TRACKING_URI, else the runs folder's)",
+    )
+
+
+def _tracking(args: argparse.Namespace) -> str:
+    import os
+
+    from nas import endpoints
+    from nas.config import default_tracking_uri
+
+    given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    return endpoints.tracking_uri(given) if given else default_tracking_uri()
+
+
+def cmd_models_list(args: argparse.Namespace) -> None:
+    from nas.serving import list_versions
+
+    versions = list_versions(_tracking(args), args.name)
+    if args.json:
+        emit_json(versions)
+        return
+    if not versions:
+        out.print("no registered models yet; register one with nas retrain ... --register NAME")
+        return
+    table = Table(box=box.SIMPLE_HEAD, title="registered models", title_justify="left")
+    for column in ("name", "version", "aliases", "architecture", "test NE", "search"):
+        table.add_column(column, overflow="fold")
+    table.add_column("created (UTC)")
+    for v in versions:
+        tags = v["tags"]
+        table.add_row(
+            v["name"],
+            v["version"],
+            ", ".join("@" + a for a in v["aliases"]),
+            tags.get("arch_id", "")[:12],
+            tags.get("test_ne_mean", "")[:6],
+            tags.get("search_id", ""),
+            v["created"],
+        )
+    out.print(table)
+
+
+def cmd_models_register(args: argparse.Namespace) -> None:
+    from nas.serving import register_retrain
+
+    registry = open_registry(args)
+    search = registry.get_search(args.retrain_id)
+    with console.status(f"Registering {search.id}'s best model as {args.name} ..."):
+        registered = register_retrain(registry, search, args.name, args.alias)
+    if args.json:
+        emit_json(registered.to_dict())
+    else:
+        print_registered(registered)
+
+
+def print_registered(registered) -> None:
+    out.print(
+        f"registered [bold]{registered.name}[/] version {registered.version} "
+        f"({registered.arch_id[:12]}, seed {registered.seed}) as @{registered.alias}; "
+        f"score rows with: nas predict {registered.uri} --input rows.jsonl",
+        highlight=False,
+    )
+
+
+def read_rows(path: str) -> list[dict]:
+    """Rows from JSON lines or CSV (by the file's suffix); ``ConfigError`` names the line."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError("--input", f"no file at {file}")
+    suffix = file.suffix.lower()
+    if suffix not in (".jsonl", ".json", ".csv"):
+        raise ConfigError("--input", f"{file}: use a .jsonl (JSON lines) or .csv file")
+    try:
+        text = file.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError("--input", f"{file}: cannot read it ({err})") from None
+    if suffix == ".csv":
+        return list(csv.DictReader(text.splitlines()))
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as err:
+            raise ConfigError("--input", f"{file} line {number}: not JSON ({err})") from None
+    return rows
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from nas.serving import predict_rows
+
+    rows = read_rows(args.input)
+    if not rows:
+        raise ConfigError("--input", f"{args.input} has no rows")
+    with console.status(f"Scoring {len(rows):,} rows with {args.model_uri} ..."):
+        scores = predict_rows(_tracking(args), args.model_uri, rows)
+    if args.json:
+        for row, score in zip(rows, scores, strict=True):
+            print(json.dumps({"row": row, "probability": float(score)}))
+        return
+    table = Table(box=box.SIMPLE_HEAD, title=f"{args.model_uri}: click probability")
+    table.add_column("row", justify="right")
+    shown = [c for c in list(rows[0])[:4] if c != "history"]
+    for column in shown:
+        table.add_column(column, overflow="ellipsis", max_width=24)
+    table.add_column("probability", justify="right")
+    for i, (row, score) in enumerate(zip(rows, scores, strict=True), start=1):
+        table.add_row(str(i), *(str(row.get(c, "")) for c in shown), f"{score:.4f}")
+    out.print(table)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from nas.serving import export_model
+
+    if args.format not in FORMATS:
+        raise ConfigError("--format", f"must be one of {', '.join(FORMATS)}, got {args.format!r}")
+    folder = Path(args.out)
+    if folder.exists():
+        raise ConfigError("--out", f"{folder} exists; give a new folder (nothing is overwritten)")
+    with console.status(f"Exporting {args.model_uri} as {args.format} ..."):
+        written = export_model(_tracking(args), args.model_uri, args.format, folder)
+    if args.json:
+        emit_json(written)
+        return
+    out.print(f"exported {args.model_uri} ({args.format}) to {folder}:", highlight=False)
+    for name, what in written["files"].items():
+        out.print(f"  {name}  {what}", highlight=False)

@@ -1,0 +1,281 @@
+"""A dataset's raw feature form: rows as a serving system sends them -> a model's ``Features``.
+
+``prepare`` turns source files into ids with vocabularies; a registered model must do the
+same to rows it has never seen, with the same vocabularies. ``RawForm`` keeps them, as data
+(JSON next to the prepared arrays), with the recipe of each field:
+
+    columns      raw column -> type: "string", "integer", "number", "strings" (a list, or
+                 one string with "|" between values) or "events" (a list of
+                 [item, action, time] triples, the user's past events, oldest first)
+    categorical  one per categorical field, in schema order: a vocabulary lookup of a
+                 column (optionally of its first ``prefix`` characters, or of a release
+                 year, normalised), or a value derived from an integer unix time (hour,
+                 weekday)
+    multi_hot    one per multi-hot field: a lookup of each value of a "strings" column
+    dense        one per dense field: log(1 + max(x, 0)) of a "number" column
+    history      the "events" column, its items looked up in a categorical field's vocabulary
+
+An unknown category maps to id 0, the unknown id every vocabulary reserves. A column that is
+missing, or has a value of the wrong type, raises ``RawInputError`` naming the row and the
+column. Optional columns (the history, Criteo's sparse values) may be absent or empty.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nas.data.schema import Features, Schema
+from nas.errors import NasError
+
+COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
+DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
+    "hour": lambda t: (t // 3600) % 24 + 1,
+    "weekday": lambda t: (t // 86400 + 3) % 7 + 1,  # 1970-01-01 was a Thursday; Monday = 1
+}
+
+
+class RawInputError(NasError):
+    """A raw row the model cannot read: names the row (1-based) and the column."""
+
+    def __init__(self, row: int, column: str, problem: str):
+        super().__init__(f"row {row}: {column!r} {problem}")
+        self.row, self.column = row, column
+
+
+def normalise_year(text: str) -> str:
+    """Release years are spelled '1995' or '1995.0'; normalise, keep '' for missing."""
+    try:
+        return str(int(float(text)))
+    except ValueError:
+        return ""
+
+
+@dataclass(frozen=True)
+class RawForm:
+    columns: dict[str, dict[str, Any]]  # name -> {"type", "optional"}
+    categorical: list[dict[str, Any]]  # {"field", "column", "vocab" | "derive", "prefix", "year"}
+    multi_hot: list[dict[str, Any]]  # {"field", "column", "vocab", "max_len"}
+    dense: list[dict[str, Any]]  # {"field", "column"}
+    history: dict[str, Any] | None = None  # {"column", "items": categorical field, "max_len"}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RawForm:
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    # --- raw rows -> features ---------------------------------------------------------------
+
+    def typed(self, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Raw rows checked and converted to their columns' types ("strings" as lists,
+        "events" as lists of triples, an absent optional column as its empty value)."""
+        return [self._read(i, row) for i, row in enumerate(rows, start=1)]
+
+    def features(self, rows: Iterable[Mapping[str, Any]], schema: Schema) -> Features:
+        """Encode raw rows (dicts by column name) as the model's input; labels are 0."""
+        cells = self.typed(rows)
+        n = len(cells)
+        categorical = np.zeros((n, len(self.categorical)), dtype=np.int64)
+        for j, recipe in enumerate(self.categorical):
+            categorical[:, j] = [self._category(recipe, c[recipe["column"]]) for c in cells]
+        width = max((m["max_len"] for m in self.multi_hot), default=0)
+        multi_hot = np.zeros((n, len(self.multi_hot), width), dtype=np.int64)
+        for j, recipe in enumerate(self.multi_hot):
+            for i, c in enumerate(cells):
+                ids = [recipe["vocab"].get(v, 0) for v in c[recipe["column"]]]
+                ids = ids[: recipe["max_len"]]
+                multi_hot[i, j, : len(ids)] = ids
+        dense = np.zeros((n, len(self.dense)), dtype=np.float32)
+        for j, recipe in enumerate(self.dense):
+            dense[:, j] = [math.log1p(max(c[recipe["column"]], 0.0)) for c in cells]
+        arrays = {
+            "categorical": categorical,
+            "multi_hot": multi_hot,
+            "dense": dense,
+            "label": np.zeros(n, dtype=np.float32),
+        }
+        events: dict[str, np.ndarray] = {}
+        if schema.history is not None:
+            arrays, events = self._history(arrays, cells, schema.history.actions)
+        return Features.from_arrays(arrays, events, schema)
+
+    def _history(self, arrays: dict, cells: list[dict], actions: int) -> tuple[dict, dict]:
+        """Each row's events laid end to end, with the row's bounds into them; a row's
+        "now" is its own time column when it has one (else its last event's time). An
+        action outside 1..actions-1 is unknown (0), as an unknown item is."""
+        recipe = self.history
+        items = next(c for c in self.categorical if c["field"] == recipe["items"])["vocab"]
+        item, action, time, start, end, now = [], [], [], [], [], []
+        for c in cells:
+            start.append(len(item))
+            for key, act, when in c[recipe["column"]]:
+                item.append(items.get(key, 0))
+                action.append(act if 0 < act < actions else 0)
+                time.append(when)
+            end.append(len(item))
+            now.append(c.get(recipe.get("now", ""), time[-1] if end[-1] > start[-1] else 0))
+        arrays |= {
+            "history_start": np.array(start, dtype=np.int64),
+            "history_end": np.array(end, dtype=np.int64),
+            "history_now": np.array(now, dtype=np.int64),
+        }
+        if not item:  # History indexes its events: give it one padding event
+            item, action, time = [0], [0], [0]
+        events = {
+            "item": np.array(item, dtype=np.int64),
+            "action": np.array(action, dtype=np.int64),
+            "time": np.array(time, dtype=np.int64),
+        }
+        return arrays, events
+
+    @staticmethod
+    def _category(recipe: dict, value: Any) -> int:
+        if "derive" in recipe:
+            return int(DERIVED[recipe["derive"]](value))
+        if recipe.get("year"):
+            value = normalise_year(value)
+        if recipe.get("prefix"):
+            value = value[: recipe["prefix"]]
+        return recipe["vocab"].get(value, 0)
+
+    def _read(self, number: int, row: Mapping[str, Any]) -> dict[str, Any]:
+        """One row's columns, checked and converted to their types."""
+        if not isinstance(row, Mapping):
+            raise RawInputError(number, "(row)", f"must be an object of columns, got {row!r}")
+        out = {}
+        for name, column in self.columns.items():
+            value = row.get(name)
+            if _missing(value):
+                if not column["optional"]:
+                    raise RawInputError(number, name, f"is missing; expected {_wants(column)}")
+                value = None
+            out[name] = _convert(number, name, column["type"], value)
+        return out
+
+    # --- features -> raw rows (an input example) --------------------------------------------
+
+    def decode(self, features: Features, times: np.ndarray | None) -> list[dict[str, Any]]:
+        """Raw rows that encode to ``features`` (multi-hot and dense as far as the vocab
+        and the log keep them); ``times``: each row's unix time, for derived fields."""
+        rows: list[dict[str, Any]] = [{} for _ in range(len(features))]
+        for j, recipe in enumerate(self.categorical):
+            if "derive" in recipe:
+                for i, row in enumerate(rows):
+                    row[recipe["column"]] = int(times[i]) if times is not None else 0
+                continue
+            if recipe.get("prefix") and recipe["column"] in rows[0]:
+                continue  # the full value is there already
+            names = _inverse(recipe["vocab"])
+            for i, row in enumerate(rows):
+                row[recipe["column"]] = names.get(int(features.categorical[i, j]), "")
+        for j, recipe in enumerate(self.multi_hot):
+            names = _inverse(recipe["vocab"])
+            for i, row in enumerate(rows):
+                ids = [int(v) for v in features.multi_hot[i, j] if v > 0]
+                row[recipe["column"]] = "|".join(names[v] for v in ids)
+        for j, recipe in enumerate(self.dense):
+            for i, row in enumerate(rows):
+                row[recipe["column"]] = float(np.expm1(float(features.dense[i, j])))
+        history = features.history
+        if self.history is not None and history is not None:
+            vocab = next(c for c in self.categorical if c["field"] == self.history["items"])
+            names = _inverse(vocab["vocab"])
+            for i, row in enumerate(rows):
+                begin = max(int(history.start[i]), int(history.end[i]) - history.max_len)
+                events = range(begin, int(history.end[i]))
+                row[self.history["column"]] = [
+                    [
+                        names.get(int(history.item[e]), ""),
+                        int(history.action[e]),
+                        int(history.time[e]),
+                    ]
+                    for e in events
+                ]
+        return rows
+
+
+def _inverse(vocab: dict[str, int]) -> dict[int, str]:
+    return {v: k for k, v in vocab.items()}
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _wants(column: dict) -> str:
+    return {
+        "string": "a string",
+        "integer": "an integer",
+        "number": "a number",
+        "strings": 'a list of strings, or one string with "|" between values',
+        "events": "a list of [item, action, time] triples",
+    }[column["type"]]
+
+
+def _convert(number: int, name: str, kind: str, value: Any) -> Any:
+    """``value`` as column type ``kind`` (None: the optional column's empty value)."""
+    wants = _wants({"type": kind})
+    bad = RawInputError(number, name, f"must be {wants}, got {value!r}")
+    if kind == "string":
+        if value is None:
+            return ""
+        if isinstance(value, bool) or not isinstance(value, str | int | np.integer):
+            raise bad
+        return str(value)
+    if kind in ("integer", "number"):
+        if value is None or value == "":
+            if kind == "integer":
+                raise RawInputError(number, name, f"must be {wants}, got an empty value")
+            return 0.0
+        if isinstance(value, bool):
+            raise bad
+        try:
+            parsed = float(value)
+        except (TypeError, ValueError):
+            raise bad from None
+        if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
+            raise bad
+        return int(parsed) if kind == "integer" else parsed
+    if kind == "strings":
+        if value is None or value == "":
+            return []
+        if isinstance(value, str):
+            return value.split("|")
+        if isinstance(value, list | tuple | np.ndarray) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise bad
+    # events
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise bad from None
+    if not isinstance(value, list | tuple):
+        raise bad
+    events = []
+    for event in value:
+        if not (isinstance(event, list | tuple) and len(event) == 3):
+            raise bad
+        key, action, when = event
+        if not isinstance(key, str | int) or isinstance(key, bool):
+            raise bad
+        events.append(
+            [
+                str(key),
+                _convert(number, f"{name}[action]", "integer", action),
+                _convert(number, f"{name}[time]", "integer", when),
+            ]
+        )
+    return events

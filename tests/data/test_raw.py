@@ -1,0 +1,104 @@
+"""The raw form: serving rows -> the same ids ``prepare`` gave, unknowns to 0, bad rows named."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nas.data.raw import RawInputError
+
+
+def raw_rows(dataset, split: str, count: int):
+    rows = dataset.split_rows(split)[:count]
+    features = dataset.features(split)[:count]
+    times = dataset.array("timestamp")[rows] if dataset.schema.history else None
+    return features, dataset.raw_form().decode(features, times)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_movielens_rows_in_raw_form_encode_to_the_prepared_ids(ml100k, split) -> None:
+    features, rows = raw_rows(ml100k, split, 400)
+    assert {"user_id", "item_id", "timestamp", "genres", "history"} <= set(rows[0])
+    again = ml100k.raw_form().features(json.loads(json.dumps(rows)), ml100k.schema)
+    assert torch.equal(again.categorical, features.categorical)
+    assert torch.equal(again.multi_hot, features.multi_hot)
+    assert torch.equal(again.history.tensor(), features.history.tensor())
+
+
+def test_criteo_rows_in_raw_form_encode_to_the_prepared_features(criteo_like) -> None:
+    features, rows = raw_rows(criteo_like, "valid", 30)
+    again = criteo_like.raw_form().features(rows, criteo_like.schema)
+    assert torch.equal(again.categorical, features.categorical)
+    assert torch.allclose(again.dense, features.dense, atol=1e-5)
+    empty = criteo_like.raw_form().features([{}], criteo_like.schema)  # every column optional
+    assert empty.categorical.sum() == 0 and empty.dense.abs().sum() == 0
+
+
+def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
+    _, rows = raw_rows(ml100k, "test", 2)
+    form = ml100k.raw_form()
+    row = dict(rows[0], item_id="no such film", gender="?", genres="Nothing|Drama")
+    row["history"] = [["no such film", 9, 1], rows[0]["history"][-1]]
+    encoded = form.features([row], ml100k.schema)
+    names = [f.name for f in ml100k.schema.of_kind("categorical")]
+    assert encoded.categorical[0, names.index("item")] == 0
+    assert encoded.categorical[0, names.index("gender")] == 0
+    assert encoded.categorical[0, names.index("user")] > 0
+    drama = form.multi_hot[0]["vocab"]["Drama"]
+    assert encoded.multi_hot[0, 0, :2].tolist() == [0, drama]
+    history = encoded.history.tensor()[0]
+    assert history[0, :2].tolist() == [0, 0]  # unknown item, an action out of range
+    assert history[1, 0] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "row", "column", "words"),
+    [
+        ({"gender": None}, 2, "gender", "is missing"),
+        ({"timestamp": "yesterday"}, 2, "timestamp", "must be an integer"),
+        ({"timestamp": 1.5}, 2, "timestamp", "must be an integer"),
+        ({"timestamp": True}, 2, "timestamp", "must be an integer"),
+        ({"user_id": {"id": 1}}, 2, "user_id", "must be a string"),
+        ({"genres": [1, 2]}, 2, "genres", "list of strings"),
+        ({"history": "not json"}, 2, "history", "triples"),
+        ({"history": [["1", "five", 3]]}, 2, "history[action]", "must be an integer"),
+    ],
+)
+def test_a_bad_row_is_named_with_its_column(ml100k, change, row, column, words) -> None:
+    _, rows = raw_rows(ml100k, "test", 2)
+    bad = {k: v for k, v in {**rows[1], **change}.items() if v is not None}
+    with pytest.raises(RawInputError) as caught:
+        ml100k.raw_form().features([rows[0], bad], ml100k.schema)
+    assert (caught.value.row, caught.value.column) == (row, column)
+    assert words in str(caught.value) and f"row {row}" in str(caught.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["user_id", "item_id", "gender", "timestamp", "genres", "history", "x"]),
+        st.one_of(
+            st.none(),
+            st.integers(-(2**40), 2**40),
+            st.floats(allow_nan=True),
+            st.text(max_size=8),
+            st.lists(st.text(max_size=3), max_size=3),
+        ),
+    )
+)
+def test_any_row_encodes_or_raises_a_named_error(ml100k, change) -> None:
+    _, rows = raw_rows(ml100k, "test", 1)
+    form = ml100k.raw_form()
+    try:
+        encoded = form.features([{**rows[0], **change}], ml100k.schema)
+    except RawInputError as err:
+        assert err.row == 1 and err.column.split("[")[0] in form.columns
+        return
+    for j, field in enumerate(ml100k.schema.of_kind("categorical")):
+        assert 0 <= int(encoded.categorical[0, j]) < field.cardinality
+    assert np.isfinite(encoded.dense.numpy()).all()
