@@ -136,18 +136,16 @@ class FeatureTokens(nn.Module):
     def forward(
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
     ) -> Split:
-        req, cand = [], []
+        tokens, memory = self.request_tokens(request)
+        return Split(tokens, self.candidate_tokens(candidates), owner, memory)
+
+    def request_tokens(self, request: RequestInputs) -> tuple[torch.Tensor, Memory | None]:
+        """The request side's tokens [R, N_r, D] and its encoded history (if it has one)."""
+        req = []
         if self.request_embedding is not None:
             req.append(self.request_embedding(request.categorical))
-        if self.embedding is not None:
-            cand.append(self.embedding(candidates.categorical))
-        bags = self.columns["multi_hot"]
-        for j, i in enumerate(bags["request"]):
+        for j, i in enumerate(self.columns["multi_hot"]["request"]):
             req.append(self.bags[i](request.multi_hot[:, j]))
-        for j, i in enumerate(bags["candidate"]):
-            cand.append(self.bags[i](candidates.multi_hot[:, j]))
-        if self.bottom is not None:
-            cand.append(self.bottom(candidates.dense.unsqueeze(1)))
         memory = None
         if self.history is not None:
             if request.history is None:
@@ -155,8 +153,18 @@ class FeatureTokens(nn.Module):
             token, memory = self.history(request.history)
             req.append(token)
         rows = request.categorical.shape[0]
-        r = torch.cat(req, dim=1) if req else torch.zeros(rows, 0, self.dim)
-        return Split(r, torch.cat(cand, dim=1), owner, memory)
+        return (torch.cat(req, dim=1) if req else torch.zeros(rows, 0, self.dim)), memory
+
+    def candidate_tokens(self, candidates: CandidateInputs) -> torch.Tensor:
+        """The candidate side's tokens [C, N_c, D]."""
+        cand = []
+        if self.embedding is not None:
+            cand.append(self.embedding(candidates.categorical))
+        for j, i in enumerate(self.columns["multi_hot"]["candidate"]):
+            cand.append(self.bags[i](candidates.multi_hot[:, j]))
+        if self.bottom is not None:
+            cand.append(self.bottom(candidates.dense.unsqueeze(1)))
+        return torch.cat(cand, dim=1)
 
 
 TOKEN_PARTS = ("request_embedding", "embedding", "bag", "bottom", "history_embedding", "sequence")
@@ -209,17 +217,36 @@ class RankingModel(nn.Module):
     ) -> torch.Tensor:
         """Logits [C] for C candidates of R requests; ``owner`` [C] gives each candidate's
         request row (None: row-aligned, R == C)."""
-        stages = self.stages(request, candidates, owner)
+        return self._score(self.stages(request, candidates, owner))
+
+    def score_candidates(
+        self,
+        request_tokens: torch.Tensor,
+        memory: Memory | None,
+        candidates: CandidateInputs,
+        owner: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``score_requests`` from the request side's tokens and history (``request_tokens``
+        of ``self.tokens``), computed earlier: the candidate half of request-oriented
+        serving. The request parts of GLM layers still run once per request, here."""
+        x = Split(request_tokens, self.tokens.candidate_tokens(candidates), owner, memory)
+        return self._score(self.stages_from(x))
+
+    def _score(self, stages: list[Split]) -> torch.Tensor:
+        """Logits [C] from tokens_0 and every interaction layer's output."""
         fed = stages if self.feed_all else stages[-1:]
         request_part = torch.cat([s.request.flatten(1) for s in fed], dim=1)
         candidate_part = torch.cat([s.candidate.flatten(1) for s in fed], dim=1)
-        return self._top(Split(request_part, candidate_part, owner)).view(-1)
+        return self._top(Split(request_part, candidate_part, stages[0].owner)).view(-1)
 
     def stages(
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
     ) -> list[Split]:
         """tokens_0 and every interaction layer's output, split by side."""
-        x = self.tokens(request, candidates, owner)
+        return self.stages_from(self.tokens(request, candidates, owner))
+
+    def stages_from(self, x: Split) -> list[Split]:
+        """tokens_0 ``x`` and every interaction layer's output."""
         stages = [x]
         for layer in self.interaction:
             x = apply_layer(layer, x)

@@ -390,22 +390,14 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        if fmt == "torch-export":
-            program = _torch_export(model, example)
-            torch.export.save(program, tmp / "model.pt2")
-            exported = torch.export.load(tmp / "model.pt2").module()
-            files = {"model.pt2": "torch.export program (torch.export.load(...).module())"}
-        else:
-            with torch.no_grad(), warnings.catch_warnings():
-                # Branches on shapes that are fixed per model (a side with no tokens): the
-                # checks below compare the traced program with the eager one. TorchScript
-                # is deprecated in favour of torch.export, but it is what was asked for.
-                warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-                warnings.filterwarnings("ignore", category=DeprecationWarning)
-                traced = torch.jit.trace(model, example, check_trace=False)
-                traced.save(str(tmp / "model.pt"))
-                exported = torch.jit.load(str(tmp / "model.pt"))
-            files = {"model.pt": "TorchScript (torch.jit.load)"}
+        name = "model.pt2" if fmt == "torch-export" else "model.pt"
+        batch = torch.export.Dim("batch", min=2)
+        shapes = tuple({0: batch} for _ in example)
+        exported = _save_program(model, example, shapes, fmt, tmp / name)
+        files = {
+            name: "per-candidate scoring: ids -> logits"
+            + (" (torch.export.load(...).module())" if fmt == "torch-export" else " (TorchScript)")
+        }
         with torch.no_grad():  # the example, and a smaller batch
             again = exported(*example)
             fewer = exported(*(t[:2] for t in example))
@@ -413,6 +405,10 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
         error = max(error, float((fewer - eager[:2]).abs().max()))
         if not error <= 1e-5:
             raise NasError(f"the {fmt} export differs from the eager model by {error:.2e}")
+        split = {}
+        if loaded.schema.num_request_tokens or model.reads_history:
+            split = export_split(model, example, fmt, tmp)
+            files |= split.pop("files")
         names = ["categorical", "multi_hot", "dense", "history"][: len(example)]
         meta = {
             "format": fmt,
@@ -420,6 +416,7 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
             "inputs": {n: list(t.shape[1:]) for n, t in zip(names, example, strict=True)},
             "output": "logit per row; probability = sigmoid(logit)",
             "max_abs_difference_from_eager": error,
+            **split,
         }
         (tmp / MODEL_FILE).write_text(json.dumps(loaded.info))
         (tmp / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -431,6 +428,118 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
     return {"folder": str(folder), "files": files, **meta}
 
 
+class RequestSide(torch.nn.Module):
+    """The request half of request-oriented serving, as a program of tensors: the request
+    fields' ids (and history) -> its tokens (and encoded history), once per request."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, categorical, multi_hot, history=None):
+        from nas.model import RequestInputs
+
+        tokens, memory = self.model.tokens.request_tokens(
+            RequestInputs(categorical, multi_hot, history)
+        )
+        return (tokens,) if memory is None else (tokens, memory.values, memory.lengths)
+
+
+class CandidateSide(torch.nn.Module):
+    """The candidate half: the request side's outputs, the candidates' ids and ``owner``
+    (each candidate's request row) -> one logit per candidate."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, request_tokens, categorical, multi_hot, dense, owner, values=None, lengths=None
+    ):
+        from blocks.glm import Memory
+        from nas.model import CandidateInputs
+
+        memory = None if values is None else Memory(values, lengths)
+        candidates = CandidateInputs(categorical, multi_hot, dense)
+        return self.model.score_candidates(request_tokens, memory, candidates, owner)
+
+
+def _split_example(model, example: tuple[torch.Tensor, ...]):
+    """Two requests and every example row as a candidate of one of them, alternately:
+    (request inputs, candidate inputs + owner, per-candidate logits to match)."""
+    from nas.model import RequestInputs
+
+    request, candidates = model.split_inputs(*example)
+    owner = torch.arange(candidates.dense.shape[0]) % 2
+    history = request.history
+    requests = (request.categorical[:2], request.multi_hot[:2])
+    requests += () if history is None else (history[:2],)
+    repeated = RequestInputs(
+        request.categorical[owner],
+        request.multi_hot[owner],
+        None if history is None else history[owner],
+    )
+    with torch.no_grad():
+        expected = model.score_requests(repeated, candidates, None)
+    return (
+        requests,
+        (candidates.categorical, candidates.multi_hot, candidates.dense, owner),
+        expected,
+    )
+
+
+def export_split(model, example, fmt: str, folder: Path) -> dict[str, Any]:
+    """``request`` and ``candidate`` programs beside the model (``fmt`` as it), checked:
+    candidate(request(R requests), C candidates, owner) == per-candidate scoring."""
+    requests, candidates, expected = _split_example(model, example)
+    request_side, candidate_side = RequestSide(model).eval(), CandidateSide(model).eval()
+    with torch.no_grad():
+        state = request_side(*requests)
+    r, c = torch.export.Dim("requests", min=2), torch.export.Dim("candidates", min=2)
+    candidate_args = (state[0], *candidates, *state[1:])
+    candidate_shapes = ({0: r}, {0: c}, {0: c}, {0: c}, {0: c}) + tuple({0: r} for _ in state[1:])
+    suffix = ".pt2" if fmt == "torch-export" else ".pt"
+    request_file, candidate_file = folder / f"request{suffix}", folder / f"candidate{suffix}"
+    loaded_request = _save_program(
+        request_side, requests, tuple({0: r} for _ in requests), fmt, request_file
+    )
+    loaded_candidate = _save_program(
+        candidate_side, candidate_args, candidate_shapes, fmt, candidate_file
+    )
+    with torch.no_grad():
+        again = loaded_request(*requests)
+        logits = loaded_candidate(again[0], *candidates, *again[1:])
+    error = float((logits - expected).abs().max())
+    if not error <= 1e-5:
+        raise NasError(
+            f"the request/candidate {fmt} programs differ from per-candidate scoring by {error:.2e}"
+        )
+    return {
+        "files": {
+            request_file.name: "request side: request ids (and history) -> tokens (and history)",
+            candidate_file.name: "candidate side: request outputs, candidate ids, owner -> logits",
+        },
+        "request_split_max_abs_difference": error,
+    }
+
+
+def _save_program(module, args, shapes, fmt: str, path: Path):
+    """``module`` exported (batch dimensions dynamic) or traced, saved at ``path``, loaded back."""
+    if fmt == "torch-export":
+        with torch.no_grad():
+            program = torch.export.export(module, args, dynamic_shapes=shapes)
+        torch.export.save(program, path)
+        return torch.export.load(path).module()
+    with torch.no_grad(), warnings.catch_warnings():
+        # Branches on shapes that are fixed per model (a side with no tokens); the callers
+        # compare the traced program with the eager one. TorchScript is deprecated in
+        # favour of torch.export, but it is what was asked for.
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        torch.jit.trace(module, args, check_trace=False).save(str(path))
+        return torch.jit.load(str(path))
+
+
 def _example_inputs(loaded: LoadedModel, pyfunc) -> tuple[torch.Tensor, ...]:
     """The network's inputs for the model's logged input example (its raw rows)."""
     frame = pyfunc.input_example
@@ -438,10 +547,3 @@ def _example_inputs(loaded: LoadedModel, pyfunc) -> tuple[torch.Tensor, ...]:
     if len(rows) < 2:
         raise NasError("the model has no input example of two or more rows to export from")
     return loaded.features(rows).inputs()
-
-
-def _torch_export(model: torch.nn.Module, example: tuple[torch.Tensor, ...]):
-    batch = torch.export.Dim("batch", min=2)
-    shapes = tuple({0: batch} for _ in example)
-    with torch.no_grad():
-        return torch.export.export(model, example, dynamic_shapes=shapes)

@@ -136,3 +136,38 @@ def test_sequence_section_errors_name_the_field(ml100k, criteo_like):
         build_model(ArchSpec.from_dict(no_history), ml100k.schema)
     with pytest.raises(ConfigError, match="no history"):
         build_model(ArchSpec.from_dict(STACKED), criteo_like.schema)
+
+
+@pytest.mark.parametrize("fmt", ["torch-export", "torchscript"])
+def test_exported_request_and_candidate_programs_compose_to_per_candidate_scoring(
+    model, batch, fmt, tmp_path
+):
+    import warnings
+
+    from nas.model import RequestInputs
+    from nas.serving import export_split
+
+    written = export_split(model, batch.inputs(), fmt, tmp_path)
+    assert written["request_split_max_abs_difference"] <= 1e-5
+    suffix = ".pt2" if fmt == "torch-export" else ".pt"
+    with warnings.catch_warnings():  # torch.jit.load is deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        request_side, candidate_side = (
+            torch.export.load(tmp_path / f"{part}{suffix}").module()
+            if fmt == "torch-export"
+            else torch.jit.load(str(tmp_path / f"{part}{suffix}"))
+            for part in ("request", "candidate")
+        )
+    # Other sizes than the export's: 3 requests, 7 candidates.
+    request, candidates = model.split_inputs(*batch.inputs())
+    owner = torch.tensor([2, 0, 1, 1, 0, 2, 2])
+    rows = torch.arange(3, 10)
+    with torch.no_grad():
+        state = request_side(request.categorical[:3], request.multi_hot[:3], request.history[:3])
+        cand = (candidates.categorical[rows], candidates.multi_hot[rows], candidates.dense[rows])
+        served = candidate_side(state[0], *cand, owner, *state[1:])
+        repeated = RequestInputs(
+            request.categorical[owner], request.multi_hot[owner], request.history[owner]
+        )
+        expected = model.score_requests(repeated, CandidateInputs(*cand), None)
+    torch.testing.assert_close(served, expected, atol=1e-5, rtol=1e-5)
