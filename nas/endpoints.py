@@ -89,7 +89,8 @@ def _sqlite_file(database: str | None, field: str) -> None:
         import sqlite3
 
         try:
-            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            read_only = f"{path.resolve().as_uri()}?mode=ro"
+            with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
                 db.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
             raise ConfigError(field, f"{path} is not a sqlite database ({err})") from None

@@ -39,6 +39,14 @@ def test_a_bad_url_says_what_a_url_looks_like() -> None:
         Registry("registry.db")
 
 
+def test_a_relative_sqlite_path_opens_again(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = Registry("sqlite:///runs/registry.db")
+    first.create_search("s-000001", "s", {}, None)
+    again = Registry("sqlite:///runs/registry.db")  # a file that exists: checked, then read
+    assert [s.id for s in again.list_searches()] == ["s-000001"]
+
+
 def test_trials_and_strategy_state_are_recorded_together(registry: Registry) -> None:
     search = registry.create_search("s-1", "s", {"k": 1}, None)
     trial = registry.add_trial(search.id, {"x": 1}, "a" * 16, None, "searched", {"step": 1})

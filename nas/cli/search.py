@@ -234,8 +234,6 @@ class ProgressReporter(Reporter):
 
 
 def _print_ending(search, config) -> None:
-    from nas.config import default_tracking_uri
-
     color = {"completed": "green", "cancelled": "yellow"}.get(search.status, "red")
     note = f" ({search.message})" if search.message else ""
     console.print(
@@ -245,13 +243,12 @@ def _print_ending(search, config) -> None:
     )
     if search.status in ("interrupted", "failed"):
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
-    uri = config.tracking_uri or default_tracking_uri()
-    ui = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"
-    console.print(
-        f"browse every candidate: {ui}  (then open http://127.0.0.1:5000, "
-        f"experiment '{search.name}')",
-        highlight=False,
-    )
+    if config.retrain is None:
+        console.print(
+            f"browse it: nas dashboard {search.id}\n"
+            f"retrain its knee against the baselines, on test: nas retrain {search.id}",
+            highlight=False,
+        )
 
 
 def search_row(search, summary) -> dict:

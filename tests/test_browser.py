@@ -1,0 +1,101 @@
+"""The dashboard in a real browser: a real tiny search, `nas dashboard` serving its MLflow
+store, the parent run's pareto.html opened from that server in headless Chromium (Debian's
+`chromium`, driven by Playwright): the right number of points, a hover that names a
+candidate, and a screenshot kept as a test artifact.
+
+`.ci/run` installs chromium and sets RECNAS_REQUIRE_BROWSER=1, so CI never skips this test;
+on a machine without chromium it is skipped, saying why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nas.registry import Registry
+from tests.test_search import REPO, env_for, nas, registry_of, write_search
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(os.environ.get("RECNAS_TEST_ARTIFACTS") or REPO / "nas-runs" / "test-artifacts")
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("RECNAS_REQUIRE_BROWSER"):
+            pytest.fail("chromium is not installed (apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium); CI installs it")
+    return found
+
+
+def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_reliability import _free_port
+
+    browser_path = _chromium()
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(write_search(tmp_path, candidates=4, steps=40)))
+    assert done.returncode == 0, done.stderr
+    registry: Registry = registry_of(runs)
+    (search,) = registry.list_searches()
+    trials = [t for t in registry.trials(search.id) if t.status == "completed"]
+    searched = [t for t in trials if t.kind == "searched"]
+    baselines = [t for t in trials if t.is_baseline]
+    port = _free_port()
+    with subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "dashboard", search.id, "--port", str(port)],
+        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as process:  # fmt: skip
+        try:
+            line = process.stdout.readline()
+            assert line.startswith(f"{search.id}: http://127.0.0.1:{port}/"), line
+            run_id = line.strip().rsplit("/", 1)[1]
+            url = f"http://127.0.0.1:{port}/get-artifact?path=pareto.html&run_uuid={run_id}"
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=browser_path, args=CHROMIUM_FLAGS
+                )
+                try:
+                    _check_page(browser, url, searched, baselines)
+                finally:
+                    browser.close()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=90)
+
+
+def _check_page(browser, url: str, searched, baselines) -> None:
+    page = browser.new_page(viewport={"width": 1100, "height": 1400})
+
+    def inline(route):  # MLflow serves artifacts as downloads: show this one instead
+        response = route.fetch()
+        headers = {k: v for k, v in response.headers.items() if k != "content-disposition"}
+        route.fulfill(response=response, headers=headers)
+
+    page.route(url, inline)
+    page.goto(url)
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .trace path.point", timeout=60_000)
+    front = page.locator(".js-plotly-plot").first
+    traces = front.locator(".scatterlayer .trace")
+    # Traces in order: searched candidates, baselines, the front's staircase, the knee.
+    assert traces.nth(0).locator("path.point").count() == len(searched)
+    assert traces.nth(1).locator("path.point").count() == len(baselines)
+    assert traces.nth(3).locator("path.point").count() == 1
+    legend = front.locator(".legendtext").all_text_contents()
+    assert legend[:2] == ["searched candidates", "baselines"]
+    # Hovering a baseline's point shows its label.
+    traces.nth(1).locator("path.point").first.hover(force=True)
+    page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+    hover = " ".join(page.locator(".hoverlayer .hovertext").all_text_contents())
+    assert any(t.label in hover for t in baselines), hover
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "pareto_html.png"), full_page=True)
+    assert (ARTIFACTS / "pareto_html.png").stat().st_size > 10_000
