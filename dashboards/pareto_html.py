@@ -252,3 +252,47 @@ def retrain_figure(report: dict):
         template="plotly_white",
     )
     return figure
+
+
+def probabilities_figure(trajectory: dict, title: str):
+    """A DNAS run's architecture probabilities over its steps: one panel per decision, a
+    line per choice, softmax of the logits at temperature 1 (what ``probabilities.json``
+    holds at the end). ``trajectory``: the job's ``{"step", "alpha": {decision: {choice:
+    [logit per step]}}}``."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    decisions = trajectory["alpha"]
+    figure = make_subplots(
+        rows=len(decisions),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=list(decisions),
+        vertical_spacing=min(0.08, 0.3 / max(1, len(decisions))),
+    )
+    for row, choices in enumerate(decisions.values(), start=1):
+        logits = np.array(list(choices.values()))  # [choices, steps]
+        shifted = np.exp(logits - logits.max(0))
+        probabilities = shifted / shifted.sum(0)
+        for choice, series in zip(choices, probabilities, strict=True):
+            figure.add_trace(
+                go.Scatter(
+                    x=trajectory["step"],
+                    y=series,
+                    mode="lines",
+                    name=choice,
+                    legendgroup=str(row),
+                    hovertemplate=f"{choice}: %{{y:.3f}} at step %{{x}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        figure.update_yaxes(range=[0, 1], row=row, col=1)
+    figure.update_xaxes(title_text="step", row=len(decisions), col=1)
+    figure.update_layout(
+        title=f"{title}: architecture probabilities",
+        template="plotly_white",
+        height=160 * len(decisions) + 120,
+        showlegend=False,
+    )
+    return figure

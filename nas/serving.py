@@ -8,8 +8,9 @@ A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two a
 
 Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
 sends, with "strings" columns as one string with "|" between values and the history as a
-JSON string. ``predict`` returns the click probability of each row. Loading it needs recnas
-installed (the model's code is recnas's ``build_model``); MLflow's own loaders work:
+JSON string. ``predict`` returns the click probability of each row. The model is logged
+"from code" (``nas/pyfunc_entry.py``), so nothing pickled is stored; loading it needs
+recnas installed (the model's code is recnas's ``build_model``). MLflow's own loaders work:
 
     mlflow.pyfunc.load_model("models:/recnas-ml1m@champion").predict(df)
 
@@ -105,13 +106,17 @@ class LoadedModel:
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
 
-def _pyfunc_class():
-    """``RecnasModel``, made on first use so that importing this module does not import
-    MLflow (the CLI imports it for every ``nas`` command)."""
+def pyfunc_model():
+    """A ``RecnasModel``: its class is made on first use, so that importing this module does
+    not import MLflow (the CLI imports it for every ``nas`` command)."""
     import mlflow.pyfunc
 
     class RecnasModel(mlflow.pyfunc.PythonModel):
         """A retrained recnas model that scores raw rows (see the module docstring)."""
+
+        # MLflow would validate inputs against predict's type hints (and warns without
+        # any): the logged signature and the raw form's own checks do that here.
+        _skip_type_hint_validation = True
 
         def load_context(self, context) -> None:
             self.loaded = LoadedModel.from_files(
@@ -124,7 +129,7 @@ def _pyfunc_class():
             rows = model_input.to_dict(orient="records")
             return pd.DataFrame({"probability": self.loaded.probabilities(rows)})
 
-    return RecnasModel
+    return RecnasModel()
 
 
 def signature(form: RawForm):
@@ -257,7 +262,7 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
     with mlflow.start_run(run_id=search.mlflow_run_id):
         logged = mlflow.pyfunc.log_model(
             name="model",
-            python_model=_pyfunc_class()(),
+            python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
             artifacts={"model": str(model_file), "weights": str(weights)},
             signature=signature(form),
             input_example=as_frame(_example(dataset, form), form),

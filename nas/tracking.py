@@ -181,8 +181,9 @@ class Tracker:
     ) -> str:
         """The child run of a strategy's setup job (kind supernet or dnas): its settings as
         params, its numbers as metrics, the DNAS logits' trajectories as stepped metrics
-        (``alpha.<decision>.<choice>``, ``expected_cost``, ``loss``), and what it found as
-        artifacts (``spec.json`` and ``probabilities.json``; ``picks.json``, ``subnets.csv``)."""
+        (``alpha.<decision>.<choice>``, ``expected_cost``, ``loss``) and as a chart of the
+        probabilities over steps (``probabilities.html``), and what it found as artifacts
+        (``spec.json`` and ``probabilities.json``; ``picks.json``, ``subnets.csv``)."""
         tags = {**self._child_tags(parent_id, search_id, trial), "job": trial.arch_id}
         run_id = self._child_run(experiment_id, search_id, trial, trial.arch_id, tags)
         settings = (trial.job or {}).get("settings", {})
@@ -195,6 +196,11 @@ class Tracker:
         )
         result = result or {}
         self._log_trajectory(run_id, result.get("trajectory"))
+        if result.get("trajectory"):
+            from dashboards.pareto_html import page, probabilities_figure
+
+            html = page(trial.arch_id, probabilities_figure(result["trajectory"], trial.arch_id))
+            self.log_text(run_id, html, "probabilities.html")
         if "decoded" in result:
             self._call(
                 "log spec.json", self.client.log_dict, run_id, result["decoded"], "spec.json"

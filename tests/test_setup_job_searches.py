@@ -88,7 +88,7 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     for run in runs_:
         history = client.get_metric_history(run.info.run_id, "alpha.last.block.dcnv2")
         assert [m.step for m in history] == list(range(10, 161, 10))
-        assert {"spec.json", "probabilities.json"} <= {
+        assert {"spec.json", "probabilities.json", "probabilities.html"} <= {
             a.path for a in client.list_artifacts(run.info.run_id)
         }
 

@@ -136,3 +136,22 @@ def test_aggregation_by_mean_and_by_vote() -> None:
     assert max(range(3), key=mean.__getitem__) == 1  # the mean favours b (0.6 vs 0.33)
     assert max(range(3), key=vote.__getitem__) == 0  # two of three shards chose a
     assert sum(vote) == pytest.approx(1.0)
+
+
+def test_the_probabilities_chart_follows_the_logged_logits(xor) -> None:
+    from dashboards.pareto_html import probabilities_figure
+
+    result = dnas.run(settings(steps=120, log_every=20), xor, None, quiet)
+    trajectory = result["trajectory"]
+    figure = probabilities_figure(trajectory, "dnas-l0")
+    decisions = list(trajectory["alpha"])
+    assert [a.text for a in figure.layout.annotations] == decisions  # one panel each
+    traces = iter(figure.data)
+    for decision in decisions:
+        lines = [next(traces) for _ in trajectory["alpha"][decision]]
+        assert [t.name for t in lines] == list(trajectory["alpha"][decision])
+        assert all(list(t.x) == trajectory["step"] for t in lines)
+        totals = torch.tensor([list(t.y) for t in lines]).sum(0)
+        torch.testing.assert_close(totals, torch.ones_like(totals), rtol=0, atol=1e-9)
+        final = [t.y[-1] for t in lines]  # the run's final probabilities, at temperature 1
+        assert final == pytest.approx(result["probabilities"][decision], abs=1e-6)
