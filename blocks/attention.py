@@ -58,8 +58,8 @@ class SelfAttentionConfig(InteractionConfig):
         rows = batch_size * n
         gemms = [
             Gemm(rows, 3 * self.width, self.dim),  # Q, K, V projections
-            Gemm(n, n, head_dim, count=batch_size * h),  # Q K^T
-            Gemm(n, head_dim, n, count=batch_size * h),  # softmax(.) V
+            Gemm(n, n, head_dim, count=batch_size * h, weight="none"),  # Q K^T
+            Gemm(n, head_dim, n, count=batch_size * h, weight="none"),  # softmax(.) V
         ]
         if self.residual:
             gemms.append(Gemm(rows, self.width, self.dim))

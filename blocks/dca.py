@@ -65,8 +65,8 @@ class DCAConfig(GLMConfig):
             gemms += [
                 *maybe_gemm(b * L, 2 * d, d, request=True),  # K, V of the history: once per request
                 *maybe_gemm(b * tokens, d, d, request=request),  # Q
-                *maybe_gemm(tokens, L, d // h, b * h, request=request),  # Q K^T
-                *maybe_gemm(tokens, d // h, L, b * h, request=request),  # A V
+                *maybe_gemm(tokens, L, d // h, b * h, request, "none"),  # Q K^T
+                *maybe_gemm(tokens, d // h, L, b * h, request, "none"),  # A V
                 *maybe_gemm(b * tokens, d, d, request=request),  # W_O
             ]
         return gemms

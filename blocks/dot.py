@@ -38,7 +38,7 @@ class DotConfig(InteractionConfig):
 
     def gemms(self, batch_size: int) -> list[Gemm]:
         n = self.num_tokens
-        return [Gemm(n, n, self.dim, count=batch_size)]
+        return [Gemm(n, n, self.dim, count=batch_size, weight="none")]
 
 
 @register_block("dot", kind="interaction", config=DotConfig)

@@ -30,7 +30,7 @@ class FMConfig(InteractionConfig):
         return TokenShape(1, self.dim)
 
     def gemms(self, batch_size: int) -> list[Gemm]:
-        return [Gemm(1, 1, self.num_tokens, count=batch_size * self.dim)]
+        return [Gemm(1, 1, self.num_tokens, count=batch_size * self.dim, weight="none")]
 
 
 @register_block("fm", kind="interaction", config=FMConfig)

@@ -54,16 +54,18 @@ from nas.errors import ConfigError
 # --- costs of the masked operators (request_side: once per request at inference) -----------
 
 
-def maybe_gemm(m: int, n: int, k: int, count: int = 1, request: bool = False) -> list[Gemm]:
-    return [Gemm(m, n, k, count, request)] if m and n and k and count else []
+def maybe_gemm(
+    m: int, n: int, k: int, count: int = 1, request: bool = False, weight: str = "b"
+) -> list[Gemm]:
+    return [Gemm(m, n, k, count, request, weight)] if m and n and k and count else []
 
 
 def token_mix_gemms(n: tuple[int, int], m: tuple[int, int], d: int, b: int) -> list[Gemm]:
     (n_r, n_c), (m_r, m_c) = n, m
     return [
-        *maybe_gemm(m_r, d, n_r, b, request=True),
-        *maybe_gemm(m_c, d, n_r, b, request=True),
-        *maybe_gemm(m_c, d, n_c, b),
+        *maybe_gemm(m_r, d, n_r, b, True, "a"),
+        *maybe_gemm(m_c, d, n_r, b, True, "a"),
+        *maybe_gemm(m_c, d, n_c, b, weight="a"),
     ]
 
 
@@ -307,10 +309,10 @@ class GLMWukongConfig(GLMConfig):
         (n_r, n_c), d, k, b = self.sides, self.dim, self.rank, batch_size
         fm_out = (self.fm_out[0] * d, self.fm_out[1] * d)
         gemms = [
-            *maybe_gemm(d, k, n_r, b, request=True),  # X_r^T Y_r
-            *maybe_gemm(n_r, k, d, b, request=True),  # X_r P_r
-            *maybe_gemm(d, k, n_c, b),  # X_c^T Y_c
-            *maybe_gemm(n_c, k, d, b),  # X_c P
+            *maybe_gemm(d, k, n_r, b, True, "none"),  # X_r^T Y_r
+            *maybe_gemm(n_r, k, d, b, True, "none"),  # X_r P_r
+            *maybe_gemm(d, k, n_c, b, weight="none"),  # X_c^T Y_c
+            *maybe_gemm(n_c, k, d, b, weight="none"),  # X_c P
             *mlp_gemms((n_r * k, n_c * k), self.hidden, fm_out, b),
             *token_mix_gemms(self.sides, self.lc_out, d, b),  # LCB
         ]
@@ -378,8 +380,11 @@ class GLMDHENConfig(DHENParams, GLMConfig):
         gemms: list[Gemm] = []
         for module in self.modules:
             if module == "dot":
-                gemms += [*maybe_gemm(n_r, n_r, d, b, request=True), *maybe_gemm(n_c, n_r, d, b)]
-                gemms += maybe_gemm(n_c, n_c, d, b)
+                gemms += [
+                    *maybe_gemm(n_r, n_r, d, b, True, "none"),
+                    *maybe_gemm(n_c, n_r, d, b, weight="none"),
+                ]
+                gemms += maybe_gemm(n_c, n_c, d, b, weight="none")
                 gemms += dense_gemms(MaskedDot.widths(n_r, n_c), (m[0] * d, m[1] * d), b)
                 continue
             if module == "self_attention":
@@ -387,10 +392,10 @@ class GLMDHENConfig(DHENParams, GLMConfig):
                 gemms += [
                     *maybe_gemm(b * n_r, 3 * d, d, request=True),  # Q, K, V of request tokens
                     *maybe_gemm(b * n_c, 3 * d, d),
-                    *maybe_gemm(n_r, n_r, dh, b * h, request=True),  # request Q K^T
-                    *maybe_gemm(n_r, dh, n_r, b * h, request=True),  # and A V
-                    *maybe_gemm(n_c, n, dh, b * h),  # candidate Q K^T over all keys
-                    *maybe_gemm(n_c, dh, n, b * h),
+                    *maybe_gemm(n_r, n_r, dh, b * h, True, "none"),  # request Q K^T
+                    *maybe_gemm(n_r, dh, n_r, b * h, True, "none"),  # and A V
+                    *maybe_gemm(n_c, n, dh, b * h, weight="none"),  # candidate Q K^T, all keys
+                    *maybe_gemm(n_c, dh, n, b * h, weight="none"),
                     *maybe_gemm(b * n_r, d, d, request=True),  # residual projections
                     *maybe_gemm(b * n_c, d, d),
                 ]

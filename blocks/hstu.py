@@ -86,8 +86,8 @@ class HSTUConfig(InteractionConfig):
         rows = batch_size * n
         return [
             Gemm(rows, h * (2 * self.value_dim + 2 * self.qk_dim), d),  # f1
-            Gemm(n, n, self.qk_dim, count=batch_size * h),  # Q K^T
-            Gemm(n, self.value_dim, n, count=batch_size * h),  # A V
+            Gemm(n, n, self.qk_dim, count=batch_size * h, weight="none"),  # Q K^T
+            Gemm(n, self.value_dim, n, count=batch_size * h, weight="none"),  # A V
             Gemm(rows, d, h * self.value_dim),  # f2
         ]
 

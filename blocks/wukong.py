@@ -62,8 +62,8 @@ class WukongConfig(InteractionConfig):
         fan_in = (n * k, *self.widths)
         fan_out = (*self.widths, self.num_fm_tokens * d)
         gemms = [
-            Gemm(d, k, n, count=b),  # X^T Y
-            Gemm(n, k, d, count=b),  # X (X^T Y)
+            Gemm(d, k, n, count=b, weight="none"),  # X^T Y
+            Gemm(n, k, d, count=b, weight="none"),  # X (X^T Y)
             *(Gemm(b, o, i) for i, o in zip(fan_in, fan_out, strict=True)),  # the FMB's MLP
             token_linear_gemm(n, self.num_lc_tokens, d, b),  # LCB
         ]

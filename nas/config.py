@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nas.errors import ConfigError, config_error_from_pydantic, shown
-from nas.objectives import Objective, get_objective
+from nas.objectives import Objective, check_cost_options, get_objective
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +57,11 @@ class ObjectiveConfig(Strict):
     name: str
     direction: str | None = None  # must agree with the objective's own direction
     reference: float | None = None  # hypervolume bound; default: the objective's own
+    # latency and serving_latency only (nas.objectives, kernels/cost):
+    target: str | None = None  # h100-sxm, h200, or cpu (this machine, measured)
+    precision: str | None = None  # bf16 or fp8 on a GPU (default bf16); fp32 on cpu
+    batch: int | None = Field(default=None, ge=1, le=1 << 20)  # latency: serving batch
+    candidates: int | None = Field(default=None, ge=1, le=1 << 20)  # serving_latency
 
 
 class Budget(Strict):
@@ -204,6 +209,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
                     f"{o.name} is always {objective.direction}imised; "
                     f"drop the field or write {objective.direction!r}",
                 )
+            check_cost_options(o, f"objectives[{i}]")
     except ConfigError as err:
         raise err.within(source=source) from None
     return config

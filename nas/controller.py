@@ -34,6 +34,7 @@ from typing import Any
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
 from nas.errors import ConfigError, NasError
+from nas.objectives import COST_OBJECTIVES, cost_values
 from nas.registry import Registry, Search, Trial
 from nas.registry.store import HEARTBEAT_S
 from nas.spec import ArchSpec
@@ -120,9 +121,13 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
             f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
         )
+    from kernels.cost import get_target
     from nas.strategies import check_options, get_strategy
 
     dataset = load_dataset(config.dataset)
+    for o in config.objectives:  # the cpu target is measured here once, then cached
+        if o.name in COST_OBJECTIVES:
+            get_target(o.target, config.resources.cpus_per_trial)
     space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
     strategy = config.strategy
     get_strategy(strategy.name).check(
@@ -446,7 +451,7 @@ class Controller:
                 node=result.get("node"),
             )
             if stopped or result["outcome"] == "completed":
-                metrics = json.loads(result["payload"]) | self._estimate(trial)
+                metrics = json.loads(result["payload"]) | self._estimate(trial) | self._costs(trial)
                 values = [float(metrics[o]) for o in self.objectives]
                 if not all(math.isfinite(v) for v in values):
                     shown = dict(zip(self.objectives, values, strict=True))
@@ -469,6 +474,12 @@ class Controller:
         timings["bookkeeping_s"] = time.time() - begin
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
+
+    def _costs(self, trial: Trial) -> dict[str, float]:
+        """The latency objectives' estimates for the trial's spec (``kernels/cost``)."""
+        spec = ArchSpec.from_dict(trial.spec)
+        threads = self.config.resources.cpus_per_trial
+        return cost_values(self.config.objectives, spec, self.plan.dataset.schema, threads)
 
     def _estimate(self, trial: Trial) -> dict[str, float]:
         """The strategy's prediction for a searched candidate, kept beside its figures."""

@@ -47,8 +47,82 @@ OBJECTIVES: dict[str, Objective] = {
             "its request side runs once (request-oriented inference; analytic)",
         ),
         Objective("params", "min", "trainable parameters"),
+        Objective(
+            "latency",
+            "min",
+            "estimated microseconds per example at a serving batch, on a target GPU or this "
+            "CPU, in a precision (kernels/cost: roofline)",
+        ),
+        Objective(
+            "serving_latency",
+            "min",
+            "estimated microseconds per request of N candidates, the request side once",
+        ),
     )
 }
+COST_OBJECTIVES = ("latency", "serving_latency")
+DEFAULT_BATCH = 1024
+DEFAULT_PRECISION = {"cpu": "fp32"}  # a GPU target's default: bf16
+COST_FIELDS = ("target", "precision", "batch", "candidates")
+
+
+def check_cost_options(objective, where: str) -> None:
+    """An objective config's cost fields (target, precision, batch, candidates): only on
+    latency objectives, with a known target and a precision it prices; ``ConfigError``."""
+    from kernels.cost.targets import GPU_PRECISIONS, TARGET_NAMES
+    from nas.errors import ConfigError
+
+    given = [f for f in COST_FIELDS if getattr(objective, f) is not None]
+    if objective.name not in COST_OBJECTIVES:
+        if given:
+            raise ConfigError(
+                f"{where}.{given[0]}", f"only {' and '.join(COST_OBJECTIVES)} take it"
+            )
+        return
+    if objective.target is None:
+        raise ConfigError(
+            f"{where}.target", f"{objective.name} needs a target: one of {', '.join(TARGET_NAMES)}"
+        )
+    if objective.target not in TARGET_NAMES:
+        raise UnknownNameError(f"{where}.target", "target", objective.target, TARGET_NAMES)
+    wrong = {"latency": "candidates", "serving_latency": "batch"}[objective.name]
+    if getattr(objective, wrong) is not None:
+        raise ConfigError(f"{where}.{wrong}", f"{objective.name} does not take it")
+    offered = ("fp32",) if objective.target == "cpu" else GPU_PRECISIONS
+    precision = objective.precision or DEFAULT_PRECISION.get(objective.target, "bf16")
+    if precision == "fp8-dispatch":
+        raise ConfigError(
+            f"{where}.precision",
+            "fp8-dispatch needs the FP8 probe's dispatch plan, which is not built yet; "
+            f"target {objective.target} prices {', '.join(offered)}",
+        )
+    if precision not in offered:
+        raise ConfigError(
+            f"{where}.precision",
+            f"target {objective.target} prices {', '.join(offered)}; got {precision!r}",
+        )
+
+
+def cost_values(objectives, spec, schema, threads: int = 1) -> dict[str, float]:
+    """The latency objectives among ``objectives`` (checked configs) for ``spec``, in
+    microseconds: per example at the batch, or per request of N candidates."""
+    from kernels.cost import batch_estimate, get_target, request_estimate
+
+    values = {}
+    for o in objectives:
+        if o.name not in COST_OBJECTIVES:
+            continue
+        target = get_target(o.target, threads)
+        precision = o.precision or DEFAULT_PRECISION.get(o.target, "bf16")
+        if o.name == "latency":
+            batch = o.batch or DEFAULT_BATCH
+            seconds = batch_estimate(spec, schema, target, precision, batch).seconds / batch
+        else:
+            seconds = request_estimate(
+                spec, schema, target, precision, o.candidates or SERVING_CANDIDATES
+            ).seconds
+        values[o.name] = seconds * 1e6
+    return values
 
 
 def get_objective(name: str, field: str = "objectives") -> Objective:

@@ -42,7 +42,7 @@ from nas.spec import ArchSpec
 from nas.summary import summarize
 
 TRAIN_ON = {"train": ("train",), "train+valid": ("train", "valid")}
-COSTS = ("flops", "serving_flops", "params")  # reported beside NE, whatever the search chose
+COSTS = ("flops", "serving_flops", "params", "latency", "serving_latency")  # those measured
 
 
 def plan_retrain(

@@ -1,0 +1,63 @@
+"""A whole candidate priced on a target: per example at a serving batch, and per request.
+
+The GEMMs and output shapes come from the model's block configs (``nas.model
+.model_configs``): a candidate is priced from its spec, without building it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kernels.cost.gemm import Gemm
+from kernels.cost.roofline import Estimate, parts_estimate
+from kernels.cost.targets import Target
+
+
+def _configs(spec, schema) -> dict:
+    from nas.model import model_configs
+
+    return model_configs(spec, schema)
+
+
+def _whole_request(name: str) -> bool:
+    from nas.model import REQUEST_PARTS
+
+    return name in REQUEST_PARTS or name.startswith("sequence")
+
+
+def batch_estimate(spec, schema, target: Target, precision: str, batch: int) -> Estimate:
+    """The model on ``batch`` examples, each with its own copy of the request."""
+    parts = [
+        (cfg.gemms(batch), cfg.out_shape().numel * batch) for cfg in _configs(spec, schema).values()
+    ]
+    return parts_estimate(parts, target, precision)
+
+
+def request_parts(spec, schema, candidates: int) -> list[tuple[list[Gemm], int]]:
+    """The GEMMs and output sizes of one request of ``candidates`` candidates: request-side
+    work at one request, the rest at ``candidates`` (the request features' share of the top
+    MLP's first layer once, as ``RankingModel`` runs it)."""
+    from nas.model import top_request_features
+
+    configs = _configs(spec, schema)
+    parts = []
+    for name, cfg in configs.items():
+        if _whole_request(name):
+            parts.append((cfg.gemms(1), cfg.out_shape().numel))
+            continue
+        one, many = cfg.gemms(1), cfg.gemms(candidates)
+        gemms = [a if a.request_side else b for a, b in zip(one, many, strict=True)]
+        shared = top_request_features(configs, spec, schema) if name == "top" else 0
+        if shared:
+            first = gemms[0]
+            gemms[:1] = [
+                replace(first, m=1, k=shared, request_side=True),
+                replace(first, k=first.k - shared),
+            ]
+        parts.append((gemms, cfg.out_shape().numel * candidates))
+    return parts
+
+
+def request_estimate(spec, schema, target: Target, precision: str, candidates: int) -> Estimate:
+    """One request of ``candidates`` candidates, its request side computed once."""
+    return parts_estimate(request_parts(spec, schema, candidates), target, precision)

@@ -1,0 +1,149 @@
+"""The cost model (kernels/cost): the roofline is monotone in shape, FP8 never wins where it
+cannot amortise its quantisation (and does where it can), a request prices its request side
+once, every block marks its weight operand, and latency objectives are checked up front."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blocks
+from kernels.cost import Gemm, batch_estimate, gemm_estimate, get_target, request_estimate
+from kernels.cost.candidate import request_parts
+from nas.config import validate_config
+from nas.errors import ConfigError
+from nas.model import build_model
+from nas.objectives import cost_values
+from nas.spec import ArchSpec
+from tests.test_glm_model import STACKED
+
+GPUS = ("h100-sxm", "h200")
+sizes = st.integers(1, 4096)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes, sizes, sizes, st.integers(1, 64), st.sampled_from(["a", "b", "none"]))
+def test_the_estimate_never_falls_as_a_gemm_grows(m, n, k, count, weight) -> None:
+    gemm = Gemm(m, n, k, count, weight=weight)
+    for name in GPUS:
+        target = get_target(name)
+        for precision in ("bf16", "fp8"):
+            base = gemm_estimate(gemm, target, precision).seconds
+            for bigger in ({"m": m + 1}, {"n": n + 1}, {"k": k + 1}, {"count": count + 1}):
+                grown = gemm_estimate(dataclasses.replace(gemm, **bigger), target, precision)
+                assert grown.seconds >= base
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64), st.integers(1, 64), st.integers(1, 16))
+def test_fp8_is_never_faster_for_a_gemm_too_small_to_amortise_its_quantisation(m, n, k, count):
+    for name in GPUS:
+        target = get_target(name)
+        for weight in ("a", "b", "none"):
+            gemm = Gemm(m, n, k, count, weight=weight)
+            fp8 = gemm_estimate(gemm, target, "fp8")
+            assert fp8.seconds > gemm_estimate(gemm, target, "bf16").seconds
+            assert fp8.quantise_seconds > 0 and fp8.launches == 2
+
+
+def test_fp8_pays_where_the_gemm_is_large() -> None:
+    gemm = Gemm(8192, 8192, 8192)
+    for name in GPUS:
+        target = get_target(name)
+        speedup = (
+            gemm_estimate(gemm, target, "bf16").seconds / gemm_estimate(gemm, target, "fp8").seconds
+        )
+        assert 1.5 < speedup < 2.0  # compute-bound: twice the peak, less the quantising
+
+
+def test_a_target_only_prices_its_precisions() -> None:
+    with pytest.raises(ConfigError, match="prices bf16, fp8"):
+        gemm_estimate(Gemm(8, 8, 8), get_target("h200"), "fp32")
+    with pytest.raises(ConfigError, match="unknown target 'h300'"):
+        get_target("h300")
+
+
+@pytest.mark.parametrize("candidates", [1, 7, 100])
+def test_a_request_runs_its_request_side_once(ml100k, candidates) -> None:
+    """Per request = request side + N x candidate side: in FLOPs exactly as the model runs
+    it, and in estimated time the request side of a GLM model is amortised over N."""
+    for spec in (ArchSpec.from_dict(STACKED), ArchSpec.load("examples/specs/dcnv2.json")):
+        model = build_model(spec, ml100k.schema)
+        parts = request_parts(spec, ml100k.schema, candidates)
+        flops = sum(g.flops for gemms, _ in parts for g in gemms)
+        request, candidate = model.flops_by_side()
+        assert flops == model.flops_per_request(candidates) == request + candidates * candidate
+    spec, target = ArchSpec.from_dict(STACKED), get_target("h100-sxm")
+    per_candidate = [
+        request_estimate(spec, ml100k.schema, target, "bf16", n).seconds / n for n in (1, 10, 100)
+    ]
+    assert per_candidate == sorted(per_candidate, reverse=True)
+
+
+def test_every_block_marks_which_operand_is_a_weight() -> None:
+    """An activation-by-activation product (attention, dot, FM) has no weight to quantise
+    ahead of time; a linear layer has exactly one."""
+    found = set()
+    for name in blocks.list_blocks():
+        config = blocks.get_block(name).config_cls.example()
+        for gemm in config.gemms(2):
+            found.add(gemm.weight)
+            assert gemm.weight_elements + gemm.activation_elements > 0
+    assert found == {"a", "b", "none"}
+    dot = blocks.get_block("dot").config_cls.example()
+    assert {g.weight for g in dot.gemms(4)} == {"none"}
+
+
+def test_the_cpu_target_is_measured_once_and_cached(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path))
+    first = get_target("cpu", 1)
+    assert first.peak_flops["fp32"] > 1e8 and first.memory_bytes_per_s > 1e8
+    assert 0 < first.launch_s < 1e-3
+    (cached,) = (tmp_path / "cost").iterdir()
+    assert get_target("cpu", 1) == first and cached.exists()
+
+
+def _config(objective) -> dict:
+    return {"name": "c", "space": {"name": "ctr_stack"}, "objectives": ["ne", objective]}
+
+
+@pytest.mark.parametrize(
+    ("objective", "words"),
+    [
+        ({"name": "latency"}, "objectives[1].target: latency needs a target"),
+        ({"name": "latency", "target": "h300"}, "unknown target 'h300'"),
+        ({"name": "latency", "target": "cpu", "precision": "fp8"}, "prices fp32; got 'fp8'"),
+        ({"name": "latency", "target": "h200", "precision": "fp8-dispatch"}, "not built yet"),
+        ({"name": "latency", "target": "h200", "candidates": 5}, "latency does not take it"),
+        ({"name": "serving_latency", "target": "h200", "batch": 5}, "does not take it"),
+        ({"name": "flops", "target": "h200"}, "objectives[1].target: only latency"),
+        ({"name": "latency", "target": "h200", "batch": 0}, "batch"),
+    ],
+)
+def test_bad_latency_objectives_are_refused_naming_the_field(objective, words) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_config(_config(objective))
+    assert words in str(caught.value)
+
+
+def test_latency_objectives_are_priced_per_spec(ml100k) -> None:
+    config = validate_config(
+        {
+            "name": "c",
+            "space": {"name": "ctr_stack"},
+            "objectives": [
+                "ne",
+                {"name": "latency", "target": "h100-sxm", "precision": "fp8", "batch": 4096},
+                {"name": "serving_latency", "target": "h200", "candidates": 50},
+            ],
+        }
+    )
+    small, large = (ArchSpec.load(f"examples/specs/{n}.json") for n in ("deepfm", "autoint"))
+    values = [cost_values(config.objectives, s, ml100k.schema) for s in (small, large)]
+    assert set(values[0]) == {"latency", "serving_latency"}
+    assert all(values[0][k] < values[1][k] for k in values[0])  # AutoInt does more work
+    expected = batch_estimate(small, ml100k.schema, get_target("h100-sxm"), "fp8", 4096)
+    assert values[0]["latency"] == pytest.approx(expected.seconds / 4096 * 1e6)
