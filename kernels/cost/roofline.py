@@ -1,8 +1,10 @@
 """A roofline estimate of a candidate's latency on a target, in a precision.
 
 Per GEMM: ``max(compute, memory) + launch``, where compute is FLOPs over the precision's
-peak and memory is the bytes of its operands (a weight read once, activations, the output)
-over the memory bandwidth. In FP8 the weights are quantised ahead of time, but every
+peak, each dimension padded to the target's tile (a tensor core computes a whole tile), and
+memory is the bytes of its operands (a weight read once, activations, the output) over the
+memory bandwidth; on a CPU, a batched GEMM adds a cost per matrix (it loops over them).
+Each GEMM's epilogue (bias, activation, softmax) reads and writes its output once more. In FP8 the weights are quantised ahead of time, but every
 activation operand is quantised on each call: a read of it in BF16, a write in FP8 and a
 row-wise scale, as its own memory-bound kernel with its own launch. So a GEMM too small to
 amortise that comes out slower in FP8 than in BF16, as it is on the hardware.
@@ -64,15 +66,24 @@ def gemm_estimate(gemm: Gemm, target: Target, precision: str) -> Estimate:
     bytes_moved = (
         gemm.activation_elements + gemm.weight_elements
     ) * element + gemm.output_elements * OUTPUT_BYTES[precision]
-    compute = gemm.flops / target.peak_flops[precision]
+    compute = _padded_flops(gemm, target.tile) / target.peak_flops[precision]
     gemm_s = max(compute, bytes_moved / target.memory_bytes_per_s) + target.launch_s
+    gemm_s += gemm.count * target.matmul_s if gemm.count > 1 else 0.0
     quantise_s, launches = 0.0, 1
     if precision == "fp8":
         rows = gemm.count * {"b": gemm.m, "a": gemm.n, "none": gemm.m + gemm.n}[gemm.weight]
         quantised = gemm.activation_elements * (BYTES["bf16"] + BYTES["fp8"]) + rows * SCALE_BYTES
         quantise_s = quantised / target.memory_bytes_per_s + target.launch_s
         launches += 1
-    return Estimate(gemm_s + quantise_s, gemm_s, quantise_s, 0.0, launches)
+    # Its epilogue (bias, activation, softmax, scaling): the output read and written again.
+    epilogue = memory_estimate(gemm.output_elements, target, precision)
+    return Estimate(gemm_s + quantise_s, gemm_s, quantise_s, 0.0, launches) + epilogue
+
+
+def _padded_flops(gemm: Gemm, tile: tuple[int, int, int]) -> int:
+    """FLOPs as the hardware runs them: each dimension padded up to its tile."""
+    m, n, k = (-(-size // t) * t for size, t in zip((gemm.m, gemm.n, gemm.k), tile, strict=True))
+    return 2 * m * n * k * gemm.count
 
 
 def memory_estimate(elements: int, target: Target, precision: str) -> Estimate:

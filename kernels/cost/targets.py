@@ -36,6 +36,8 @@ class Target:
     peak_flops: dict[str, float]  # precision -> dense FLOP/s it can run at
     memory_bytes_per_s: float
     launch_s: float  # per kernel
+    matmul_s: float = 0.0  # per matrix of a batched GEMM (CPUs loop over them; GPUs do not)
+    tile: tuple[int, int, int] = (1, 1, 1)  # (m, n, k) a GEMM's dimensions are padded to
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -45,6 +47,9 @@ class Target:
         return asdict(self)
 
 
+# A thread block's output tile and k step on Hopper tensor cores (CUTLASS's 64x64x64 class
+# for small problems): a 13 x 13 attention score matrix still occupies a whole tile.
+TENSOR_CORE_TILE = (64, 64, 64)
 GPU_TARGETS = {
     t.name: t
     for t in (
@@ -54,6 +59,7 @@ GPU_TARGETS = {
             {"bf16": 989e12, "fp8": 1979e12},
             3.35e12,
             4e-6,
+            tile=TENSOR_CORE_TILE,
         ),
         Target(
             "h200",
@@ -61,6 +67,7 @@ GPU_TARGETS = {
             {"bf16": 989e12, "fp8": 1979e12},
             4.8e12,
             4e-6,
+            tile=TENSOR_CORE_TILE,
         ),
     )
 }
@@ -87,13 +94,14 @@ def _cache_file(threads: int) -> Path:
 
 def calibrate(threads: int = 1, refresh: bool = False) -> Target:
     """This CPU as a target: float32 GEMM FLOP/s (a 512^3 matmul, best of 5), copy bandwidth
-    (64 MiB, best of 5) and the cost of an empty op; cached after the first measurement."""
+    (64 MiB, best of 5), the cost of an empty op and of each matrix in a batch of tiny ones;
+    cached after the first measurement."""
     path = _cache_file(threads)
     if path.exists() and not refresh:
         try:
             data = json.loads(path.read_text())
-            return Target(**data)
-        except (ValueError, TypeError):
+            return Target(**{**data, "tile": tuple(data["tile"])})
+        except (ValueError, TypeError, KeyError):
             pass  # a torn or old cache: measure again
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -105,6 +113,10 @@ def calibrate(threads: int = 1, refresh: bool = False) -> Target:
         bandwidth = 2 * big.numel() * 4 / _best(lambda: out.copy_(big))
         tiny = torch.ones(1)
         launch = _best(lambda: tiny.add(1), repeat=200)
+        # A batched GEMM of many tiny matrices: its time beyond compute and launch, per matrix.
+        x = torch.randn(4096, 8, 8)
+        batched = _best(lambda: torch.bmm(x, x))
+        matmul = max(0.0, (batched - launch - 2 * 8**3 * 4096 / flops) / 4096)
     finally:
         torch.set_num_threads(before)
     target = Target(
@@ -113,6 +125,7 @@ def calibrate(threads: int = 1, refresh: bool = False) -> Target:
         {"fp32": flops},
         bandwidth,
         launch,
+        matmul,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
