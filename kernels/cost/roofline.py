@@ -4,7 +4,9 @@ Per GEMM: ``max(compute, memory) + launch``, where compute is FLOPs over the pre
 peak, each dimension padded to the target's tile (a tensor core computes a whole tile), and
 memory is the bytes of its operands (a weight read once, activations, the output) over the
 memory bandwidth; on a CPU, a batched GEMM adds a cost per matrix (it loops over them).
-Each GEMM's epilogue (bias, activation, softmax) reads and writes its output once more. In FP8 the weights are quantised ahead of time, but every
+Each GEMM's epilogue (bias, activation, softmax) reads and writes its output once more.
+
+In FP8 the weights are quantised ahead of time, but every
 activation operand is quantised on each call: a read of it in BF16, a write in FP8 and a
 row-wise scale, as its own memory-bound kernel with its own launch. So a GEMM too small to
 amortise that comes out slower in FP8 than in BF16, as it is on the hardware.
