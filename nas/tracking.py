@@ -284,6 +284,25 @@ class Tracker:
             chunk = points[start : start + METRICS_PER_BATCH]
             self._call("log a trajectory", self.client.log_batch, run_id, metrics=chunk)
 
+    def log_probe(self, experiment_id: str, spec, report: dict, table: str) -> str:
+        """An FP8 probe's run: its NE and latency figures, ``probe.json`` and ``probe.csv``."""
+        run = self._call(
+            "create the probe run",
+            self.client.create_run,
+            experiment_id,
+            run_name=f"fp8-probe {spec.name or spec.arch_id[:12]}",
+            tags={"kind": "fp8_probe", "arch_id": spec.arch_id, "dataset": report["dataset"]},
+        )
+        run_id = run.info.run_id
+        keys = ("ne", "ne_all_safe_fp8", "latency_bf16_us", "latency_fp8_us")
+        metrics = {k: report[k] for k in (*keys, "latency_dispatch_us")}
+        params = {k: str(report[k]) for k in ("target", "batch", "threshold")}
+        self._log(run_id, params=params, metrics=metrics)
+        self._call("log probe.json", self.client.log_dict, run_id, report, "probe.json")
+        self._call("log probe.csv", self.client.log_text, run_id, table, "probe.csv")
+        self._call("close the probe run", self.client.set_terminated, run_id, "FINISHED")
+        return run_id
+
     def log_strategy(self, run_id: str, summary: dict) -> None:
         """What the strategy learned from its jobs, as ``strategy.json`` on the search run."""
         if summary:

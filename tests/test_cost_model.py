@@ -147,3 +147,34 @@ def test_latency_objectives_are_priced_per_spec(ml100k) -> None:
     assert all(values[0][k] < values[1][k] for k in values[0])  # AutoInt does more work
     expected = batch_estimate(small, ml100k.schema, get_target("h100-sxm"), "fp8", 4096)
     assert values[0]["latency"] == pytest.approx(expected.seconds / 4096 * 1e6)
+
+
+@pytest.mark.slow
+def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_path) -> None:
+    import json
+
+    from mlflow import MlflowClient
+
+    from tests.test_search import nas, registry_of, write_search
+
+    path = write_search(tmp_path, candidates=3, steps=30)
+    path.write_text(
+        path.read_text()
+        + "objectives: [ne, {name: latency, target: h100-sxm, precision: fp8, batch: 4096},"
+        " {name: serving_latency, target: cpu}]\n"
+    )
+    runs = tmp_path / "runs"
+    done = nas(runs, "submit", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    (search,) = registry_of(runs).list_searches()
+    trials = [t for t in registry_of(runs).trials(search.id) if t.status == "completed"]
+    assert len(trials) == 7
+    for t in trials:
+        assert t.values[1] == t.metrics["latency"] > 0 and t.values[2] > 0
+    front = json.loads(nas(runs, "pareto", search.id, "--json").stdout)
+    assert list(front["objectives"]) == ["ne", "latency", "serving_latency"]
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    child = client.get_run(trials[0].mlflow_run_id)
+    assert child.data.metrics["latency"] == pytest.approx(trials[0].metrics["latency"])
+    # The cpu target was measured once, under the runs folder.
+    assert len(list((runs / "cost").glob("cpu-*.json"))) == 1

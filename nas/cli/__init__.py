@@ -13,6 +13,7 @@ shown, ``flags`` for shared flag types.
     nas models list | register             registered models
     nas predict MODEL_URI --input ROWS     score raw rows with a registered model
     nas export MODEL_URI --out DIR         torch.export / TorchScript for serving
+    nas fp8 probe SPEC.json                where FP8 is safe and fast in an architecture
     nas dashboard [ID ...]                 MLflow's UI at a search, or fronts compared
     nas doctor                             is this setup ready?
 
@@ -29,7 +30,7 @@ from rich.markup import escape
 from nas.cli.render import console
 from nas.errors import NasError, TrainingError
 
-GROUPS = ("data", "train", "search", "retrain", "models", "dashboard", "doctor")
+GROUPS = ("data", "train", "search", "retrain", "models", "fp8", "dashboard", "doctor")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,209 @@
+"""A LoKA-style FP8 probe: where in a trained model is FP8 (e4m3) safe, and where is it fast?
+
+A GEMM site is each ``nn.Linear`` the model runs through its forward (MLPs, cross layers,
+attention projections, the top MLP's later layers; a masked GLM linear or the top MLP's
+first layer, computed with ``F.linear`` on weight slices, is not a module call and is not
+probed). On real batches the probe:
+
+1. records each site's input activations and weight: absolute max, RMS, the median
+   magnitude, and the max over that median (an outlier measure: FP8's 3 mantissa bits
+   and a scale set by the largest value lose the small values next to it);
+2. computes the FP8 GEMM's relative error against FP32 with per-tensor and per-row scales,
+   through ``torch._scaled_mm`` (which runs on CPU);
+3. measures the model's NE with that site alone in simulated FP8 (inputs and weight
+   quantised and dequantised, per-row scales), and with every safe site at once;
+4. calls a site safe when its NE moves by at most ``threshold``;
+5. plans dispatch: FP8 only at a safe site where the cost model (``kernels.cost``) predicts
+   it faster than BF16 at the serving batch. The plan's predicted latency is the sum of
+   its sites' GEMM estimates in the precision chosen for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kernels.cost.gemm import Gemm
+from kernels.cost.roofline import gemm_estimate
+from kernels.cost.targets import Target
+
+E4M3 = torch.float8_e4m3fn
+E4M3_MAX = torch.finfo(E4M3).max  # 448
+SCALINGS = ("tensor", "row")
+
+
+def _scale(x: torch.Tensor, scaling: str) -> torch.Tensor:
+    amax = x.abs().amax(dim=-1, keepdim=True) if scaling == "row" else x.abs().amax()
+    return (amax.float() / E4M3_MAX).clamp(min=1e-12)
+
+
+def quantise_dequantise(x: torch.Tensor, scaling: str = "row") -> torch.Tensor:
+    """``x`` through e4m3 and back, with a per-tensor or per-row (last axis) scale."""
+    scale = _scale(x, scaling)
+    return (x / scale).to(E4M3).to(x.dtype) * scale
+
+
+def fp8_gemm_error(x: torch.Tensor, weight: torch.Tensor, scaling: str) -> float:
+    """Relative error ||y8 - y|| / ||y|| of ``x @ weight.T`` in FP8 (``torch._scaled_mm``,
+    FP32 accumulation) against FP32."""
+    x, weight = x.float().reshape(-1, x.shape[-1]), weight.float()
+    exact = x @ weight.t()
+    sx, sw = _scale(x, scaling), _scale(weight, scaling)
+    y = torch._scaled_mm(
+        (x / sx).to(E4M3),
+        (weight / sw).to(E4M3).t(),
+        scale_a=sx if scaling == "row" else sx.reshape(()),
+        scale_b=sw.t() if scaling == "row" else sw.reshape(()),
+        out_dtype=torch.float32,
+    )
+    return float((y - exact).norm() / exact.norm().clamp(min=1e-30))
+
+
+@dataclass
+class Site:
+    name: str
+    in_features: int
+    out_features: int
+    rows_per_example: float  # input rows per example (tokens through this layer)
+    activation_amax: float = 0.0
+    activation_rms: float = 0.0
+    activation_median: float = 0.0  # of |x|
+    weight_amax: float = 0.0
+    weight_rms: float = 0.0
+    error_tensor: float = 0.0  # FP8 GEMM relative error, per-tensor scales
+    error_row: float = 0.0  # ... per-row scales
+    ne_delta: float = 0.0  # NE with this site alone in FP8, minus FP32's
+    safe: bool = False
+    precision: str = "bf16"  # the dispatch plan's choice
+    bf16_us: float = 0.0  # estimated at the serving batch
+    fp8_us: float = 0.0
+
+    @property
+    def outlier_ratio(self) -> float:
+        """The largest input over the typical one (its median magnitude)."""
+        return self.activation_amax / max(self.activation_median, 1e-30)
+
+    def gemm(self, batch: int) -> Gemm:
+        rows = max(1, round(self.rows_per_example * batch))
+        return Gemm(rows, self.out_features, self.in_features)
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"outlier_ratio": self.outlier_ratio}
+
+
+@dataclass
+class ProbeResult:
+    ne: float  # FP32
+    ne_all_safe_fp8: float  # every safe site in simulated FP8
+    threshold: float
+    sites: list[Site] = field(default_factory=list)
+    target: str = ""
+    batch: int = 0
+    latency_bf16_us: float = 0.0  # the probed sites' GEMMs, all BF16, per batch
+    latency_fp8_us: float = 0.0  # all FP8 (safe or not)
+    latency_dispatch_us: float = 0.0  # the plan
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["sites"] = [s.to_dict() for s in self.sites]
+        return data
+
+
+def linear_sites(model: nn.Module) -> dict[str, nn.Linear]:
+    return {name: m for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+
+
+@contextmanager
+def simulated_fp8(modules: Sequence[nn.Linear], scaling: str = "row"):
+    """Run ``modules`` with inputs and weights quantised to e4m3 and back."""
+
+    def hook(module, inputs, output):
+        x = quantise_dequantise(inputs[0], scaling)
+        return F.linear(x, quantise_dequantise(module.weight, scaling), module.bias)
+
+    handles = [m.register_forward_hook(hook) for m in modules]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def probe(
+    model: nn.Module,
+    batches: Sequence[tuple[torch.Tensor, ...]],
+    evaluate_ne: Callable[[], float],
+    threshold: float,
+    target: Target,
+    batch: int,
+) -> ProbeResult:
+    """Probe ``model``'s linear sites on ``batches`` (its positional inputs); ``evaluate_ne``
+    measures the model's NE as it runs now (hooks included)."""
+    model.eval()
+    modules = linear_sites(model)
+    sites = {name: Site(name, m.in_features, m.out_features, 0.0) for name, m in modules.items()}
+    seen: dict[str, list[torch.Tensor]] = {name: [] for name in modules}
+    examples = 0
+
+    def recorder(name):
+        def hook(module, inputs, output):
+            seen[name].append(inputs[0].detach().reshape(-1, inputs[0].shape[-1]))
+
+        return hook
+
+    handles = [m.register_forward_hook(recorder(name)) for name, m in modules.items()]
+    try:
+        with torch.no_grad():
+            for inputs in batches:
+                model(*inputs)
+                examples += inputs[0].shape[0]
+    finally:
+        for h in handles:
+            h.remove()
+    ran = {name for name, xs in seen.items() if xs}
+    for name in ran:
+        x, w, site = torch.cat(seen[name]), modules[name].weight.detach(), sites[name]
+        site.rows_per_example = x.shape[0] / examples
+        site.activation_amax, site.activation_rms = float(x.abs().max()), _rms(x)
+        site.activation_median = float(x.abs().flatten()[: 1 << 20].median())
+        site.weight_amax, site.weight_rms = float(w.abs().max()), _rms(w)
+        site.error_tensor = fp8_gemm_error(x, w, "tensor")
+        site.error_row = fp8_gemm_error(x, w, "row")
+    with torch.no_grad():
+        base = evaluate_ne()
+        for name in ran:
+            with simulated_fp8([modules[name]]):
+                sites[name].ne_delta = evaluate_ne() - base
+            sites[name].safe = sites[name].ne_delta <= threshold
+        safe = [modules[n] for n in ran if sites[n].safe]
+        with simulated_fp8(safe):
+            all_safe = evaluate_ne()
+    result = ProbeResult(base, all_safe, threshold, [sites[n] for n in modules if n in ran])
+    plan_dispatch(result, target, batch)
+    return result
+
+
+def plan_dispatch(result: ProbeResult, target: Target, batch: int) -> None:
+    """FP8 at a site only where it is safe and estimated faster; fills in the latencies."""
+    result.target, result.batch = target.name, batch
+    totals = {"bf16": 0.0, "fp8": 0.0, "dispatch": 0.0}
+    for site in result.sites:
+        gemm = site.gemm(batch)
+        site.bf16_us = gemm_estimate(gemm, target, "bf16").seconds * 1e6
+        site.fp8_us = gemm_estimate(gemm, target, "fp8").seconds * 1e6
+        site.precision = "fp8" if site.safe and site.fp8_us < site.bf16_us else "bf16"
+        totals["bf16"] += site.bf16_us
+        totals["fp8"] += site.fp8_us
+        totals["dispatch"] += site.fp8_us if site.precision == "fp8" else site.bf16_us
+    result.latency_bf16_us = totals["bf16"]
+    result.latency_fp8_us = totals["fp8"]
+    result.latency_dispatch_us = totals["dispatch"]
+
+
+def _rms(x: torch.Tensor) -> float:
+    return float(x.float().pow(2).mean().sqrt())

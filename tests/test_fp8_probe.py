@@ -1,0 +1,140 @@
+"""The FP8 probe: it finds a planted unsafe site, its dispatch plan never puts an unsafe site
+in FP8 (and uses FP8 exactly where it is safe and faster), and `nas fp8 probe` runs on real
+data, logs to MLflow and refuses bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from kernels.cost import get_target
+from kernels.cost.fp8_probe import (
+    ProbeResult,
+    Site,
+    fp8_gemm_error,
+    plan_dispatch,
+    probe,
+    quantise_dequantise,
+)
+from workers.metrics import binary_metrics
+
+
+class Planted(nn.Module):
+    """logit = 4 (x0 + x1 / 2), through two linear layers. Input channel 15 carries a value
+    1e6 times larger than the rest, cancelled exactly by ``first``'s weight: FP32 does not
+    care, but a quantised input to ``first`` loses every small value next to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(16, 16, bias=False), nn.Linear(16, 1, bias=False)
+        with torch.no_grad():
+            self.first.weight.copy_(torch.eye(16))
+            self.first.weight[15, 15] = 1e-6
+            self.second.weight.zero_()
+            self.second.weight[0, :2] = torch.tensor([4.0, 2.0])
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(x)) - torch.relu(-self.first(x))).view(-1)
+
+
+def planted_data(rows: int = 4000):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, 16, generator=g)
+    label = (torch.rand(rows, generator=g) < torch.sigmoid(4 * (x[:, 0] + x[:, 1] / 2))).float()
+    x[:, 15] *= 1e6
+    return x, label
+
+
+def test_the_probe_finds_the_planted_unsafe_site() -> None:
+    model = Planted()
+    x, label = planted_data()
+
+    def ne() -> float:
+        with torch.no_grad():
+            return binary_metrics(label, model(x), float(label.mean()))["ne"]
+
+    result = probe(model, [(x[:1000],)], ne, 1e-3, get_target("h100-sxm"), 4096)
+    sites = {s.name: s for s in result.sites}
+    assert set(sites) == {"first", "second"}
+    assert sites["first"].outlier_ratio > 1000 and sites["second"].outlier_ratio < 10
+    assert not sites["first"].safe and sites["first"].ne_delta > 0.05
+    assert sites["second"].safe and abs(sites["second"].ne_delta) <= 1e-3
+    assert sites["first"].error_tensor > 10 * sites["second"].error_tensor
+    assert result.ne_all_safe_fp8 == pytest.approx(result.ne, abs=1e-3)  # the safe one only
+    assert all(s.precision == "bf16" for s in result.sites if not s.safe)
+    # The model is left as it was: no hook stays behind.
+    assert ne() == pytest.approx(result.ne)
+
+
+def test_fp8_error_and_quantisation_behave() -> None:
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(64, 32, generator=g), torch.randn(16, 32, generator=g)
+    for scaling in ("tensor", "row"):
+        assert 0 < fp8_gemm_error(x, w, scaling) < 0.1
+        q = quantise_dequantise(x, scaling)
+        assert torch.allclose(q, x, rtol=0.07, atol=1e-6) and not torch.equal(q, x)
+    spiky = x.clone()
+    spiky[0, 0] = 1e5  # one outlier row: per-row scales keep the other rows
+    assert fp8_gemm_error(spiky, w, "row") < fp8_gemm_error(spiky, w, "tensor")
+
+
+dims = st.integers(1, 16384)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(dims, dims, st.floats(0.01, 64), st.booleans()), min_size=1, max_size=8),
+    st.sampled_from(["h100-sxm", "h200"]),
+    st.integers(1, 1 << 16),
+)
+def test_the_plan_puts_fp8_only_where_it_is_safe_and_faster(shapes, target_name, batch) -> None:
+    sites = [Site(f"s{i}", k, n, rows, safe=safe) for i, (k, n, rows, safe) in enumerate(shapes)]
+    result = ProbeResult(0.8, 0.8, 1e-3, sites)
+    plan_dispatch(result, get_target(target_name), batch)
+    for s in result.sites:
+        if not s.safe:
+            assert s.precision == "bf16"
+        else:
+            assert (s.precision == "fp8") == (s.fp8_us < s.bf16_us)
+    assert result.latency_dispatch_us <= result.latency_bf16_us + 1e-9
+    assert result.latency_dispatch_us == pytest.approx(
+        sum(min(s.bf16_us, s.fp8_us) if s.safe else s.bf16_us for s in result.sites)
+    )
+
+
+@pytest.mark.slow
+def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
+    from mlflow import MlflowClient
+
+    from tests.test_search import nas
+
+    runs = tmp_path / "runs"
+    done = nas(
+        runs, "fp8", "probe", "examples/specs/dcnv2.json", "--dataset", "movielens-100k",
+        "--steps", "60", "--rows", "3000", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["sites"] and report["target"] == "h100-sxm" and report["batch"] == 4096
+    for site in report["sites"]:
+        assert site["precision"] in ("bf16", "fp8") and site["error_row"] >= 0
+        assert not (site["precision"] == "fp8" and not site["safe"])
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    run = client.get_run(report["mlflow_run_id"])
+    assert run.data.tags["kind"] == "fp8_probe"
+    assert {"probe.json", "probe.csv"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert run.data.metrics["latency_dispatch_us"] == pytest.approx(report["latency_dispatch_us"])
+    # Bad input: exit 2, one paragraph, nothing logged.
+    for flags, words in (
+        (["--target", "cpu"], "--target: must be one of h100-sxm, h200"),
+        (["--threshold", "2"], "--threshold: must be in [0, 1)"),
+        (["--weights", str(tmp_path / "none.pt")], "--weights: no file at"),
+    ):
+        bad = nas(runs, "fp8", "probe", "examples/specs/dcnv2.json", *flags)
+        assert bad.returncode == 2 and words in " ".join(bad.stderr.split()), bad.stderr
+        assert "Traceback" not in bad.stderr
