@@ -34,7 +34,7 @@ from typing import Any
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
 from nas.errors import ConfigError, NasError
-from nas.objectives import COST_OBJECTIVES, cost_values
+from nas.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings
 from nas.registry import Registry, Search, Trial
 from nas.registry.store import HEARTBEAT_S
 from nas.spec import ArchSpec
@@ -400,6 +400,7 @@ class Controller:
             "threads": self.config.resources.cpus_per_trial,
             "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
             "rungs": rungs,
+            "fp8_probe": fp8_probe_settings(self.config.objectives),
         }
 
     def _ask(self) -> ArchSpec:
@@ -451,7 +452,8 @@ class Controller:
                 node=result.get("node"),
             )
             if stopped or result["outcome"] == "completed":
-                metrics = json.loads(result["payload"]) | self._estimate(trial) | self._costs(trial)
+                metrics = json.loads(result["payload"]) | self._estimate(trial)
+                metrics |= self._costs(trial, metrics)
                 values = [float(metrics[o]) for o in self.objectives]
                 if not all(math.isfinite(v) for v in values):
                     shown = dict(zip(self.objectives, values, strict=True))
@@ -475,11 +477,13 @@ class Controller:
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
 
-    def _costs(self, trial: Trial) -> dict[str, float]:
+    def _costs(self, trial: Trial, trial_metrics: dict) -> dict[str, float]:
         """The latency objectives' estimates for the trial's spec (``kernels/cost``)."""
         spec = ArchSpec.from_dict(trial.spec)
         threads = self.config.resources.cpus_per_trial
-        return cost_values(self.config.objectives, spec, self.plan.dataset.schema, threads)
+        return cost_values(
+            self.config.objectives, spec, self.plan.dataset.schema, threads, trial_metrics
+        )
 
     def _estimate(self, trial: Trial) -> dict[str, float]:
         """The strategy's prediction for a searched candidate, kept beside its figures."""

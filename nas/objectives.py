@@ -64,6 +64,8 @@ COST_OBJECTIVES = ("latency", "serving_latency")
 DEFAULT_BATCH = 1024
 DEFAULT_PRECISION = {"cpu": "fp32"}  # a GPU target's default: bf16
 COST_FIELDS = ("target", "precision", "batch", "candidates")
+FP8_DISPATCH = "fp8-dispatch"  # FP8 where each candidate's probe finds it safe and faster
+PROBE_ROWS = 20_000  # validation rows the per-candidate FP8 probe measures NE on
 
 
 def check_cost_options(objective, where: str) -> None:
@@ -90,12 +92,15 @@ def check_cost_options(objective, where: str) -> None:
         raise ConfigError(f"{where}.{wrong}", f"{objective.name} does not take it")
     offered = ("fp32",) if objective.target == "cpu" else GPU_PRECISIONS
     precision = objective.precision or DEFAULT_PRECISION.get(objective.target, "bf16")
-    if precision == "fp8-dispatch":
-        raise ConfigError(
-            f"{where}.precision",
-            "fp8-dispatch needs the FP8 probe's dispatch plan, which is not built yet; "
-            f"target {objective.target} prices {', '.join(offered)}",
-        )
+    if precision == FP8_DISPATCH:
+        if objective.name != "latency" or objective.target == "cpu":
+            raise ConfigError(
+                f"{where}.precision",
+                "fp8-dispatch (each candidate probed, FP8 where safe and faster) prices "
+                f"latency on a GPU target; {objective.name} on {objective.target} prices "
+                f"{', '.join(offered)}",
+            )
+        return
     if precision not in offered:
         raise ConfigError(
             f"{where}.precision",
@@ -103,9 +108,20 @@ def check_cost_options(objective, where: str) -> None:
         )
 
 
-def cost_values(objectives, spec, schema, threads: int = 1) -> dict[str, float]:
+def fp8_probe_settings(objectives) -> dict | None:
+    """What a trial's FP8 probe needs when an objective prices ``fp8-dispatch`` (else None)."""
+    for o in objectives:
+        if o.precision == FP8_DISPATCH:
+            batch = o.batch or DEFAULT_BATCH
+            return {"target": o.target, "batch": batch, "threshold": 1e-3, "rows": PROBE_ROWS}
+    return None
+
+
+def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dict[str, float]:
     """The latency objectives among ``objectives`` (checked configs) for ``spec``, in
-    microseconds: per example at the batch, or per request of N candidates."""
+    microseconds: per example at the batch, or per request of N candidates. ``fp8-dispatch``
+    is the BF16 estimate less what the trial's FP8 plan (``metrics["fp8"]``) saves; without
+    a plan (a trial stopped early), the BF16 estimate."""
     from kernels.cost import batch_estimate, get_target, request_estimate
 
     values = {}
@@ -114,7 +130,13 @@ def cost_values(objectives, spec, schema, threads: int = 1) -> dict[str, float]:
             continue
         target = get_target(o.target, threads)
         precision = o.precision or DEFAULT_PRECISION.get(o.target, "bf16")
-        if o.name == "latency":
+        if precision == FP8_DISPATCH:
+            batch = o.batch or DEFAULT_BATCH
+            seconds = batch_estimate(spec, schema, target, "bf16", batch).seconds / batch
+            plan = (metrics or {}).get("fp8")
+            if plan:
+                seconds -= (plan["latency_bf16_us"] - plan["latency_dispatch_us"]) / 1e6 / batch
+        elif o.name == "latency":
             batch = o.batch or DEFAULT_BATCH
             seconds = batch_estimate(spec, schema, target, precision, batch).seconds / batch
         else:

@@ -116,7 +116,11 @@ def _config(objective) -> dict:
         ({"name": "latency"}, "objectives[1].target: latency needs a target"),
         ({"name": "latency", "target": "h300"}, "unknown target 'h300'"),
         ({"name": "latency", "target": "cpu", "precision": "fp8"}, "prices fp32; got 'fp8'"),
-        ({"name": "latency", "target": "h200", "precision": "fp8-dispatch"}, "not built yet"),
+        ({"name": "latency", "target": "cpu", "precision": "fp8-dispatch"}, "on a GPU target"),
+        (
+            {"name": "serving_latency", "target": "h200", "precision": "fp8-dispatch"},
+            "fp8-dispatch (each candidate probed",
+        ),
         ({"name": "latency", "target": "h200", "candidates": 5}, "latency does not take it"),
         ({"name": "serving_latency", "target": "h200", "batch": 5}, "does not take it"),
         ({"name": "flops", "target": "h200"}, "objectives[1].target: only latency"),
@@ -155,13 +159,14 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
 
     from mlflow import MlflowClient
 
+    from nas.data import load_dataset
     from tests.test_search import nas, registry_of, write_search
 
     path = write_search(tmp_path, candidates=3, steps=30)
     path.write_text(
         path.read_text()
-        + "objectives: [ne, {name: latency, target: h100-sxm, precision: fp8, batch: 4096},"
-        " {name: serving_latency, target: cpu}]\n"
+        + "objectives: [ne, {name: latency, target: h100-sxm, precision: fp8-dispatch,"
+        " batch: 65536}, {name: serving_latency, target: cpu}]\n"
     )
     runs = tmp_path / "runs"
     done = nas(runs, "submit", str(path), "--json")
@@ -169,8 +174,19 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
     (search,) = registry_of(runs).list_searches()
     trials = [t for t in registry_of(runs).trials(search.id) if t.status == "completed"]
     assert len(trials) == 7
+    schema = load_dataset("movielens-100k").schema
     for t in trials:
         assert t.values[1] == t.metrics["latency"] > 0 and t.values[2] > 0
+        # fp8-dispatch: every trial was probed; its latency is BF16's less what FP8 saves
+        # at the sites the plan put in FP8 (only safe ones).
+        plan = t.metrics["fp8"]
+        assert plan["sites"] and plan["target"] == "h100-sxm" and plan["batch"] == 65536
+        assert all(s["safe"] for s in plan["sites"] if s["precision"] == "fp8")
+        spec = ArchSpec.from_dict(t.spec)
+        bf16 = batch_estimate(spec, schema, get_target("h100-sxm"), "bf16", 65536).seconds
+        saved = plan["latency_bf16_us"] - plan["latency_dispatch_us"]
+        assert t.metrics["latency"] == pytest.approx((bf16 * 1e6 - saved) / 65536)
+        assert saved >= 0
     front = json.loads(nas(runs, "pareto", search.id, "--json").stdout)
     assert list(front["objectives"]) == ["ne", "latency", "serving_latency"]
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")

@@ -41,8 +41,25 @@ def probe_candidate(
             raise NasError(f"{weights}: not this architecture's weights ({first})") from None
     else:
         train(model, train_rows, config)
+    held_out = data.features(data.split, model.reads_history)
+    return probe_trained(
+        model,
+        train_rows,
+        held_out[:rows],
+        data.train_positive_rate,
+        config,
+        threshold,
+        target,
+        batch,
+    )
+
+
+def probe_trained(
+    model, train_rows, held_out, positive_rate: float, config: TrainConfig, threshold, target, batch
+) -> ProbeResult:
+    """Probe a trained ``model``: activations from the first batches of ``train_rows``, NE
+    on ``held_out``."""
     model.eval()
-    held_out = data.features(data.split, model.reads_history)[:rows]
     probe_rows = train_rows[: PROBE_BATCHES * config.batch_size]
     batches = [
         probe_rows[i : i + config.batch_size].inputs()
@@ -50,6 +67,6 @@ def probe_candidate(
     ]
 
     def ne() -> float:
-        return evaluate(model, held_out, data.train_positive_rate, config.eval_batch_size)["ne"]
+        return evaluate(model, held_out, positive_rate, config.eval_batch_size)["ne"]
 
     return probe(model, batches, ne, threshold, target, batch)

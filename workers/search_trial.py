@@ -117,6 +117,14 @@ def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
             plan["rows"],
             rung_reporter(plan["scheduled"], started or time.time()),
         )
-    result = evaluate(spec, data, train_config, on_step, rungs, config.get("save_weights"))
+    result = evaluate(
+        spec,
+        data,
+        train_config,
+        on_step,
+        rungs,
+        config.get("save_weights"),
+        config.get("fp8_probe"),
+    )
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

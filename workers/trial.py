@@ -104,6 +104,8 @@ class TrialResult:
     seed: int
     # NE, AUC and logloss on the rung subsample at each rung (and at the end), when it has rungs
     rungs: list[dict[str, float]] = field(default_factory=list)
+    # the FP8 probe's plan (a search with an fp8-dispatch objective): its latencies, sites
+    fp8: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,10 +148,12 @@ def evaluate(
     on_step: StepCallback | None = None,
     rungs: Rungs | None = None,
     save_weights: str | None = None,
+    fp8_probe: dict | None = None,
 ) -> TrialResult:
     """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``
     (and, with ``rungs``, on a validation subsample at each rung while it trains); with
-    ``save_weights``, keep the trained state dict at that path."""
+    ``save_weights``, keep the trained state dict at that path; with ``fp8_probe`` (target,
+    batch, threshold, rows), probe the trained model and plan its FP8 dispatch)."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
@@ -227,6 +231,9 @@ def evaluate(
         paused = probe.paused
         probe.measure(model, config.steps, data, config)
     flops()
+    fp8 = None
+    if fp8_probe is not None:
+        fp8 = _probe(model, train_rows, held_out, data, config, fp8_probe)
     final = result(
         config.steps,
         metrics,
@@ -235,5 +242,32 @@ def evaluate(
         seconds=0.0,
         eval_seconds=eval_seconds,
         rungs=probe.figures if probe else [],
+        fp8=fp8,
     )
     return replace(final, seconds=time.perf_counter() - start)
+
+
+def _probe(model, train_rows, held_out, data: TrialData, config: TrainConfig, settings) -> dict:
+    """The FP8 probe's plan for a trained candidate, as plain data."""
+    from kernels.cost.targets import get_target
+    from workers.fp8_probe import probe_trained
+
+    result = probe_trained(
+        model,
+        train_rows,
+        held_out[: settings["rows"]],
+        data.train_positive_rate,
+        config,
+        settings["threshold"],
+        get_target(settings["target"]),
+        settings["batch"],
+    )
+    keep = ("name", "safe", "precision", "ne_delta", "bf16_us", "fp8_us")
+    return {
+        "target": result.target,
+        "batch": result.batch,
+        "ne_all_safe_fp8": result.ne_all_safe_fp8,
+        "latency_bf16_us": result.latency_bf16_us,
+        "latency_dispatch_us": result.latency_dispatch_us,
+        "sites": [{k: getattr(s, k) for k in keep} for s in result.sites],
+    }

@@ -6,7 +6,7 @@ first layer, computed with ``F.linear`` on weight slices, is not a module call a
 probed). On real batches the probe:
 
 1. records each site's input activations and weight: absolute max, RMS, the median
-   magnitude, and the max over that median (an outlier measure: FP8's 3 mantissa bits
+   nonzero magnitude, and the max over that median (an outlier measure: FP8's 3 mantissa bits
    and a scale set by the largest value lose the small values next to it);
 2. computes the FP8 GEMM's relative error against FP32 with per-tensor and per-row scales,
    through ``torch._scaled_mm`` (which runs on CPU);
@@ -72,7 +72,7 @@ class Site:
     rows_per_example: float  # input rows per example (tokens through this layer)
     activation_amax: float = 0.0
     activation_rms: float = 0.0
-    activation_median: float = 0.0  # of |x|
+    activation_median: float = 0.0  # of the nonzero |x|
     weight_amax: float = 0.0
     weight_rms: float = 0.0
     error_tensor: float = 0.0  # FP8 GEMM relative error, per-tensor scales
@@ -85,8 +85,10 @@ class Site:
 
     @property
     def outlier_ratio(self) -> float:
-        """The largest input over the typical one (its median magnitude)."""
-        return self.activation_amax / max(self.activation_median, 1e-30)
+        """The largest input over the typical nonzero one (1 when all are zero)."""
+        if self.activation_median == 0:
+            return 1.0
+        return self.activation_amax / self.activation_median
 
     def gemm(self, batch: int) -> Gemm:
         rows = max(1, round(self.rows_per_example * batch))
@@ -170,7 +172,9 @@ def probe(
         x, w, site = torch.cat(seen[name]), modules[name].weight.detach(), sites[name]
         site.rows_per_example = x.shape[0] / examples
         site.activation_amax, site.activation_rms = float(x.abs().max()), _rms(x)
-        site.activation_median = float(x.abs().flatten()[: 1 << 20].median())
+        magnitudes = x.abs().flatten()[: 1 << 20]
+        nonzero = magnitudes[magnitudes > 0]  # after a ReLU, most may be exact zeros
+        site.activation_median = float(nonzero.median()) if nonzero.numel() else 0.0
         site.weight_amax, site.weight_rms = float(w.abs().max()), _rms(w)
         site.error_tensor = fp8_gemm_error(x, w, "tensor")
         site.error_row = fp8_gemm_error(x, w, "row")

@@ -90,9 +90,9 @@ def _print(result, spec) -> None:
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),  # narrow, so that the site's name fits in 80 columns
     )
-    # amax/rms: the activations' outlier ratio; err/T, err/R: the FP8 GEMM's relative error
+    # amax/med: the activations' outlier ratio; err/T, err/R: the FP8 GEMM's relative error
     # with per-tensor and per-row scales; dNE: NE with the site alone in FP8, minus FP32's.
-    columns = ("k x n", "amax/rms", "err/T", "err/R", "dNE", "safe", "plan", "bf16us", "fp8us")
+    columns = ("k x n", "amax/med", "err/T", "err/R", "dNE", "safe", "plan", "bf16us", "fp8us")
     for column in columns:
         table.add_column(column, justify="left" if column == "plan" else "right", no_wrap=True)
     table.add_column("site", overflow="fold")
