@@ -85,6 +85,10 @@ class DnasSettings:
     checkpoint_every: int
     log_every: int
     shard: list[int] | None = None  # [index, count]: this job's chronological training slice
+    cost: str = "flops"  # or "latency": the supernet's cost (workers/jobs.py builds it)
+    cost_target: str = "h100-sxm"
+    cost_precision: str | None = None
+    cost_batch: int = 4096
 
 
 def check_relaxation(net: StackSupernet, relaxation: str) -> None:

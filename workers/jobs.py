@@ -33,7 +33,22 @@ def job_supernet(settings: dict[str, Any], data: TrialData):
     inputs = SpaceInputs.of(data.schema)
     space = create_space(space_config["name"], space_config["options"], inputs)
     torch.manual_seed(settings["seed"])
-    return build_supernet(space, data.schema)
+    return build_supernet(space, data.schema, _cost(settings))
+
+
+def _cost(settings: dict[str, Any]):
+    """The supernet's cost: FLOPs, or (``cost: latency``) the cost model's estimate."""
+    from nas.supernet import flops_cost
+
+    if settings.get("cost", "flops") == "flops":
+        return flops_cost
+    from kernels.cost import get_target
+    from kernels.cost.candidate import per_example_latency
+    from nas.objectives import DEFAULT_PRECISION
+
+    target = get_target(settings["cost_target"], settings["threads"])
+    precision = settings["cost_precision"] or DEFAULT_PRECISION.get(target.name, "bf16")
+    return per_example_latency(target, precision, settings["cost_batch"])
 
 
 def _runners():

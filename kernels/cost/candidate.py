@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kernels.cost.gemm import Gemm
-from kernels.cost.roofline import Estimate, parts_estimate
+from kernels.cost.roofline import Estimate, gemm_estimate, parts_estimate
 from kernels.cost.targets import Target
 
 
@@ -23,6 +23,21 @@ def _whole_request(name: str) -> bool:
     from nas.model import REQUEST_PARTS
 
     return name in REQUEST_PARTS or name.startswith("sequence")
+
+
+def per_example_latency(target: Target, precision: str, batch: int):
+    """A cost function for the supernet (``nas.supernet.CostFn``): a part's GEMMs for one
+    example -> its estimated microseconds per example at a serving batch of ``batch``. The
+    batch goes where the block put it: a linear layer's rows, or a batched GEMM's count."""
+
+    def cost(gemms: list[Gemm]) -> float:
+        scaled = [
+            replace(g, m=g.m * batch) if g.weight == "b" else replace(g, count=g.count * batch)
+            for g in gemms
+        ]
+        return sum(gemm_estimate(g, target, precision).seconds for g in scaled) / batch * 1e6
+
+    return cost
 
 
 def batch_estimate(spec, schema, target: Target, precision: str, batch: int) -> Estimate:

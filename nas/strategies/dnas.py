@@ -41,8 +41,34 @@ class DnasOptions(StrategyOptions):
     arch_batch_size: int = Field(default=128, ge=1)
     warmup: float = Field(default=0.2, ge=0, lt=1)
     cost_reference: float | None = Field(default=None, gt=0)
+    # The cost in the loss: FLOPs, or the cost model's latency (kernels/cost) on a target.
+    cost: Literal["flops", "latency"] = "flops"
+    cost_target: str = "h100-sxm"
+    cost_precision: str | None = None  # default: bf16 on a GPU, fp32 on cpu
+    cost_batch: int = Field(default=4096, ge=1, le=1 << 20)
     checkpoint_every: int = Field(default=100, ge=1)
     log_every: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _cost_target(self) -> DnasOptions:
+        from types import SimpleNamespace
+
+        from nas.objectives import FP8_DISPATCH, check_cost_options
+
+        if self.cost == "latency":
+            if self.cost_precision == FP8_DISPATCH:
+                raise ValueError("cost_precision fp8-dispatch needs a probe per candidate")
+            check_cost_options(
+                SimpleNamespace(
+                    name="latency",
+                    target=self.cost_target,
+                    precision=self.cost_precision,
+                    batch=self.cost_batch,
+                    candidates=None,
+                ),
+                "cost",
+            )
+        return self
 
     @field_validator("lambdas")
     @classmethod
@@ -108,6 +134,10 @@ class Dnas(Strategy):
                     "arch_batch_size",
                     "warmup",
                     "cost_reference",
+                    "cost",
+                    "cost_target",
+                    "cost_precision",
+                    "cost_batch",
                     "checkpoint_every",
                     "log_every",
                 )

@@ -41,6 +41,10 @@ def settings(**changes) -> dict:
         arch_batch_size=128,
         warmup=0.2,
         cost_reference=None,
+        cost="flops",
+        cost_target="h100-sxm",
+        cost_precision=None,
+        cost_batch=4096,
         checkpoint_every=1000,
         log_every=50,
     )
@@ -155,3 +159,37 @@ def test_the_probabilities_chart_follows_the_logged_logits(xor) -> None:
         torch.testing.assert_close(totals, torch.ones_like(totals), rtol=0, atol=1e-9)
         final = [t.y[-1] for t in lines]  # the run's final probabilities, at temperature 1
         assert final == pytest.approx(result["probabilities"][decision], abs=1e-6)
+
+
+def test_a_latency_cost_prices_the_supernet_with_the_cost_model(xor) -> None:
+    """cost: latency puts the cost model's microseconds in the DNAS loss; a larger penalty
+    still buys a cheaper expected architecture, now in latency."""
+    space = {
+        "name": "ctr_stack",
+        "options": {
+            "embedding_dims": [4, 16],
+            "max_depth": 1,
+            "blocks": ["dot", "mlp"],
+            "block_params": {"mlp": {"widths": [[1], [64]]}},
+            "top_mlps": [[], [64]],
+            "top_inputs": ["last"],
+        },
+    }
+    latency = {"cost": "latency", "cost_target": "h100-sxm", "cost_batch": 4096}
+    costs = []
+    for penalty in (0.0, 10.0):
+        result = dnas.run(
+            settings(space=space, penalty=penalty, steps=200, **latency), xor, None, quiet
+        )
+        costs.append(result["expected_cost"])
+    assert 0 < costs[1] < costs[0]
+    assert costs[0] < 1.0  # microseconds per example on an H100, not FLOPs
+
+
+def test_bad_latency_cost_options_are_refused() -> None:
+    from nas.strategies import check_options
+
+    with pytest.raises(ConfigError, match="unknown target 'h300'"):
+        check_options("dnas", {"cost": "latency", "cost_target": "h300"})
+    with pytest.raises(ConfigError, match="prices fp32"):
+        check_options("dnas", {"cost": "latency", "cost_target": "cpu", "cost_precision": "bf16"})
