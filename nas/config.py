@@ -124,6 +124,7 @@ class SearchConfig(Strict):
     scheduler: SchedulerConfig | None = None  # early stopping; default: every candidate trains
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and torch's seed range
     include_baselines: bool = True
+    fp8_probe: bool = False  # probe every trial's FP8 safety and plan (implied by fp8-dispatch)
     baselines: list[str] | None = None  # spec files; default: examples/specs/*.json
     tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder
     registry_url: str | None = None  # SQLAlchemy URL; default: sqlite under the runs folder

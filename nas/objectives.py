@@ -108,12 +108,16 @@ def check_cost_options(objective, where: str) -> None:
         )
 
 
-def fp8_probe_settings(objectives) -> dict | None:
-    """What a trial's FP8 probe needs when an objective prices ``fp8-dispatch`` (else None)."""
+def fp8_probe_settings(objectives, asked: bool = False) -> dict | None:
+    """What a trial's FP8 probe needs: on an ``fp8-dispatch`` objective's target and batch,
+    else (``asked``: the search's ``fp8_probe: true``) on h100-sxm at the default batch;
+    None when no probe is wanted."""
     for o in objectives:
         if o.precision == FP8_DISPATCH:
             batch = o.batch or DEFAULT_BATCH
             return {"target": o.target, "batch": batch, "threshold": 1e-3, "rows": PROBE_ROWS}
+    if asked:
+        return {"target": "h100-sxm", "batch": DEFAULT_BATCH, "threshold": 1e-3, "rows": PROBE_ROWS}
     return None
 
 

@@ -172,6 +172,18 @@ class Tracker:
         extra = {"error": trial.error[:5000]} if trial.error else {}
         self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
         self._log_rungs(run_id, (trial.metrics or {}).get("rungs"))
+        plan = (trial.metrics or {}).get("fp8")
+        if plan:  # the FP8 probe's plan: its figures, and the whole plan as fp8_plan.json
+            sites = plan["sites"]
+            figures = {
+                "fp8_latency_bf16_us": plan["latency_bf16_us"],
+                "fp8_latency_dispatch_us": plan["latency_dispatch_us"],
+                "fp8_ne_all_safe": plan["ne_all_safe_fp8"],
+                "fp8_sites_unsafe": sum(not s["safe"] for s in sites),
+                "fp8_sites_planned": sum(s["precision"] == "fp8" for s in sites),
+            }
+            self._log(run_id, metrics=figures)
+            self._call("log fp8_plan.json", self.client.log_dict, run_id, plan, "fp8_plan.json")
         status = {"completed": "FINISHED", "stopped": "KILLED"}.get(trial.status, "FAILED")
         self._call("close a trial run", self.client.set_terminated, run_id, status)
         return run_id

@@ -192,5 +192,23 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
     child = client.get_run(trials[0].mlflow_run_id)
     assert child.data.metrics["latency"] == pytest.approx(trials[0].metrics["latency"])
+    plan = trials[0].metrics["fp8"]
+    assert child.data.metrics["fp8_latency_dispatch_us"] == pytest.approx(
+        plan["latency_dispatch_us"]
+    )
+    assert "fp8_plan.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
     # The cpu target was measured once, under the runs folder.
     assert len(list((runs / "cost").glob("cpu-*.json"))) == 1
+
+
+def test_a_trial_is_probed_when_the_search_asks_or_an_objective_needs_it() -> None:
+    from nas.objectives import fp8_probe_settings
+
+    plain = validate_config(_config("flops"))
+    assert fp8_probe_settings(plain.objectives, plain.fp8_probe) is None
+    asked = validate_config(_config("flops") | {"fp8_probe": True})
+    assert fp8_probe_settings(asked.objectives, asked.fp8_probe)["target"] == "h100-sxm"
+    dispatch = {"name": "latency", "target": "h200", "precision": "fp8-dispatch", "batch": 512}
+    needed = validate_config(_config(dispatch))
+    settings = fp8_probe_settings(needed.objectives, needed.fp8_probe)
+    assert (settings["target"], settings["batch"]) == ("h200", 512)
