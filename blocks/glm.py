@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kernels.ikbo import broadcast_linear
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -130,9 +132,8 @@ class MaskedDense(nn.Module):
 
     def forward(self, x: Split) -> Split:
         request = F.linear(x.request, self.rr, self.r_bias)
-        candidate = x.broadcast(F.linear(x.request, self.cr)) + F.linear(
-            x.candidate, self.cc, self.c_bias
-        )
+        request_term = F.linear(x.request, self.cr)  # once per request, broadcast in-kernel
+        candidate = broadcast_linear(x.candidate, self.cc, self.c_bias, request_term, x.owner)
         return x.replace(request, candidate)
 
 

@@ -33,6 +33,7 @@ import blocks
 from blocks.base import BlockConfig, TokenShape
 from blocks.glm import Memory, Split
 from blocks.glm_layers import GLMBlock
+from kernels.ikbo import broadcast_linear
 from nas.data.schema import SIDES, Field, Schema
 from nas.errors import ConfigError
 from nas.spec import ArchSpec
@@ -265,9 +266,10 @@ class RankingModel(nn.Module):
         layers = self.top.layers
         first: nn.Linear = layers[0]
         f_r = x.request.shape[1]
-        hidden = F.linear(x.candidate, first.weight[:, f_r:], first.bias)
-        if f_r:
-            hidden = hidden + x.broadcast(F.linear(x.request, first.weight[:, :f_r]))
+        request_term = F.linear(x.request, first.weight[:, :f_r]) if f_r else None
+        hidden = broadcast_linear(
+            x.candidate, first.weight[:, f_r:], first.bias, request_term, x.owner
+        )
         return layers[1:](hidden)
 
     # --- cost --------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("RECNAS_CACHE_DIR") or REPO / "nas-runs" / "data").resolve()
 os.environ["RECNAS_CACHE_DIR"] = str(CACHE)
+# Triton kernels run on CPU tensors only in the interpreter (set before triton is imported).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")
