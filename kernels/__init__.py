@@ -1,4 +1,3 @@
-"""Triton kernels beside their PyTorch references, and the hardware/FP8 cost models.
-
-Empty until the kernels land; see ARCHITECTURE.md.
+"""Triton kernels beside their PyTorch references (``ikbo``: the IKBO broadcast linear), and
+the cost model (``cost``: GEMM records, hardware targets, the roofline, the FP8 probe).
 """
