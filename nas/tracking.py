@@ -296,7 +296,7 @@ class Tracker:
             chunk = points[start : start + METRICS_PER_BATCH]
             self._call("log a trajectory", self.client.log_batch, run_id, metrics=chunk)
 
-    def log_probe(self, experiment_id: str, spec, report: dict, table: str) -> str:
+    def log_probe(self, experiment_id: str, spec, report: dict) -> str:
         """An FP8 probe's run: its NE and latency figures, ``probe.json`` and ``probe.csv``."""
         run = self._call(
             "create the probe run",
@@ -311,6 +311,7 @@ class Tracker:
         params = {k: str(report[k]) for k in ("target", "batch", "threshold")}
         self._log(run_id, params=params, metrics=metrics)
         self._call("log probe.json", self.client.log_dict, run_id, report, "probe.json")
+        table = _csv(report["sites"])
         self._call("log probe.csv", self.client.log_text, run_id, table, "probe.csv")
         self._call("close the probe run", self.client.set_terminated, run_id, "FINISHED")
         return run_id

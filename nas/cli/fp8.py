@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -127,14 +125,4 @@ def _log(report: dict, spec) -> str:
 
     tracker = Tracker(default_tracking_uri(), runs_dir() / "mlartifacts")
     experiment = tracker.experiment("fp8-probe")
-    return tracker.log_probe(experiment, spec, report, _csv(report["sites"]))
-
-
-def _csv(sites: list[dict]) -> str:
-    if not sites:
-        return ""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(sites[0]))
-    writer.writeheader()
-    writer.writerows(sites)
-    return buffer.getvalue()
+    return tracker.log_probe(experiment, spec, report)
