@@ -306,7 +306,7 @@ class Tracker:
             tags={"kind": "fp8_probe", "arch_id": spec.arch_id, "dataset": report["dataset"]},
         )
         run_id = run.info.run_id
-        keys = ("ne", "ne_all_safe_fp8", "latency_bf16_us", "latency_fp8_us")
+        keys = ("ne", "ne_all_safe_fp8", "ne_dispatched", "latency_bf16_us", "latency_fp8_us")
         metrics = {k: report[k] for k in (*keys, "latency_dispatch_us")}
         params = {k: str(report[k]) for k in ("target", "batch", "threshold")}
         self._log(run_id, params=params, metrics=metrics)

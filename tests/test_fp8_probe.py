@@ -54,9 +54,9 @@ def test_the_probe_finds_the_planted_unsafe_site() -> None:
     model = Planted()
     x, label = planted_data()
 
-    def ne() -> float:
+    def ne(candidate) -> float:
         with torch.no_grad():
-            return binary_metrics(label, model(x), float(label.mean()))["ne"]
+            return binary_metrics(label, candidate(x), float(label.mean()))["ne"]
 
     result = probe(model, [(x[:1000],)], ne, 1e-3, get_target("h100-sxm"), 4096)
     sites = {s.name: s for s in result.sites}
@@ -67,8 +67,10 @@ def test_the_probe_finds_the_planted_unsafe_site() -> None:
     assert sites["first"].error_tensor > 10 * sites["second"].error_tensor
     assert result.ne_all_safe_fp8 == pytest.approx(result.ne, abs=1e-3)  # the safe one only
     assert all(s.precision == "bf16" for s in result.sites if not s.safe)
+    # The plan, run for real: nothing here is big enough for FP8 to pay, so nothing moved.
+    assert result.sites_in_fp8 == [] and result.ne_dispatched == pytest.approx(result.ne)
     # The model is left as it was: no hook stays behind.
-    assert ne() == pytest.approx(result.ne)
+    assert ne(model) == pytest.approx(result.ne)
 
 
 def test_fp8_error_and_quantisation_behave() -> None:

@@ -66,7 +66,7 @@ def probe_trained(
         for i in range(0, len(probe_rows), config.batch_size)
     ]
 
-    def ne() -> float:
-        return evaluate(model, held_out, positive_rate, config.eval_batch_size)["ne"]
+    def ne(candidate) -> float:
+        return evaluate(candidate, held_out, positive_rate, config.eval_batch_size)["ne"]
 
     return probe(model, batches, ne, threshold, target, batch)

@@ -15,11 +15,15 @@ probed). On real batches the probe:
 4. calls a site safe when its NE moves by at most ``threshold``;
 5. plans dispatch: FP8 only at a safe site where the cost model (``kernels.cost``) predicts
    it faster than BF16 at the serving batch. The plan's predicted latency is the sum of
-   its sites' GEMM estimates in the precision chosen for each.
+   its sites' GEMM estimates in the precision chosen for each;
+6. runs the plan for real on a copy of the model (its FP8 sites as
+   ``kernels.fp8_linear.Fp8Linear``: row-wise FP8 GEMMs through ``torch._scaled_mm``) and
+   measures that NE.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -31,6 +35,7 @@ from torch import nn
 from kernels.cost.gemm import Gemm
 from kernels.cost.roofline import gemm_estimate
 from kernels.cost.targets import Target
+from kernels.fp8_linear import apply_plan
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = torch.finfo(E4M3).max  # 448
@@ -109,6 +114,8 @@ class ProbeResult:
     latency_bf16_us: float = 0.0  # the probed sites' GEMMs, all BF16, per batch
     latency_fp8_us: float = 0.0  # all FP8 (safe or not)
     latency_dispatch_us: float = 0.0  # the plan
+    ne_dispatched: float = 0.0  # NE with the plan run for real (FP8 GEMMs at its FP8 sites)
+    sites_in_fp8: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -139,13 +146,14 @@ def simulated_fp8(modules: Sequence[nn.Linear], scaling: str = "row"):
 def probe(
     model: nn.Module,
     batches: Sequence[tuple[torch.Tensor, ...]],
-    evaluate_ne: Callable[[], float],
+    evaluate_ne: Callable[[nn.Module], float],
     threshold: float,
     target: Target,
     batch: int,
 ) -> ProbeResult:
-    """Probe ``model``'s linear sites on ``batches`` (its positional inputs); ``evaluate_ne``
-    measures the model's NE as it runs now (hooks included)."""
+    """Probe ``model``'s linear sites on ``batches`` (its positional inputs);
+    ``evaluate_ne(m)`` measures a model's NE as it runs now (hooks included). The plan is
+    then run for real on a copy (``kernels.fp8_linear``: its FP8 sites as FP8 GEMMs)."""
     model.eval()
     modules = linear_sites(model)
     sites = {name: Site(name, m.in_features, m.out_features, 0.0) for name, m in modules.items()}
@@ -179,16 +187,20 @@ def probe(
         site.error_tensor = fp8_gemm_error(x, w, "tensor")
         site.error_row = fp8_gemm_error(x, w, "row")
     with torch.no_grad():
-        base = evaluate_ne()
+        base = evaluate_ne(model)
         for name in ran:
             with simulated_fp8([modules[name]]):
-                sites[name].ne_delta = evaluate_ne() - base
+                sites[name].ne_delta = evaluate_ne(model) - base
             sites[name].safe = sites[name].ne_delta <= threshold
         safe = [modules[n] for n in ran if sites[n].safe]
         with simulated_fp8(safe):
-            all_safe = evaluate_ne()
+            all_safe = evaluate_ne(model)
     result = ProbeResult(base, all_safe, threshold, [sites[n] for n in modules if n in ran])
     plan_dispatch(result, target, batch)
+    dispatched = copy.deepcopy(model)
+    result.sites_in_fp8 = apply_plan(dispatched, result.sites)
+    with torch.no_grad():
+        result.ne_dispatched = evaluate_ne(dispatched)
     return result
 
 

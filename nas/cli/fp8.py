@@ -113,7 +113,8 @@ def _print(result, spec) -> None:
         f"{result.latency_bf16_us:.1f} "
         f"in BF16, {result.latency_fp8_us:.1f} all in FP8, "
         f"{result.latency_dispatch_us:.1f} as planned (FP8 where safe and faster; "
-        f"threshold {result.threshold:g} NE)",
+        f"threshold {result.threshold:g} NE). The plan run with real FP8 GEMMs at its "
+        f"{len(result.sites_in_fp8)} FP8 site(s): NE {result.ne_dispatched:.4f}",
         highlight=False,
     )
 
