@@ -10,7 +10,13 @@ of a ranking model's top layer (K = 512 candidate features, N_out = 512, bf16):
 Each figure is the median of ``--repeats`` CUDA-event-timed calls after a warm-up; it prints
 the speed-up and the kernel's achieved TFLOP/s and GB/s against the H200's peaks (989
 TFLOP/s BF16 dense, 4.8 TB/s). Target: >= 3x the naive path at 100 candidates per request.
-HSTU attention and the FP8 row-wise linear are not built yet.
+
+FP8 row-wise linear (``kernels/fp8_linear.py``): at every distinct ``nn.Linear`` shape of
+the four baselines and of a 10x wider Wukong (``examples/specs/modern/wukong.json`` with
+its MLP and top widths times 10), at M = 4096 rows, ``fp8_linear`` (row quantisation
+kernel + ``torch._scaled_mm``, weights quantised ahead) against BF16 ``torch.mm``.
+
+HSTU attention is not built yet.
 
     .venv/bin/python benchmarks/kernels.py            # CUDA
     TRITON_INTERPRET=1 .venv/bin/python benchmarks/kernels.py --smoke   # CPU, tiny shapes
@@ -92,6 +98,66 @@ def ikbo_rows(device: str, dtype, total: int, k: int, n: int, repeats: int) -> l
     return rows
 
 
+def linear_shapes(wide: int = 10) -> list[tuple[str, int, int]]:
+    """(model, in, out) of every distinct linear layer of the baselines and a wide Wukong."""
+    import json
+
+    from torch import nn
+
+    from nas.data import load_dataset
+    from nas.model import build_model
+    from nas.spec import ArchSpec
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "specs"
+    schema = load_dataset("movielens-1m").schema
+    wukong = json.loads((root / "modern" / "wukong.json").read_text())
+    for layer in wukong["interaction"]:
+        layer["widths"] = [w * wide for w in layer["widths"]]
+    wukong["top_mlp"] = [w * wide for w in wukong["top_mlp"]]
+    specs = [(p.stem, ArchSpec.load(p)) for p in sorted(root.glob("*.json"))]
+    specs.append((f"wukong x{wide}", ArchSpec.from_dict(wukong)))
+    shapes, seen = [], set()
+    for name, spec in specs:
+        for module in build_model(spec, schema).modules():
+            if isinstance(module, nn.Linear):
+                key = (module.in_features, module.out_features)
+                if key not in seen:
+                    seen.add(key)
+                    shapes.append((name, *key))
+    return shapes
+
+
+def fp8_rows(device: str, m: int, shapes, repeats: int) -> list[dict]:
+    from kernels.fp8_linear import Fp8Linear, fp8_linear
+
+    cuda = device == "cuda"
+    rows = []
+    for name, k, n in shapes:
+        g = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(m, k, device=device, dtype=torch.bfloat16, generator=g)
+        linear = torch.nn.Linear(k, n, bias=False).to(device)
+        fp8 = Fp8Linear.from_linear(linear)
+        w = linear.weight.detach().to(torch.bfloat16)
+        with torch.no_grad():
+            bf16 = _time(partial(torch.mm, x, w.t()), repeats, cuda)
+            run = partial(fp8_linear, x, fp8.w_q, fp8.w_scale, None, "triton")
+            kernel = _time(run, repeats, cuda)
+            exact = x.float() @ w.float().t()
+            error = float((run().float() - exact).norm() / exact.norm())
+        rows.append(
+            {
+                "model": name,
+                "shape": f"{m}x{k} @ {k}x{n}",
+                "bf16_us": bf16 * 1e6,
+                "fp8_us": kernel * 1e6,
+                "speedup": bf16 / kernel,
+                "tflops": 2 * m * k * n / kernel / 1e12,
+                "relative_error": error,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
@@ -119,6 +185,24 @@ def main() -> None:
             f"{r['tflops']:.1f}",
             f"{r['gbps']:.0f}",
             f"{r['max_error']:.2e}",
+        )
+    console.print(table)
+    shapes = linear_shapes()
+    m = 4096
+    if args.smoke:
+        shapes, m = shapes[:3], 8
+    table = Table(title=f"FP8 row-wise linear vs BF16 torch.mm on {device}, M = {m}")
+    for column in ("model", "GEMM", "bf16 us", "fp8 us", "speed-up", "TFLOP/s", "rel. error"):
+        table.add_column(column, justify="left" if column in ("model", "GEMM") else "right")
+    for r in fp8_rows(device, m, shapes, repeats):
+        table.add_row(
+            r["model"],
+            r["shape"],
+            f"{r['bf16_us']:.1f}",
+            f"{r['fp8_us']:.1f}",
+            f"{r['speedup']:.2f}x",
+            f"{r['tflops']:.1f}",
+            f"{r['relative_error']:.3f}",
         )
     console.print(table)
     console.print(f"H200 peaks: {H200_TFLOPS:.0f} TFLOP/s BF16 dense, {H200_TBPS} TB/s HBM")

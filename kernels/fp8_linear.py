@@ -56,7 +56,8 @@ def scaled_matmul(
             w_q.t(),
             scale_a=x_scale[:, None],
             scale_b=w_scale[None, :],
-            out_dtype=torch.float32,
+            # CUDA's row-wise scaled GEMM writes BF16 only; the CPU's, float32.
+            out_dtype=torch.bfloat16 if x_q.is_cuda else torch.float32,
         )
     else:  # shapes _scaled_mm refuses on CUDA: the same values, dequantised
         out = (x_q.float() * x_scale[:, None]) @ (w_q.float() * w_scale[:, None]).t()
