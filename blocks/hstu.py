@@ -45,6 +45,7 @@ from blocks.base import (
     check_int,
 )
 from blocks.registry import register_block
+from kernels.hstu_attention import hstu_attention
 from nas.errors import ConfigError
 
 
@@ -90,21 +91,6 @@ class HSTUConfig(InteractionConfig):
             Gemm(n, self.value_dim, n, count=batch_size * h, weight="none"),  # A V
             Gemm(rows, d, h * self.value_dim),  # f2
         ]
-
-
-def attention_mask(lengths: torch.Tensor, max_len: int, num_targets: int = 0) -> torch.Tensor:
-    """[B, N, N] bool: may position i attend to j. Causal over the history; with T targets
-    (the last T valid positions of each row), a target sees the history and itself only."""
-    positions = torch.arange(max_len, device=lengths.device)
-    i, j = positions.view(-1, 1), positions.view(1, -1)
-    valid = positions.view(1, -1) < lengths.view(-1, 1)  # [B, N]
-    mask = (j <= i).unsqueeze(0) & valid.unsqueeze(1) & valid.unsqueeze(2)  # [B, N, N]
-    if num_targets:
-        first_target = (lengths - num_targets).view(-1, 1, 1)
-        j_is_target = j.unsqueeze(0) >= first_target
-        i_is_target = i.unsqueeze(0) >= first_target
-        mask = mask & ~(i_is_target & j_is_target & (i != j).unsqueeze(0))
-    return mask
 
 
 @register_block("hstu", kind="sequence", config=HSTUConfig)
@@ -164,11 +150,9 @@ class HSTU(Block):
         q = q.view(b, n, c.num_heads, c.qk_dim).transpose(1, 2)  # [B, h, N, d_qk]
         k = k.view(b, n, c.num_heads, c.qk_dim).transpose(1, 2)
         v = v.view(b, n, c.num_heads, c.value_dim).transpose(1, 2)  # [B, h, N, d_v]
-        bias = self._bias(n, timestamps, query_timestamps)
-        scores = torch.matmul(q, k.transpose(-1, -2)) + bias  # [B, h, N, N]
-        mask = attention_mask(lengths, n, num_targets).unsqueeze(1)  # [B, 1, N, N]
-        weights = F.silu(scores) * mask / n
-        attended = torch.matmul(weights, v).transpose(1, 2).reshape(b, n, -1)  # [B, N, h*d_v]
+        rab = self._bias(n, timestamps, query_timestamps).reshape(-1, n, n)  # [B or 1, N, N]
+        attended = hstu_attention(q, k, v, rab, lengths, num_targets, n)  # [B, h, N, d_v]
+        attended = attended.transpose(1, 2).reshape(b, n, -1)  # [B, N, h*d_v]
         out = self.f2(self.dropout(self.norm(attended) * u))
         if c.residual:
             out = x + out

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import blocks
-from blocks.hstu import attention_mask, jagged_to_padded, padded_to_jagged
+from blocks.hstu import jagged_to_padded, padded_to_jagged
+from kernels.hstu_attention import attention_mask
 
 N, D = 8, 6
 

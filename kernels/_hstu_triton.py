@@ -1,0 +1,171 @@
+"""The Triton kernels of ``kernels.hstu_attention`` (imported only when they run).
+
+Forward: one program per (query block, batch row x head). It loops over key blocks up to
+the diagonal and the row's length only, computing SiLU(q k^T + rab) under the mask, scaled
+by 1 / norm, times v, accumulated in float32. Padding rows come out 0.
+
+Backward: one program per (key block, batch row x head), recomputing the scores for every
+query block from the diagonal to the row's length: dV and dK accumulate in the program;
+dQ and d(rab) (summed over heads) are added atomically, in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scores(q, k, rab_ptr, b, offs_m, offs_n, length, first_target, N, norm):
+    """The masked pointwise attention weights' ingredients for one tile: (s, mask)."""
+    s = tl.dot(q, tl.trans(k))
+    inside = (offs_m[:, None] < length) & (offs_n[None, :] < length)
+    s += tl.load(
+        rab_ptr + b * N * N + offs_m[:, None] * N + offs_n[None, :], mask=inside, other=0.0
+    )
+    both_targets = (offs_m[:, None] >= first_target) & (offs_n[None, :] >= first_target)
+    mask = inside & (offs_n[None, :] <= offs_m[:, None])
+    mask = mask & ~(both_targets & (offs_m[:, None] != offs_n[None, :]))
+    return s, mask
+
+
+@triton.jit
+def _forward(
+    q_ptr, k_ptr, v_ptr, rab_ptr, len_ptr, out_ptr,
+    H, N, DQK, DV, num_targets, norm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_QK: tl.constexpr, BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    pid_m, bh = tl.program_id(0), tl.program_id(1)
+    b = bh // H
+    length = tl.load(len_ptr + b).to(tl.int32)
+    first_target = length - num_targets
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dqk, dv = tl.arange(0, BLOCK_QK), tl.arange(0, BLOCK_V)
+    q = tl.load(
+        q_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :],
+        mask=(offs_m[:, None] < length) & (dqk[None, :] < DQK),
+        other=0.0,
+    ).to(tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_V), dtype=tl.float32)
+    end = tl.minimum((pid_m + 1) * BLOCK_M, length)  # keys up to the diagonal, in the row
+    for start_n in range(0, end, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k = tl.load(
+            k_ptr + bh * N * DQK + offs_n[:, None] * DQK + dqk[None, :],
+            mask=(offs_n[:, None] < length) & (dqk[None, :] < DQK),
+            other=0.0,
+        ).to(tl.float32)
+        s, mask = _scores(q, k, rab_ptr, b, offs_m, offs_n, length, first_target, N, norm)
+        w = tl.where(mask, s * tl.sigmoid(s) / norm, 0.0)
+        v = tl.load(
+            v_ptr + bh * N * DV + offs_n[:, None] * DV + dv[None, :],
+            mask=(offs_n[:, None] < length) & (dv[None, :] < DV),
+            other=0.0,
+        ).to(tl.float32)
+        acc += tl.dot(w, v)
+    tl.store(
+        out_ptr + bh * N * DV + offs_m[:, None] * DV + dv[None, :],
+        acc.to(out_ptr.dtype.element_ty),
+        mask=(offs_m[:, None] < N) & (dv[None, :] < DV),
+    )
+
+
+@triton.jit
+def _backward(
+    q_ptr, k_ptr, v_ptr, rab_ptr, len_ptr, dout_ptr, dq_ptr, dk_ptr, dv_ptr, drab_ptr,
+    H, N, DQK, DV, num_targets, norm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_QK: tl.constexpr, BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    pid_n, bh = tl.program_id(0), tl.program_id(1)
+    b = bh // H
+    length = tl.load(len_ptr + b).to(tl.int32)
+    first_target = length - num_targets
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    dqk, dv = tl.arange(0, BLOCK_QK), tl.arange(0, BLOCK_V)
+    keys = (offs_n[:, None] < length) & (dqk[None, :] < DQK)
+    k = tl.load(k_ptr + bh * N * DQK + offs_n[:, None] * DQK + dqk[None, :], mask=keys, other=0.0)
+    k = k.to(tl.float32)
+    values = (offs_n[:, None] < length) & (dv[None, :] < DV)
+    v = tl.load(v_ptr + bh * N * DV + offs_n[:, None] * DV + dv[None, :], mask=values, other=0.0)
+    v = v.to(tl.float32)
+    grad_k = tl.zeros((BLOCK_N, BLOCK_QK), dtype=tl.float32)
+    grad_v = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
+    start = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M  # queries from the diagonal on
+    for start_m in range(start, length, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        rows_qk = (offs_m[:, None] < length) & (dqk[None, :] < DQK)
+        q = tl.load(
+            q_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :], mask=rows_qk, other=0.0
+        ).to(tl.float32)
+        rows_v = (offs_m[:, None] < length) & (dv[None, :] < DV)
+        grad_out = tl.load(
+            dout_ptr + bh * N * DV + offs_m[:, None] * DV + dv[None, :], mask=rows_v, other=0.0
+        ).to(tl.float32)
+        s, mask = _scores(q, k, rab_ptr, b, offs_m, offs_n, length, first_target, N, norm)
+        sig = tl.sigmoid(s)
+        w = tl.where(mask, s * sig / norm, 0.0)
+        grad_v += tl.dot(tl.trans(w), grad_out)
+        grad_w = tl.dot(grad_out, tl.trans(v))
+        grad_s = tl.where(mask, grad_w * sig * (1.0 + s * (1.0 - sig)) / norm, 0.0)
+        grad_k += tl.dot(tl.trans(grad_s), q)
+        tl.atomic_add(
+            dq_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :],
+            tl.dot(grad_s, k),
+            mask=rows_qk,
+        )
+        pairs = (offs_m[:, None] < length) & (offs_n[None, :] < length)
+        tl.atomic_add(
+            drab_ptr + b * N * N + offs_m[:, None] * N + offs_n[None, :], grad_s, mask=pairs
+        )
+    tl.store(
+        dk_ptr + bh * N * DQK + offs_n[:, None] * DQK + dqk[None, :],
+        grad_k.to(dk_ptr.dtype.element_ty),
+        mask=(offs_n[:, None] < N) & (dqk[None, :] < DQK),
+    )
+    tl.store(
+        dv_ptr + bh * N * DV + offs_n[:, None] * DV + dv[None, :],
+        grad_v.to(dv_ptr.dtype.element_ty),
+        mask=(offs_n[:, None] < N) & (dv[None, :] < DV),
+    )
+
+
+def _blocks(q, v):
+    n = q.shape[2]
+    block = 16 if n <= 16 else 32 if n <= 256 else 64
+    width = max(16, triton.next_power_of_2(q.shape[3])), max(16, triton.next_power_of_2(v.shape[3]))
+    return block, block, *width
+
+
+class HstuAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, rab, lengths, num_targets: int, norm: float):
+        q, k, v, rab = (t.contiguous() for t in (q, k, v, rab))
+        lengths = lengths.contiguous()
+        b, h, n, dqk = q.shape
+        dv = v.shape[3]
+        out = torch.empty(b, h, n, dv, dtype=q.dtype, device=q.device)
+        block_m, block_n, block_qk, block_v = _blocks(q, v)
+        _forward[(triton.cdiv(n, block_m), b * h)](
+            q, k, v, rab, lengths, out, h, n, dqk, dv, num_targets, norm,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_QK=block_qk, BLOCK_V=block_v,
+        )  # fmt: skip
+        ctx.save_for_backward(q, k, v, rab, lengths)
+        ctx.num_targets, ctx.norm = num_targets, norm
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, rab, lengths = ctx.saved_tensors
+        b, h, n, dqk = q.shape
+        dv = v.shape[3]
+        grad_q = torch.zeros(b, h, n, dqk, dtype=torch.float32, device=q.device)
+        grad_rab = torch.zeros(b, n, n, dtype=torch.float32, device=q.device)
+        grad_k, grad_v = torch.empty_like(k), torch.empty_like(v)
+        block_m, block_n, block_qk, block_v = _blocks(q, v)
+        _backward[(triton.cdiv(n, block_n), b * h)](
+            q, k, v, rab, lengths, grad_out.contiguous(), grad_q, grad_k, grad_v, grad_rab,
+            h, n, dqk, dv, ctx.num_targets, ctx.norm,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_QK=block_qk, BLOCK_V=block_v,
+        )  # fmt: skip
+        return grad_q.to(q.dtype), grad_k, grad_v, grad_rab.to(rab.dtype), None, None, None
