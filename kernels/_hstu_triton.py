@@ -46,7 +46,7 @@ def _forward(
         q_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :],
         mask=(offs_m[:, None] < length) & (dqk[None, :] < DQK),
         other=0.0,
-    ).to(tl.float32)
+    )
     acc = tl.zeros((BLOCK_M, BLOCK_V), dtype=tl.float32)
     end = tl.minimum((pid_m + 1) * BLOCK_M, length)  # keys up to the diagonal, in the row
     for start_n in range(0, end, BLOCK_N):
@@ -55,15 +55,15 @@ def _forward(
             k_ptr + bh * N * DQK + offs_n[:, None] * DQK + dqk[None, :],
             mask=(offs_n[:, None] < length) & (dqk[None, :] < DQK),
             other=0.0,
-        ).to(tl.float32)
+        )
         s, mask = _scores(q, k, rab_ptr, b, offs_m, offs_n, length, first_target, N, norm)
         w = tl.where(mask, s * tl.sigmoid(s) / norm, 0.0)
         v = tl.load(
             v_ptr + bh * N * DV + offs_n[:, None] * DV + dv[None, :],
             mask=(offs_n[:, None] < length) & (dv[None, :] < DV),
             other=0.0,
-        ).to(tl.float32)
-        acc += tl.dot(w, v)
+        )
+        acc += tl.dot(w.to(v.dtype), v)  # in the inputs' precision, accumulated in float32
     tl.store(
         out_ptr + bh * N * DV + offs_m[:, None] * DV + dv[None, :],
         acc.to(out_ptr.dtype.element_ty),
@@ -85,10 +85,8 @@ def _backward(
     dqk, dv = tl.arange(0, BLOCK_QK), tl.arange(0, BLOCK_V)
     keys = (offs_n[:, None] < length) & (dqk[None, :] < DQK)
     k = tl.load(k_ptr + bh * N * DQK + offs_n[:, None] * DQK + dqk[None, :], mask=keys, other=0.0)
-    k = k.to(tl.float32)
     values = (offs_n[:, None] < length) & (dv[None, :] < DV)
     v = tl.load(v_ptr + bh * N * DV + offs_n[:, None] * DV + dv[None, :], mask=values, other=0.0)
-    v = v.to(tl.float32)
     grad_k = tl.zeros((BLOCK_N, BLOCK_QK), dtype=tl.float32)
     grad_v = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
     start = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M  # queries from the diagonal on
@@ -97,21 +95,21 @@ def _backward(
         rows_qk = (offs_m[:, None] < length) & (dqk[None, :] < DQK)
         q = tl.load(
             q_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :], mask=rows_qk, other=0.0
-        ).to(tl.float32)
+        )
         rows_v = (offs_m[:, None] < length) & (dv[None, :] < DV)
         grad_out = tl.load(
             dout_ptr + bh * N * DV + offs_m[:, None] * DV + dv[None, :], mask=rows_v, other=0.0
-        ).to(tl.float32)
+        )
         s, mask = _scores(q, k, rab_ptr, b, offs_m, offs_n, length, first_target, N, norm)
         sig = tl.sigmoid(s)
         w = tl.where(mask, s * sig / norm, 0.0)
-        grad_v += tl.dot(tl.trans(w), grad_out)
+        grad_v += tl.dot(tl.trans(w).to(grad_out.dtype), grad_out)
         grad_w = tl.dot(grad_out, tl.trans(v))
         grad_s = tl.where(mask, grad_w * sig * (1.0 + s * (1.0 - sig)) / norm, 0.0)
-        grad_k += tl.dot(tl.trans(grad_s), q)
+        grad_k += tl.dot(tl.trans(grad_s).to(q.dtype), q)
         tl.atomic_add(
             dq_ptr + bh * N * DQK + offs_m[:, None] * DQK + dqk[None, :],
-            tl.dot(grad_s, k),
+            tl.dot(grad_s.to(k.dtype), k),
             mask=rows_qk,
         )
         pairs = (offs_m[:, None] < length) & (offs_n[None, :] < length)
