@@ -21,28 +21,23 @@ HSTU attention (``kernels/hstu_attention.py``): forward + backward at L = 256, 1
 spread), 32 sequences (8 at 4096), against the PyTorch reference on the same padded
 tensors. Target: >= 2x at 1024.
 
-    .venv/bin/python benchmarks/kernels.py            # CUDA
-    TRITON_INTERPRET=1 .venv/bin/python benchmarks/kernels.py --smoke   # CPU, tiny shapes
+    .venv/bin/python benchmarks/triton_kernels.py            # CUDA
+    TRITON_INTERPRET=1 .venv/bin/python benchmarks/triton_kernels.py --smoke   # CPU, tiny shapes
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from functools import partial
 from pathlib import Path
 
-# This script is named after the package it measures: keep its own folder off the import
-# path, so that ``import kernels`` finds the package, not this file.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import torch
+from rich.console import Console
+from rich.table import Table
 
-import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from kernels.ikbo import broadcast_linear, reference  # noqa: E402
+from kernels.ikbo import broadcast_linear, reference
 
 H200_TFLOPS, H200_TBPS = 989.0, 4.8
 
