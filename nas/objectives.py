@@ -65,7 +65,8 @@ DEFAULT_BATCH = 1024
 DEFAULT_PRECISION = {"cpu": "fp32"}  # a GPU target's default: bf16
 COST_FIELDS = ("target", "precision", "batch", "candidates")
 FP8_DISPATCH = "fp8-dispatch"  # FP8 where each candidate's probe finds it safe and faster
-PROBE_ROWS = 20_000  # validation rows the per-candidate FP8 probe measures NE on
+PROBE_THRESHOLD = 1e-3  # the FP8 probe's default: the largest NE increase a safe site may cause
+PROBE_ROWS = 20_000  # ... and the validation rows it measures NE on
 
 
 def check_cost_options(objective, where: str) -> None:
@@ -112,12 +113,12 @@ def fp8_probe_settings(objectives, asked: bool = False) -> dict | None:
     """What a trial's FP8 probe needs: on an ``fp8-dispatch`` objective's target and batch,
     else (``asked``: the search's ``fp8_probe: true``) on h100-sxm at the default batch;
     None when no probe is wanted."""
+    settings = {"threshold": PROBE_THRESHOLD, "rows": PROBE_ROWS}
     for o in objectives:
         if o.precision == FP8_DISPATCH:
-            batch = o.batch or DEFAULT_BATCH
-            return {"target": o.target, "batch": batch, "threshold": 1e-3, "rows": PROBE_ROWS}
+            return settings | {"target": o.target, "batch": o.batch or DEFAULT_BATCH}
     if asked:
-        return {"target": "h100-sxm", "batch": DEFAULT_BATCH, "threshold": 1e-3, "rows": PROBE_ROWS}
+        return settings | {"target": "h100-sxm", "batch": DEFAULT_BATCH}
     return None
 
 

@@ -233,17 +233,22 @@ def _arch_id(spec: dict) -> str:
     return ArchSpec.from_dict(spec).arch_id
 
 
-def _log_and_register(uri, dataset, search, info, weights: Path, name, alias, tags) -> Registered:
+def _store(uri: str):
+    """The MLflow store at ``uri`` (checked; MLflow's loggers quietened) as a ``Tracker``,
+    and the store MLflow's own functions (``log_model``, ``load_model``) use from now on."""
     import mlflow
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
     from nas.tracking import Tracker
 
-    Tracker(uri, None)  # quiets MLflow's loggers, checks the store answers
     mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    client = MlflowClient(uri, uri)
+    mlflow.set_registry_uri(uri)  # before the client: its registry is the same store
+    return Tracker(uri, None)
+
+
+def _log_and_register(uri, dataset, search, info, weights: Path, name, alias, tags) -> Registered:
+    from mlflow.exceptions import MlflowException
+
+    client = _store(uri).client
     form = RawForm.from_dict(info["raw_form"])
     with tempfile.TemporaryDirectory() as tmp:
         model_file = Path(tmp) / MODEL_FILE
@@ -265,7 +270,7 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
             python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
             artifacts={"model": str(model_file), "weights": str(weights)},
             signature=signature(form),
-            input_example=as_frame(_example(dataset, form), form),
+            input_example=as_frame(dataset.raw_rows("test", EXAMPLE_ROWS), form),
             pip_requirements=_requirements(),
         )
     client.set_terminated(search.mlflow_run_id, previous)
@@ -283,15 +288,6 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
         search.mlflow_run_id,
         f"models:/{name}@{alias}",
     )
-
-
-def _example(dataset, form: RawForm) -> list[dict[str, Any]]:
-    """The first rows of the test split in raw form."""
-    rows = dataset.split_rows("test")[:EXAMPLE_ROWS]
-    features = dataset.features("test")[:EXAMPLE_ROWS]
-    has_time = "timestamp.npy" in dataset.manifest["files"]
-    times = dataset.array("timestamp")[rows] if has_time else None
-    return form.decode(features, times)
 
 
 def _requirements() -> list[str]:
@@ -317,11 +313,7 @@ def _open(tracking_uri: str, model_uri: str):
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from nas.tracking import Tracker
-
-    Tracker(tracking_uri, None)  # quiets MLflow's loggers, checks the store answers
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_registry_uri(tracking_uri)
+    _store(tracking_uri)
     try:
         pyfunc = mlflow.pyfunc.load_model(model_uri)
     except (MlflowException, OSError) as err:
@@ -347,19 +339,15 @@ def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
     """Registered versions (of ``name``, or all), newest first within each model."""
     from datetime import UTC, datetime
 
-    from mlflow import MlflowClient
-
-    from nas.tracking import Tracker
-
-    tracker = Tracker(tracking_uri, None)
-    client = MlflowClient(tracking_uri, tracking_uri)
+    tracker = _store(tracking_uri)
+    client = tracker.client
     query = f"name = '{name}'" if name else ""
     if name and not NAME_RE.match(name):
         raise ConfigError("name", f"{name!r} is not a registered model name")
-    found = tracker._call("list model versions", client.search_model_versions, query)
+    found = tracker.call("list model versions", client.search_model_versions, query)
     aliases: dict[tuple[str, str], list[str]] = {}  # a version's own record may not list them
     for model_name in sorted({v.name for v in found}):
-        model = tracker._call("read a registered model", client.get_registered_model, model_name)
+        model = tracker.call("read a registered model", client.get_registered_model, model_name)
         for alias, version in model.aliases.items():
             aliases.setdefault((model_name, str(version)), []).append(alias)
     rows = []

@@ -92,10 +92,10 @@ class Tracker:
         self.uri = uri
         self.artifact_root = artifact_root  # for a local store; a server chooses its own
         with store_lock(uri):  # a new sqlite store: its schema made by one process at a time
-            self.client = self._call("open the store", MlflowClient, tracking_uri=uri)
-            self._call("open the store", self.client.search_experiments, max_results=1)
+            self.client = self.call("open the store", MlflowClient, tracking_uri=uri)
+            self.call("open the store", self.client.search_experiments, max_results=1)
 
-    def _call(self, what: str, fn, *args, **kwargs):
+    def call(self, what: str, fn, *args, **kwargs):
         from mlflow.exceptions import MlflowException
 
         try:
@@ -107,18 +107,18 @@ class Tracker:
         """The experiment ``name`` (made if missing), marked as model training: MLflow's UI
         opens an experiment by its ``mlflow.experimentKind`` tag, and without one it may
         guess the GenAI view (traces, prompts) instead of the runs."""
-        found = self._call("read the experiment", self.client.get_experiment_by_name, name)
+        found = self.call("read the experiment", self.client.get_experiment_by_name, name)
         if found is not None:
             experiment_id = found.experiment_id
             kind = found.tags.get(EXPERIMENT_KIND_TAG)
         else:
             location = str(self.artifact_root / name) if self.artifact_root else None
-            experiment_id = self._call(
+            experiment_id = self.call(
                 "create the experiment", self.client.create_experiment, name, location
             )
             kind = None
         if kind != EXPERIMENT_KIND:
-            self._call(
+            self.call(
                 "mark the experiment",
                 self.client.set_experiment_tag,
                 experiment_id,
@@ -134,7 +134,7 @@ class Tracker:
         )
         if existing is not None:
             return existing
-        run = self._call(
+        run = self.call(
             "create the search run",
             self.client.create_run,
             experiment_id,
@@ -143,17 +143,17 @@ class Tracker:
         )
         run_id = run.info.run_id
         self._log(run_id, params=flatten_config(config))
-        self._call("log config.json", self.client.log_dict, run_id, config, "config.json")
+        self.call("log config.json", self.client.log_dict, run_id, config, "config.json")
         return run_id
 
     def _find(self, experiment_id: str, filter_string: str) -> str | None:
-        runs = self._call(
+        runs = self.call(
             "look up a run", self.client.search_runs, [experiment_id], filter_string=filter_string
         )
         return runs[0].info.run_id if runs else None
 
     def resume_search(self, run_id: str) -> None:
-        self._call("reopen the search run", self.client.update_run, run_id, status="RUNNING")
+        self.call("reopen the search run", self.client.update_run, run_id, status="RUNNING")
 
     def log_trial(
         self, experiment_id: str, parent_id: str, search_id: str, strategy: str, trial
@@ -168,7 +168,7 @@ class Tracker:
         name = trial.label or f"t{trial.number:03d}-{trial.arch_id[:8]}"
         run_id = self._child_run(experiment_id, search_id, trial, name, tags)
         self._log(run_id, params=flatten_spec(trial.spec))
-        self._call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
+        self.call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
         extra = {"error": trial.error[:5000]} if trial.error else {}
         self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
         self._log_rungs(run_id, (trial.metrics or {}).get("rungs"))
@@ -183,9 +183,9 @@ class Tracker:
                 "fp8_sites_planned": sum(s["precision"] == "fp8" for s in sites),
             }
             self._log(run_id, metrics=figures)
-            self._call("log fp8_plan.json", self.client.log_dict, run_id, plan, "fp8_plan.json")
+            self.call("log fp8_plan.json", self.client.log_dict, run_id, plan, "fp8_plan.json")
         status = {"completed": "FINISHED", "stopped": "KILLED"}.get(trial.status, "FAILED")
-        self._call("close a trial run", self.client.set_terminated, run_id, status)
+        self.call("close a trial run", self.client.set_terminated, run_id, status)
         return run_id
 
     def log_job(
@@ -214,10 +214,8 @@ class Tracker:
             html = page(trial.arch_id, probabilities_figure(result["trajectory"], trial.arch_id))
             self.log_text(run_id, html, "probabilities.html")
         if "decoded" in result:
-            self._call(
-                "log spec.json", self.client.log_dict, run_id, result["decoded"], "spec.json"
-            )
-            self._call(
+            self.call("log spec.json", self.client.log_dict, run_id, result["decoded"], "spec.json")
+            self.call(
                 "log probabilities.json",
                 self.client.log_dict,
                 run_id,
@@ -225,11 +223,9 @@ class Tracker:
                 "probabilities.json",
             )
         if "picks" in result:
-            self._call(
-                "log picks.json", self.client.log_dict, run_id, result["picks"], "picks.json"
-            )
+            self.call("log picks.json", self.client.log_dict, run_id, result["picks"], "picks.json")
         if result.get("subnets"):
-            self._call(
+            self.call(
                 "log subnets.csv",
                 self.client.log_text,
                 run_id,
@@ -237,7 +233,7 @@ class Tracker:
                 "subnets.csv",
             )
         status = "FINISHED" if trial.status == "completed" else "FAILED"
-        self._call("close a job run", self.client.set_terminated, run_id, status)
+        self.call("close a job run", self.client.set_terminated, run_id, status)
         return run_id
 
     @staticmethod
@@ -258,7 +254,7 @@ class Tracker:
             experiment_id, f"tags.search_id = '{search_id}' and tags.trial = '{trial.number}'"
         )
         if run_id is None:
-            run = self._call(
+            run = self.call(
                 "create a run", self.client.create_run, experiment_id, run_name=name, tags=tags
             )
             run_id = run.info.run_id
@@ -277,7 +273,7 @@ class Tracker:
             for figures in rungs
             for key in ("ne", "auc", "logloss")
         ]
-        self._call("log the rungs", self.client.log_batch, run_id, metrics=points)
+        self.call("log the rungs", self.client.log_batch, run_id, metrics=points)
 
     def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
         if not trajectory:
@@ -294,11 +290,11 @@ class Tracker:
                     points.append(Metric(f"alpha.{decision}.{choice}", values[i], now, step))
         for start in range(0, len(points), METRICS_PER_BATCH):
             chunk = points[start : start + METRICS_PER_BATCH]
-            self._call("log a trajectory", self.client.log_batch, run_id, metrics=chunk)
+            self.call("log a trajectory", self.client.log_batch, run_id, metrics=chunk)
 
     def log_probe(self, experiment_id: str, spec, report: dict) -> str:
         """An FP8 probe's run: its NE and latency figures, ``probe.json`` and ``probe.csv``."""
-        run = self._call(
+        run = self.call(
             "create the probe run",
             self.client.create_run,
             experiment_id,
@@ -310,16 +306,16 @@ class Tracker:
         metrics = {k: report[k] for k in (*keys, "latency_dispatch_us")}
         params = {k: str(report[k]) for k in ("target", "batch", "threshold")}
         self._log(run_id, params=params, metrics=metrics)
-        self._call("log probe.json", self.client.log_dict, run_id, report, "probe.json")
+        self.call("log probe.json", self.client.log_dict, run_id, report, "probe.json")
         table = _csv(report["sites"])
-        self._call("log probe.csv", self.client.log_text, run_id, table, "probe.csv")
-        self._call("close the probe run", self.client.set_terminated, run_id, "FINISHED")
+        self.call("log probe.csv", self.client.log_text, run_id, table, "probe.csv")
+        self.call("close the probe run", self.client.set_terminated, run_id, "FINISHED")
         return run_id
 
     def log_strategy(self, run_id: str, summary: dict) -> None:
         """What the strategy learned from its jobs, as ``strategy.json`` on the search run."""
         if summary:
-            self._call("log strategy.json", self.client.log_dict, run_id, summary, "strategy.json")
+            self.call("log strategy.json", self.client.log_dict, run_id, summary, "strategy.json")
 
     def log_front(self, run_id: str, summary, step: int) -> None:
         metrics = {
@@ -330,18 +326,16 @@ class Tracker:
             **{f"best_{k}": v for k, v in summary.best.items()},
         }
         self._log(run_id, metrics=metrics, step=step)
-        self._call(
-            "log pareto.json", self.client.log_dict, run_id, summary.to_dict(), "pareto.json"
-        )
-        self._call(
+        self.call("log pareto.json", self.client.log_dict, run_id, summary.to_dict(), "pareto.json")
+        self.call(
             "log pareto.csv", self.client.log_text, run_id, _csv(summary.front_rows()), "pareto.csv"
         )
 
     def log_figure(self, run_id: str, figure, name: str) -> None:
-        self._call(f"log {name}", self.client.log_figure, run_id, figure, name)
+        self.call(f"log {name}", self.client.log_figure, run_id, figure, name)
 
     def log_text(self, run_id: str, text: str, name: str) -> None:
-        self._call(f"log {name}", self.client.log_text, run_id, text, name)
+        self.call(f"log {name}", self.client.log_text, run_id, text, name)
 
     def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
         self._log(run_id, tags=tags)
@@ -356,17 +350,17 @@ class Tracker:
             if row["ne_minus_best_baseline"] is not None:
                 metrics[f"{key}.ne_minus_best_baseline"] = row["ne_minus_best_baseline"]
         self._log(run_id, metrics=metrics)
-        self._call("log retrain.json", self.client.log_dict, run_id, report, "retrain.json")
+        self.call("log retrain.json", self.client.log_dict, run_id, report, "retrain.json")
 
     def end_search(self, run_id: str, status: str) -> None:
         mlflow_status = {"completed": "FINISHED", "failed": "FAILED"}.get(status, "KILLED")
-        self._call("close the search run", self.client.set_terminated, run_id, mlflow_status)
+        self.call("close the search run", self.client.set_terminated, run_id, mlflow_status)
 
     def _log(self, run_id: str, params=None, metrics=None, tags=None, step: int = 0) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
         now = int(time.time() * 1000)
-        self._call(
+        self.call(
             "log to a run",
             self.client.log_batch,
             run_id,

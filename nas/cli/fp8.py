@@ -12,6 +12,7 @@ from rich.table import Table
 from nas.cli.flags import integer, number
 from nas.cli.render import console, emit_json, out
 from nas.errors import ConfigError
+from nas.objectives import PROBE_ROWS, PROBE_THRESHOLD
 
 
 def add_commands(commands) -> None:
@@ -25,9 +26,14 @@ def add_commands(commands) -> None:
     probe.add_argument("--dataset", default="movielens-1m")
     probe.add_argument("--steps", type=integer, default=400, help="training steps (default 400)")
     probe.add_argument("--weights", type=Path, help="a trained state dict instead of training")
-    probe.add_argument("--rows", type=integer, default=20_000, help="validation rows for NE")
     probe.add_argument(
-        "--threshold", type=number, default=1e-3, help="largest NE increase a safe site may cause"
+        "--rows", type=integer, default=PROBE_ROWS, help="validation rows for NE (20,000)"
+    )
+    probe.add_argument(
+        "--threshold",
+        type=number,
+        default=PROBE_THRESHOLD,
+        help="largest NE increase a safe site may cause (0.001)",
     )
     probe.add_argument("--target", default="h100-sxm", help="h100-sxm (default) or h200")
     probe.add_argument("--batch", type=integer, default=4096, help="serving batch to price at")

@@ -100,7 +100,17 @@ class PreparedDataset:
 
     def feature_arrays(self, split: str) -> dict[str, np.ndarray]:
         """One split's row arrays, typed as ``Features`` wants them."""
-        rows = self.split_rows(split)
+        return self._row_arrays(self.split_rows(split))
+
+    def raw_rows(self, split: str, count: int) -> list[dict]:
+        """The first ``count`` rows of ``split`` in the raw form, as a serving system would
+        send them (``nas/data/raw.py``)."""
+        rows = self.split_rows(split)[:count]
+        features = Features.from_arrays(self._row_arrays(rows), self.event_arrays(), self.schema)
+        times = self.array("timestamp")[rows] if "timestamp.npy" in self.manifest["files"] else None
+        return self.raw_form().decode(features, times)
+
+    def _row_arrays(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         out = {
             "categorical": self.array("categorical")[rows].astype(np.int64),
             "multi_hot": self.array("multi_hot")[rows].astype(np.int64),
