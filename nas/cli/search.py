@@ -153,7 +153,7 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
         emit_json({**search_row(search, summary), "summary": summary.to_dict()})
         return code
     print_front(search, summary)
-    _print_ending(search, checked.config)
+    _print_ending(search)
     return code
 
 
@@ -233,7 +233,7 @@ class ProgressReporter(Reporter):
             self.progress.stop()
 
 
-def _print_ending(search, config) -> None:
+def _print_ending(search) -> None:
     color = {"completed": "green", "cancelled": "yellow"}.get(search.status, "red")
     note = f" ({search.message})" if search.message else ""
     console.print(
@@ -243,12 +243,11 @@ def _print_ending(search, config) -> None:
     )
     if search.status in ("interrupted", "failed"):
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
-    if config.retrain is None:
-        console.print(
-            f"browse it: nas dashboard {search.id}\n"
-            f"retrain its knee against the baselines, on test: nas retrain {search.id}",
-            highlight=False,
-        )
+    console.print(
+        f"browse it: nas dashboard {search.id}\n"
+        f"retrain its knee against the baselines, on test: nas retrain {search.id}",
+        highlight=False,
+    )
 
 
 def search_row(search, summary) -> dict:
