@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from nas.early_stopping import DEFAULT_EVAL_ROWS
 from nas.errors import ConfigError, config_error_from_pydantic, shown
 from nas.objectives import Objective, check_cost_options, get_objective
 
@@ -64,6 +65,19 @@ class ObjectiveConfig(Strict):
     candidates: int | None = Field(default=None, ge=1, le=1 << 20)  # serving_latency
 
 
+class SelectBest(Strict):
+    """Keep each candidate's weights at its best validation check, not its last step's, and
+    optionally stop it once it stops improving (``workers/trial.py``): early stopping as
+    Keras's ``restore_best_weights`` and Lightning's ``EarlyStopping`` + ``ModelCheckpoint``
+    do it. Its NE is then measured with those weights."""
+
+    every_steps: int = Field(default=250, ge=1)  # steps between checks (and one at the end)
+    patience: int | None = Field(default=None, ge=1, le=10_000)  # checks without a new best
+    # Validation rows checked on (a fixed subsample); default: the scheduler's eval_rows,
+    # else 50,000.
+    eval_rows: int | None = Field(default=None, ge=1000, le=10_000_000)
+
+
 class Budget(Strict):
     candidates: int = Field(
         default=20, ge=1, le=100_000
@@ -72,6 +86,7 @@ class Budget(Strict):
     max_minutes: float | None = Field(
         default=None, gt=0, le=60 * 24 * 30
     )  # wall-clock limit of the search
+    select_best: SelectBest | None = None  # default: every candidate ends at its last step
 
 
 class TrainOptions(Strict):
@@ -167,6 +182,31 @@ class SearchConfig(Strict):
             return None
         return create_scheduler(self.scheduler.name, self.scheduler.options, self.budget.steps)
 
+    def selection(self) -> dict[str, int | None] | None:
+        """How trials select their best weights (``budget.select_best``), as the worker
+        reads it: ``{"every_steps", "patience", "rows"}``; None when they keep the last."""
+        select = self.budget.select_best
+        if select is None:
+            return None
+        if select.every_steps >= self.budget.steps:
+            raise ConfigError(
+                "budget.select_best.every_steps",
+                f"{select.every_steps} is not below budget.steps ({self.budget.steps}): the "
+                f"only check would be the last step's; use fewer, e.g. "
+                f"{max(1, self.budget.steps // 8)}",
+            )
+        scheduled = self.early_stopping()
+        rows = scheduled.options.eval_rows if scheduled else None
+        if select.eval_rows is not None and rows is not None and select.eval_rows != rows:
+            raise ConfigError(
+                "budget.select_best.eval_rows",
+                f"{select.eval_rows} differs from scheduler.options.eval_rows ({rows}): the "
+                "checks and the rungs measure on the same validation rows; set the number "
+                "in scheduler.options.eval_rows only",
+            )
+        rows = select.eval_rows or rows or DEFAULT_EVAL_ROWS
+        return {"every_steps": select.every_steps, "patience": select.patience, "rows": rows}
+
     def baseline_paths(self, base: Path) -> list[Path]:
         if not self.include_baselines:
             return []
@@ -197,6 +237,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
         search_spaces.check_options(config.space.name, config.space.options)
         nas.strategies.check_options(config.strategy.name, config.strategy.options)
         config.early_stopping()
+        config.selection()
         names = [o.name for o in config.objectives]
         if not names:
             raise ConfigError("objectives", "needs at least one objective, e.g. [ne, flops]")

@@ -400,6 +400,7 @@ class Controller:
             "threads": self.config.resources.cpus_per_trial,
             "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
             "rungs": rungs,
+            "select": self.config.selection(),
             "fp8_probe": fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
         }
 

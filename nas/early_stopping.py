@@ -30,13 +30,14 @@ from nas.errors import ConfigError
 
 RUNG_METRIC = "rung_ne"  # what a rung report carries for the scheduler; lower is better
 RUNG_TIME = "step"  # the scheduler's clock: optimizer steps done
+DEFAULT_EVAL_ROWS = 50_000  # validation rows NE is measured on at a rung or check
 
 
 class SchedulerOptions(Options):
     # Steps every candidate trains before it can be stopped; default: 1/8 of budget.steps.
     grace_steps: int | None = Field(default=None, ge=1)
     # Validation rows NE is measured on at each rung (at most the split's size).
-    eval_rows: int = Field(default=50_000, ge=1000, le=10_000_000)
+    eval_rows: int = Field(default=DEFAULT_EVAL_ROWS, ge=1000, le=10_000_000)
 
 
 class Scheduler:

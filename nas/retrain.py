@@ -54,9 +54,11 @@ def plan_retrain(
     train_on: str,
     baselines: bool,
     register: RegisterConfig | None = None,
+    select_every: int | None = None,
 ) -> SearchConfig:
     """The config of a retrain of ``search``: checked, nothing written. ``ConfigError``
-    names the flag at fault and what would be valid."""
+    names the flag at fault and what would be valid. ``select_every``: check every N steps
+    and keep the best weights (0: keep the last step's; None: as the search did)."""
     if register is not None:
         from nas.serving import check_name
 
@@ -77,8 +79,22 @@ def plan_retrain(
     if not chosen:
         raise NasError(f"search {search.id} has nothing to retrain")
     data = config.to_dict()
+    budget = {**data["budget"], "steps": steps or config.budget.steps, "max_minutes": None}
+    if select_every is not None and select_every < 0:
+        raise ConfigError("--select-every", f"must be 0 or a positive integer, got {select_every}")
+    if select_every == 0:
+        budget["select_best"] = None
+    elif select_every:
+        budget["select_best"] = {**(budget["select_best"] or {}), "every_steps": select_every}
+    if train_on == "train+valid" and budget["select_best"]:
+        raise ConfigError(
+            "--train-on",
+            "train+valid leaves no validation rows to select the best weights on "
+            "(budget.select_best); train on train, or add --select-every 0 to keep the "
+            "last step's weights",
+        )
     data.update(
-        budget={**data["budget"], "steps": steps or config.budget.steps, "max_minutes": None},
+        budget=budget,
         scheduler=None,
         include_baselines=False,
         retrain=RetrainConfig(

@@ -171,7 +171,8 @@ class Tracker:
         self.call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
         extra = {"error": trial.error[:5000]} if trial.error else {}
         self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
-        self._log_rungs(run_id, (trial.metrics or {}).get("rungs"))
+        self._log_stepped(run_id, "rung", (trial.metrics or {}).get("rungs"))
+        self._log_stepped(run_id, "val", (trial.metrics or {}).get("checks"))
         plan = (trial.metrics or {}).get("fp8")
         if plan:  # the FP8 probe's plan: its figures, and the whole plan as fp8_plan.json
             sites = plan["sites"]
@@ -260,20 +261,22 @@ class Tracker:
             run_id = run.info.run_id
         return run_id
 
-    def _log_rungs(self, run_id: str, rungs: list[dict] | None) -> None:
-        """A trial's NE, AUC and logloss at each rung, as stepped metrics ``rung_ne``... (the
-        rung subsample's figures; the run's ``ne`` is the whole split's, at the end)."""
-        if not rungs:
+    def _log_stepped(self, run_id: str, prefix: str, figures: list[dict] | None) -> None:
+        """A trial's NE, AUC and logloss on the validation subsample as it trained, as
+        stepped metrics: ``rung_ne``... at each rung (with budget.select_best, the best
+        check's so far), ``val_ne``... at each check of budget.select_best (the run's ``ne``
+        is the whole split's, at the end)."""
+        if not figures:
             return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         points = [
-            Metric(f"rung_{key}", float(figures[key]), now, int(figures["step"]))
-            for figures in rungs
+            Metric(f"{prefix}_{key}", float(f[key]), now, int(f["step"]))
+            for f in figures
             for key in ("ne", "auc", "logloss")
         ]
-        self.call("log the rungs", self.client.log_batch, run_id, metrics=points)
+        self.call(f"log the {prefix} figures", self.client.log_batch, run_id, metrics=points)
 
     def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
         if not trajectory:

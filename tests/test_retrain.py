@@ -41,7 +41,7 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
     searched_trial = next(t for t in trials if t.kind == "searched" and t.status == "completed")
     done = nas(
         runs, "retrain", search_id, "--pick", "knee", "--pick", str(searched_trial.number),
-        "--steps", "40", "--seeds", "2", "--json",
+        "--steps", "40", "--seeds", "2", "--select-every", "10", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -67,6 +67,10 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
     pairs = registry.trials(retrain.id)
     assert len(pairs) == 2 * len(rows) and {t.kind for t in pairs} == {"retrain"}
     assert {t.metrics["split"] for t in pairs} == {"test"}
+    for t in pairs:  # each kept its best weights, checked on validation rows every 10 steps
+        assert [c["step"] for c in t.metrics["checks"]] == [10, 20, 30, 40]
+        best = min(t.metrics["checks"], key=lambda c: c["ne"])
+        assert t.metrics["best_step"] == best["step"]
     assert {(t.job["pick"], t.job["seed"]) for t in pairs} == {
         (i, s) for i in range(len(rows)) for s in range(2)
     }
@@ -206,6 +210,15 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(searche
         (["--train-on", "test"], "--train-on: must be one of train, train+valid"),
         (["--steps", "-3"], "--steps: must be a positive integer"),
         (["--steps", "10", "--epochs", "2"], "not allowed with argument"),
+        (["--select-every", "-1"], "--select-every: must be 0 or a positive integer"),
+        (
+            ["--select-every", "20", "--train-on", "train+valid"],
+            "--train-on: train+valid leaves no validation rows to select the best weights on",
+        ),
+        (
+            ["--select-every", "50", "--steps", "40"],
+            "budget.select_best.every_steps: 50 is not below budget.steps (40)",
+        ),
     ],
 )
 def test_bad_retrain_flags_exit_2_and_create_nothing(searched, flags, words) -> None:

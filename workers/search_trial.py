@@ -34,7 +34,7 @@ from nas.errors import NasError, TrainingError
 from nas.model import training_bytes
 from nas.spec import ArchSpec
 from workers.train import TrainConfig
-from workers.trial import Rungs, TrialData, TrialResult, evaluate
+from workers.trial import Rungs, SelectBest, TrialData, TrialResult, evaluate
 
 MEMORY_CHECK_EVERY = 25  # steps
 
@@ -125,6 +125,7 @@ def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
         rungs,
         config.get("save_weights"),
         config.get("fp8_probe"),
+        SelectBest(**config["select"]) if config.get("select") else None,
     )
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,8 @@ from nas.data.schema import Features
 from nas.errors import ConfigError, TrainingError
 from workers.metrics import binary_metrics
 
-StepCallback = Callable[[int, float], None]  # (steps done, running mean train loss)
+# (steps done, running mean train loss) -> True to end training there (early stopping)
+StepCallback = Callable[[int, float], bool | None]
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ class TrainStats:
     steps: int
     examples: int
     seconds: float
-    final_loss: float  # mean train loss over the last 10% of steps
+    final_loss: float  # mean train loss over the last 10% of the budget's steps (or fewer)
 
     @property
     def examples_per_s(self) -> float:
@@ -204,10 +206,11 @@ class TrainStats:
 def train(
     model: nn.Module, data: Features, config: TrainConfig, on_step: StepCallback | None = None
 ) -> TrainStats:
+    """Train ``model`` for ``config.steps`` steps, or until ``on_step`` says to stop."""
     batches = Batches(len(data), config.batch_size, config.seed)
     optimizers = Optimizers(model, config)
-    tail = max(1, config.steps // 10)
-    tail_loss, tail_count, running = 0.0, 0, 0.0
+    tail: deque[float] = deque(maxlen=max(1, config.steps // 10))
+    running, done = 0.0, 0
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
@@ -218,14 +221,12 @@ def train(
         loss.backward()
         optimizers.step()
         running = value if step == 0 else 0.98 * running + 0.02 * value
-        if step >= config.steps - tail:
-            tail_loss, tail_count = tail_loss + value, tail_count + 1
-        if on_step is not None:
-            on_step(step + 1, running)
+        tail.append(value)
+        done = step + 1
+        if on_step is not None and on_step(done, running):
+            break
     seconds = time.perf_counter() - start
-    return TrainStats(
-        config.steps, config.steps * config.batch_size, seconds, tail_loss / tail_count
-    )
+    return TrainStats(done, done * config.batch_size, seconds, sum(tail) / len(tail))
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ import torch
 
 from nas.data.prepared import PreparedDataset
 from nas.data.schema import Features, Schema
+from nas.errors import TrainingError
 from nas.flops import measure_flops_per_example
 from nas.model import build_model
 from nas.objectives import SERVING_CANDIDATES
@@ -50,6 +51,8 @@ class TrialData:
             split: dataset.feature_arrays(split),
             "events": dataset.event_arrays(),
         }
+        if split != "valid" and "valid" not in train_on:  # rows to select weights on
+            arrays["valid"] = dataset.feature_arrays("valid")
         rate = float(arrays["train"]["label"].mean()) if len(parts) > 1 else None
         rate = dataset.positive_rate(train_on[0]) if rate is None else rate
         return cls(dataset.name, dataset.schema, rate, split, arrays)
@@ -62,6 +65,16 @@ class TrialData:
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
+
+    def validation(self, history: bool = True) -> Features:
+        """The validation rows a trial measures itself on while it trains (rungs, checks):
+        never the split it is finally measured on, unless that is the validation split."""
+        if "valid" not in self.arrays:
+            raise TrainingError(
+                "no validation rows to check on while training: they were trained on "
+                "(train+valid); train on the train split only, or keep the last weights"
+            )
+        return self.features("valid", history)
 
     def shard(self, index: int, count: int, history: bool = True) -> Features:
         """Training rows of chronological slice ``index`` of ``count`` (by each row's time
@@ -102,8 +115,12 @@ class TrialResult:
     steps: int  # trained (fewer than the budget for a trial stopped at a rung)
     batch_size: int
     seed: int
-    # NE, AUC and logloss on the rung subsample at each rung (and at the end), when it has rungs
+    # NE, AUC and logloss on the rung subsample at each rung (and at the end), when it has rungs;
+    # when it selects its best weights, those of the best check so far (and its best_step)
     rungs: list[dict[str, float]] = field(default_factory=list)
+    # budget.select_best: every check's own figures, and the step whose weights it kept
+    checks: list[dict[str, float]] = field(default_factory=list)
+    best_step: int | None = None
     # the FP8 probe's plan (a search with an fp8-dispatch objective): its latencies, sites
     fp8: dict | None = None
 
@@ -123,22 +140,65 @@ class Rungs:
     report: Callable[[TrialResult], None]
 
 
-class _RungProbe:
-    """Measures a training model at its rungs; keeps every rung's figures."""
+@dataclass(frozen=True)
+class SelectBest:
+    """A trial checks itself every ``every_steps`` steps (and at each rung, and at its last
+    step) on ``rows`` validation rows and keeps the weights of its best check; with
+    ``patience``, training ends after that many checks without a new best."""
 
-    def __init__(self, rungs: Rungs, held_out: Features, seed: int):
-        order = torch.randperm(len(held_out), generator=torch.Generator().manual_seed(seed))
-        self.rungs = rungs
-        self.rows = held_out[order[: min(rungs.rows, len(held_out))].sort().values]
-        self.figures: list[dict[str, float]] = []
-        self.paused = 0.0  # seconds training stood still for the rungs
+    every_steps: int
+    rows: int
+    patience: int | None = None
+
+
+class _Validation:
+    """Measures a training model on a fixed validation subsample (the same rows for every
+    trial with the same seed) at its rungs and checks; keeps the best check's weights."""
+
+    def __init__(self, rows: Features, count: int, seed: int, select: SelectBest | None):
+        order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
+        self.rows = rows[order[: min(count, len(rows))].sort().values]
+        self.select = select
+        self.rungs: list[dict[str, float]] = []  # the figures reported at each rung
+        self.checks: list[dict[str, float]] = []  # every check's own figures (selecting)
+        self.best: dict[str, float] | None = None
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.stale = 0  # checks since the best one
+        self.paused = 0.0  # seconds training stood still for measuring and reporting
 
     def measure(self, model, step: int, data: TrialData, config: TrainConfig) -> dict:
         metrics = evaluate_model(model, self.rows, data.train_positive_rate, config.eval_batch_size)
         model.train()
-        figures = {"step": step, **{k: metrics[k] for k in ("ne", "auc", "logloss")}}
-        self.figures.append(figures)
-        return figures
+        return {"step": step, **{k: metrics[k] for k in ("ne", "auc", "logloss")}}
+
+    def check(self, model, step: int, data: TrialData, config: TrainConfig) -> dict:
+        """The figures at ``step``: the model's own, or when selecting, those of the best
+        check so far (what the trial would end with), with its ``best_step``."""
+        figures = self.measure(model, step, data, config)
+        if self.select is None:
+            return figures
+        self.checks.append(figures)
+        if self.best is None or figures["ne"] < self.best["ne"]:
+            self.best, self.stale = figures, 0
+            self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            self.stale += 1
+        return {**self.best, "step": step, "best_step": self.best["step"]}
+
+    def due(self, step: int) -> bool:
+        return self.select is not None and step % self.select.every_steps == 0
+
+    def patience_ran_out(self) -> bool:
+        patience = self.select.patience if self.select else None
+        return patience is not None and self.stale >= patience
+
+    def finish(self, model, steps: int, data: TrialData, config: TrainConfig) -> None:
+        """After training: check the last step (if not yet), then load the best weights."""
+        if self.select is None:
+            return
+        if not self.checks or self.checks[-1]["step"] != steps:
+            self.check(model, steps, data, config)
+        model.load_state_dict(self.best_state)
 
 
 def evaluate(
@@ -149,11 +209,13 @@ def evaluate(
     rungs: Rungs | None = None,
     save_weights: str | None = None,
     fp8_probe: dict | None = None,
+    select: SelectBest | None = None,
 ) -> TrialResult:
     """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``
     (and, with ``rungs``, on a validation subsample at each rung while it trains); with
     ``save_weights``, keep the trained state dict at that path; with ``fp8_probe`` (target,
-    batch, threshold, rows), probe the trained model and plan its FP8 dispatch)."""
+    batch, threshold, rows), probe the trained model and plan its FP8 dispatch; with
+    ``select``, keep the weights of its best validation check, and stop on its patience)."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     model = build_model(spec, data.schema)
@@ -190,58 +252,72 @@ def evaluate(
             **kw,
         )
 
-    callback = on_step
-    probe = None
-    if rungs is not None:
-        probe = _RungProbe(rungs, held_out, config.seed)
-        at = set(rungs.steps)
+    validation = None
+    if rungs is not None or select is not None:
+        count = rungs.rows if rungs is not None else select.rows
+        rows = data.validation(model.reads_history)
+        validation = _Validation(rows, count, config.seed, select)
+    rung_steps = set(rungs.steps) if rungs is not None else set()
 
-        def callback(step: int, loss: float) -> None:
-            if on_step is not None:
-                on_step(step, loss)
-            if step in at:
-                began = time.perf_counter()
-                trained = began - train_started - probe.paused
-                figures = probe.measure(model, step, data, config)
-                flops()
-                now = time.perf_counter()
-                rungs.report(
-                    result(
-                        step,
-                        figures,
-                        trained,
-                        loss,
-                        split=f"{data.split} ({len(probe.rows)} rows)",
-                        seconds=now - start,
-                        eval_seconds=now - began,
-                        rungs=list(probe.figures),
-                    )
+    def callback(step: int, loss: float) -> bool:
+        if on_step is not None:
+            on_step(step, loss)
+        if validation is None or not (step in rung_steps or validation.due(step)):
+            return False
+        began = time.perf_counter()
+        trained = began - train_started - validation.paused
+        figures = validation.check(model, step, data, config)
+        if step in rung_steps:
+            validation.rungs.append(figures)
+            flops()
+            now = time.perf_counter()
+            rungs.report(
+                result(
+                    step,
+                    figures,
+                    trained,
+                    loss,
+                    split=f"{data.split} ({len(validation.rows)} rows)",
+                    seconds=now - start,
+                    eval_seconds=now - began,
+                    rungs=list(validation.rungs),
+                    checks=list(validation.checks),
+                    best_step=figures.get("best_step"),
                 )
-                probe.paused += time.perf_counter() - began  # the report waits for Tune
+            )
+        validation.paused += time.perf_counter() - began  # a rung report waits for Tune
+        return validation.patience_ran_out()
 
     train_started = time.perf_counter()
     stats = train(model, train_rows, config, callback)
+    paused = 0.0
+    if validation is not None:
+        validation.finish(model, stats.steps, data, config)
+        paused = validation.paused
     if save_weights is not None:
         checkpoint.save(save_weights, model.state_dict())
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
     eval_seconds = time.perf_counter() - eval_start
-    paused = 0.0
-    if probe is not None:
-        paused = probe.paused
-        probe.measure(model, config.steps, data, config)
+    if rungs is not None:  # the end: the last step's figures, or the kept weights'
+        end = validation.measure(model, stats.steps, data, config)
+        if validation.best is not None:
+            end["best_step"] = validation.best["step"]
+        validation.rungs.append(end)
     flops()
     fp8 = None
     if fp8_probe is not None:
         fp8 = _probe(model, train_rows, held_out, data, config, fp8_probe)
     final = result(
-        config.steps,
+        stats.steps,
         metrics,
         stats.seconds - paused,
         stats.final_loss,
         seconds=0.0,
         eval_seconds=eval_seconds,
-        rungs=probe.figures if probe else [],
+        rungs=validation.rungs if rungs is not None else [],
+        checks=validation.checks if validation is not None else [],
+        best_step=validation.best["step"] if validation and validation.best else None,
         fp8=fp8,
     )
     return replace(final, seconds=time.perf_counter() - start)

@@ -36,6 +36,13 @@ def add_commands(commands) -> None:
         default="train",
         help="train (default), or train+valid: more rows, measured on test all the same",
     )
+    retrain.add_argument(
+        "--select-every",
+        type=integer,
+        metavar="N",
+        help="check every N steps on validation rows and keep each training's best weights "
+        "(default: as the search's budget.select_best; 0 keeps the last step's)",
+    )
     retrain.add_argument("--no-baselines", action="store_true", help="only the picks")
     retrain.add_argument(
         "--register",
@@ -75,6 +82,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         args.train_on,
         not args.no_baselines,
         RegisterConfig(name=args.register, alias=args.alias) if args.register else None,
+        args.select_every,
     )
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking the retrain of {search.id} ..."):

@@ -366,6 +366,15 @@ def cmd_status(args: argparse.Namespace) -> None:
             "early stopping",
             f"{scheduler.name}, rungs at steps {', '.join(map(str, scheduler.rung_steps()))}",
         )
+    select = config.selection()
+    if select is not None:
+        patience = select["patience"]
+        table.add_row(
+            "weights kept",
+            f"each candidate's best, checked every {select['every_steps']} steps on "
+            f"{select['rows']:,} validation rows"
+            + (f"; stopped after {patience} checks without a new best" if patience else ""),
+        )
     counts = summary.counts
     table.add_row(
         "trials",
