@@ -15,6 +15,10 @@ median ratio per spec is printed against the issue's targets (1.5x dlrm, dcnv2, 
 report validation NE: equal within 0.002 is the target.
 
     .venv/bin/python benchmarks/train_throughput.py [--steps 150] [--rounds 4] [--ne-steps 2000]
+        [--precision fp32|bf16]
+
+``--precision bf16`` trains recnas's side in bf16 mixed precision (``train.precision``); the
+reference stays float32, as written the obvious way.
 """
 
 from __future__ import annotations
@@ -93,9 +97,10 @@ def reference_train(model: nn.Module, data, steps: int, batch_size: int, seed: i
 def recnas_rate(spec, dataset, data, args) -> float:
     torch.manual_seed(0)
     model = build_model(spec, dataset.schema)
-    train(model, data, TrainConfig(steps=args.warmup, batch_size=args.batch_size))
+    precision = args.precision
+    train(model, data, TrainConfig(args.warmup, args.batch_size, precision=precision))
     return train(
-        model, data, TrainConfig(steps=args.steps, batch_size=args.batch_size)
+        model, data, TrainConfig(args.steps, args.batch_size, precision=precision)
     ).examples_per_s
 
 
@@ -106,11 +111,11 @@ def reference_rate(spec, dataset, data, args) -> float:
     return reference_train(model, data, args.steps, args.batch_size, 1)
 
 
-def ne_at(spec, dataset, data, valid, steps: int, batch_size: int) -> tuple[float, float]:
-    rate = dataset.positive_rate("train")
+def ne_at(spec, dataset, data, valid, steps: int, args) -> tuple[float, float]:
+    rate, batch_size = dataset.positive_rate("train"), args.batch_size
     torch.manual_seed(0)
     ours = build_model(spec, dataset.schema)
-    train(ours, data, TrainConfig(steps=steps, batch_size=batch_size))
+    train(ours, data, TrainConfig(steps, batch_size, precision=args.precision))
     torch.manual_seed(0)
     theirs = reference_model(spec, dataset.schema)
     reference_train(theirs, data, steps, batch_size, 0)
@@ -128,6 +133,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--ne-steps", type=int, default=2000)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -149,11 +155,7 @@ def main() -> int:
                 ours.append(rates["recnas_rate"])
                 theirs.append(rates["reference_rate"])
                 ratios.append(rates["recnas_rate"] / rates["reference_rate"])
-            ne = (
-                ne_at(spec, dataset, data, valid, args.ne_steps, args.batch_size)
-                if args.ne_steps
-                else None
-            )
+            ne = ne_at(spec, dataset, data, valid, args.ne_steps, args) if args.ne_steps else None
         rows.append(
             {
                 "spec": label,
@@ -169,7 +171,8 @@ def main() -> int:
         return 0
     console.print(
         f"[bold]Training throughput on {args.dataset}[/]: recnas against a plain PyTorch "
-        f"reference (batch {args.batch_size}, {args.steps} timed steps after {args.warmup}, "
+        f"reference (recnas in {args.precision}; "
+        f"batch {args.batch_size}, {args.steps} timed steps after {args.warmup}, "
         f"median of {args.rounds} interleaved rounds; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads)"
     )

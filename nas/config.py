@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -93,6 +93,7 @@ class TrainOptions(Strict):
     batch_size: int = Field(default=1024, ge=1, le=1 << 20)
     lr: float = Field(default=2e-3, gt=0, lt=10)
     embedding_lr: float = Field(default=1e-2, gt=0, lt=10)
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: mixed precision (workers/train.py)
 
 
 class Resources(Strict):

@@ -395,6 +395,7 @@ class Controller:
                 "batch_size": train.batch_size,
                 "lr": train.lr,
                 "embedding_lr": train.embedding_lr,
+                "precision": train.precision,
                 "seed": seed,
             },
             "threads": self.config.resources.cpus_per_trial,

@@ -12,6 +12,7 @@ from nas.errors import ConfigError, TrainingError
 from nas.model import build_model
 from nas.spec import ArchSpec
 from workers.train import RowwiseAdam, TrainConfig, lr_scale, make_optimizers, train
+from workers.train import evaluate as evaluate_rows
 from workers.trial import TrialData, evaluate
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
@@ -64,10 +65,12 @@ def test_embeddings_get_lazy_adam_and_only_touched_rows_move(ml100k):
     assert moved.any() and not (moved & ~touched).any()
 
 
+@pytest.mark.parametrize("whole_table", [False, True])
 @pytest.mark.parametrize("bag", [False, True])
-def test_rowwise_adam_follows_sparse_adam(bag: bool):
+def test_rowwise_adam_follows_sparse_adam(bag: bool, whole_table: bool):
     """Repeated ids in a batch, rows never touched, padding rows (bag): the same trajectory
-    as torch's SparseAdam, to float rounding, over many steps."""
+    as torch's SparseAdam, to float rounding, over many steps; updating the touched rows
+    or the whole table."""
     generator = torch.Generator().manual_seed(1)
     make = (
         (lambda: torch.nn.EmbeddingBag(60, 5, sparse=True, padding_idx=0))
@@ -77,7 +80,16 @@ def test_rowwise_adam_follows_sparse_adam(bag: bool):
     ours, theirs = make(), make()
     theirs.load_state_dict(ours.state_dict())
     steppers = [
-        (ours, RowwiseAdam(ours.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),
+        (
+            ours,
+            RowwiseAdam(
+                ours.parameters(),
+                lr=0.02,
+                betas=(0.8, 0.99),
+                eps=1e-6,
+                dense_below=1e9 if whole_table else 0.0,
+            ),
+        ),
         (theirs, torch.optim.SparseAdam(theirs.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),
     ]
     for _ in range(50):
@@ -130,3 +142,24 @@ def test_a_model_without_a_sequence_learns_the_same_without_the_history(ml100k):
         torch.manual_seed(0)
         losses.append(train(build_model(spec, ml100k.schema), features, config).final_loss)
     assert losses[0] == losses[1]
+
+
+def test_bf16_mixed_precision_learns_what_fp32_learns(ml100k):
+    """bf16 rounds the GEMMs' inputs, not the weights, the optimizer or the loss: the same
+    training ends close to float32's, and both learn."""
+    data, valid = ml100k.features("train"), ml100k.features("valid")
+    rate = ml100k.positive_rate("train")
+    ne = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        model = build_model(ArchSpec.load(SPECS / "dcnv2.json"), ml100k.schema)
+        train(model, data, TrainConfig(steps=150, batch_size=256, precision=precision))
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        ne[precision] = evaluate_rows(model, valid, rate, 4096)["ne"]
+    assert ne["fp32"] < 0.97 and ne["bf16"] < 0.97
+    assert ne["bf16"] != ne["fp32"] and abs(ne["bf16"] - ne["fp32"]) < 0.01
+
+
+def test_an_unknown_precision_is_named():
+    with pytest.raises(ConfigError, match="precision: must be one of fp32, bf16, got 'fp16'"):
+        TrainConfig(precision="fp16")

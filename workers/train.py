@@ -23,6 +23,12 @@ from nas.data.schema import Features
 from nas.errors import ConfigError, TrainingError
 from workers.metrics import binary_metrics
 
+# Training precisions. "bf16" runs the model under torch.autocast(bfloat16): GEMMs and
+# attention in bfloat16, weights, optimizer state and the loss in float32 (mixed precision).
+# It pays on a CPU with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models
+# (README, "Training"); elsewhere the casts cost more than they save.
+PRECISIONS = ("fp32", "bf16")
+
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
 
@@ -37,8 +43,13 @@ class TrainConfig:
     warmup_steps: int = 100
     seed: int = 0
     eval_batch_size: int = 16384
+    precision: str = "fp32"  # or "bf16": the forward and backward GEMMs in bfloat16
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                "precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
         for name in ("steps", "batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -57,24 +68,27 @@ class RowwiseAdam(torch.optim.Optimizer):
 
     Written here because SparseAdam does the update with sparse-tensor arithmetic (two
     ``sparse_mask`` and three sparse additions per table per step): profiled on
-    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. Gathering the touched rows'
-    moments, updating them densely and scattering them back is the same math in a fraction of
-    the time (``tests/test_train.py`` holds it to SparseAdam's trajectory).
+    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. Two ways to the same math:
+
+    - a table with fewer than ``dense_below`` rows per id the batch looked up (MovieLens'
+      whole fused table is smaller than one batch's lookups) is updated whole: the gradient
+      summed into a dense buffer, the moments and weights of the rows not touched masked
+      out. No sort, no coalesce; a dozen vector ops over a small table.
+    - a larger table (Criteo's millions of rows) coalesces the gradient (one value per
+      touched row), gathers those rows' moments, updates them and scatters them back.
+
+    ``tests/test_train.py`` holds both to SparseAdam's trajectory.
     """
 
-    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, dense_below=8.0):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})
+        self.dense_below = dense_below
 
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
             for param in group["params"]:
-                if param.grad is None:
-                    continue
-                grad = param.grad.coalesce()  # one value per row: the update is not linear
-                rows, values = grad._indices()[0], grad._values()
-                if values.numel() == 0:
+                if param.grad is None or param.grad._nnz() == 0:
                     continue
                 state = self.state[param]
                 if not state:
@@ -82,16 +96,38 @@ class RowwiseAdam(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(param)
                     state["exp_avg_sq"] = torch.zeros_like(param)
                 state["step"] += 1
-                exp_avg = state["exp_avg"].index_select(0, rows)
-                exp_avg_sq = state["exp_avg_sq"].index_select(0, rows)
-                exp_avg.add_(values.sub(exp_avg).mul_(1 - beta1))
-                exp_avg_sq.add_(values.square().sub_(exp_avg_sq).mul_(1 - beta2))
-                state["exp_avg"].index_copy_(0, rows, exp_avg)
-                state["exp_avg_sq"].index_copy_(0, rows, exp_avg_sq)
+                beta1, beta2 = group["betas"]
                 step = state["step"]
                 step_size = group["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
-                update = exp_avg.div_(exp_avg_sq.sqrt_().add_(group["eps"]))
-                param.index_add_(0, rows, update, alpha=-step_size)
+                if len(param) < self.dense_below * param.grad._nnz():
+                    self._whole_table(param, state, group, step_size)
+                else:
+                    self._touched_rows(param, state, group, step_size)
+
+    @staticmethod
+    def _whole_table(param, state, group, step_size: float) -> None:
+        beta1, beta2 = group["betas"]
+        rows, values = param.grad._indices()[0], param.grad._values()
+        grad = torch.zeros_like(param).index_add_(0, rows, values)  # repeats summed
+        touched = torch.zeros(len(param), 1, dtype=param.dtype).index_fill_(0, rows, 1.0)
+        state["exp_avg"].lerp_(grad, touched * (1 - beta1))
+        state["exp_avg_sq"].lerp_(grad.square_(), touched * (1 - beta2))
+        denominator = state["exp_avg_sq"].sqrt().add_(group["eps"])
+        param.addcdiv_(state["exp_avg"] * touched, denominator, value=-step_size)
+
+    @staticmethod
+    def _touched_rows(param, state, group, step_size: float) -> None:
+        beta1, beta2 = group["betas"]
+        grad = param.grad.coalesce()  # one value per row: the update is not linear
+        rows, values = grad._indices()[0], grad._values()
+        exp_avg = state["exp_avg"].index_select(0, rows)
+        exp_avg_sq = state["exp_avg_sq"].index_select(0, rows)
+        exp_avg.add_(values.sub(exp_avg).mul_(1 - beta1))
+        exp_avg_sq.add_(values.square().sub_(exp_avg_sq).mul_(1 - beta2))
+        state["exp_avg"].index_copy_(0, rows, exp_avg)
+        state["exp_avg_sq"].index_copy_(0, rows, exp_avg_sq)
+        update = exp_avg.div_(exp_avg_sq.sqrt_().add_(group["eps"]))
+        param.index_add_(0, rows, update, alpha=-step_size)
 
 
 def _is_sparse(module: nn.Module) -> bool:
@@ -179,8 +215,11 @@ class Optimizers:
             opt.load_state_dict(state)
 
 
-def batch_loss(model, batch: Features) -> torch.Tensor:
-    return F.binary_cross_entropy_with_logits(model(*batch.inputs()), batch.label)
+def batch_loss(model, batch: Features, precision: str = "fp32") -> torch.Tensor:
+    device = batch.label.device.type
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        logits = model(*batch.inputs())
+    return F.binary_cross_entropy_with_logits(logits.float(), batch.label)
 
 
 def checked(loss: torch.Tensor, step: int) -> float:
@@ -216,7 +255,7 @@ def train(
     for step in range(config.steps):
         batch = data[batches.next()]
         optimizers.zero_grad(step)
-        loss = batch_loss(model, batch)
+        loss = batch_loss(model, batch, config.precision)
         value = checked(loss, step)
         loss.backward()
         optimizers.step()
