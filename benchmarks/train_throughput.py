@@ -134,6 +134,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--ne-steps", type=int, default=2000)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--specs", nargs="+", choices=NAMES, default=NAMES, metavar="SPEC")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -142,7 +143,7 @@ def main() -> int:
     data = dataset.features("train").without_history()
     valid = dataset.features("valid").without_history()
     rows = []
-    for name in NAMES:
+    for name in args.specs:
         spec = ArchSpec.load(SPECS / f"{name}.json")
         label = spec.name or Path(name).name
         ratios, ours, theirs = [], [], []

@@ -2,8 +2,9 @@
 
     Y = 1/2 [ (sum_i x_i)^2 - sum_i x_i^2 ] = sum_{i<j} x_i * x_j     X: [B, N, D] -> [B, 1, D]
 
-The O(N D) identity replaces the O(N^2 D) pair sum. Counted FLOPs: the sum of squares, a
-contraction over the token axis (N*D multiply-adds per example); the rest is elementwise.
+The O(N D) identity replaces the O(N^2 D) pair sum. It is all sums and squares, elementwise
+work, so by the FLOPs convention (blocks/base.py) an FM counts 0 FLOPs; the cost model prices
+it as memory traffic.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class FMConfig(InteractionConfig):
         return TokenShape(1, self.dim)
 
     def gemms(self, batch_size: int) -> list[Gemm]:
-        return [Gemm(1, 1, self.num_tokens, count=batch_size * self.dim, weight="none")]
+        return []  # sums and squares only: elementwise, not counted (blocks/base.py)
 
 
 @register_block("fm", kind="interaction", config=FMConfig)
@@ -39,5 +40,7 @@ class FactorizationMachine(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         square_of_sum = x.sum(dim=1).square()  # [B, D]
-        sum_of_squares = torch.einsum("bnd,bnd->bd", x, x)  # [B, D]
+        # Elementwise, not an einsum: "bnd,bnd->bd" runs as B*D one-by-one matmuls, 4x slower
+        # on CPU in float32 and 30x under bf16 autocast (it becomes a bfloat16 bmm).
+        sum_of_squares = x.square().sum(dim=1)  # [B, D]
         return (0.5 * (square_of_sum - sum_of_squares)).unsqueeze(1)
