@@ -21,7 +21,7 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
 
-# A real search: 20 candidates + the 4 baselines on MovieLens-1M, about 3 minutes on 2 cores.
+# A real search: 20 candidates + the 4 baselines on MovieLens-1M, 3-4 minutes on 2 cores.
 demo: setup
 	$(BIN)/nas data prepare movielens-1m
 	$(BIN)/nas submit examples/searches/ctr_quick.yaml
