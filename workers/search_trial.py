@@ -12,6 +12,8 @@ Under an early-stopping scheduler (``nas/early_stopping.py``) it also reports at
 with no outcome: ``{"step", "payload": <TrialResult JSON of the steps so far>}``, plus
 ``rung_ne`` for the scheduler when the trial may be stopped (not a baseline). Tune's answer
 to a rung report can end the trial there; the controller then records it as stopped.
+With ``budget.select_best`` (``select`` in the config) the trial also checks itself every N
+steps, ends with its best check's weights, and may end early on its patience: completed.
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
 resident memory exceeds the search's ``memory_gb_per_trial`` (checked at the first step,
