@@ -37,6 +37,7 @@ from rich.table import Table
 from torch import nn
 
 from blocks.embedding import INIT_STD, Embedding
+from nas.config import TRAIN_PRECISIONS
 from nas.data import load_dataset
 from nas.model import build_model
 from nas.spec import ArchSpec
@@ -133,7 +134,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--ne-steps", type=int, default=2000)
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--precision", choices=TRAIN_PRECISIONS, default="fp32")
     parser.add_argument("--specs", nargs="+", choices=NAMES, default=NAMES, metavar="SPEC")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -89,11 +89,15 @@ class Budget(Strict):
     select_best: SelectBest | None = None  # default: every candidate ends at its last step
 
 
+# Training precisions (workers/train.py): bf16 is mixed precision under torch.autocast.
+TRAIN_PRECISIONS = ("fp32", "bf16")
+
+
 class TrainOptions(Strict):
     batch_size: int = Field(default=1024, ge=1, le=1 << 20)
     lr: float = Field(default=2e-3, gt=0, lt=10)
     embedding_lr: float = Field(default=1e-2, gt=0, lt=10)
-    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: mixed precision (workers/train.py)
+    precision: Literal[TRAIN_PRECISIONS] = "fp32"  # bf16: mixed precision (workers/train.py)
 
 
 class Resources(Strict):

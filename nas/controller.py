@@ -213,6 +213,7 @@ class Controller:
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
         self.scheduler = self.config.early_stopping()  # None: every candidate trains in full
+        self.selection = self.config.selection()  # None: every candidate keeps its last weights
         self.stopped: set[str] = set()  # Tune trial ids the scheduler stopped at a rung
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
@@ -401,7 +402,7 @@ class Controller:
             "threads": self.config.resources.cpus_per_trial,
             "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
             "rungs": rungs,
-            "select": self.config.selection(),
+            "select": self.selection,
             "fp8_probe": fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
         }
 

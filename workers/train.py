@@ -19,15 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nas.config import TRAIN_PRECISIONS
 from nas.data.schema import Features
 from nas.errors import ConfigError, TrainingError
 from workers.metrics import binary_metrics
-
-# Training precisions. "bf16" runs the model under torch.autocast(bfloat16): GEMMs and
-# attention in bfloat16, weights, optimizer state and the loss in float32 (mixed precision).
-# It pays on a CPU with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models
-# (README, "Training"); elsewhere the casts cost more than they save.
-PRECISIONS = ("fp32", "bf16")
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
@@ -43,12 +38,17 @@ class TrainConfig:
     warmup_steps: int = 100
     seed: int = 0
     eval_batch_size: int = 16384
-    precision: str = "fp32"  # or "bf16": the forward and backward GEMMs in bfloat16
+    # "bf16": the model runs under torch.autocast(bfloat16), GEMMs and attention in bfloat16,
+    # weights, optimizer state and the loss in float32 (mixed precision). It pays on a CPU
+    # with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models (README,
+    # "Training"); elsewhere the casts cost more than they save.
+    precision: str = "fp32"  # one of nas.config.TRAIN_PRECISIONS
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
+        if self.precision not in TRAIN_PRECISIONS:
             raise ConfigError(
-                "precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+                "precision",
+                f"must be one of {', '.join(TRAIN_PRECISIONS)}, got {self.precision!r}",
             )
         for name in ("steps", "batch_size", "eval_batch_size"):
             value = getattr(self, name)

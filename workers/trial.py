@@ -183,6 +183,10 @@ class _Validation:
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:
             self.stale += 1
+        return self.kept(step)
+
+    def kept(self, step: int) -> dict:
+        """At ``step``, the figures of the weights kept so far (the best check's)."""
         return {**self.best, "step": step, "best_step": self.best["step"]}
 
     def due(self, step: int) -> bool:
@@ -299,10 +303,11 @@ def evaluate(
     eval_start = time.perf_counter()
     metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
     eval_seconds = time.perf_counter() - eval_start
-    if rungs is not None:  # the end: the last step's figures, or the kept weights'
-        end = validation.measure(model, stats.steps, data, config)
+    if rungs is not None:  # the end: the kept weights' figures, or the last step's
         if validation.best is not None:
-            end["best_step"] = validation.best["step"]
+            end = validation.kept(stats.steps)
+        else:
+            end = validation.measure(model, stats.steps, data, config)
         validation.rungs.append(end)
     flops()
     fp8 = None

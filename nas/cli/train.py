@@ -11,6 +11,7 @@ from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, integer, number
 from nas.cli.render import console, emit_json, out, progress_bar, si
+from nas.config import TRAIN_PRECISIONS
 from nas.errors import ConfigError
 from nas.objectives import SERVING_CANDIDATES
 
@@ -37,7 +38,7 @@ def add_commands(commands) -> None:
     )
     train.add_argument(
         "--precision",
-        choices=("fp32", "bf16"),
+        choices=TRAIN_PRECISIONS,
         default="fp32",
         help="fp32 (default), or bf16 mixed precision (faster for MLP-heavy models on a CPU "
         "with native bfloat16)",
