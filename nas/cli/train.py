@@ -120,10 +120,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     data = TrialData.from_prepared(dataset, args.split)
     if args.json:
         result = evaluate(spec, data, config)
-        emit_json(result.to_dict())
+        emit_json(result.to_dict() | {"precision": config.precision})
         return
     result = _train_with_progress(spec, data, config)
-    _print_result(result)
+    _print_result(result, config.precision)
 
 
 def _train_with_progress(spec, data, config):
@@ -144,7 +144,7 @@ def _train_with_progress(spec, data, config):
         return evaluate(spec, data, config, on_step=on_step)
 
 
-def _print_result(result) -> None:
+def _print_result(result, precision: str) -> None:
     table = Table(
         title=f"{result.name or 'candidate'} on {result.dataset} ({result.split} split)",
         show_header=False,
@@ -173,7 +173,7 @@ def _print_result(result) -> None:
         (
             "seconds",
             f"{result.seconds:.1f}",
-            f"{result.steps} steps x {result.batch_size}, seed {result.seed}",
+            f"{result.steps} steps x {result.batch_size}, seed {result.seed}, {precision}",
         ),
     ):
         table.add_row(label, value, note)
