@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from nas.config import SearchConfig, default_tracking_uri, runs_dir
+from nas.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME
 from nas.errors import ConfigError, NasError
-from nas.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings
+from nas.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings, get_objective
+from nas.pareto import as_losses
 from nas.registry import Registry, Search, Trial
 from nas.registry.store import HEARTBEAT_S
 from nas.spec import ArchSpec
@@ -318,8 +320,8 @@ class Controller:
             scheduler = tune_scheduler(self.scheduler, self)
             for trial in self.registry.trials(search.id):  # what earlier sessions measured
                 rungs = (trial.metrics or {}).get("rungs")
-                if trial.kind == "searched" and trial.status in FINISHED and rungs:
-                    scheduler.remember(f"trial{trial.number}", rungs)
+                if trial.is_candidate and trial.status in FINISHED and rungs:
+                    scheduler.remember(f"trial{trial.number}", self.rung_reports(trial))
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
@@ -377,7 +379,6 @@ class Controller:
             rungs = {
                 "steps": self.scheduler.rung_steps(),
                 "rows": self.scheduler.options.eval_rows,
-                "scheduled": trial.kind == "searched",
             }
         return self.start(tune_id, trial, self.config.seed, rungs)
 
@@ -507,6 +508,37 @@ class Controller:
         summary = summarize(self.config, self.registry.trials(self.search.id))
         self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
         return summary
+
+    def yardstick(self, tune_id: str) -> bool:
+        """Whether a running Tune trial is a baseline, which the scheduler files but never
+        stops."""
+        entry = self.running.get(tune_id)
+        return entry is not None and entry.trial.is_baseline
+
+    def rung_losses(self, report: dict[str, Any]) -> list[float]:
+        """The search's objectives at a rung report (or a final one) of a running trial."""
+        metrics = json.loads(report["payload"])
+        return self._losses(self.known[metrics["arch_id"]], metrics, metrics["rungs"][-1])
+
+    def rung_reports(self, trial: Trial) -> list[dict[str, Any]]:
+        """A finished trial's reports at its rungs, as the scheduler heard them (replayed
+        into a resumed search's scheduler)."""
+        return [
+            {
+                RUNG_TIME: rung["step"],
+                RUNG_METRIC: rung["ne"],
+                RUNG_LOSSES: self._losses(trial, trial.metrics, rung),
+            }
+            for rung in trial.metrics["rungs"]
+        ]
+
+    def _losses(self, trial: Trial, metrics: dict, rung: dict) -> list[float]:
+        """Each objective as a loss (lower is better): the quality figures the rung
+        measured, the costs as they are."""
+        figures = metrics | self._costs(trial, metrics) | rung
+        values = [[float(figures[name]) for name in self.objectives]]
+        directions = [get_objective(name).direction for name in self.objectives]
+        return as_losses(values, directions)[0].tolist()
 
     def stopped_early(self, tune_id: str) -> None:
         """The scheduler ended this trial at a rung (its record follows from the Callback)."""

@@ -11,8 +11,15 @@ Tune; the scheduler says whether it trains on. The rungs are ASHA's own mileston
 median rule. A candidate that survives trains to ``budget.steps``, so the cheap rungs only
 filter and the front is measured at the full budget (multi-fidelity, as ASHA intends).
 
-Baselines report their rungs too (recorded, for the fidelity figures) but never to the
-scheduler: they are the front's yardstick and always train to the end.
+Baselines report their rungs too, as yardsticks: the scheduler files their figures with the
+candidates' (so the first candidates at a rung are judged against hand-designed models, not
+waved through an empty rung) but never stops them; they always train to the end.
+
+ASHA ranks a rung in Pareto order over the search's objectives (``rank: pareto``, the
+default): NE (and AUC, log loss) as measured at the rung, the cost objectives (FLOPs,
+latency...) as they are. A cheap candidate with a fair NE goes on, as it may be on the
+front; ranking by NE alone (``rank: ne``) stops it whenever costlier ones learn faster.
+This is MO-ASHA (Schmucker et al. 2021) with NSGA-II's selection order (nas/pareto.py).
 
 The decisions are Tune's (``nas/tune_glue.py`` wraps its schedulers); this module holds
 what the user chooses and where the rungs fall.
@@ -21,7 +28,7 @@ what the user chooses and where the rungs fall.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -30,6 +37,7 @@ from nas.errors import ConfigError
 
 RUNG_METRIC = "rung_ne"  # what a rung report carries for the scheduler; lower is better
 RUNG_TIME = "step"  # the scheduler's clock: optimizer steps done
+RUNG_LOSSES = "rung_losses"  # the search's objectives at a rung, each a loss (lower is better)
 DEFAULT_EVAL_ROWS = 50_000  # validation rows NE is measured on at a rung or check
 
 
@@ -63,18 +71,25 @@ class Scheduler:
         """Keyword arguments of the Ray Tune scheduler (besides time_attr, metric, mode)."""
         raise NotImplementedError
 
+    def judged_by(self) -> str:
+        """How a candidate is judged at a rung, in words (``nas status``)."""
+        raise NotImplementedError
+
 
 SCHEDULERS: Catalog[Scheduler] = Catalog("scheduler", "scheduler")
 
 
 class AshaOptions(SchedulerOptions):
     reduction_factor: float = Field(default=3.0, gt=1, le=100)  # keep the best 1/rf per rung
+    # How a rung is ranked: in Pareto order over all the objectives, or by NE alone.
+    rank: Literal["pareto", "ne"] = "pareto"
 
 
 @SCHEDULERS.register
 class Asha(Scheduler):
     """Asynchronous successive halving (Li et al. 2020): at each rung, a candidate goes on
-    only if its NE is in the best 1/reduction_factor of those that reached the rung."""
+    only if it is in the best 1/reduction_factor of those that reached the rung, ranked in
+    Pareto order over the objectives (MO-ASHA) or by NE alone (``rank: ne``)."""
 
     name = "asha"
     Options = AshaOptions
@@ -86,6 +101,11 @@ class Asha(Scheduler):
             steps.append(milestone)
             k += 1
         return steps
+
+    def judged_by(self) -> str:
+        if self.options.rank == "ne":
+            return "ranked by NE"
+        return "ranked in Pareto order over the objectives"
 
     def tune_kwargs(self) -> dict:
         return {
@@ -111,6 +131,9 @@ class Median(Scheduler):
     def rung_steps(self) -> list[int]:
         every = self.options.every_steps or max(1, self.steps // 4)
         return list(range(self.grace, self.steps, every))
+
+    def judged_by(self) -> str:
+        return "against the median NE"
 
     def tune_kwargs(self) -> dict:
         return {

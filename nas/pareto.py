@@ -8,6 +8,8 @@ when maximised), so "a dominates b" always means: no worse in every loss, better
 - ``hypervolume``: the volume dominated by the front and bounded by a reference point; an
   exact sweep in 2-D, exact recursive slicing over the first objective in n-D (HSO; fine for
   the fronts a search produces, tens of points).
+- ``pareto_order``: NSGA-II's selection order (Deb et al. 2002): by front, then by crowding
+  distance within a front, so the ends and the sparse parts of each front come first.
 - ``knee``: the front point closest to the ideal point after scaling each objective to
   [0, 1] over the front (the compromise solution).
 """
@@ -66,6 +68,33 @@ def nondominated_ranks(values: np.ndarray | Sequence, directions: Sequence[str])
 def front_indices(values: np.ndarray | Sequence, directions: Sequence[str]) -> np.ndarray:
     """Indices of the non-dominated points, in input order."""
     return np.flatnonzero(nondominated_ranks(values, directions) == 0)
+
+
+def crowding_distances(losses: np.ndarray) -> np.ndarray:
+    """NSGA-II's crowding distance of each loss vector among ``losses`` (one front): the
+    sum over objectives of the gap between its neighbours, scaled by the objective's range;
+    infinite at each objective's ends. An objective on which all are equal adds nothing."""
+    distance = np.zeros(len(losses))
+    for column in losses.T:
+        order = np.argsort(column, kind="stable")
+        ordered = column[order]
+        span = ordered[-1] - ordered[0] if len(ordered) else 0.0
+        if span > 0:
+            distance[order[[0, -1]]] = np.inf
+            distance[order[1:-1]] += (ordered[2:] - ordered[:-2]) / span
+    return distance
+
+
+def pareto_order(values: np.ndarray | Sequence, directions: Sequence[str]) -> np.ndarray:
+    """Indices of ``values`` best first, as NSGA-II selects: lower front first, then larger
+    crowding distance, then input order. With one objective: sorted by it."""
+    losses = as_losses(values, directions)
+    ranks = nondominated_ranks(losses, ["min"] * losses.shape[1])
+    crowding = np.zeros(len(losses))
+    for rank in np.unique(ranks):
+        members = np.flatnonzero(ranks == rank)
+        crowding[members] = crowding_distances(losses[members])
+    return np.lexsort((np.arange(len(losses)), -crowding, ranks))
 
 
 def hypervolume(

@@ -6,6 +6,7 @@ whom they stopped). Each hook only forwards to the controller."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import tempfile
@@ -13,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from ray.tune import Callback, Stopper
 from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, TrialScheduler
+from ray.tune.schedulers.async_hyperband import _Bracket
 from ray.tune.search import Searcher
 
 from nas.config import runs_dir
-from nas.early_stopping import RUNG_METRIC, RUNG_TIME, Scheduler
+from nas.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME, Scheduler
 from nas.errors import NasError
+from nas.pareto import pareto_order
 
 if TYPE_CHECKING:
     from nas.controller import Controller
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 # <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
 MAX_RAY_TEMP_LEN = 107 - 62
 DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
+RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
 
 
 def init_ray(address: str | None) -> bool:
@@ -195,30 +200,37 @@ class CancelStopper(_Glue, Stopper):
 
 
 class _EarlyStopping(_Glue):
-    """Tune's scheduler, unchanged in what it decides, telling the controller which trials it
-    stopped at a rung (a final report it answers STOP to has simply finished)."""
+    """Tune's scheduler, telling the controller which trials it stopped at a rung (a final
+    report it answers STOP to has simply finished). A baseline's reports are filed like any
+    trial's, but it is never stopped: it is the yardstick the candidates are judged by."""
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-        decision = super().on_trial_result(tune_controller, trial, result)
-        if decision == TrialScheduler.STOP and "outcome" not in result:
+        decision = super().on_trial_result(tune_controller, trial, self.ranked(result))
+        if "outcome" in result or self.controller.yardstick(trial.trial_id):
+            return TrialScheduler.CONTINUE if "outcome" not in result else decision
+        if decision == TrialScheduler.STOP:
             self.controller.stopped_early(trial.trial_id)
         return decision
 
     def on_trial_complete(self, tune_controller, trial, result: dict) -> None:
         if RUNG_METRIC in result:
-            super().on_trial_complete(tune_controller, trial, result)
-        else:  # failed, or a baseline: nothing the scheduler can compare
+            super().on_trial_complete(tune_controller, trial, self.ranked(result))
+        else:  # failed: nothing the scheduler can compare
             self.on_trial_remove(tune_controller, trial)
 
-    def remember(self, key: str, rungs: list[dict]) -> None:
-        """Replay a trial of an earlier session (its NE at each rung, the last one at its
-        end), so a resumed search's scheduler compares against everything measured so far."""
+    def ranked(self, report: dict) -> dict:
+        """A rung report with what this scheduler ranks on (the median rule: NE)."""
+        return report
+
+    def remember(self, key: str, reports: list[dict]) -> None:
+        """Replay a trial of an earlier session (its rung reports, the last one at its end;
+        see ``Controller.rung_report``), so a resumed search's scheduler compares against
+        everything measured so far."""
         ghost = _Recorded(key)
         self.on_trial_add(None, ghost)
-        reports = [{RUNG_TIME: f["step"], RUNG_METRIC: f["ne"]} for f in rungs]
         for report in reports[:-1]:
-            super().on_trial_result(None, ghost, report)
-        self.on_trial_complete(None, ghost, reports[-1])
+            super().on_trial_result(None, ghost, self.ranked(report))
+        super().on_trial_complete(None, ghost, self.ranked(reports[-1]))
 
 
 @dataclass(frozen=True)
@@ -229,7 +241,43 @@ class _Recorded:
 
 
 class _Asha(_EarlyStopping, AsyncHyperBandScheduler):
-    pass
+    """Ray's ASHA (its rungs, its asynchronous promotion), each rung ranking a vector of
+    losses in Pareto order (``_ParetoBracket``): with ``rank: ne`` the vector is NE alone."""
+
+    def __init__(self, pareto: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.pareto = pareto
+        self._brackets = [
+            _ParetoBracket(kwargs["grace_period"], kwargs["max_t"], kwargs["reduction_factor"], 0)
+        ]
+
+    def ranked(self, report: dict) -> dict:
+        if not self.pareto:
+            losses = [report[RUNG_METRIC]]
+        elif RUNG_LOSSES in report:  # replayed from the registry
+            losses = report[RUNG_LOSSES]
+        else:
+            losses = self.controller.rung_losses(report)
+        return {**report, RANKED: np.asarray(losses, dtype=float)}
+
+
+class _ParetoBracket(_Bracket):
+    """An ASHA rung that ranks vectors. Ray's rung keeps a trial whose one number beats the
+    (1 - 1/rf) percentile of those recorded; a front has no percentile, so this one keeps
+    a trial that falls in the first ceil(n / rf) of the n at the rung (itself included) in
+    NSGA-II's order. With one objective that is Ray's rule (up to ties)."""
+
+    def on_result(self, trial, cur_iter: int, cur_rew) -> str:
+        for milestone, recorded in self._rungs:
+            if cur_iter < milestone or trial.trial_id in recorded:
+                continue
+            recorded[trial.trial_id] = -np.asarray(cur_rew)  # Ray negates a minimised metric
+            losses = np.stack(list(recorded.values()))
+            order = list(pareto_order(losses, ["min"] * losses.shape[1]))
+            place = order.index(len(losses) - 1)  # the trial is the last one recorded
+            keep = math.ceil(len(losses) / self.rf - 1e-9)
+            return TrialScheduler.CONTINUE if place < keep else TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
 
 
 class _Median(_EarlyStopping, MedianStoppingRule):
@@ -241,8 +289,11 @@ class _Median(_EarlyStopping, MedianStoppingRule):
 
 def tune_scheduler(scheduler: Scheduler, controller: Controller) -> TrialScheduler:
     """Ray Tune's scheduler for ``scheduler``, reporting its stops to ``controller``."""
-    cls = {"asha": _Asha, "median": _Median}[scheduler.name]
-    tune = cls(time_attr=RUNG_TIME, metric=RUNG_METRIC, mode="min", **scheduler.tune_kwargs())
+    kwargs = {"time_attr": RUNG_TIME, "mode": "min", **scheduler.tune_kwargs()}
+    if scheduler.name == "asha":
+        tune = _Asha(scheduler.options.rank == "pareto", metric=RANKED, **kwargs)
+    else:
+        tune = _Median(metric=RUNG_METRIC, **kwargs)
     tune.controller = controller
     return tune
 

@@ -132,13 +132,28 @@ def test_measuring_at_the_rungs_does_not_change_what_is_learned(ml100k) -> None:
 
 
 class _Stops:
-    """Stands in for the controller: hears which trials the scheduler stopped."""
+    """Stands in for the controller: hears which trials the scheduler stopped, and says which
+    are baselines (the reports below carry their losses, as a replayed report does)."""
 
-    def __init__(self):
+    def __init__(self, baselines=()):
         self.ids: list[str] = []
+        self.baselines = set(baselines)
 
     def stopped_early(self, tune_id: str) -> None:
         self.ids.append(tune_id)
+
+    def yardstick(self, tune_id: str) -> bool:
+        return tune_id in self.baselines
+
+
+def _report(step: int, ne: float, flops: float = 1000.0, **extra) -> dict:
+    return {"step": step, "rung_ne": ne, "rung_losses": [ne, flops], **extra}
+
+
+def _rung(scheduler, trial_id: str, report: dict) -> str:
+    trial = _tune_trial(trial_id)
+    scheduler.on_trial_add(None, trial)
+    return scheduler.on_trial_result(None, trial, report)
 
 
 def _tune_trial(trial_id: str):
@@ -151,19 +166,48 @@ def test_a_resumed_scheduler_remembers_what_earlier_sessions_measured() -> None:
     scheduler = create_scheduler("asha", {"grace_steps": 10, "reduction_factor": 2}, 80)
     fresh, resumed = tune_scheduler(scheduler, _Stops()), tune_scheduler(scheduler, _Stops())
     for k, ne in enumerate([0.80, 0.81, 0.82]):
-        rungs = [{"step": 10, "ne": ne}, {"step": 20, "ne": ne - 0.01}, {"step": 80, "ne": 0.7}]
-        resumed.remember(f"trial{k}", rungs)
-    late = _tune_trial("late")
+        resumed.remember(f"trial{k}", [_report(10, ne), _report(20, ne - 0.01), _report(80, 0.7)])
     for scheduler_ in (fresh, resumed):
-        scheduler_.on_trial_add(None, late)
-        decision = scheduler_.on_trial_result(None, late, {"step": 10, "rung_ne": 0.9})
+        decision = _rung(scheduler_, "late", _report(10, 0.9))
         assert decision == ("STOP" if scheduler_ is resumed else "CONTINUE")
     assert resumed.controller.ids == ["late"] and fresh.controller.ids == []
     # A final report is never a stop at a rung, whatever the scheduler answers.
-    done = _tune_trial("done")
-    resumed.on_trial_add(None, done)
-    resumed.on_trial_result(None, done, {"step": 80, "rung_ne": 0.9, "outcome": "completed"})
+    _rung(resumed, "done", _report(80, 0.9, outcome="completed"))
     assert resumed.controller.ids == ["late"]
+
+
+@pytest.mark.parametrize("rank", ["pareto", "ne"])
+def test_asha_keeps_a_cheap_candidate_by_pareto_rank_but_not_by_ne(rank: str) -> None:
+    options = {"grace_steps": 10, "reduction_factor": 3, "rank": rank}
+    asha = tune_scheduler(create_scheduler("asha", options, 90), _Stops())
+    for k, (ne, flops) in enumerate([(0.80, 9000.0), (0.81, 8000.0), (0.82, 7000.0)]):
+        assert _rung(asha, f"t{k}", _report(10, ne, flops)) == ("CONTINUE" if k == 0 else "STOP")
+    # Worst NE of the four, but the cheapest: an end of the front.
+    cheap = _rung(asha, "cheap", _report(10, 0.83, 100.0))
+    assert cheap == ("CONTINUE" if rank == "pareto" else "STOP")
+    # Dominated by the first: stopped whichever way the rung is ranked.
+    assert _rung(asha, "dominated", _report(10, 0.815, 9500.0)) == "STOP"
+    assert asha.controller.ids == ["t1", "t2", *(["cheap"] if rank == "ne" else []), "dominated"]
+
+
+def test_asha_files_a_baselines_rungs_but_never_stops_it() -> None:
+    options = {"grace_steps": 10, "reduction_factor": 2, "rank": "ne"}
+    asha = tune_scheduler(create_scheduler("asha", options, 80), _Stops(baselines={"base"}))
+    assert _rung(asha, "first", _report(10, 0.80)) == "CONTINUE"
+    # Worse than the candidate before it: a candidate would stop; the baseline trains on.
+    assert _rung(asha, "base", _report(10, 0.85)) == "CONTINUE"
+    base = _tune_trial("base")
+    asha.on_trial_result(None, base, _report(20, 0.70))
+    assert asha.controller.ids == []
+    # Its figures are on the rungs: a candidate worse than the baseline at 20 steps stops.
+    assert _rung(asha, "late", _report(20, 0.75)) == "STOP"
+    assert asha.controller.ids == ["late"]
+
+
+def test_a_bad_rank_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        create_scheduler("asha", {"rank": "auc"}, 80)
+    assert "scheduler.options.rank" in str(err.value) and "pareto" in str(err.value)
 
 
 # --- searches ------------------------------------------------------------------------------

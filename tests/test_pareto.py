@@ -7,9 +7,19 @@ import itertools
 import numpy as np
 import pytest
 from optuna._hypervolume import compute_hypervolume
+from optuna.samplers.nsgaii._elite_population_selection_strategy import _calc_crowding_distance
 from optuna.study._multi_objective import _fast_non_domination_rank
+from optuna.trial import create_trial
 
-from nas.pareto import dominates, front_indices, hypervolume, knee, nondominated_ranks
+from nas.pareto import (
+    crowding_distances,
+    dominates,
+    front_indices,
+    hypervolume,
+    knee,
+    nondominated_ranks,
+    pareto_order,
+)
 
 
 def brute_ranks(losses: np.ndarray) -> np.ndarray:
@@ -84,3 +94,35 @@ def test_bad_shapes_and_directions_are_rejected() -> None:
         nondominated_ranks([[1.0, 2.0]], ["min"])
     with pytest.raises(ValueError, match="direction"):
         nondominated_ranks([[1.0]], ["down"])
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(8))
+def test_crowding_distances_match_optuna(dims: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # Distinct values: with ties the distance depends on the order the tied points are met.
+    losses = rng.random((int(rng.integers(1, 12)), dims))
+    losses[: len(losses) // 4, 0] = 0.5  # but one objective may be equal for many
+    trials = [create_trial(values=list(row)) for row in losses]
+    for number, trial in enumerate(trials):
+        trial.number = number
+    theirs = _calc_crowding_distance(list(trials))
+    expected = [theirs[number] for number in range(len(trials))]
+    np.testing.assert_allclose(crowding_distances(losses), expected)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pareto_order_goes_front_by_front_ends_first(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.random((int(rng.integers(1, 20)), 2))
+    directions = ["min", "max"]
+    order = pareto_order(values, directions)
+    assert sorted(order) == list(range(len(values)))
+    ranks = nondominated_ranks(values, directions)[order]
+    assert list(ranks) == sorted(ranks)
+    front = front_indices(values, directions)
+    if len(front) >= 2:  # each objective's best point on the front comes before the rest
+        ends = {int(front[np.argmin(values[front, 0])]), int(front[np.argmax(values[front, 1])])}
+        assert set(order[: len(ends)]) == ends
+    # One objective: plainly sorted.
+    assert list(pareto_order(values[:, :1], ["min"])) == list(np.argsort(values[:, 0]))

@@ -9,9 +9,9 @@ every outcome:
     {"outcome": "failed", "payload": <reason>, ...}
 
 Under an early-stopping scheduler (``nas/early_stopping.py``) it also reports at each rung,
-with no outcome: ``{"step", "payload": <TrialResult JSON of the steps so far>}``, plus
-``rung_ne`` for the scheduler when the trial may be stopped (not a baseline). Tune's answer
-to a rung report can end the trial there; the controller then records it as stopped.
+with no outcome: ``{"step", "rung_ne", "payload": <TrialResult JSON of the steps so far>}``.
+Tune's answer to a rung report can end the trial there (never a baseline's: the scheduler
+only files those); the controller then records it as stopped.
 With ``budget.select_best`` (``select`` in the config) the trial also checks itself every N
 steps, ends with its best check's weights, and may end early on its patience: completed.
 
@@ -50,7 +50,7 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
         result = _run(config, data, started)
         outcome, payload = "completed", json.dumps(result.to_dict())
         # The last rung is the full budget's: the scheduler files it at its top rung.
-        if result.rungs and (config.get("rungs") or {}).get("scheduled"):
+        if result.rungs and config.get("rungs"):
             final = {RUNG_TIME: result.steps, RUNG_METRIC: result.rungs[-1]["ne"]}
     except NasError as err:
         outcome, payload = "failed", str(err)
@@ -72,15 +72,13 @@ def _when(started: float) -> dict[str, Any]:
     }
 
 
-def rung_reporter(scheduled: bool, started: float):
+def rung_reporter(started: float):
     """What a trial does at a rung: report its figures so far to Tune (which may end it)."""
     from ray import tune
 
     def report(result: TrialResult) -> None:
-        metrics = {RUNG_TIME: result.steps, "payload": json.dumps(result.to_dict())}
-        if scheduled:
-            metrics[RUNG_METRIC] = result.ne
-        tune.report({**metrics, **_when(started)})
+        metrics = {RUNG_TIME: result.steps, RUNG_METRIC: result.ne}
+        tune.report({**metrics, "payload": json.dumps(result.to_dict()), **_when(started)})
 
     return report
 
@@ -117,7 +115,7 @@ def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
         rungs = Rungs(
             tuple(plan["steps"]),
             plan["rows"],
-            rung_reporter(plan["scheduled"], started or time.time()),
+            rung_reporter(started or time.time()),
         )
     result = evaluate(
         spec,

@@ -364,7 +364,9 @@ def cmd_status(args: argparse.Namespace) -> None:
         scheduler = config.early_stopping()
         table.add_row(
             "early stopping",
-            f"{scheduler.name}, rungs at steps {', '.join(map(str, scheduler.rung_steps()))}",
+            f"{scheduler.name}, rungs at steps {', '.join(map(str, scheduler.rung_steps()))}, "
+            f"{scheduler.judged_by()}"
+            + ("; baselines judged with them, never stopped" if config.include_baselines else ""),
         )
     select = config.selection()
     if select is not None:
