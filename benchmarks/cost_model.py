@@ -114,12 +114,11 @@ def main() -> None:
 
 def gpu(console, data, specs, models, batch: int, repeats: int) -> None:
     """BF16 and FP8 latency on the GPU against the h200 target's estimates."""
+    import contextlib
     import copy
 
-    from torch import nn
-
     from kernels.cost import get_target
-    from kernels.fp8_linear import apply_plan
+    from kernels.fp8_linear import Fp8Dispatch
 
     if not torch.cuda.is_available():
         console.print("--cuda: no CUDA device here")
@@ -130,19 +129,13 @@ def gpu(console, data, specs, models, batch: int, repeats: int) -> None:
         measured, estimated = [], []
         for (_, spec), model in zip(specs, models, strict=True):
             run = copy.deepcopy(model).to("cuda", torch.bfloat16).eval()
-            if precision == "fp8":
-
-                class Everywhere:  # every linear site planned in FP8
-                    def __init__(self, name):
-                        self.name, self.precision = name, "fp8"
-
-                linears = [n for n, m in run.named_modules() if isinstance(m, nn.Linear)]
-                apply_plan(run, [Everywhere(n) for n in linears])
+            # FP8: every GEMM site (each F.linear on a weight) as a row-wise FP8 GEMM.
+            mode = Fp8Dispatch(run, None) if precision == "fp8" else contextlib.nullcontext()
             x = tuple(
                 t.to("cuda") if t.dtype != torch.float32 else t.to("cuda", torch.bfloat16)
                 for t in (rows if run.reads_history else rows.without_history()).inputs()
             )
-            with torch.inference_mode():
+            with torch.inference_mode(), mode:
                 for _ in range(3):
                     run(*x)
                 torch.cuda.synchronize()

@@ -1,13 +1,17 @@
 """How well a short training ranks architectures the way a full one does.
 
-    python benchmarks/fidelity.py [--archs 20] [--steps 400 800 2000 4000] [--fresh]
+    python benchmarks/fidelity.py [--archs 20] [--steps 400 800 2000 4000]
+        [--select-every N] [--fresh]
 
 Draws ``--archs`` architectures of ``ctr_stack`` (the options of examples/searches/
 ctr_quick.yaml, seed 0) and trains each on MovieLens-1M at every step budget in
 ``--steps``, each budget a training of its own (warm-up and cosine decay to that budget, as a
 search without a scheduler trains at ``budget.steps``). The longest training also measures
 NE at the shorter budgets' step counts as it goes: what ASHA sees at its rungs, mid-way
-through a full-budget schedule.
+through a full-budget schedule. With ``--select-every N`` each training keeps the weights
+of its best check (every N steps, on 50,000 validation rows), as a search with
+``budget.select_best`` does: its NE is the kept weights', and the longest training's
+checkpoints are its best check so far (what ASHA's rungs see then).
 
 It prints, for each shorter budget against each longer one, the Kendall tau between their
 NE rankings, both for separate trainings and for the checkpoints of the longest one, and how
@@ -45,9 +49,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "nas-runs/fidelity/results.jsonl")
     parser.add_argument("--fresh", action="store_true", help="forget kept results")
+    parser.add_argument(
+        "--select-every", type=int, default=0, help="keep each training's best check (0: last)"
+    )
     args = parser.parse_args()
     if args.archs < 3 or len(args.steps) < 2 or min(args.steps) < 1:
         parser.error("needs at least 3 architectures and 2 positive step budgets")
+    if args.select_every < 0 or args.select_every >= min(args.steps):
+        parser.error("--select-every must be 0 (off) or below the shortest budget")
     steps = sorted(set(args.steps))
     specs = draw(args.archs, args.dataset, args.seed)
     kept = load(args.out, args.fresh)
@@ -55,12 +64,14 @@ def main() -> int:
         (spec.to_dict(), s)
         for spec in specs
         for s in steps
-        if (spec.arch_id, s, args.seed) not in kept
+        if (spec.arch_id, s, args.seed, args.select_every) not in kept
     ]
     jobs.sort(key=lambda job: -job[1])  # the longest first: the pool ends on short ones
     print(
         f"fidelity: {len(specs)} ctr_stack architectures on {args.dataset}, budgets {steps} "
-        f"steps x {BATCH} rows, {args.workers} at a time; {len(jobs)} trainings to run, "
+        f"steps x {BATCH} rows, {args.workers} at a time, "
+        + (f"best check every {args.select_every} steps" if args.select_every else "last step")
+        + f"; {len(jobs)} trainings to run, "
         f"{len(specs) * len(steps) - len(jobs)} kept in {args.out}",
         flush=True,
     )
@@ -68,7 +79,7 @@ def main() -> int:
     from nas.data import load_dataset
 
     rows = len(load_dataset(args.dataset).split_rows("train"))
-    report(specs, steps, args.seed, kept, rows)
+    report(specs, steps, (args.seed, args.select_every), kept, rows)
     return 0
 
 
@@ -96,7 +107,7 @@ def load(path: Path, fresh: bool) -> dict:
     if path.exists():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            kept[(row["arch_id"], row["steps"], row["seed"])] = row
+            kept[(row["arch_id"], row["steps"], row["seed"], row.get("select_every", 0))] = row
     return kept
 
 
@@ -112,10 +123,12 @@ def run(jobs, steps, args, kept) -> None:
         args.out.open("a") as out,
     ):
         task = bar.add_task("trainings", total=len(jobs))
-        futures = [pool.submit(_train, spec, s, steps, args.seed) for spec, s in jobs]
+        futures = [
+            pool.submit(_train, spec, s, steps, args.seed, args.select_every) for spec, s in jobs
+        ]
         for future in as_completed(futures):
             row = future.result()
-            kept[(row["arch_id"], row["steps"], row["seed"])] = row
+            kept[(row["arch_id"], row["steps"], row["seed"], row["select_every"])] = row
             out.write(json.dumps(row) + "\n")
             out.flush()
             bar.advance(task)
@@ -135,19 +148,24 @@ def _worker_init(dataset: str) -> None:
     _DATA = TrialData.from_prepared(load_dataset(dataset), "valid")
 
 
-def _train(spec: dict, steps: int, budgets: list[int], seed: int) -> dict:
+def _train(spec: dict, steps: int, budgets: list[int], seed: int, select_every: int) -> dict:
+    from nas.early_stopping import DEFAULT_EVAL_ROWS
     from nas.spec import ArchSpec
     from workers.train import TrainConfig
-    from workers.trial import Rungs, evaluate
+    from workers.trial import Rungs, SelectBest, evaluate
 
     checkpoints = tuple(s for s in budgets if s < steps) if steps == max(budgets) else ()
-    rungs = Rungs(checkpoints, 10**9, lambda result: None) if checkpoints else None
+    # Without selection the checkpoints measure the whole split; with it, the checks' rows.
+    rows = DEFAULT_EVAL_ROWS if select_every else 10**9
+    rungs = Rungs(checkpoints, rows, lambda result: None) if checkpoints else None
+    select = SelectBest(select_every, DEFAULT_EVAL_ROWS) if select_every else None
     config = TrainConfig(steps=steps, batch_size=BATCH, seed=seed)
-    result = evaluate(ArchSpec.from_dict(spec), _DATA, config, rungs=rungs)
+    result = evaluate(ArchSpec.from_dict(spec), _DATA, config, rungs=rungs, select=select)
     return {
         "arch_id": result.arch_id,
         "steps": steps,
         "seed": seed,
+        "select_every": select_every,
         "ne": result.ne,
         "auc": result.auc,
         "flops": result.flops,
@@ -156,15 +174,15 @@ def _train(spec: dict, steps: int, budgets: list[int], seed: int) -> dict:
     }
 
 
-def report(specs, steps, seed, kept, rows_per_epoch: int) -> None:
+def report(specs, steps, run: tuple[int, int], kept, rows_per_epoch: int) -> None:
     from rich.console import Console
     from rich.table import Table
     from scipy.stats import kendalltau
 
     ids = [s.arch_id for s in specs]
-    ne = {s: [kept[(a, s, seed)]["ne"] for a in ids] for s in steps}
+    ne = {s: [kept[(a, s, *run)]["ne"] for a in ids] for s in steps}
     full = steps[-1]
-    inline = {s: [kept[(a, full, seed)]["checkpoints"][str(s)] for a in ids] for s in steps[:-1]}
+    inline = {s: [kept[(a, full, *run)]["checkpoints"][str(s)] for a in ids] for s in steps[:-1]}
 
     def top5(values, reference):
         best = set(sorted(range(len(ids)), key=lambda k: reference[k])[:5])
@@ -196,7 +214,7 @@ def report(specs, steps, seed, kept, rows_per_epoch: int) -> None:
     for column in ("arch_id", "flops", *map(str, steps), "best"):
         detail.add_column(column, justify="right")
     for k in sorted(range(len(ids)), key=lambda k: min(ne[s][k] for s in steps)):
-        row = kept[(ids[k], full, seed)]
+        row = kept[(ids[k], full, *run)]
         best = min(steps, key=lambda s: ne[s][k])
         detail.add_row(
             ids[k], f"{row['flops']:.3g}", *(f"{ne[s][k]:.4f}" for s in steps), str(best)

@@ -9,13 +9,21 @@ The GEMM is ``torch._scaled_mm`` with the two row-wise scales, accumulating in f
 runs on CPU too). Where ``_scaled_mm`` cannot take the shapes (on CUDA, dimensions that are
 not multiples of 16), the dequantised operands are multiplied instead: the same values.
 
-``apply_plan`` swaps the ``nn.Linear`` sites an FP8 probe planned in FP8 for ``Fp8Linear``.
+A GEMM site is a weight the model's ``F.linear`` calls use: an ``nn.Linear``'s, a bare
+parameter's (a GLM masked dense layer), or a column slice of one (the top MLP's first layer,
+split into its request and candidate shares). ``LinearSites`` sees every such call while it is
+active (a ``TorchFunctionMode``: no module needs to be an ``nn.Linear``), and
+``Fp8Dispatch`` runs the sites a plan names as FP8 GEMMs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = float(torch.finfo(E4M3).max)  # 448
@@ -101,15 +109,64 @@ class Fp8Linear(nn.Module):
         return fp8_linear(x, self.w_q, self.w_scale, self.bias)
 
 
-def apply_plan(model: nn.Module, sites: list) -> list[str]:
-    """Swap every linear site the plan put in FP8 (``Site.precision == "fp8"``) for an
-    ``Fp8Linear``, in place; the names swapped."""
-    planned = {s.name for s in sites if s.precision == "fp8"}
-    swapped = []
-    for name, module in list(model.named_modules()):
-        if name in planned and isinstance(module, nn.Linear):
-            parent_name, _, child = name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, Fp8Linear.from_linear(module))
-            swapped.append(name)
-    return swapped
+def parameter_names(model: nn.Module) -> dict[int, str]:
+    """id of each parameter -> its name, less a trailing ``.weight`` (an ``nn.Linear``'s
+    site is named by its module)."""
+    return {id(p): name.removesuffix(".weight") for name, p in model.named_parameters()}
+
+
+def site_name(weight: torch.Tensor, names: dict[int, str]) -> str | None:
+    """The site a linear call's ``weight`` is: a parameter by its name, a column slice of one
+    as ``name[:, a:b]``; None for anything else (a weight computed on the fly)."""
+    if id(weight) in names:
+        return names[id(weight)]
+    base = weight._base
+    if base is None or id(base) not in names or base.dim() != 2 or weight.dim() != 2:
+        return None
+    if weight.shape[0] != base.shape[0] or weight.stride() != base.stride():
+        return None
+    start = weight.storage_offset() - base.storage_offset()
+    return f"{names[id(base)]}[:, {start}:{start + weight.shape[1]}]"
+
+
+class LinearSites(TorchFunctionMode):
+    """While active, every ``F.linear`` call on one of ``model``'s sites goes through
+    ``at_site`` (which, here, runs it as it is); other calls are untouched."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.names = parameter_names(model)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            x, weight, bias = _linear_args(*args, **kwargs)
+            name = site_name(weight, self.names)
+            if name is not None:
+                return self.at_site(name, x, weight, bias)
+        return func(*args, **kwargs)
+
+    def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        return F.linear(x, weight, bias)
+
+
+def _linear_args(input, weight, bias=None):
+    return input, weight, bias
+
+
+class Fp8Dispatch(LinearSites):
+    """Runs the sites named in ``fp8_sites`` (None: every site) as row-wise FP8 GEMMs (each
+    weight quantised once, on its first call), the rest as they are: an FP8 dispatch plan,
+    run for real."""
+
+    def __init__(self, model: nn.Module, fp8_sites: Iterable[str] | None):
+        super().__init__(model)
+        self.fp8_sites = None if fp8_sites is None else set(fp8_sites)
+        self.weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        if self.fp8_sites is not None and name not in self.fp8_sites:
+            return F.linear(x, weight, bias)
+        if name not in self.weights:
+            self.weights[name] = quantise_rows_reference(weight.detach())
+        return fp8_linear(x, *self.weights[name], bias)

@@ -1,9 +1,11 @@
 """A LoKA-style FP8 probe: where in a trained model is FP8 (e4m3) safe, and where is it fast?
 
-A GEMM site is each ``nn.Linear`` the model runs through its forward (MLPs, cross layers,
-attention projections, the top MLP's later layers; a masked GLM linear or the top MLP's
-first layer, computed with ``F.linear`` on weight slices, is not a module call and is not
-probed). On real batches the probe:
+A GEMM site is each weight the model's forward runs an ``F.linear`` on
+(``kernels.fp8_linear.LinearSites``): every ``nn.Linear`` (MLPs, cross layers, attention
+projections), a GLM masked dense layer's weights, and the top MLP's first layer as its two
+column slices (the request features' share, computed once per request, and the
+candidates'). Batched matmuls over tokens (attention scores, GLM token mixing) are not
+sites. On real batches the probe:
 
 1. records each site's input activations and weight: absolute max, RMS, the median
    nonzero magnitude, and the max over that median (an outlier measure: FP8's 3 mantissa bits
@@ -16,16 +18,13 @@ probed). On real batches the probe:
 5. plans dispatch: FP8 only at a safe site where the cost model (``kernels.cost``) predicts
    it faster than BF16 at the serving batch. The plan's predicted latency is the sum of
    its sites' GEMM estimates in the precision chosen for each;
-6. runs the plan for real on a copy of the model (its FP8 sites as
-   ``kernels.fp8_linear.Fp8Linear``: row-wise FP8 GEMMs through ``torch._scaled_mm``) and
-   measures that NE.
+6. runs the plan for real (``kernels.fp8_linear.Fp8Dispatch``: its FP8 sites as row-wise
+   FP8 GEMMs through ``torch._scaled_mm``) and measures that NE.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -35,7 +34,7 @@ from torch import nn
 from kernels.cost.gemm import Gemm
 from kernels.cost.roofline import gemm_estimate
 from kernels.cost.targets import Target
-from kernels.fp8_linear import apply_plan
+from kernels.fp8_linear import Fp8Dispatch, LinearSites
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = torch.finfo(E4M3).max  # 448
@@ -123,24 +122,32 @@ class ProbeResult:
         return data
 
 
-def linear_sites(model: nn.Module) -> dict[str, nn.Linear]:
-    return {name: m for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+class _Recorder(LinearSites):
+    """Keeps each site's inputs (as rows) and weight."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__(model)
+        self.inputs: dict[str, list[torch.Tensor]] = {}
+        self.weights: dict[str, torch.Tensor] = {}
+
+    def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        self.inputs.setdefault(name, []).append(x.detach().reshape(-1, x.shape[-1]))
+        self.weights[name] = weight.detach()
+        return F.linear(x, weight, bias)
 
 
-@contextmanager
-def simulated_fp8(modules: Sequence[nn.Linear], scaling: str = "row"):
-    """Run ``modules`` with inputs and weights quantised to e4m3 and back."""
+class SimulatedFp8(LinearSites):
+    """Runs the named sites with inputs and weights quantised to e4m3 and back."""
 
-    def hook(module, inputs, output):
-        x = quantise_dequantise(inputs[0], scaling)
-        return F.linear(x, quantise_dequantise(module.weight, scaling), module.bias)
+    def __init__(self, model: nn.Module, sites, scaling: str = "row"):
+        super().__init__(model)
+        self.sites, self.scaling = set(sites), scaling
 
-    handles = [m.register_forward_hook(hook) for m in modules]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
+    def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        if name in self.sites:
+            x = quantise_dequantise(x, self.scaling)
+            weight = quantise_dequantise(weight, self.scaling)
+        return F.linear(x, weight, bias)
 
 
 def probe(
@@ -151,34 +158,19 @@ def probe(
     target: Target,
     batch: int,
 ) -> ProbeResult:
-    """Probe ``model``'s linear sites on ``batches`` (its positional inputs);
-    ``evaluate_ne(m)`` measures a model's NE as it runs now (hooks included). The plan is
-    then run for real on a copy (``kernels.fp8_linear``: its FP8 sites as FP8 GEMMs)."""
+    """Probe ``model``'s GEMM sites on ``batches`` (its positional inputs);
+    ``evaluate_ne(m)`` measures a model's NE as it runs now (under whatever dispatch mode
+    is active). The plan is then run for real (``kernels.fp8_linear.Fp8Dispatch``)."""
     model.eval()
-    modules = linear_sites(model)
-    sites = {name: Site(name, m.in_features, m.out_features, 0.0) for name, m in modules.items()}
-    seen: dict[str, list[torch.Tensor]] = {name: [] for name in modules}
-    examples = 0
-
-    def recorder(name):
-        def hook(module, inputs, output):
-            seen[name].append(inputs[0].detach().reshape(-1, inputs[0].shape[-1]))
-
-        return hook
-
-    handles = [m.register_forward_hook(recorder(name)) for name, m in modules.items()]
-    try:
-        with torch.no_grad():
-            for inputs in batches:
-                model(*inputs)
-                examples += inputs[0].shape[0]
-    finally:
-        for h in handles:
-            h.remove()
-    ran = {name for name, xs in seen.items() if xs}
-    for name in ran:
-        x, w, site = torch.cat(seen[name]), modules[name].weight.detach(), sites[name]
-        site.rows_per_example = x.shape[0] / examples
+    recorder, examples = _Recorder(model), 0
+    with torch.no_grad(), recorder:
+        for inputs in batches:
+            model(*inputs)
+            examples += inputs[0].shape[0]
+    sites = {}
+    for name, xs in recorder.inputs.items():
+        x, w = torch.cat(xs), recorder.weights[name]
+        site = sites[name] = Site(name, w.shape[1], w.shape[0], x.shape[0] / examples)
         site.activation_amax, site.activation_rms = float(x.abs().max()), _rms(x)
         magnitudes = x.abs().flatten()[: 1 << 20]
         nonzero = magnitudes[magnitudes > 0]  # after a ReLU, most may be exact zeros
@@ -188,19 +180,17 @@ def probe(
         site.error_row = fp8_gemm_error(x, w, "row")
     with torch.no_grad():
         base = evaluate_ne(model)
-        for name in ran:
-            with simulated_fp8([modules[name]]):
-                sites[name].ne_delta = evaluate_ne(model) - base
-            sites[name].safe = sites[name].ne_delta <= threshold
-        safe = [modules[n] for n in ran if sites[n].safe]
-        with simulated_fp8(safe):
+        for name, site in sites.items():
+            with SimulatedFp8(model, [name]):
+                site.ne_delta = evaluate_ne(model) - base
+            site.safe = site.ne_delta <= threshold
+        with SimulatedFp8(model, [n for n, site in sites.items() if site.safe]):
             all_safe = evaluate_ne(model)
-    result = ProbeResult(base, all_safe, threshold, [sites[n] for n in modules if n in ran])
+    result = ProbeResult(base, all_safe, threshold, list(sites.values()))
     plan_dispatch(result, target, batch)
-    dispatched = copy.deepcopy(model)
-    result.sites_in_fp8 = apply_plan(dispatched, result.sites)
-    with torch.no_grad():
-        result.ne_dispatched = evaluate_ne(dispatched)
+    result.sites_in_fp8 = [s.name for s in result.sites if s.precision == "fp8"]
+    with torch.no_grad(), Fp8Dispatch(model, result.sites_in_fp8):
+        result.ne_dispatched = evaluate_ne(model)
     return result
 
 

@@ -1,15 +1,18 @@
 """The FP8 row-wise linear: the Triton quantisation kernel (interpreter, CPU) bit-exact
-against its reference, the FP8 GEMM close to FP32, and a probe's plan run for real."""
+against its reference, the FP8 GEMM close to FP32, and a plan run for
+real on exactly its sites, functional linears included."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from kernels.fp8_linear import (
+    Fp8Dispatch,
     Fp8Linear,
-    apply_plan,
+    LinearSites,
     fp8_linear,
     quantise_rows,
     quantise_rows_reference,
@@ -41,22 +44,59 @@ def test_an_fp8_linear_is_close_to_its_fp32_one(backend) -> None:
     torch.testing.assert_close(got, fp8(x))  # the module is the same path
 
 
-def test_a_plan_swaps_only_its_fp8_sites(ml100k) -> None:
-    from kernels.cost.fp8_probe import Site
+class SlicedWeight(nn.Module):
+    """One weight, used as two column slices (as the top MLP's first layer is)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 8))
+
+    def forward(self, x):
+        return F.linear(x[:, :3], self.w[:, :3]) + F.linear(x[:, 3:], self.w[:, 3:])
+
+
+def test_fp8_dispatch_runs_exactly_the_named_sites_in_fp8() -> None:
+    torch.manual_seed(0)
+    model, x = SlicedWeight(), torch.randn(6, 8)
+    with torch.no_grad():
+        plain = model(x)
+        with Fp8Dispatch(model, ["w[:, 3:8]"]):
+            got = model(x)
+        want = F.linear(x[:, :3], model.w[:, :3]) + fp8_linear(
+            x[:, 3:], *quantise_rows_reference(model.w[:, 3:])
+        )
+        with Fp8Dispatch(model, []):
+            untouched = model(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert torch.equal(untouched, plain) and not torch.equal(got, plain)
+
+
+def test_a_models_sites_include_its_functional_linears(ml100k) -> None:
     from nas.model import build_model
     from nas.spec import ArchSpec
 
     torch.manual_seed(0)
     model = build_model(ArchSpec.load("examples/specs/dcnv2.json"), ml100k.schema).eval()
-    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
-    plan = [Site(n, 1, 1, 1.0, precision="fp8" if i % 2 else "bf16") for i, n in enumerate(names)]
+    seen = []
+
+    class Names(LinearSites):
+        def at_site(self, name, x, weight, bias):
+            seen.append(name)
+            return F.linear(x, weight, bias)
+
     batch = ml100k.features("valid")[:256].without_history()
     with torch.no_grad():
         before = model(*batch.inputs())
-        swapped = apply_plan(model, plan)
-        after = model(*batch.inputs())
-    assert swapped == [s.name for s in plan if s.precision == "fp8"] and swapped
-    kinds = {n: type(m).__name__ for n, m in model.named_modules() if n in names}
-    assert {kinds[s.name] for s in plan if s.precision == "fp8"} == {"Fp8Linear"}
-    assert {kinds[s.name] for s in plan if s.precision == "bf16"} == {"Linear"}
+        with Names(model):
+            model(*batch.inputs())
+        with Fp8Dispatch(model, None):
+            after = model(*batch.inputs())
+    linears = {n for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+    # The top MLP's first layer runs as two column slices (request and candidate shares).
+    first = model.top.layers[0]
+    width = first.in_features
+    sliced = [n for n in seen if n.startswith("top.layers.0[")]
+    assert len(sliced) == 2 and sliced[-1].endswith(f":{width}]")
+    assert set(seen) - set(sliced) == linears - {"top.layers.0"}
+    assert not torch.equal(after, before)
     assert float((after - before).abs().max()) < 0.1 * float(before.abs().max())
