@@ -126,6 +126,8 @@ def site_name(weight: torch.Tensor, names: dict[int, str]) -> str | None:
     if weight.shape[0] != base.shape[0] or weight.stride() != base.stride():
         return None
     start = weight.storage_offset() - base.storage_offset()
+    if start == 0 and weight.shape[1] == base.shape[1]:
+        return names[id(base)]  # the whole weight, as a view
     return f"{names[id(base)]}[:, {start}:{start + weight.shape[1]}]"
 
 
