@@ -206,8 +206,10 @@ class _EarlyStopping(_Glue):
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
         decision = super().on_trial_result(tune_controller, trial, self.ranked(result))
-        if "outcome" in result or self.controller.yardstick(trial.trial_id):
-            return TrialScheduler.CONTINUE if "outcome" not in result else decision
+        if "outcome" in result:  # the final report: the trial has ended anyway
+            return decision
+        if self.controller.yardstick(trial.trial_id):
+            return TrialScheduler.CONTINUE
         if decision == TrialScheduler.STOP:
             self.controller.stopped_early(trial.trial_id)
         return decision
@@ -224,7 +226,7 @@ class _EarlyStopping(_Glue):
 
     def remember(self, key: str, reports: list[dict]) -> None:
         """Replay a trial of an earlier session (its rung reports, the last one at its end;
-        see ``Controller.rung_report``), so a resumed search's scheduler compares against
+        see ``Controller.rung_reports``), so a resumed search's scheduler compares against
         everything measured so far."""
         ghost = _Recorded(key)
         self.on_trial_add(None, ghost)
