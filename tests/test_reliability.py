@@ -97,17 +97,19 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     runs = tmp_path / "runs"
     path = write_search(tmp_path, candidates=2, steps=1500, baselines="false")
     submit = start_submit(runs, path)
-    wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
-    time.sleep(3)  # into training
-    workers = [
-        p
-        for p in psutil.Process(submit.pid).children(recursive=True)
-        if "ImplicitFunc" in " ".join(p.cmdline())
-    ]
-    workers += [p for p in _marked(submit.pid) if "ImplicitFunc" in " ".join(p.cmdline())]
-    assert workers, "a Tune worker trains the candidate"
-    workers[0].send_signal(signal.SIGKILL)
-    _, err = submit.communicate(timeout=600)
+    try:
+        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+        deadline = time.time() + 120  # a loaded machine may take a while to start the actor
+        while not (workers := _tune_workers(submit.pid)) and time.time() < deadline:
+            time.sleep(0.5)
+        assert workers, "a Tune worker trains the candidate"
+        time.sleep(3)  # into training
+        workers[0].send_signal(signal.SIGKILL)
+        _, err = submit.communicate(timeout=600)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
     assert submit.returncode == 0, err
     assert "Traceback" not in err and "ActorDiedError" not in err, err
     (search,) = registry_of(runs).list_searches()
@@ -118,6 +120,18 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     (reason,) = retried[0].timings["retried_after"]
     assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
     assert "retrying" in err
+
+
+def _tune_workers(driver: int) -> list[psutil.Process]:
+    """The Ray workers running a Tune trial for the search process ``driver``."""
+    found = []
+    for process in psutil.Process(driver).children(recursive=True) + _marked(driver):
+        try:
+            if "ImplicitFunc" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:  # gone in between
+            continue
+    return found
 
 
 def _marked(driver: int) -> list[psutil.Process]:

@@ -34,6 +34,7 @@ from nas.data.schema import Features, Schema
 from nas.errors import NasError
 
 COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
+INT64_LIMIT = 2**63  # integers are stored as int64
 DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
     "hour": lambda t: (t // 3600) % 24 + 1,
     "weekday": lambda t: (t // 86400 + 3) % 7 + 1,  # 1970-01-01 was a Thursday; Monday = 1
@@ -245,6 +246,10 @@ def _convert(number: int, name: str, kind: str, value: Any) -> Any:
             raise bad from None
         if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
             raise bad
+        if kind == "integer" and not -INT64_LIMIT <= parsed < INT64_LIMIT:
+            raise RawInputError(
+                number, name, f"must be a 64-bit integer (from -2^63 to 2^63 - 1), got {value!r}"
+            )
         return int(parsed) if kind == "integer" else parsed
     if kind == "strings":
         if value is None or value == "":
