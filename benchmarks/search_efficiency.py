@@ -155,21 +155,32 @@ def run_strategy(
     return run_search(args.runs / slug(name), config, args.reuse)
 
 
-def run_search(runs: Path, config: dict, reuse: bool = False) -> dict:
+def run_search(runs: Path, config: dict, reuse: bool = False, first: dict | None = None) -> dict:
     """Run ``config`` as a user does (``nas submit`` in a subprocess) with its stores under
-    ``runs``, and measure it (``measure``); with ``reuse``, measure the run already there."""
+    ``runs``, and measure it (``measure``); with ``reuse``, measure the run already there.
+    ``first``: a search run before it in the same stores, unmeasured (its baselines are then
+    reused by ``config``'s, ``nas/trained_before.py``)."""
     timing = runs / "timing.json"
     if reuse and timing.exists():
-        return measure(runs, json.loads(timing.read_text()))
+        return measure(runs, config["name"], json.loads(timing.read_text()))
     if runs.exists():
         import shutil
 
         shutil.rmtree(runs)
     runs.mkdir(parents=True)
-    path = runs / "search.yaml"
+    if first is not None:
+        submit(runs, first)
+    started = time.time()
+    submit(runs, config)
+    timing.write_text(json.dumps({"started": started, "wall": time.time() - started}))
+    return measure(runs, config["name"], json.loads(timing.read_text()))
+
+
+def submit(runs: Path, config: dict) -> None:
+    """``nas submit`` ``config`` with its stores under ``runs``, to its end."""
+    path = runs / f"{config['name']}.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "RECNAS_RUNS_DIR": str(runs)}
-    started = time.time()
     done = subprocess.run(
         [sys.executable, "-m", "nas.cli", "submit", str(path), "--json"],
         env=env,
@@ -181,16 +192,15 @@ def run_search(runs: Path, config: dict, reuse: bool = False) -> dict:
         raise SystemExit(
             f"{config['name']} failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
         )
-    timing.write_text(json.dumps({"started": started, "wall": time.time() - started}))
-    return measure(runs, json.loads(timing.read_text()))
 
 
-def measure(runs: Path, timing: dict) -> dict:
-    """What a finished search did, from its registry and when ``nas submit`` started."""
+def measure(runs: Path, name: str, timing: dict) -> dict:
+    """What the search named ``name`` did, from its registry and when ``nas submit``
+    started."""
     from nas.registry import Registry
 
     registry = Registry(f"sqlite:///{runs / 'registry.db'}")
-    (search,) = [s for s in registry.list_searches() if not s.config.get("retrain")]
+    (search,) = [s for s in registry.list_searches() if s.name == name]
     trials = registry.trials(search.id)
     searched = [t for t in trials if t.kind == "searched"]
     jobs = [t for t in trials if not t.is_candidate]

@@ -1,14 +1,16 @@
 """What early stopping buys a search: the same search with and without ASHA, for the same
 wall-clock.
 
-    python benchmarks/search_throughput.py [--minutes 15] [--steps 2000] [--reuse]
+    python benchmarks/search_throughput.py [--minutes 15] [--steps 2000] [--warm] [--reuse]
 
 Both arms are ``examples/searches/ctr_asha.yaml`` (regularized evolution over ``ctr_stack`` on
 MovieLens-1M, every surviving candidate trained to ``--steps``), run as a user runs it
 (``nas submit``, a local Ray, the registry, MLflow), one after the other, each stopped by
 ``budget.max_minutes``; one keeps the file's ASHA scheduler, the other drops it. Both
 train the four baselines (never stopped) beside their candidates; the hypervolume is of the
-searched candidates only.
+searched candidates only. With ``--warm`` each arm's stores first hold an earlier, one-candidate
+search of the same settings, as a team's registry does after its first search: the measured
+search then reuses its baselines (``nas/trained_before.py``) instead of training them.
 
 It prints, for each arm: candidates evaluated (trained to the end, or stopped at a rung),
 the final hypervolume of NE x FLOPs against the fixed reference point of
@@ -42,6 +44,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=None, help="default: the example's")
     parser.add_argument("--runs", type=Path, default=REPO / "nas-runs" / "search_throughput")
     parser.add_argument("--reuse", action="store_true", help="measure the kept runs again")
+    parser.add_argument(
+        "--warm", action="store_true", help="an earlier search first: its baselines are reused"
+    )
     args = parser.parse_args()
     if args.minutes <= 0 or (args.steps is not None and args.steps < 8):
         parser.error("--minutes must be > 0 and --steps at least 8")
@@ -55,16 +60,20 @@ def main() -> int:
     print(
         f"search throughput: {base['strategy']['name']} over ctr_stack on {base['dataset']}, "
         f"{base['budget']['steps']} steps per candidate, {args.minutes:g} min per arm, "
-        f"scheduler {base['scheduler']}; hypervolume of NE x FLOPs against {REFERENCE}",
+        f"scheduler {base['scheduler']}; hypervolume of NE x FLOPs against {REFERENCE}"
+        + ("; baselines reused from an earlier search" if args.warm else ""),
         flush=True,
     )
     rows = {}
     for name, config in arms.items():
         print(f"- running {name} ...", flush=True)
+        slug = name.replace(" ", "-")
+        first = None
+        if args.warm:
+            budget = {**config["budget"], "candidates": 1, "max_minutes": None}
+            first = {**config, "name": f"first-{slug}", "budget": budget}
         rows[name] = run_search(
-            args.runs / name.replace(" ", "-"),
-            {**config, "name": f"throughput-{name.replace(' ', '-')}"},
-            args.reuse,
+            args.runs / slug, {**config, "name": f"throughput-{slug}"}, args.reuse, first
         )
     plain_final = rows["no scheduler"]["curve"][-1][1] if rows["no scheduler"]["curve"] else 0
     for row in rows.values():

@@ -11,6 +11,7 @@
     scheduler: {name: asha, options: {grace_steps: 250}}   # optional early stopping
     seed: 0
     include_baselines: true
+    reuse_baselines: true              # baselines trained before with the same settings
 
 Everything is checked before anything starts: names against the registries (space, strategy,
 objective, dataset), each space's and strategy's own options, numbers against their ranges.
@@ -144,6 +145,9 @@ class SearchConfig(Strict):
     scheduler: SchedulerConfig | None = None  # early stopping; default: every candidate trains
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and torch's seed range
     include_baselines: bool = True
+    # A baseline this registry trained before with the same settings, data and code is
+    # recorded from that training, not trained again (nas/trained_before.py).
+    reuse_baselines: bool = True
     fp8_probe: bool = False  # probe every trial's FP8 safety and plan (implied by fp8-dispatch)
     baselines: list[str] | None = None  # spec files; default: examples/specs/*.json
     tracking_uri: str | None = None  # MLflow; default: sqlite under the runs folder

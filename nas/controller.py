@@ -43,6 +43,7 @@ from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
 from nas.tracking import Tracker
+from nas.trained_before import training_key
 from nas.tune_glue import (
     CancelStopper,
     Recorder,
@@ -299,6 +300,7 @@ class Controller:
                 if offered is not None:
                     searched = min(searched, offered)
                 self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
+                self._reuse_baselines()
                 left = None if deadline is None else max(1.0, deadline - time.time())
                 self._fit(search, left)
         finally:
@@ -374,24 +376,31 @@ class Controller:
         else:
             return None
         self.known[trial.arch_id] = trial
-        rungs = None
-        if self.scheduler is not None:
-            rungs = {
-                "steps": self.scheduler.rung_steps(),
-                "rows": self.scheduler.options.eval_rows,
-            }
-        return self.start(tune_id, trial, self.config.seed, rungs)
+        return self.start(tune_id, trial, self.config.seed, self._rungs())
+
+    def _rungs(self) -> dict | None:
+        """Where a candidate reports to the scheduler (None: no scheduler)."""
+        if self.scheduler is None:
+            return None
+        return {"steps": self.scheduler.rung_steps(), "rows": self.scheduler.options.eval_rows}
 
     def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
         """``trial`` is starting as Tune trial ``tune_id``: its Tune config (what
         ``workers/search_trial.py`` reads), trained with ``seed``."""
         self.running[tune_id] = _Running(trial, time.time())
         self.reporter.trial_started(trial)
-        train = self.config.train
         return {
             "trial_id": trial.id,
             "number": trial.number,
             "spec": trial.spec,
+            **self.settings(seed, rungs),
+            "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
+        }
+
+    def settings(self, seed: int, rungs: dict | None) -> dict[str, Any]:
+        """What decides a trial's figures besides its spec, as the worker reads them."""
+        train = self.config.train
+        return {
             "train": {
                 "steps": self.config.budget.steps,
                 "batch_size": train.batch_size,
@@ -401,7 +410,6 @@ class Controller:
                 "seed": seed,
             },
             "threads": self.config.resources.cpus_per_trial,
-            "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
             "rungs": rungs,
             "select": self.selection,
             "fp8_probe": fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
@@ -457,8 +465,10 @@ class Controller:
             )
             if stopped or result["outcome"] == "completed":
                 metrics = json.loads(result["payload"]) | self._estimate(trial)
-                metrics |= self._costs(trial, metrics)
+                metrics |= self._costs(trial.spec, metrics)
                 values = [float(metrics[o]) for o in self.objectives]
+                if trial.is_baseline:  # filed for later searches (nas/trained_before.py)
+                    metrics["training_key"] = self.training_key(trial.spec)
                 if not all(math.isfinite(v) for v in values):
                     shown = dict(zip(self.objectives, values, strict=True))
                     error = f"an objective is not finite: {shown}"
@@ -481,12 +491,47 @@ class Controller:
         self.registry.update_trial(trial.id, timings=timings)
         self.reporter.trial_finished(trial, summary)
 
-    def _costs(self, trial: Trial, trial_metrics: dict) -> dict[str, float]:
-        """The latency objectives' estimates for the trial's spec (``kernels/cost``)."""
-        spec = ArchSpec.from_dict(trial.spec)
+    def training_key(self, spec: dict[str, Any]) -> str:
+        """The key this search's training of ``spec`` files its figures under."""
+        settings = self.settings(self.config.seed, self._rungs())
+        return training_key(spec, settings, self.plan.dataset.manifest["files"])
+
+    def _reuse_baselines(self) -> None:
+        """Record the baselines this registry has trained before with the same training key
+        from that training, instead of training them again (``nas/trained_before.py``)."""
+        if not self.config.reuse_baselines:
+            return
+        for spec in list(self.baselines):
+            as_dict = spec.to_dict()
+            earlier = self.registry.trained_before(spec.arch_id, self.training_key(as_dict))
+            if earlier is None:
+                continue
+            # Its figures as trained; the costs as this search's objectives price them.
+            metrics = {k: v for k, v in earlier.metrics.items() if k not in COST_OBJECTIVES}
+            metrics |= self._costs(as_dict, metrics)
+            values = [float(metrics[o]) for o in self.objectives]
+            self.baselines.remove(spec)
+            begin = time.time()
+            trial = self.registry.add_trial(
+                self.search.id, as_dict, spec.arch_id, spec.name, "baseline"
+            )
+            reused = {"search_id": earlier.search_id, "trial": earlier.number}
+            timings = {"suggested_at": begin, "recorded_at": begin, "reused_from": reused}
+            trial = self.registry.finish_trial(
+                trial.id, "completed", values=values, metrics=metrics, timings=timings
+            )
+            self.known[trial.arch_id] = trial
+            self.reporter.trial_finished(self._log_trial(trial), self._recorded(trial))
+
+    def _costs(self, spec: dict[str, Any], trial_metrics: dict) -> dict[str, float]:
+        """The latency objectives' estimates for ``spec`` (``kernels/cost``)."""
         threads = self.config.resources.cpus_per_trial
         return cost_values(
-            self.config.objectives, spec, self.plan.dataset.schema, threads, trial_metrics
+            self.config.objectives,
+            ArchSpec.from_dict(spec),
+            self.plan.dataset.schema,
+            threads,
+            trial_metrics,
         )
 
     def _estimate(self, trial: Trial) -> dict[str, float]:
@@ -535,7 +580,7 @@ class Controller:
     def _losses(self, trial: Trial, metrics: dict, rung: dict) -> list[float]:
         """Each objective as a loss (lower is better): the quality figures the rung
         measured, the costs as they are."""
-        figures = metrics | self._costs(trial, metrics) | rung
+        figures = metrics | self._costs(trial.spec, metrics) | rung
         values = [[float(figures[name]) for name in self.objectives]]
         directions = [get_objective(name).direction for name in self.objectives]
         return as_losses(values, directions)[0].tolist()

@@ -170,6 +170,9 @@ class Tracker:
         self._log(run_id, params=flatten_spec(trial.spec))
         self.call("log spec.json", self.client.log_dict, run_id, trial.spec, "spec.json")
         extra = {"error": trial.error[:5000]} if trial.error else {}
+        reused = (trial.timings or {}).get("reused_from")
+        if reused:  # a baseline's figures from an earlier search's training of it
+            extra["reused_from"] = f"{reused['search_id']} trial {reused['trial']}"
         self._log(run_id, metrics=_numbers(trial.metrics), tags={**tags, **extra})
         self._log_stepped(run_id, "rung", (trial.metrics or {}).get("rungs"))
         self._log_stepped(run_id, "val", (trial.metrics or {}).get("checks"))

@@ -145,3 +145,79 @@ def test_worker_deaths_are_told_apart_from_memory_kills(
     error_file.write_text(f"Failure # 1 (occurred at 2026-11-30)\n{text}\n")
     crash = worker_crash(SimpleNamespace(error_file=str(error_file)))
     assert crash.out_of_memory is oom and crash.reason.startswith(words)
+
+
+def another_search(first: Controller, search_id: str, **changes) -> Controller:
+    """A new search of ``first``'s registry, its config changed by ``changes``."""
+    config = validate_config({**SEARCH, **changes})
+    registry = first.registry
+    search = registry.create_search(search_id, "unit", config.to_dict(), None)
+    controller = Controller(registry, search, plan(config, SPECS))
+    controller.begin(registry.claim(search))
+    return controller
+
+
+def trained_baselines(controller: Controller) -> None:
+    """dlrm completes with its figures (and rungs, as a scheduler would file them); deepfm
+    fails."""
+    controller.next_config("tune-0")
+    controller.next_config("tune-1")
+    figures = report(0.8, flops=188e3)
+    payload = json.loads(figures["payload"]) | {
+        "rungs": [{"step": 5, "ne": 0.9, "auc": 0.6, "logloss": 0.7}]
+    }
+    controller.record("tune-0", figures | {"payload": json.dumps(payload)}, None)
+    controller.record("tune-1", report(math.nan), None)
+
+
+def test_a_baseline_trained_before_with_the_same_settings_is_not_trained_again(
+    controller,
+) -> None:
+    trained_baselines(controller)
+    first = controller.registry.trials("unit-1")[0]
+    assert len(first.metrics["training_key"]) == 64
+    later = another_search(controller, "unit-2")
+    later._reuse_baselines()
+    (dlrm,) = later.registry.trials("unit-2")
+    assert dlrm.label == "dlrm" and dlrm.status == "completed"
+    assert dlrm.values == first.values and dlrm.metrics == first.metrics
+    assert dlrm.timings["reused_from"] == {"search_id": "unit-1", "trial": 0}
+    # the failed one is trained, then the strategy's candidates
+    assert later.next_config("tune-0")["spec"]["name"] == "deepfm"
+    assert later.next_config("tune-1")["spec"].get("name") is None
+    run = later.tracker.client.get_run(dlrm.mlflow_run_id)
+    assert run.data.tags["reused_from"] == "unit-1 trial 0"
+    assert run.data.metrics["ne"] == 0.8
+    assert later.training_key(dlrm.spec) == first.metrics["training_key"]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"budget": {"candidates": 3, "steps": 12}},
+        {"seed": 1},
+        {"train": {"lr": 0.001}},
+        {"resources": {"cpus_per_trial": 2}},
+        {"scheduler": {"name": "asha", "options": {"grace_steps": 2}}},
+        {"reuse_baselines": False},
+    ],
+    ids=["steps", "seed", "lr", "threads", "rungs", "reuse off"],
+)
+def test_a_baseline_is_trained_again_when_what_decides_its_figures_changed(
+    controller, changes
+) -> None:
+    trained_baselines(controller)
+    later = another_search(controller, "unit-2", **changes)
+    later._reuse_baselines()
+    assert later.registry.trials("unit-2") == []
+    assert later.next_config("tune-0")["spec"]["name"] == "dlrm"
+
+
+def test_a_reused_baseline_is_priced_by_the_later_searchs_objectives(controller) -> None:
+    trained_baselines(controller)
+    latency = {"name": "latency", "target": "h100-sxm", "precision": "bf16"}
+    later = another_search(controller, "unit-2", objectives=["ne", latency])
+    later._reuse_baselines()
+    (dlrm,) = later.registry.trials("unit-2")
+    assert dlrm.values[0] == 0.8 and dlrm.values[1] == dlrm.metrics["latency"] > 0
+    assert "latency" not in controller.registry.trials("unit-1")[0].metrics

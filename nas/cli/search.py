@@ -386,6 +386,14 @@ def cmd_status(args: argparse.Namespace) -> None:
         f"({counts['searched']}/{counts['budget']} searched + "
         f"{counts['baselines']} baselines)",
     )
+    reused = [t for t in trials if (t.timings or {}).get("reused_from")]
+    if reused:
+        sources = sorted({t.timings["reused_from"]["search_id"] for t in reused})
+        table.add_row(
+            "baselines reused",
+            f"{', '.join(t.label or t.arch_id for t in reused)}: trained with the same "
+            f"settings by {', '.join(sources)} (reuse_baselines: false trains them again)",
+        )
     table.add_row("phase", _phase(trials, summary))
     table.add_row("elapsed", f"{row['elapsed_min']:.1f} min over {search.sessions} session(s)")
     table.add_row(

@@ -242,6 +242,21 @@ class Registry:
                 s.get(Search, search_id).strategy_state = strategy_state
             return trial
 
+    def trained_before(self, arch_id: str, key: str) -> Trial | None:
+        """The newest completed baseline trial of any search with this architecture and
+        training key (``nas/trained_before.py``), or None."""
+        with self.session() as s:
+            query = (
+                select(Trial)
+                .where(Trial.arch_id == arch_id, Trial.kind == "baseline")
+                .where(Trial.status == "completed")
+                .order_by(Trial.finished_at.desc())
+            )
+            for trial in s.scalars(query):
+                if (trial.metrics or {}).get("training_key") == key:
+                    return trial
+        return None
+
     def restart_trial(self, trial_id: int) -> Trial:
         with self.session() as s:
             trial = s.get(Trial, trial_id)
