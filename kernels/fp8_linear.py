@@ -31,10 +31,17 @@ MIN_SCALE = 1e-12
 BACKENDS = ("auto", "torch", "triton")
 
 
+def fp8_scales(x: torch.Tensor, per_row: bool = True) -> torch.Tensor:
+    """The e4m3 scale max|x| / 448 (float32) of each row of ``x`` (its last axis, kept as
+    size 1), or of the whole tensor."""
+    amax = x.abs().amax(dim=-1, keepdim=True) if per_row else x.abs().amax()
+    return (amax.float() / E4M3_MAX).clamp(min=MIN_SCALE)
+
+
 def quantise_rows_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``x`` [M, K] -> (e4m3 [M, K], float32 scales [M])."""
-    scale = (x.abs().amax(dim=1).float() / E4M3_MAX).clamp(min=MIN_SCALE)
-    return (x.float() / scale[:, None]).to(E4M3), scale
+    scale = fp8_scales(x)
+    return (x.float() / scale).to(E4M3), scale[:, 0]
 
 
 def quantise_rows(x: torch.Tensor, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:

@@ -509,6 +509,8 @@ class Controller:
             # Its figures as trained; the costs as this search's objectives price them.
             metrics = {k: v for k, v in earlier.metrics.items() if k not in COST_OBJECTIVES}
             metrics |= self._costs(as_dict, metrics)
+            if any(o not in metrics for o in self.objectives):  # filed by an older recnas
+                continue
             values = [float(metrics[o]) for o in self.objectives]
             self.baselines.remove(spec)
             begin = time.time()

@@ -34,16 +34,13 @@ from torch import nn
 from kernels.cost.gemm import Gemm
 from kernels.cost.roofline import gemm_estimate
 from kernels.cost.targets import Target
-from kernels.fp8_linear import Fp8Dispatch, LinearSites
+from kernels.fp8_linear import E4M3, Fp8Dispatch, LinearSites, fp8_scales
 
-E4M3 = torch.float8_e4m3fn
-E4M3_MAX = torch.finfo(E4M3).max  # 448
 SCALINGS = ("tensor", "row")
 
 
 def _scale(x: torch.Tensor, scaling: str) -> torch.Tensor:
-    amax = x.abs().amax(dim=-1, keepdim=True) if scaling == "row" else x.abs().amax()
-    return (amax.float() / E4M3_MAX).clamp(min=1e-12)
+    return fp8_scales(x, per_row=scaling == "row")
 
 
 def quantise_dequantise(x: torch.Tensor, scaling: str = "row") -> torch.Tensor:
