@@ -45,6 +45,7 @@ def test_a_trial_is_logged_once_even_when_logged_twice(tracker: Tracker) -> None
         status="completed",
         metrics={"ne": 0.8, "flops": 1e5, "name": "dlrm"},
         error=None,
+        timings=None,
     )
     first = tracker.log_trial(experiment, parent, "exp-1", "random", trial)
     again = tracker.log_trial(experiment, parent, "exp-1", "random", trial)  # after a crash
@@ -72,6 +73,7 @@ def test_a_failed_trial_carries_its_reason(tracker: Tracker) -> None:
         status="failed",
         metrics=None,
         error="training diverged: loss is nan at step 7",
+        timings=None,
     )
     run = tracker.client.get_run(tracker.log_trial(experiment, parent, "exp-2", "random", trial))
     assert run.info.status == "FAILED"
