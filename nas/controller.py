@@ -479,10 +479,20 @@ class Controller:
         if stopped and values is not None:
             status = "stopped"
             error = f"stopped by {self.scheduler.name} at step {metrics['steps']}"
-        outcome = {"values": values, "metrics": metrics, "error": error}
         state = self._heard(trial, status, values, metrics)
+        self._file(trial, status, timings, begin, state, values, metrics, error)
+
+    def _file(self, trial: Trial, status, timings, begin, state, values, metrics, error) -> None:
+        """A finished trial's record (with the strategy's state after the tell, if any), then
+        its MLflow run and the search's front; the bookkeeping time since ``begin``."""
         trial = self.registry.finish_trial(
-            trial.id, status, timings=timings, strategy_state=state, **outcome
+            trial.id,
+            status,
+            values=values,
+            metrics=metrics,
+            error=error,
+            timings=timings,
+            strategy_state=state,
         )
         self.known[trial.arch_id] = trial
         trial = self._log_trial(trial)
@@ -519,11 +529,7 @@ class Controller:
             )
             reused = {"search_id": earlier.search_id, "trial": earlier.number}
             timings = {"suggested_at": begin, "recorded_at": begin, "reused_from": reused}
-            trial = self.registry.finish_trial(
-                trial.id, "completed", values=values, metrics=metrics, timings=timings
-            )
-            self.known[trial.arch_id] = trial
-            self.reporter.trial_finished(self._log_trial(trial), self._recorded(trial))
+            self._file(trial, "completed", timings, begin, None, values, metrics, None)
 
     def _costs(self, spec: dict[str, Any], trial_metrics: dict) -> dict[str, float]:
         """The latency objectives' estimates for ``spec`` (``kernels/cost``)."""

@@ -182,6 +182,7 @@ def test_a_baseline_trained_before_with_the_same_settings_is_not_trained_again(
     assert dlrm.label == "dlrm" and dlrm.status == "completed"
     assert dlrm.values == first.values and dlrm.metrics == first.metrics
     assert dlrm.timings["reused_from"] == {"search_id": "unit-1", "trial": 0}
+    assert dlrm.timings["bookkeeping_s"] >= 0
     # the failed one is trained, then the strategy's candidates
     assert later.next_config("tune-0")["spec"]["name"] == "deepfm"
     assert later.next_config("tune-1")["spec"].get("name") is None
