@@ -66,6 +66,22 @@ class SelfAttentionConfig(InteractionConfig):
         return gemms
 
 
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d)) V over ``[..., N, d]`` queries and ``[..., M, d]`` keys.
+
+    ``F.scaled_dot_product_attention``, except under CPU autocast (``train.precision:
+    bf16``). There its bfloat16 flash kernel, made for long sequences, took 3x its float32
+    time over a dozen feature tokens, and AutoInt trained slower in bf16 than in float32.
+    This path does the two matmuls in bfloat16 and the softmax in float32, over the keys
+    laid out on dim -2: CPU's softmax over a last dim of a dozen was 3x slower than over
+    dim -2 (2026-12-01, 2 cores; README, "Training one architecture").
+    """
+    if q.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return F.scaled_dot_product_attention(q, k, v)
+    scores = torch.matmul(k, q.transpose(-1, -2) * q.shape[-1] ** -0.5)  # [..., M, N]
+    return torch.matmul(scores.float().softmax(-2).transpose(-1, -2), v)  # [..., N, d]
+
+
 @register_block("self_attention", kind="interaction", config=SelfAttentionConfig)
 class SelfAttention(Block):
     """AutoInt interacting layer: attention across tokens, ``[B, N, D] -> [B, N, H*d]``."""
@@ -79,7 +95,7 @@ class SelfAttention(Block):
         b, n, _ = x.shape
         h = self.config.num_heads
         q, k, v = self.qkv(x).view(b, n, 3, h, -1).permute(2, 0, 3, 1, 4)  # 3 x [B, H, N, d]
-        attended = F.scaled_dot_product_attention(q, k, v)  # [B, H, N, d]
+        attended = attend(q, k, v)  # [B, H, N, d]
         out = attended.transpose(1, 2).reshape(b, n, -1)  # [B, N, H*d]
         if self.res is not None:
             out = out + self.res(x)

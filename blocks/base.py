@@ -199,5 +199,19 @@ class TokenLinear(nn.Module):
         return torch.bmm(self.weight.expand(x.shape[0], -1, -1), x)  # [B, m, n] @ [B, n, d]
 
 
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` computed in float32 under autocast, as CUDA's autocast computes it.
+
+    CPU autocast runs layer norm in bfloat16, and its bfloat16 backward took twice the
+    float32 one at the token shapes here (Wukong, ``train.precision: bf16``). Float32 input:
+    the same op as ``nn.LayerNorm``, the same weights and state dict.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.layer_norm(
+            x.float(), self.normalized_shape, self.weight, self.bias, self.eps
+        )
+
+
 def token_linear_gemm(num_in: int, num_out: int, dim: int, batch_size: int) -> Gemm:
     return Gemm(num_out, dim, num_in, count=batch_size, weight="a")

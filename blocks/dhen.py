@@ -30,6 +30,7 @@ from blocks.base import (
     Block,
     Gemm,
     InteractionConfig,
+    LayerNorm,
     TokenLinear,
     TokenShape,
     check_choice,
@@ -187,7 +188,7 @@ class DHEN(Block):
         )
         n, total = config.num_tokens, config.total_tokens
         self.shortcut = TokenLinear(n, total) if total != n else None
-        self.norm = nn.LayerNorm(config.dim)
+        self.norm = LayerNorm(config.dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         outputs = [branch(x) for branch in self.branches]  # each [B, m, d]

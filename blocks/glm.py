@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from blocks.attention import attend
 from kernels.ikbo import broadcast_linear
 
 
@@ -266,7 +267,7 @@ class MaskedAttention(nn.Module):
             if tokens.shape[1] == 0:  # no request tokens: nothing to attend from
                 parts.append(tokens)
                 continue
-            attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+            attended = attend(q, k, v).transpose(1, 2).flatten(2)
             parts.append(torch.relu(attended + self.res(tokens)))
         return x.replace(*parts)
 

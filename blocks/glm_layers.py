@@ -25,6 +25,7 @@ from blocks.base import (
     Block,
     Gemm,
     InteractionConfig,
+    LayerNorm,
     TokenShape,
     check_bool,
     check_choice,
@@ -336,7 +337,7 @@ class GLMWukong(GLMBlock):
         self.residual = (
             MaskedTokenLinear(n_r, n_c, *config.out) if config.out != config.sides else None
         )
-        self.norm = nn.LayerNorm(d)
+        self.norm = LayerNorm(d)
 
     def forward_split(self, x: Split) -> Split:
         fmb = _tokens(self.fm_mlp(self.fm_norm(self.fm(x).flat())), self.config.dim)
@@ -482,7 +483,7 @@ class GLMDHEN(GLMBlock):
         self.shortcut = (
             MaskedTokenLinear(*config.sides, *config.out) if config.out != config.sides else None
         )
-        self.norm = nn.LayerNorm(config.dim)
+        self.norm = LayerNorm(config.dim)
 
     def _ensemble(self, parts: list[torch.Tensor]) -> torch.Tensor:
         if self.config.ensemble == "concat":

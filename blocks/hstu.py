@@ -39,6 +39,7 @@ from blocks.base import (
     Block,
     Gemm,
     InteractionConfig,
+    LayerNorm,
     TokenShape,
     check_bool,
     check_fraction,
@@ -102,13 +103,13 @@ class HSTU(Block):
     def __init__(self, config: HSTUConfig):
         super().__init__(config)
         h, dqk, dv = config.num_heads, config.qk_dim, config.value_dim
-        self.input_norm = nn.LayerNorm(config.dim)
+        self.input_norm = LayerNorm(config.dim)
         self.f1 = nn.Linear(config.dim, h * (2 * dv + 2 * dqk), bias=False)
         self.f2 = nn.Linear(h * dv, config.dim)
         # The reference implementation's initialisation (f1 small and bias-free).
         nn.init.normal_(self.f1.weight, std=0.02)
         nn.init.xavier_uniform_(self.f2.weight)
-        self.norm = nn.LayerNorm(h * dv)
+        self.norm = LayerNorm(h * dv)
         self.dropout = nn.Dropout(config.dropout)
         self.position_bias = nn.Parameter(torch.zeros(config.num_tokens))  # by i - j >= 0
         self.time_bias = (

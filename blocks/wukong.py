@@ -24,6 +24,7 @@ from blocks.base import (
     Block,
     Gemm,
     InteractionConfig,
+    LayerNorm,
     TokenLinear,
     TokenShape,
     check_int,
@@ -81,7 +82,7 @@ class Wukong(Block):
         n, d, k = config.num_tokens, config.dim, config.rank
         self.y = nn.Parameter(torch.empty(n, k))
         nn.init.xavier_uniform_(self.y)
-        self.fm_norm = nn.LayerNorm(n * k)
+        self.fm_norm = LayerNorm(n * k)
         layers: list[nn.Module] = []
         fan_in = n * k
         for width in config.widths:
@@ -91,7 +92,7 @@ class Wukong(Block):
         self.fm_mlp = nn.Sequential(*layers)
         self.lcb = TokenLinear(n, config.num_lc_tokens)
         self.residual = TokenLinear(n, config.out_tokens) if config.out_tokens != n else None
-        self.norm = nn.LayerNorm(d)
+        self.norm = LayerNorm(d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, _, d = x.shape

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 import blocks
+from blocks.attention import attend
+from blocks.base import LayerNorm
 from nas.errors import ConfigError
 
 
@@ -58,6 +60,29 @@ def test_self_attention_matches_autoint(x):
         heads.append(weights @ v)
     expected = torch.relu(torch.cat(heads, dim=-1) + x @ layer.res.weight.T)
     torch.testing.assert_close(layer(x), expected)
+
+
+def test_attention_under_cpu_autocast_is_the_same_attention_in_bfloat16():
+    """bf16 training's attention path (bf16 matmuls, float32 softmax over the keys) against
+    float32 SDPA, with more keys than queries as GLM's candidate tokens have."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(6, 2, n, 8, generator=g, requires_grad=True) for n in (5, 9, 9))
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = attend(q, k, v)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, atol=3e-2, rtol=3e-2)
+    out.float().sum().backward()
+    assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in (q, k, v))
+
+
+def test_layer_norm_is_float32_under_autocast(x):
+    norm = LayerNorm(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = norm(x.bfloat16())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x.bfloat16().float(), (4,)))
+    torch.testing.assert_close(norm(x), torch.nn.LayerNorm(4)(x))  # float32: nn.LayerNorm
 
 
 def test_mlp_flattens_tokens(x):
