@@ -43,6 +43,7 @@ NOT_COUNTED = (
     "aten::embedding_bag",
     "aten::numel",
     "aten::index",
+    "aten::index_select",
     "aten::gather",
     "aten::layer_norm",
     "aten::clone",
