@@ -7,8 +7,9 @@
                           final status
 
 Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
-candidate (a trial to re-run after a crash, then the baselines, then the strategy's asks
-until the budget is spent); a Tune ``Callback`` hands each finished trial back. Recording a
+candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
+half the workers; the strategy's next ask, until the budget is spent; the baselines left); a
+Tune ``Callback`` hands each finished trial back. Recording a
 trial is one registry transaction (outcome + strategy state after the tell), then its MLflow
 child run, then the parent run's front. Kill the process anywhere and ``nas resume`` finds a
 consistent registry: trials left "running" are run again, MLflow runs are looked up before
@@ -352,31 +353,50 @@ class Controller:
         """The Tune config of the next candidate, or None when there is nothing left."""
         if self.poll_cancel():
             return None
+        trial = self._next_trial()
+        if trial is None:
+            return None
+        self.known[trial.arch_id] = trial
+        return self.start(tune_id, trial, self.config.seed, self._rungs())
+
+    def _next_trial(self) -> Trial | None:
+        """A trial cut short to run again; else a baseline, while the baselines hold fewer
+        than half the workers; else the strategy's next candidate, until the budget is spent;
+        else the baselines left. Baselines trained alongside the candidates, not before them,
+        let the search start at once: on 2 workers, four baselines first held both for the
+        first 96 s of every search whose registry had not trained them (README, "What ASHA
+        buys here"). They still come first where there is one worker."""
         if self.rerun:
-            trial = self.registry.restart_trial(self.rerun.pop(0).id)
-        elif self.baselines:
-            spec = self.baselines.pop(0)
-            trial = self.registry.add_trial(
-                self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
-            )
-        elif self._searched() < self.config.budget.candidates and not self.exhausted:
+            return self.registry.restart_trial(self.rerun.pop(0).id)
+        if self.baselines and self._baselines_running() < self._baseline_slots():
+            return self._add_baseline()
+        if self._searched() < self.config.budget.candidates and not self.exhausted:
             try:
                 spec = self._ask()
             except SpaceExhausted as err:
                 self.exhausted = str(err)
-                return None
-            trial = self.registry.add_trial(
-                self.search.id,
-                spec.to_dict(),
-                spec.arch_id,
-                None,
-                "searched",
-                self.strategy.state_dict(),
-            )
-        else:
-            return None
-        self.known[trial.arch_id] = trial
-        return self.start(tune_id, trial, self.config.seed, self._rungs())
+            else:
+                return self.registry.add_trial(
+                    self.search.id,
+                    spec.to_dict(),
+                    spec.arch_id,
+                    None,
+                    "searched",
+                    self.strategy.state_dict(),
+                )
+        return self._add_baseline() if self.baselines else None
+
+    def _add_baseline(self) -> Trial:
+        spec = self.baselines.pop(0)
+        return self.registry.add_trial(
+            self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
+        )
+
+    def _baselines_running(self) -> int:
+        return sum(r.trial.is_baseline for r in self.running.values())
+
+    def _baseline_slots(self) -> int:
+        return max(1, self.config.resources.concurrency // 2)
 
     def _rungs(self) -> dict | None:
         """Where a candidate reports to the scheduler (None: no scheduler)."""
@@ -417,13 +437,18 @@ class Controller:
 
     def _ask(self) -> ArchSpec:
         """The strategy's next candidate that this search has not measured (a strategy never
-        repeats itself, but it may propose a baseline: it is told the baseline's result)."""
+        repeats itself, but it may propose a baseline: it is told the baseline's result, or
+        no result for one still to train or training, as for a failed candidate)."""
+        pending = {b.arch_id for b in self.baselines}
         while True:
             spec = self.strategy.ask()
             known = self.known.get(spec.arch_id)
-            if known is None:
+            if known is not None:
+                self._tell(spec, known.status, known.values, known.metrics)
+            elif spec.arch_id in pending:
+                self._tell(spec, "pending", None, None)
+            else:
                 return spec
-            self._tell(spec, known.status, known.values, known.metrics)
 
     def _tell(self, spec: ArchSpec, status: str, values, metrics) -> None:
         """The strategy hears how a finished trial of ``spec`` ended."""

@@ -13,6 +13,7 @@ import pytest
 from nas.config import validate_config
 from nas.controller import Controller, plan
 from nas.registry import Registry
+from nas.spec import ArchSpec
 from nas.tune_glue import WorkerCrash
 
 SEARCH = {
@@ -48,14 +49,54 @@ def report(ne: float, flops: float = 1e4) -> dict:
     }
 
 
-def test_baselines_come_first_then_the_strategy_until_the_budget(controller) -> None:
-    configs = [controller.next_config(f"tune-{i}") for i in range(6)]
-    assert [c["spec"].get("name") for c in configs[:2]] == ["dlrm", "deepfm"]
-    assert all(c is not None for c in configs[:5]) and configs[5] is None
-    assert configs[2]["train"]["steps"] == 10 and configs[2]["threads"] == 1
+def test_baselines_hold_half_the_workers_beside_the_strategy_until_the_budget(controller):
+    """2 workers: one trains the baselines in turn, the other the strategy's candidates; once
+    the budget is spent, the baselines left take any worker."""
+    first, second = controller.next_config("tune-0"), controller.next_config("tune-1")
+    assert first["spec"]["name"] == "dlrm" and second["spec"].get("name") is None
+    assert second["train"]["steps"] == 10 and second["threads"] == 1
+    controller.record("tune-0", report(0.8), None)
+    assert controller.next_config("tune-2")["spec"]["name"] == "deepfm"  # the next baseline
+    rest = [controller.next_config(f"tune-{i}") for i in range(3, 6)]
+    assert rest[0]["spec"].get("name") is None and rest[1]["spec"].get("name") is None
+    assert rest[2] is None  # 3 candidates and 2 baselines: done
     trials = controller.registry.trials("unit-1")
-    assert [t.is_baseline for t in trials] == [True, True, False, False, False]
+    assert [t.is_baseline for t in trials] == [True, False, True, False, False]
     assert controller.registry.get_search("unit-1").strategy_state["seen"]
+
+
+def test_once_the_budget_is_spent_the_baselines_left_take_every_worker(controller) -> None:
+    configs = [controller.next_config(f"tune-{i}") for i in range(6)]
+    assert [c["spec"].get("name") for c in configs[:5]] == ["dlrm", None, None, None, "deepfm"]
+    assert configs[5] is None
+
+
+def test_with_one_worker_the_baselines_come_first(tmp_path: Path, monkeypatch, ml100k):
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path))
+    config = validate_config(SEARCH | {"resources": {"concurrency": 1}})
+    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    search = registry.create_search("unit-1", "unit", config.to_dict(), None)
+    controller = Controller(registry, search, plan(config, SPECS))
+    controller.begin(registry.claim(search))
+    names = []
+    for i in range(5):
+        names.append(controller.next_config(f"tune-{i}")["spec"].get("name"))
+        controller.record(f"tune-{i}", report(0.8 - i / 100), None)
+    assert names == ["dlrm", "deepfm", None, None, None]
+
+
+def test_a_baseline_the_strategy_proposes_before_it_trains_is_trained_once(controller):
+    """The strategy hears no result for it (as for one still training) and asks again."""
+    deepfm = controller.plan.baselines[1]
+    asked = iter([deepfm, *(controller.strategy.ask() for _ in range(3))])
+    told = []
+    controller.strategy.ask = lambda: next(asked)
+    controller.strategy.tell = lambda spec, values: told.append((spec.arch_id, values))
+    configs = [controller.next_config(f"tune-{i}") for i in range(6)]
+    assert told == [(deepfm.arch_id, None)]
+    arch_ids = [c["spec"] for c in configs[:5]]
+    assert sum(ArchSpec.from_dict(s).arch_id == deepfm.arch_id for s in arch_ids) == 1
+    assert configs[5] is None
 
 
 def test_each_outcome_is_recorded_with_its_reason(controller) -> None:
