@@ -179,7 +179,9 @@ class MaskedMLP(nn.Module):
 
 class MaskedFlatNorm(nn.Module):
     """LayerNorm over flat features with masked statistics: request features are normalised
-    by the request features' mean and variance, candidate features by all features'."""
+    by the request features' mean and variance, candidate features by all features'. In
+    float32 under autocast, as ``blocks.base.LayerNorm``: a variance from sums of squares
+    in bfloat16 would lose most of its digits."""
 
     def __init__(self, f_r: int, f_c: int, eps: float = 1e-5):
         super().__init__()
@@ -188,7 +190,7 @@ class MaskedFlatNorm(nn.Module):
         self.c_weight, self.c_bias = nn.Parameter(torch.ones(f_c)), nn.Parameter(torch.zeros(f_c))
 
     def forward(self, x: Split) -> Split:
-        r, c = x.request, x.candidate
+        r, c = x.request.float(), x.candidate.float()
         request = F.layer_norm(r, (self.f_r,), self.r_weight, self.r_bias, self.eps)
         # Sums over the request features once per request; combined per candidate.
         r_sums = torch.stack([r.sum(1), r.square().sum(1)], dim=1)  # [R, 2]

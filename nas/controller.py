@@ -9,11 +9,11 @@
 Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
 candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
 half the workers; the strategy's next ask, until the budget is spent; the baselines left); a
-Tune ``Callback`` hands each finished trial back. Recording a
-trial is one registry transaction (outcome + strategy state after the tell), then its MLflow
-child run, then the parent run's front. Kill the process anywhere and ``nas resume`` finds a
-consistent registry: trials left "running" are run again, MLflow runs are looked up before
-they are created.
+Tune ``Callback`` hands each finished trial back. Recording a trial is one registry
+transaction (outcome + strategy state after the tell), then its MLflow child run, then the
+parent run's front. Kill the process anywhere and ``nas resume`` finds a consistent
+registry: trials left "running" are run again, MLflow runs are looked up before they are
+created.
 
 Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
 candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
@@ -446,7 +446,7 @@ class Controller:
             if known is not None:
                 self._tell(spec, known.status, known.values, known.metrics)
             elif spec.arch_id in pending:
-                self._tell(spec, "pending", None, None)
+                self.strategy.tell(spec, None)  # no result yet, as for a running baseline
             else:
                 return spec
 

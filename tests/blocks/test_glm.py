@@ -162,6 +162,18 @@ def test_masked_flat_norm_uses_the_visible_statistics():
     torch.testing.assert_close(out.candidate, everything[:, N_R * D :], rtol=1e-4, atol=1e-5)
 
 
+def test_masked_flat_norm_is_float32_under_autocast():
+    op = MaskedFlatNorm(N_R * D, N_C * D)
+    x = _split().flat()
+    rounded = x.replace(x.request.bfloat16(), x.candidate.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = op(rounded)
+    assert out.request.dtype == out.candidate.dtype == torch.float32
+    expected = op(rounded.replace(rounded.request.float(), rounded.candidate.float()))
+    torch.testing.assert_close(out.candidate, expected.candidate)
+    torch.testing.assert_close(out.request, expected.request)
+
+
 def test_masked_attention_is_attention_under_the_mask():
     op = MaskedAttention(D, 2)
     x = _split(batch=2)
