@@ -65,12 +65,12 @@ def test_embeddings_get_lazy_adam_and_only_touched_rows_move(ml100k):
     assert moved.any() and not (moved & ~touched).any()
 
 
-@pytest.mark.parametrize("whole_table", [False, True])
+@pytest.mark.parametrize("dense_sum", [False, True])
 @pytest.mark.parametrize("bag", [False, True])
-def test_rowwise_adam_follows_sparse_adam(bag: bool, whole_table: bool):
+def test_rowwise_adam_follows_sparse_adam(bag: bool, dense_sum: bool):
     """Repeated ids in a batch, rows never touched, padding rows (bag): the same trajectory
-    as torch's SparseAdam, to float rounding, over many steps; updating the touched rows
-    or the whole table."""
+    as torch's SparseAdam, to float rounding, over many steps; the touched rows found by
+    coalescing the gradient or by summing it into a dense buffer."""
     generator = torch.Generator().manual_seed(1)
     make = (
         (lambda: torch.nn.EmbeddingBag(60, 5, sparse=True, padding_idx=0))
@@ -87,7 +87,7 @@ def test_rowwise_adam_follows_sparse_adam(bag: bool, whole_table: bool):
                 lr=0.02,
                 betas=(0.8, 0.99),
                 eps=1e-6,
-                dense_below=1e9 if whole_table else 0.0,
+                dense_below=1e9 if dense_sum else 0.0,
             ),
         ),
         (theirs, torch.optim.SparseAdam(theirs.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),

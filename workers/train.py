@@ -68,16 +68,22 @@ class RowwiseAdam(torch.optim.Optimizer):
 
     Written here because SparseAdam does the update with sparse-tensor arithmetic (two
     ``sparse_mask`` and three sparse additions per table per step): profiled on
-    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. Two ways to the same math:
+    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. Here each step finds the
+    rows touched and their summed gradients, gathers those rows' weights and moments, runs
+    torch's fused Adam kernel over them (one pass, where element-wise ops took nine over the
+    whole table) and scatters them back: 0.59 ms a step for MovieLens-1M's tables against
+    0.95 ms for a whole-table update with masks. Finding the rows:
 
     - a table with fewer than ``dense_below`` rows per id the batch looked up (MovieLens'
-      whole fused table is smaller than one batch's lookups) is updated whole: the gradient
-      summed into a dense buffer, the moments and weights of the rows not touched masked
-      out. No sort, no coalesce; a dozen vector ops over a small table.
-    - a larger table (Criteo's millions of rows) coalesces the gradient (one value per
-      touched row), gathers those rows' moments, updates them and scatters them back.
+      whole fused table is smaller than one batch's lookups) sums the gradient into a dense
+      buffer and marks the rows looked up: no sort.
+    - a larger table (Criteo's millions of rows) coalesces the gradient (a sort).
 
-    ``tests/test_train.py`` holds both to SparseAdam's trajectory.
+    The fused kernel is Adam's (``torch.optim.Adam(fused=True)``'s), whose bias correction
+    divides ``sqrt(v)`` where SparseAdam's multiplies the step: the same update once ``eps``
+    is scaled by ``1/sqrt(1 - beta2^t)``. It is called as ``torch._fused_adam_``: the public
+    functional wrapper's checks cost 25 us per table per step. ``tests/test_train.py`` holds
+    both ways of finding the rows to SparseAdam's trajectory.
     """
 
     def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, dense_below=8.0):
@@ -95,39 +101,47 @@ class RowwiseAdam(torch.optim.Optimizer):
                     state["step"] = 0
                     state["exp_avg"] = torch.zeros_like(param)
                     state["exp_avg_sq"] = torch.zeros_like(param)
-                state["step"] += 1
-                beta1, beta2 = group["betas"]
-                step = state["step"]
-                step_size = group["lr"] * math.sqrt(1 - beta2**step) / (1 - beta1**step)
-                if len(param) < self.dense_below * param.grad._nnz():
-                    self._whole_table(param, state, group, step_size)
-                else:
-                    self._touched_rows(param, state, group, step_size)
+                rows, grad = self._touched_rows(param)
+                self._update_rows(param, state, group, rows, grad)
+
+    def _touched_rows(self, param: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows the batch looked up, ascending, and each one's summed gradient."""
+        sparse = param.grad
+        if len(param) >= self.dense_below * sparse._nnz():
+            coalesced = sparse.coalesce()  # one value per row: the update is not linear
+            return coalesced._indices()[0], coalesced._values()
+        rows, values = sparse._indices()[0], sparse._values()
+        summed = torch.zeros_like(param).index_add_(0, rows, values)  # repeats summed
+        looked_up = torch.zeros(len(param), dtype=torch.bool).index_fill_(0, rows, True)
+        rows = looked_up.nonzero().squeeze(1)
+        return rows, summed.index_select(0, rows)
 
     @staticmethod
-    def _whole_table(param, state, group, step_size: float) -> None:
+    def _update_rows(param, state, group, rows: torch.Tensor, grad: torch.Tensor) -> None:
         beta1, beta2 = group["betas"]
-        rows, values = param.grad._indices()[0], param.grad._values()
-        grad = torch.zeros_like(param).index_add_(0, rows, values)  # repeats summed
-        touched = torch.zeros(len(param), 1, dtype=param.dtype).index_fill_(0, rows, 1.0)
-        state["exp_avg"].lerp_(grad, touched * (1 - beta1))
-        state["exp_avg_sq"].lerp_(grad.square_(), touched * (1 - beta2))
-        denominator = state["exp_avg_sq"].sqrt().add_(group["eps"])
-        param.addcdiv_(state["exp_avg"] * touched, denominator, value=-step_size)
-
-    @staticmethod
-    def _touched_rows(param, state, group, step_size: float) -> None:
-        beta1, beta2 = group["betas"]
-        grad = param.grad.coalesce()  # one value per row: the update is not linear
-        rows, values = grad._indices()[0], grad._values()
+        state["step"] += 1
+        steps = torch.tensor(float(state["step"]))  # the kernel's bias correction reads it
+        weights = param.index_select(0, rows)
         exp_avg = state["exp_avg"].index_select(0, rows)
         exp_avg_sq = state["exp_avg_sq"].index_select(0, rows)
-        exp_avg.add_(values.sub(exp_avg).mul_(1 - beta1))
-        exp_avg_sq.add_(values.square().sub_(exp_avg_sq).mul_(1 - beta2))
+        torch._fused_adam_(
+            [weights],
+            [grad],
+            [exp_avg],
+            [exp_avg_sq],
+            [],
+            [steps],
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=0.0,
+            eps=group["eps"] / math.sqrt(1 - beta2 ** state["step"]),
+            amsgrad=False,
+            maximize=False,
+        )
+        param.index_copy_(0, rows, weights)
         state["exp_avg"].index_copy_(0, rows, exp_avg)
         state["exp_avg_sq"].index_copy_(0, rows, exp_avg_sq)
-        update = exp_avg.div_(exp_avg_sq.sqrt_().add_(group["eps"]))
-        param.index_add_(0, rows, update, alpha=-step_size)
 
 
 def _is_sparse(module: nn.Module) -> bool:
