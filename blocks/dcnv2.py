@@ -50,7 +50,7 @@ class CrossLayer(nn.Module):
             self.project = nn.Sequential(nn.Linear(width, rank, bias=False), nn.Linear(rank, width))
 
     def forward(self, x0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return x0 * self.project(x) + x
+        return torch.addcmul(x, x0, self.project(x))  # x0 * project(x) + x, one kernel
 
 
 @register_block("dcnv2", kind="interaction", config=DCNv2Config)

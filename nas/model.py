@@ -236,9 +236,14 @@ class RankingModel(nn.Module):
     def _score(self, stages: list[Split]) -> torch.Tensor:
         """Logits [C] from tokens_0 and every interaction layer's output."""
         fed = stages if self.feed_all else stages[-1:]
-        request_part = torch.cat([s.request.flatten(1) for s in fed], dim=1)
-        candidate_part = torch.cat([s.candidate.flatten(1) for s in fed], dim=1)
-        return self._top(Split(request_part, candidate_part, stages[0].owner)).view(-1)
+        requests, candidates = [s.request for s in fed], [s.candidate for s in fed]
+        if self.training and stages[0].owner is None:
+            # Training, row-aligned: one GEMM over both sides' features. Scoring keeps the
+            # split, so that the request share is a GEMM of its own (request-oriented serving,
+            # the FP8 probe's and the cost model's sites); the sums are the same.
+            return self.top(_flat_cat(requests + candidates)).view(-1)
+        split = Split(_flat_cat(requests), _flat_cat(candidates), stages[0].owner)
+        return self._top(split).view(-1)
 
     def stages(
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
@@ -295,6 +300,14 @@ class RankingModel(nn.Module):
     def flops_per_request(self, num_candidates: int) -> int:
         request, candidate = self.flops_by_side()
         return request + num_candidates * candidate
+
+
+def _flat_cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """[B, n_i, d_i] tensors -> [B, sum n_i * d_i], in order; a view, not a copy, when only
+    one part has features."""
+    flat = [part.flatten(1) for part in parts]
+    with_features = [f for f in flat if f.shape[1]] or flat[:1]
+    return with_features[0] if len(with_features) == 1 else torch.cat(with_features, dim=1)
 
 
 def apply_layer(layer: nn.Module, x: Split) -> Split:

@@ -63,3 +63,17 @@ def test_uncountable_ops_are_refused():
 
     with pytest.raises(RuntimeError, match="cumsum"):
         measure_flops(Cumulative(), (torch.randn(2, 3),))
+
+
+@pytest.mark.parametrize("name", ["dlrm", "deepfm", "modern/rocs"])
+def test_training_runs_the_top_layer_as_one_gemm_to_the_same_logits(ml100k, name):
+    """In training the top MLP's first layer is one GEMM over both sides' features; in
+    scoring, the request share is its own GEMM (request-oriented serving): same sums."""
+    torch.manual_seed(0)
+    model = build_model(ArchSpec.load(f"examples/specs/{name}.json"), ml100k.schema)
+    assert model.top_request_features > 0  # the split exists for this spec
+    batch = ml100k.features("valid")[:64]
+    batch = batch if model.reads_history else batch.without_history()
+    split = model.eval()(*batch.inputs())
+    merged = model.train()(*batch.inputs())
+    torch.testing.assert_close(merged, split, rtol=1e-5, atol=1e-5)
