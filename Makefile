@@ -14,16 +14,12 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e ".[dev]"
 	touch $(STAMP)
 
-# Two workers: the slow end-to-end tests one after another on one, the rest spread over
-# both (tests/conftest.py). Run one file alone with: .venv/bin/python -m pytest tests/FILE
-PYTEST := $(BIN)/python -m pytest -n 2 --dist loadgroup
-
 test: setup
-	$(PYTEST)
+	$(BIN)/python -m pytest
 
 # Skips the slow end-to-end runs of the CLI (CI runs everything).
 test-fast: setup
-	$(PYTEST) -m "not slow"
+	$(BIN)/python -m pytest -m "not slow"
 
 # A real search: 20 candidates + the 4 baselines on MovieLens-1M, 3-4 minutes on 2 cores.
 demo: setup

@@ -16,30 +16,6 @@ CACHE = Path(os.environ.get("RECNAS_CACHE_DIR") or REPO / "nas-runs" / "data").r
 os.environ["RECNAS_CACHE_DIR"] = str(CACHE)
 # Triton kernels run on CPU tensors only in the interpreter (set before triton is imported).
 os.environ.setdefault("TRITON_INTERPRET", "1")
-SHARED_DATASETS = ("movielens-100k", "movielens-1m")  # the ml100k and ml1m fixtures
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under pytest-xdist (``make test`` runs two workers), the first process prepares the
-    shared datasets before any worker starts, so that no two workers prepare one at once."""
-    config = session.config
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        from nas.data import load_dataset
-
-        for name in SHARED_DATASETS:
-            load_dataset(name, CACHE)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the slow end-to-end tests (a real CLI, a local Ray) run one at a
-    time on one worker (``--dist loadgroup``), as their timings assume, and are handed out
-    first: they are the longest share. The other tests are spread over the workers."""
-    if not getattr(config.option, "numprocesses", None):
-        return
-    for item in items:
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("end-to-end"))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
 
 
 @pytest.fixture(scope="session")
@@ -51,14 +27,14 @@ def cache_dir() -> Path:
 def ml100k():
     from nas.data import load_dataset
 
-    return load_dataset(SHARED_DATASETS[0], CACHE)
+    return load_dataset("movielens-100k", CACHE)
 
 
 @pytest.fixture(scope="session")
 def ml1m():
     from nas.data import load_dataset
 
-    return load_dataset(SHARED_DATASETS[1], CACHE)
+    return load_dataset("movielens-1m", CACHE)
 
 
 @pytest.fixture
