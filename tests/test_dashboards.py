@@ -162,10 +162,12 @@ def _stores(tmp_path, recorded):
 def test_dashboard_compares_searches_on_one_page(tmp_path, recorded) -> None:
     from tests.test_search import nas
 
-    runs, ids = _stores(tmp_path, recorded)
+    deep = tmp_path / ("a-folder-deep-enough-that-the-path-passes-80-columns-" * 2)
+    deep.mkdir()
+    runs, ids = _stores(deep, recorded)
     done = nas(runs, "dashboard", *ids)
     assert done.returncode == 0, done.stderr
-    path = Path(done.stdout.split(": ", 1)[1].strip())
+    path = Path(done.stdout.split(": ", 1)[1].strip())  # one line, however long
     html = path.read_text()
     assert html.count("Plotly.newPlot(") == 1 and all(f"{i}: front" in html for i in ids)
     bad = nas(runs, "dashboard", ids[0], "nope-123456")

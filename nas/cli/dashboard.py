@@ -56,7 +56,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"searches": [s.id for s in searches], "page": str(path)})
         else:
-            out.print(f"comparison of {len(searches)} searches: {path}", highlight=False)
+            # soft_wrap: a long path stays on one line, to copy or to read by a script
+            out.print(
+                f"comparison of {len(searches)} searches: {path}", highlight=False, soft_wrap=True
+            )
         if args.open:
             webbrowser.open(path.as_uri())
         return 0

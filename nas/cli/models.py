@@ -184,6 +184,8 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(written)
         return
-    out.print(f"exported {args.model_uri} ({args.format}) to {folder}:", highlight=False)
+    out.print(
+        f"exported {args.model_uri} ({args.format}) to {folder}:", highlight=False, soft_wrap=True
+    )
     for name, what in written["files"].items():
         out.print(f"  {name}  {what}", highlight=False)
