@@ -266,6 +266,17 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
     return config
 
 
+def stored_config(data: dict[str, Any], source: str | None = None) -> SearchConfig:
+    """The config a search keeps in the registry, read back for showing it: checked against
+    the schema only. It was checked in full (space, strategy, dataset) when the search was
+    submitted, and loading those would cost the commands that only show a search (``nas
+    list``, ``status``, ``pareto``, ``dashboard``) seconds of torch and Ray imports."""
+    try:
+        return SearchConfig.model_validate(data)
+    except ValidationError as err:
+        raise config_error_from_pydantic(err, source, model=SearchConfig) from None
+
+
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SearchConfig:
     """Read a YAML file and apply ``overrides`` (dotted keys, e.g. ``budget.candidates``)."""
     from nas.user_files import parse_yaml, read_text

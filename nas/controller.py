@@ -39,7 +39,9 @@ from nas.errors import ConfigError, NasError
 from nas.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings, get_objective
 from nas.pareto import as_losses
 from nas.registry import Registry, Search, Trial
+from nas.registry.models import FINISHED
 from nas.registry.store import HEARTBEAT_S
+from nas.reporter import Reporter
 from nas.spec import ArchSpec
 from nas.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
 from nas.summary import SearchSummary, summarize
@@ -56,7 +58,6 @@ from nas.tune_glue import (
 from search_spaces.base import SearchSpace
 
 CANCEL_POLL_S = 1.0
-FINISHED = ("completed", "failed", "stopped")  # a trial in one of these is never run again
 INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
 
 
@@ -172,30 +173,6 @@ class Heartbeat:
     def stop(self) -> None:
         self.stopped.set()
         self.thread.join()
-
-
-class Reporter:
-    """What the controller tells whoever watches (the CLI's progress bar); no-ops here."""
-
-    def start(self, search: Search, total: int, done: int) -> None: ...
-
-    def trial_started(self, trial: Trial) -> None: ...
-
-    def trial_finished(self, trial: Trial, summary: SearchSummary) -> None: ...
-
-    def trial_retried(self, trial: Trial, reason: str) -> None: ...
-
-    def phase(self, name: str, total: int | None = None) -> None:
-        """The search moved on: to its "setup jobs" (``total`` of them), or to its
-        "stand-alone training" (``total``: candidates it will train in all)."""
-
-    def job_started(self, job) -> None: ...
-
-    def job_progress(self, name: str, phase: str, done: int, total: int) -> None: ...
-
-    def job_finished(self, job, trial: Trial) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 @dataclass

@@ -34,10 +34,10 @@ from nas.config import (
     runs_dir,
     validate_config,
 )
-from nas.controller import FINISHED, INTERRUPTED, Controller
+from nas.controller import INTERRUPTED, Controller
 from nas.errors import ConfigError, NasError
 from nas.registry import Registry, Search, Trial
-from nas.registry.models import RETRAIN_KIND
+from nas.registry.models import FINISHED, RETRAIN_KIND
 from nas.spec import ArchSpec
 from nas.summary import summarize
 

@@ -175,6 +175,26 @@ def test_dashboard_compares_searches_on_one_page(tmp_path, recorded) -> None:
     assert nas(runs, "dashboard", "--port", "0").returncode == 2
 
 
+def test_the_commands_that_show_a_search_load_neither_torch_nor_ray(tmp_path, recorded) -> None:
+    """`nas list`, `status`, `pareto` and a comparison read the registry only: seconds of
+    torch, Ray and MLflow imports would be paid on every look at a search."""
+    from tests.test_search import REPO, env_for
+
+    runs, ids = _stores(tmp_path, recorded)
+    views = [["list"], ["status", ids[0]], ["pareto", ids[0]], ["dashboard", *ids]]
+    script = (
+        "import sys; from nas.cli import main\n"
+        f"codes = [main(argv) for argv in {views!r}]\n"
+        "print(codes, sorted({'torch', 'ray', 'mlflow'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env_for(runs), cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[0, 0, 0, 0] []", done.stdout
+    assert ids[0] in done.stdout and "Pareto front" in done.stdout
+
+
 @pytest.mark.slow
 def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None:
     from tests.test_reliability import _free_port

@@ -30,7 +30,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     URL of its run, until Ctrl-C. Several: a page comparing their fronts."""
     import webbrowser
 
-    from nas.config import default_tracking_uri, runs_dir, validate_config
+    from nas.config import default_tracking_uri, runs_dir, stored_config
     from nas.summary import summarize
 
     if not 1 <= args.port <= 65535:
@@ -47,7 +47,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         from dashboards.ui import comparison_figure
 
         summaries = {
-            s.id: summarize(validate_config(s.config), registry.trials(s.id)) for s in searches
+            s.id: summarize(stored_config(s.config), registry.trials(s.id)) for s in searches
         }
         folder = runs_dir() / "dashboards"
         folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     (search,) = searches
     if search.mlflow_run_id is None:
         raise NasError(f"search {search.id} has no MLflow run yet (it never started)")
-    config = validate_config(search.config)
+    config = stored_config(search.config)
     uri = config.tracking_uri or default_tracking_uri()
     if is_server(uri):
         url = run_url(uri, search.mlflow_experiment_id, search.mlflow_run_id)

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from nas.cli.flags import integer, number, open_registry, registry_flag
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
-from nas.controller import Reporter
 from nas.errors import ConfigError
+from nas.reporter import Reporter
 
 
 def add_commands(commands) -> None:

@@ -15,8 +15,9 @@ from rich.table import Table
 
 from nas.cli.flags import integer, open_registry, registry_flag
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
-from nas.controller import FINISHED, Reporter
 from nas.errors import ConfigError, NasError
+from nas.registry.models import FINISHED
+from nas.reporter import Reporter
 
 
 def add_commands(commands) -> None:
@@ -68,7 +69,6 @@ def add_commands(commands) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from nas.config import load_config
-    from nas.controller import plan
     from nas.registry import new_search_id
 
     flags = {  # config field -> (the flag that overrides it, its value)
@@ -83,6 +83,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     }
     try:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
+        from nas.controller import plan  # Ray and Tune: not loaded for a config in error
+
         with console.status(f"Checking {args.config} against {config.dataset} ..."):
             checked = plan(config, args.config.resolve().parent)
             registry = open_registry(args, config.registry_url)
@@ -274,10 +276,10 @@ def search_row(search, summary) -> dict:
 
 
 def summary_of(registry, search, objectives: list[str] | None = None):
-    from nas.config import validate_config
+    from nas.config import stored_config
     from nas.summary import summarize
 
-    config = validate_config(search.config, f"search {search.id}")
+    config = stored_config(search.config, f"search {search.id}")
     return config, summarize(config, registry.trials(search.id), objectives)
 
 
@@ -415,7 +417,8 @@ def cmd_status(args: argparse.Namespace) -> None:
         for column in ("trial", "arch_id", "reason"):
             errors.add_column(column, overflow="fold")
         for t in failed:
-            errors.add_row(str(t.number), t.arch_id, (t.error or "").splitlines()[0][:200])
+            reason = t.error.splitlines()[0][:200] if t.error else "(no reason recorded)"
+            errors.add_row(str(t.number), t.arch_id, reason)
         out.print(errors)
     print_front(search, summary)
 

@@ -35,6 +35,7 @@ SEARCH_STATES = (
 # Trial states. "running" after a crash, and "cancelled", are run again by `nas resume`;
 # "stopped": the search's early-stopping scheduler ended it at a rung (never run again).
 TRIAL_STATES = ("running", "completed", "failed", "cancelled", "stopped")
+FINISHED = ("completed", "failed", "stopped")  # a trial in one of these is never run again
 # Trial kinds. Candidates (on the front): a hand-designed baseline, or an architecture the
 # strategy proposed. Setup jobs of one-shot and differentiable strategies: supernet training
 # (and the subnet search over it), and one DNAS run (one penalty, one data shard). A
