@@ -50,7 +50,9 @@ class CrossLayer(nn.Module):
             self.project = nn.Sequential(nn.Linear(width, rank, bias=False), nn.Linear(rank, width))
 
     def forward(self, x0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.addcmul(x, x0, self.project(x))  # x0 * project(x) + x, one kernel
+        # Not torch.addcmul: one kernel forward, but its backward multiplies by the scalar
+        # value too (four multiplies, not two): 1.2-2x slower forward and backward.
+        return x0 * self.project(x) + x
 
 
 @register_block("dcnv2", kind="interaction", config=DCNv2Config)

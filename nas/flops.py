@@ -22,7 +22,6 @@ NOT_COUNTED = (
     "aten::sub",
     "aten::mul",
     "aten::mul_",
-    "aten::addcmul",
     "aten::div",
     "aten::neg",
     "aten::sum",
