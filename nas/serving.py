@@ -187,7 +187,8 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     from nas.config import validate_config
     from nas.controller import tracking_store
     from nas.data import load_dataset
-    from nas.retrain import retrain_report, weights_path
+    from nas.retrain import weights_path
+    from nas.retrain_report import retrain_report
 
     check_name(name, alias)
     config = validate_config(search.config, f"search {search.id}")

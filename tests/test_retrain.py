@@ -61,6 +61,15 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
         assert (r["ne_minus_best_baseline"] is None) == (r["label"] == best)
     status = json.loads(nas(runs, "status", report["id"], "--json").stdout)
     assert status["status"] == "completed" and status["rows"] == rows
+    # Showing a retrain reads the registry only: no torch, Ray or MLflow loaded.
+    script = (
+        f"import sys; from nas.cli import main; code = main(['status', {report['id']!r}]); "
+        "print(code, sorted({'torch', 'ray', 'mlflow'} & set(sys.modules)))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script], env=env_for(runs), cwd=REPO, capture_output=True, text=True
+    )
+    assert shown.stdout.splitlines()[-1] == "0 []", shown.stdout + shown.stderr
     # The registry: a retrain of its own, one trial of kind retrain per (architecture, seed).
     retrain = registry.get_search(report["id"])
     assert retrain.config["retrain"]["of"] == search_id and retrain.status == "completed"
@@ -71,6 +80,7 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
         assert [c["step"] for c in t.metrics["checks"]] == [10, 20, 30, 40]
         best = min(t.metrics["checks"], key=lambda c: c["ne"])
         assert t.metrics["best_step"] == best["step"]
+    assert {t.arch_id.rsplit("-s", 1)[0] for t in pairs} == {r["arch_id"] for r in rows}
     assert {(t.job["pick"], t.job["seed"]) for t in pairs} == {
         (i, s) for i in range(len(rows)) for s in range(2)
     }

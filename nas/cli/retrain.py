@@ -111,7 +111,8 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 
 def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
-    from nas.retrain import RetrainController, retrain_report
+    from nas.retrain import RetrainController
+    from nas.retrain_report import retrain_report
 
     config = checked.config
     retrain = config.retrain
@@ -225,7 +226,7 @@ class RetrainReporter(Reporter):
 
 def status_of_retrain(search, config, trials, as_json: bool) -> None:
     from nas.registry import display_status
-    from nas.retrain import retrain_report
+    from nas.retrain_report import retrain_report
 
     report = retrain_report(config, trials)
     status = display_status(search)
