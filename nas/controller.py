@@ -96,8 +96,8 @@ def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
     store (None for a server, which chooses its own)."""
     from nas import endpoints
 
-    if config.tracking_uri is None:
-        return default_tracking_uri(), runs_dir() / "mlartifacts"
+    if config.tracking_uri is None:  # still checked: its file may be something else
+        return endpoints.tracking_uri(default_tracking_uri()), runs_dir() / "mlartifacts"
     return endpoints.tracking_uri(config.tracking_uri), None
 
 

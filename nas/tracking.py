@@ -79,6 +79,8 @@ class Tracker:
         # After the import: MLflow sets its own loggers up when it is imported.
         logging.getLogger("mlflow").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
+        # It logs a database error's traceback, then raises it: ``call`` names it in one line.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
         # A tracking server that stops answering fails a search's logging in seconds, not
         # after MLflow's default 7 retries with exponential backoff (minutes of silence).
@@ -97,11 +99,14 @@ class Tracker:
 
     def call(self, what: str, fn, *args, **kwargs):
         from mlflow.exceptions import MlflowException
+        from sqlalchemy.exc import SQLAlchemyError
 
         try:
             return fn(*args, **kwargs)
-        except MlflowException as err:
-            raise TrackingError(f"MLflow at {self.uri}: could not {what}: {err.message}") from None
+        except (MlflowException, SQLAlchemyError) as err:  # the latter: a store's database
+            # A database error's message goes on with its SQL statement and parameters.
+            reason = str(getattr(err, "message", None) or err).strip().splitlines()[0]
+            raise TrackingError(f"MLflow at {self.uri}: could not {what}: {reason}") from None
 
     def experiment(self, name: str) -> str:
         """The experiment ``name`` (made if missing), marked as model training: MLflow's UI

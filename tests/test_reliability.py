@@ -57,6 +57,24 @@ def test_a_service_that_cannot_be_used_is_refused_in_seconds_and_nothing_is_writ
     assert not (runs / "registry.db").exists() and not (runs / "mlflow.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("store", "field"), [("mlflow.db", "tracking_uri"), ("registry.db", "registry_url")]
+)
+def test_a_runs_folder_whose_default_store_is_not_a_database_is_refused(
+    tmp_path: Path, store: str, field: str
+) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / store).write_text("not a database\n")
+    done = nas(runs, "submit", str(write_search(tmp_path)), timeout=120)
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert f"{field}: {runs / store} is not a sqlite database" in message, message
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in runs.iterdir()) == [store]  # nothing else written
+    assert (runs / store).read_text() == "not a database\n"
+
+
 def test_cancel_of_a_search_whose_owner_is_gone_is_immediate(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     from nas.config import load_config
