@@ -79,13 +79,13 @@ def registry_check(url: str | None) -> Check:
 
 
 def mlflow_check(uri: str | None) -> Check:
-    if uri is None:
-        return Check("mlflow", True, f"{default_tracking_uri()} (local; made on first use)")
-    try:
-        endpoints.tracking_uri(uri, "--tracking-uri")
+    local = uri is None
+    uri = default_tracking_uri() if local else uri
+    try:  # the local store too: its file may be there and be something else
+        endpoints.tracking_uri(uri, "tracking_uri" if local else "--tracking-uri")
     except NasError as err:
         return Check("mlflow", False, str(err))
-    return Check("mlflow", True, f"{uri} answers")
+    return Check("mlflow", True, f"{uri} (local; made on first use)" if local else f"{uri} answers")
 
 
 def data_check(cache_dir: Path | None) -> Check:

@@ -140,3 +140,11 @@ def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
         bad = nas(runs, "fp8", "probe", "examples/specs/dcnv2.json", *flags)
         assert bad.returncode == 2 and words in " ".join(bad.stderr.split()), bad.stderr
         assert "Traceback" not in bad.stderr
+    # An MLflow store it cannot log to is named before the training, not after it.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "mlflow.db").write_text("not a database")
+    bad = nas(broken, "fp8", "probe", "examples/specs/dcnv2.json", "--dataset", "movielens-100k")
+    message = " ".join(bad.stderr.split())
+    assert bad.returncode == 2 and "mlflow.db is not a sqlite database" in message, bad.stderr
+    assert "Training" not in bad.stdout + bad.stderr and "Traceback" not in bad.stderr

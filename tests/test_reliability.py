@@ -181,6 +181,12 @@ def test_doctor_says_what_is_ready_and_what_is_not(tmp_path: Path, ml100k) -> No
     assert report["ok"] is False
     (ray,) = [c for c in report["checks"] if c["name"] == "ray"]
     assert not ray["ok"] and "nothing answers" in ray["found"]
+    runs.mkdir()  # a local MLflow store that is not a database is not ready either
+    (runs / "mlflow.db").write_text("not a database")
+    broken = nas(runs, "doctor", "--json")
+    assert broken.returncode == 1
+    (mlflow,) = [c for c in json.loads(broken.stdout)["checks"] if c["name"] == "mlflow"]
+    assert not mlflow["ok"] and "mlflow.db is not a sqlite database" in mlflow["found"]
 
 
 def test_a_runs_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
