@@ -166,6 +166,13 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     info = dataset_info(name)
     existing = open_prepared((cache_dir or default_cache_dir()) / name)
     if existing is not None:
+        problems = existing.problems()  # its checksums: 0.3 s for MovieLens-1M
+        if problems:
+            source = " --source FILE" if info.needs_source else ""
+            raise NasError(
+                f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "
+                f"again: nas data prepare {name}{source}"
+            )
         return existing
     if info.needs_source:
         raise NasError(

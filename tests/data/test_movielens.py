@@ -10,7 +10,7 @@ from nas.data import PrepareRequest, load_dataset, prepare_dataset
 from nas.data.movielens import read_recbole
 from nas.data.prepared import split_checksum
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
-from nas.errors import DataError
+from nas.errors import DataError, NasError
 
 ML100K = "recbole/dataset_example/ml-100k/ml-100k"
 
@@ -105,6 +105,18 @@ def test_a_corrupt_cache_is_rebuilt(fresh_cache):
     assert first.problems()
     rebuilt, reused = prepare_dataset("movielens-100k", fresh_cache)
     assert not reused and not rebuilt.problems()
+
+
+def test_a_damaged_cache_is_named_when_loaded_and_rebuilt_by_prepare(fresh_cache):
+    first, _ = prepare_dataset("movielens-100k", fresh_cache)
+    path = first.root / "categorical.npy"
+    path.write_bytes(path.read_bytes()[:200])  # truncated, as by a full disk
+    with pytest.raises(NasError) as caught:
+        load_dataset("movielens-100k", fresh_cache)
+    assert str(path) in str(caught.value)
+    assert "nas data prepare movielens-100k" in str(caught.value)
+    prepare_dataset("movielens-100k", fresh_cache)
+    assert not load_dataset("movielens-100k", fresh_cache).problems()
 
 
 def test_split_checksum_depends_on_assignment():
