@@ -85,7 +85,10 @@ def mlflow_check(uri: str | None) -> Check:
         endpoints.tracking_uri(uri, "tracking_uri" if local else "--tracking-uri")
     except NasError as err:
         return Check("mlflow", False, str(err))
-    return Check("mlflow", True, f"{uri} (local; made on first use)" if local else f"{uri} answers")
+    if not local:
+        return Check("mlflow", True, f"{uri} answers")
+    made = (runs_dir() / "mlflow.db").exists()
+    return Check("mlflow", True, f"{uri} (local{'' if made else '; made on first use'})")
 
 
 def data_check(cache_dir: Path | None) -> Check:
