@@ -93,7 +93,11 @@ def _sqlite_file(database: str | None, field: str) -> None:
             with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
                 db.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as err:
-            raise ConfigError(field, f"{path} is not a sqlite database ({err})") from None
+            # Only a file that is no database, or a damaged one. A read-only connection
+            # cannot roll back the journal a process killed mid-write left (READONLY_ROLLBACK):
+            # that database is sound, and the store's own connection recovers it.
+            if err.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+                raise ConfigError(field, f"{path} is not a sqlite database ({err})") from None
 
 
 def _connect(parsed, field: str) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -73,6 +76,35 @@ def test_a_runs_folder_whose_default_store_is_not_a_database_is_refused(
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in runs.iterdir()) == [store]  # nothing else written
     assert (runs / store).read_text() == "not a database\n"
+
+
+KILLED_MID_WRITE = """
+import os, signal, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("create table t (x)")
+db.execute("begin")  # one transaction: more rows than the page cache holds, so the
+db.executemany("insert into t values (?)", [("x" * 100,)] * 40000)  # update below spills
+db.execute("commit")
+db.execute("begin")
+db.execute("update t set x = 'y'")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_store_left_by_a_process_killed_mid_write_is_still_a_store(tmp_path: Path) -> None:
+    from nas import endpoints
+    from nas.errors import ConfigError
+
+    hot, junk = tmp_path / "killed.db", tmp_path / "junk.db"
+    subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(hot)], check=False)
+    assert Path(f"{hot}-journal").exists()  # a journal a read-only connection cannot undo
+    junk.write_text("not a database")
+    for check in (endpoints.registry_url, endpoints.tracking_uri):
+        check(f"sqlite:///{hot}")  # accepted: the store's own connection recovers it
+        with pytest.raises(ConfigError, match="is not a sqlite database"):
+            check(f"sqlite:///{junk}")
+    with sqlite3.connect(hot) as db:  # and it does: the killed update is rolled back
+        assert db.execute("select count(*) from t where x = 'y'").fetchone() == (0,)
 
 
 def test_cancel_of_a_search_whose_owner_is_gone_is_immediate(tmp_path: Path) -> None:
