@@ -313,5 +313,10 @@ def default_registry_url() -> str:
     return f"sqlite:///{runs_dir() / 'registry.db'}"
 
 
+def default_tracking_file() -> Path:
+    """The local MLflow store, made on first use."""
+    return runs_dir() / "mlflow.db"
+
+
 def default_tracking_uri() -> str:
-    return f"sqlite:///{runs_dir() / 'mlflow.db'}"
+    return f"sqlite:///{default_tracking_file()}"

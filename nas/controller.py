@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nas.config import SearchConfig, default_tracking_uri, runs_dir
+from nas.config import SearchConfig, runs_dir
 from nas.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME
 from nas.errors import ConfigError, NasError
 from nas.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings, get_objective
@@ -96,8 +96,8 @@ def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
     store (None for a server, which chooses its own)."""
     from nas import endpoints
 
-    if config.tracking_uri is None:  # still checked: its file may be something else
-        return endpoints.tracking_uri(default_tracking_uri()), runs_dir() / "mlartifacts"
+    if config.tracking_uri is None:
+        return endpoints.local_tracking_uri(), runs_dir() / "mlartifacts"
     return endpoints.tracking_uri(config.tracking_uri), None
 
 

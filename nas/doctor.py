@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nas import endpoints
-from nas.config import default_registry_url, default_tracking_uri, runs_dir
+from nas.config import default_registry_url, default_tracking_file, runs_dir
 from nas.errors import NasError
 
 
@@ -79,16 +79,17 @@ def registry_check(url: str | None) -> Check:
 
 
 def mlflow_check(uri: str | None) -> Check:
-    local = uri is None
-    uri = default_tracking_uri() if local else uri
-    try:  # the local store too: its file may be there and be something else
-        endpoints.tracking_uri(uri, "tracking_uri" if local else "--tracking-uri")
+    try:
+        if uri is None:
+            checked = endpoints.local_tracking_uri()
+        else:
+            checked = endpoints.tracking_uri(uri, "--tracking-uri")
     except NasError as err:
         return Check("mlflow", False, str(err))
-    if not local:
-        return Check("mlflow", True, f"{uri} answers")
-    made = (runs_dir() / "mlflow.db").exists()
-    return Check("mlflow", True, f"{uri} (local{'' if made else '; made on first use'})")
+    if uri is not None:
+        return Check("mlflow", True, f"{checked} answers")
+    made = "" if default_tracking_file().exists() else "; made on first use"
+    return Check("mlflow", True, f"{checked} (local{made})")
 
 
 def data_check(cache_dir: Path | None) -> Check:
@@ -96,7 +97,17 @@ def data_check(cache_dir: Path | None) -> Check:
     from nas.data.prepared import open_prepared
 
     cache = cache_dir or default_cache_dir()
-    ready = [name for name in DATASETS if open_prepared(cache / name) is not None]
+    prepared = {name: open_prepared(cache / name) for name in DATASETS}
+    prepared = {name: found for name, found in prepared.items() if found is not None}
+    damaged = [name for name, found in prepared.items() if found.problems()]  # checksums
+    if damaged:
+        return Check(
+            "data",
+            False,
+            f"damaged in {cache}: {', '.join(damaged)} (a file missing or changed)",
+            f"nas data prepare {damaged[0]}",
+        )
+    ready = list(prepared)
     if not ready:
         return Check(
             "data", False, f"no dataset prepared in {cache}", "nas data prepare movielens-1m"

@@ -172,6 +172,14 @@ def tracking_uri(uri: str, field: str = "tracking_uri") -> str:
     return _database_url(uri, field, "sqlite:///nas-runs/mlflow.db", connect=True)
 
 
+def local_tracking_uri() -> str:
+    """The default MLflow store (sqlite in the runs folder), checked as any sqlite URI is:
+    a file there may be something other than a database."""
+    from nas.config import default_tracking_uri
+
+    return tracking_uri(default_tracking_uri())
+
+
 def _mlflow_server(uri: str, field: str) -> None:
     try:
         with urllib.request.urlopen(f"{uri}/health", timeout=CONNECT_TIMEOUT_S) as response:

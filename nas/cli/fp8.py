@@ -9,6 +9,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
+from nas import endpoints
 from nas.cli.flags import integer, number
 from nas.cli.render import console, emit_json, out
 from nas.errors import ConfigError
@@ -60,7 +61,7 @@ def cmd_probe(args: argparse.Namespace) -> None:
     if args.weights is not None and not args.weights.is_file():
         raise ConfigError("--weights", f"no file at {args.weights}")
     spec = ArchSpec.load(args.spec)
-    _log_store()  # checked before the training, not after it
+    endpoints.local_tracking_uri()  # where the probe logs: checked before the training
     quiet = nullcontext() if args.json else None
     with quiet or console.status(f"Loading {args.dataset} ..."):
         dataset = load_dataset(args.dataset)
@@ -126,19 +127,11 @@ def _print(result, spec) -> None:
     )
 
 
-def _log_store() -> str:
-    """The local MLflow store the probe logs to, checked usable."""
-    from nas import endpoints
-    from nas.config import default_tracking_uri
-
-    return endpoints.tracking_uri(default_tracking_uri())
-
-
 def _log(report: dict, spec) -> str:
     """The probe as an MLflow run (experiment ``fp8-probe``): figures, probe.json, probe.csv."""
     from nas.config import runs_dir
     from nas.tracking import Tracker
 
-    tracker = Tracker(_log_store(), runs_dir() / "mlartifacts")
+    tracker = Tracker(endpoints.local_tracking_uri(), runs_dir() / "mlartifacts")
     experiment = tracker.experiment("fp8-probe")
     return tracker.log_probe(experiment, spec, report)

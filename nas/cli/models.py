@@ -67,10 +67,9 @@ def _tracking(args: argparse.Namespace) -> str:
     import os
 
     from nas import endpoints
-    from nas.config import default_tracking_uri
 
     given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-    return endpoints.tracking_uri(given) if given else default_tracking_uri()
+    return endpoints.tracking_uri(given) if given else endpoints.local_tracking_uri()
 
 
 def cmd_models_list(args: argparse.Namespace) -> None:

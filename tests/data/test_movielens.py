@@ -115,8 +115,14 @@ def test_a_damaged_cache_is_named_when_loaded_and_rebuilt_by_prepare(fresh_cache
         load_dataset("movielens-100k", fresh_cache)
     assert str(path) in str(caught.value)
     assert "nas data prepare movielens-100k" in str(caught.value)
+    from nas.doctor import data_check
+
+    check = data_check(fresh_cache)  # `nas doctor` says so too, with the same command
+    assert not check.ok and "movielens-100k" in check.found
+    assert check.fix == "nas data prepare movielens-100k"
     prepare_dataset("movielens-100k", fresh_cache)
     assert not load_dataset("movielens-100k", fresh_cache).problems()
+    assert data_check(fresh_cache).ok
 
 
 def test_split_checksum_depends_on_assignment():
