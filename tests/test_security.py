@@ -79,8 +79,11 @@ def test_a_local_search_listens_on_loopback_or_behind_its_token(tmp_path: Path) 
         exposed = [s for s in sockets if not _loopback(s[1])]
         gcs = [s for s in exposed if s[0] == "gcs_server"]
         assert gcs, f"expected Ray's GCS among the exposed sockets: {sockets}"
-        # a neighbour dialling the GCS over the network, without the token, is refused
+        # a neighbour dialling the GCS over the network, without the token, is refused. Ray's
+        # client retries a refused connection 20 times, a second apart; 3 tries say the same
+        # (a GCS that let it in would answer the first).
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+        env["RAY_NUM_REDIS_GET_RETRIES"] = "3"
         for mode in (
             {"RAY_AUTH_MODE": "disabled"},
             {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "x"},

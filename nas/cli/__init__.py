@@ -24,6 +24,7 @@ a training run that diverges exits 1.
 from __future__ import annotations
 
 import argparse
+import gc
 
 from rich.markup import escape
 
@@ -51,6 +52,19 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[yellow]interrupted[/]")
         return 130
     return code or 0
+
+
+def entry() -> int:
+    """The ``nas`` script: ``main``, then ``gc.freeze()`` before the interpreter exits.
+
+    At exit Python collects garbage over every object still alive, and a search leaves
+    torch's, Ray's and MLflow's object graphs behind: those collections took 2.1-2.4 s of a
+    finished ``nas submit`` and 0.3-0.5 s of a ``nas list`` (measured on 2 cores). Frozen
+    objects are skipped by the collector; they are still freed, and atexit handlers still
+    run. Not in ``main``, which tests and scripts call in a process that lives on."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

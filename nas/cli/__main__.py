@@ -2,6 +2,6 @@
 
 import sys
 
-from nas.cli import main
+from nas.cli import entry
 
-sys.exit(main())
+sys.exit(entry())
