@@ -4,7 +4,7 @@
     Controller.run()      ray.init -> the strategy's setup jobs, if any (supernet or DNAS
                           training, ``nas/setup_jobs.py``) -> Tuner(trainable, search_alg=ask
                           the strategy, callbacks=record each outcome) -> fit -> the search's
-                          final status
+                          final status recorded -> ray.shutdown
 
 Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
 candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
@@ -215,12 +215,14 @@ class Controller:
         search = self.registry.claim(self.search)
         status, message = "failed", None
         heartbeat = Heartbeat(self.registry, search.id)
+        started_ray = False
         try:
             trials = self.begin(search)
             remaining = self._time_left(search)
             total = self._total()
             finished = sum(t.status in FINISHED for t in trials)
             self.reporter.start(search, total, finished)
+            started_ray = init_ray(self.plan.ray_address)
             self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
         except KeyboardInterrupt:
@@ -232,7 +234,13 @@ class Controller:
         finally:
             heartbeat.stop()
             self.reporter.stop()
+            # The record first, then Ray: after a SIGTERM to the whole process group (what
+            # systemd sends) Ray's processes are gone and its shutdown can hang for a minute.
             search = self._close(search, status, message, time.time() - start)
+            if started_ray:
+                import ray
+
+                ray.shutdown()
         return search
 
     def _total(self) -> int:
@@ -264,26 +272,19 @@ class Controller:
 
     def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
         """The strategy's setup jobs (if any), then the candidates, on one Ray session."""
-        import ray
-
         from nas.setup_jobs import SetupPhase
 
         deadline = None if time_budget_s is None else time.time() + time_budget_s
-        started_ray = init_ray(self.plan.ray_address)
-        try:
-            self.setup_stop = SetupPhase(self).run(deadline)
-            if self.setup_stop is None:
-                offered = self.strategy.offers()  # in all, sessions before this one included
-                searched = self.config.budget.candidates
-                if offered is not None:
-                    searched = min(searched, offered)
-                self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
-                self._reuse_baselines()
-                left = None if deadline is None else max(1.0, deadline - time.time())
-                self._fit(search, left)
-        finally:
-            if started_ray:
-                ray.shutdown()
+        self.setup_stop = SetupPhase(self).run(deadline)
+        if self.setup_stop is None:
+            offered = self.strategy.offers()  # in all, sessions before this one included
+            searched = self.config.budget.candidates
+            if offered is not None:
+                searched = min(searched, offered)
+            self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
+            self._reuse_baselines()
+            left = None if deadline is None else max(1.0, deadline - time.time())
+            self._fit(search, left)
 
     def _fit(self, search: Search, time_budget_s: float | None) -> None:
         from ray import tune

@@ -203,17 +203,8 @@ class RetrainController(Controller):
         return TrialData.from_prepared(self.plan.dataset, "test", TRAIN_ON[self.retrain.train_on])
 
     def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
-        import ray
-
-        from nas.tune_glue import init_ray
-
-        started_ray = init_ray(self.plan.ray_address)
-        try:
-            self.reporter.phase("retraining", self._total())
-            self._fit(search, None)
-        finally:
-            if started_ray:
-                ray.shutdown()
+        self.reporter.phase("retraining", self._total())
+        self._fit(search, None)
 
     def next_config(self, tune_id: str) -> dict[str, Any] | None:
         if self.poll_cancel():

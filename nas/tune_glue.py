@@ -5,11 +5,14 @@ whom they stopped). Each hook only forwards to the controller."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import secrets
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,12 +70,13 @@ def init_ray(address: str | None) -> bool:
         # Folders, not module objects: Ray's client (ray://) pickles the runtime_env.
         modules = [str(Path(m.__file__).parent) for m in (nas, blocks, search_spaces, workers)]
         try:
-            ray.init(
-                address=address,
-                runtime_env={"py_modules": modules},
-                logging_level=logging.WARNING,
-                log_to_driver=False,
-            )
+            with _sigterm_kept():
+                ray.init(
+                    address=address,
+                    runtime_env={"py_modules": modules},
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
+                )
         except (ConnectionError, RuntimeError, ValueError) as err:  # Ray's own, on joining
             reason = " ".join(str(err).split())[:300]
             raise NasError(f"cannot join the Ray cluster at {address}: {reason}") from None
@@ -81,15 +85,30 @@ def init_ray(address: str | None) -> bool:
     reap_orphans()
     os.environ[DRIVER_MARK] = str(os.getpid())  # inherited by every Ray process it starts
     temp = private_temp_dir()
-    ray.init(
-        num_cpus=os.cpu_count(),
-        include_dashboard=False,
-        _temp_dir=str(temp),
-        _node_ip_address="127.0.0.1",
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
+    with _sigterm_kept():
+        ray.init(
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            _temp_dir=str(temp),
+            _node_ip_address="127.0.0.1",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
     return True
+
+
+@contextlib.contextmanager
+def _sigterm_kept():
+    """Keep this process's answer to SIGTERM across ``ray.init``, which sets it to
+    ``sys.exit``: a search stopped that way was recorded as failed, with no reason, and Ray's
+    own C++ handler then printed a stack dump and aborted the process (``nas.cli.signals``
+    says what the CLI answers)."""
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if kept is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, kept)
 
 
 def _require_token() -> None:

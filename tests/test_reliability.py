@@ -8,6 +8,7 @@ Everything runs for real: `nas` in subprocesses, a local Ray, sqlite stores, Mov
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sqlite3
@@ -170,6 +171,37 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     (reason,) = retried[0].timings["retried_after"]
     assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
     assert "retrying" in err
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_whole_process_group_stops_the_search_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    """What systemd, Slurm or a container runtime sends: SIGTERM to every process, Ray's own
+    included. Ray's handler used to exit the driver mid-search (recorded as failed, then a
+    C++ stack dump and an abort), or a minute's wait on the dead Ray left it 'running'."""
+    runs = tmp_path / "runs"
+    path = write_search(tmp_path, candidates=2, steps=3000, baselines="false")
+    submit = start_submit(runs, path, start_new_session=True)
+    try:
+        search = wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+        ray_processes = _marked(submit.pid)
+        assert ray_processes, "the search started Ray"
+        time.sleep(1)
+        os.killpg(submit.pid, signal.SIGTERM)
+        _, err = submit.communicate(timeout=45)
+    finally:
+        if submit.poll() is None:
+            os.killpg(submit.pid, signal.SIGKILL)
+            submit.communicate()
+    assert submit.returncode == 130, err
+    assert "Traceback" not in err and "SIGTERM received" not in err, err
+    assert f"continue it with: nas resume {search.id}" in err
+    search = registry_of(runs).get_search(search.id)
+    assert search.status == "interrupted" and search.pid is None
+    assert {t.status for t in registry_of(runs).trials(search.id)} == {"cancelled"}
+    time.sleep(1)
+    assert not [p for p in ray_processes if p.is_running() and p.status() != "zombie"]
 
 
 def _tune_workers(driver: int) -> list[psutil.Process]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from nas.cli.flags import integer, open_registry, registry_flag
 from nas.cli.render import console, emit_json, out
+from nas.cli.signals import stop_on_sigterm
 from nas.errors import ConfigError, NasError
 
 
@@ -85,7 +85,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     _say(search.id, url, args.json, "its pareto.html is among the run's artifacts; Ctrl-C stops")
     if args.open:
         webbrowser.open(url)
-    signal.signal(signal.SIGTERM, _interrupt)  # a supervisor's stop ends the UI too
+    stop_on_sigterm()  # a supervisor's stop ends the UI too
     try:
         process.wait()
     except KeyboardInterrupt:
@@ -99,7 +99,3 @@ def _say(search_id: str, url: str, as_json: bool, note: str | None = None) -> No
     else:
         out.print(f"{search_id}: {url}" + (f"\n({note})" if note else ""), soft_wrap=True)
     sys.stdout.flush()  # a script reading the URL must not wait for the server to end
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt

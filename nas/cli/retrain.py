@@ -131,7 +131,10 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
         message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
         registry.update_search(search.id, status=status, message=message, pid=None)
         raise
-    search = controller.run()
+    try:
+        search = controller.run()
+    except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the controller recorded it
+        search = registry.get_search(search.id)
     report = retrain_report(config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     registered = controller.registered.to_dict() if controller.registered else None

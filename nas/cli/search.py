@@ -15,6 +15,7 @@ from rich.table import Table
 
 from nas.cli.flags import integer, open_registry, registry_flag
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
+from nas.cli.signals import stop_on_sigterm
 from nas.errors import ConfigError, NasError
 from nas.registry.models import FINISHED
 from nas.reporter import Reporter
@@ -124,10 +125,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def run_search(registry, search, checked, args: argparse.Namespace) -> int:
-    """Run the search in the foreground; exit code 130 when Ctrl-C stopped it early."""
+    """Run the search in the foreground; exit code 130 when Ctrl-C (or SIGTERM) stopped it
+    early."""
     from nas.controller import Controller
     from nas.summary import summarize
 
+    stop_on_sigterm()
     if checked.config.retrain is not None:
         from nas.cli.retrain import run_retrain
 
@@ -148,7 +151,10 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
         message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
         registry.update_search(search.id, status=status, message=message, pid=None)
         raise
-    search = controller.run()
+    try:
+        search = controller.run()
+    except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the controller recorded it
+        search = registry.get_search(search.id)
     summary = summarize(checked.config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     if args.json:
