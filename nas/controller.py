@@ -236,11 +236,13 @@ class Controller:
             self.reporter.stop()
             # The record first, then Ray: after a SIGTERM to the whole process group (what
             # systemd sends) Ray's processes are gone and its shutdown can hang for a minute.
-            search = self._close(search, status, message, time.time() - start)
-            if started_ray:
-                import ray
+            try:
+                search = self._close(search, status, message, time.time() - start)
+            finally:
+                if started_ray:
+                    import ray
 
-                ray.shutdown()
+                    ray.shutdown()
         return search
 
     def _total(self) -> int:
@@ -708,8 +710,10 @@ class Controller:
             pid=None,
         )
         if self.search.mlflow_run_id:  # None when MLflow could not be reached
-            self._log_end(search)
-            self.tracker.end_search(search.mlflow_run_id, status)
+            try:
+                self._log_end(search)
+            finally:  # the run says how the search ended, even if its front failed to log
+                self.tracker.end_search(search.mlflow_run_id, status)
         return search
 
     def _log_end(self, search: Search) -> None:

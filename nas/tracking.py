@@ -103,7 +103,8 @@ class Tracker:
 
         try:
             return fn(*args, **kwargs)
-        except (MlflowException, SQLAlchemyError) as err:  # the latter: a store's database
+        # SQLAlchemy's: a store's database; OSError: its artifacts' folder (a full disk).
+        except (MlflowException, SQLAlchemyError, OSError) as err:
             # A database error's message goes on with its SQL statement and parameters.
             reason = str(getattr(err, "message", None) or err).strip().splitlines()[0]
             raise TrackingError(f"MLflow at {self.uri}: could not {what}: {reason}") from None

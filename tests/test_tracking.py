@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from nas.spec import ArchSpec
-from nas.tracking import Tracker, flatten_config, flatten_spec
+from nas.tracking import Tracker, TrackingError, flatten_config, flatten_spec
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
 
@@ -98,3 +98,15 @@ def test_experiments_are_marked_as_model_training(tracker: Tracker) -> None:
     for experiment_id in (made, older):
         tags = tracker.client.get_experiment(experiment_id).tags
         assert tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_an_artifacts_folder_that_cannot_be_written_is_named_in_one_line(tmp_path: Path) -> None:
+    """A full disk, or a file where the artifacts' folder should be: the OSError MLflow's
+    local artifact store raises is a ``TrackingError``, not a traceback."""
+    blocked = tmp_path / "artifacts"
+    blocked.write_text("a file, not a folder\n")
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", blocked)
+    experiment = tracker.experiment("exp")
+    with pytest.raises(TrackingError, match="could not log config.json: .*Errno") as raised:
+        tracker.start_search(experiment, "exp-1", {"strategy": {"name": "random"}})
+    assert "\n" not in str(raised.value)
