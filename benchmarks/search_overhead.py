@@ -2,7 +2,8 @@
 
 Method: run a real search (`nas submit --json`, default examples/searches/ctr_quick.yaml,
 the demo's settings) in a fresh runs folder, then read each trial's timestamps from the
-registry. A candidate's *work* is training plus evaluation (what any NAS tool must spend).
+registry. A candidate's *work* is training plus evaluation, the validation checks at its
+rungs and for select_best included (what any NAS tool must spend).
 Everything else is overhead, split by where it goes:
 
     ray       suggested -> started in a worker, plus reported -> seen by the controller
@@ -56,7 +57,8 @@ def run_search(config: Path, runs: Path, candidates: int | None) -> tuple[dict, 
 def trial_breakdown(trial) -> dict:
     t, m = trial.timings, trial.metrics
     worker = t["finished_at"] - t["started_at"]
-    work = m["train_seconds"] + m["eval_seconds"]
+    # training, the final evaluation, and the validation checks at rungs / for select_best
+    work = m["train_seconds"] + m["eval_seconds"] + m.get("check_seconds", 0.0)
     return {
         "trial": trial.number,
         "label": trial.label or trial.arch_id[:12],

@@ -123,6 +123,9 @@ class TrialResult:
     best_step: int | None = None
     # the FP8 probe's plan (a search with an fp8-dispatch objective): its latencies, sites
     fp8: dict | None = None
+    # validation checks while training (rungs, select_best) and each rung report's hand-over
+    # to Tune: neither train_seconds nor eval_seconds
+    check_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -287,6 +290,7 @@ def evaluate(
                     rungs=list(validation.rungs),
                     checks=list(validation.checks),
                     best_step=figures.get("best_step"),
+                    check_seconds=validation.paused + now - began,
                 )
             )
         validation.paused += time.perf_counter() - began  # a rung report waits for Tune
@@ -324,6 +328,7 @@ def evaluate(
         checks=validation.checks if validation is not None else [],
         best_step=validation.best["step"] if validation and validation.best else None,
         fp8=fp8,
+        check_seconds=paused,
     )
     return replace(final, seconds=time.perf_counter() - start)
 
