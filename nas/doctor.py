@@ -93,19 +93,19 @@ def mlflow_check(uri: str | None) -> Check:
 
 
 def data_check(cache_dir: Path | None) -> Check:
-    from nas.data import DATASETS, default_cache_dir
+    from nas.data import DATASETS, default_cache_dir, prepare_command
     from nas.data.prepared import open_prepared
 
     cache = cache_dir or default_cache_dir()
-    prepared = {name: open_prepared(cache / name) for name in DATASETS}
-    prepared = {name: found for name, found in prepared.items() if found is not None}
+    opened = {name: open_prepared(cache / name) for name in DATASETS}
+    prepared = {name: found for name, found in opened.items() if found is not None}
     damaged = [name for name, found in prepared.items() if found.problems()]  # checksums
     if damaged:
         return Check(
             "data",
             False,
             f"damaged in {cache}: {', '.join(damaged)} (a file missing or changed)",
-            f"nas data prepare {damaged[0]}",
+            prepare_command(damaged[0]),
         )
     ready = list(prepared)
     if not ready:

@@ -111,6 +111,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 
 def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
+    from nas.cli.search import run_controller
     from nas.retrain import RetrainController
     from nas.retrain_report import retrain_report
 
@@ -124,17 +125,7 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
             highlight=False,
         )
     reporter = Reporter() if args.json else RetrainReporter()
-    try:
-        controller = RetrainController(registry, search, checked, reporter)
-    except BaseException as err:
-        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        registry.update_search(search.id, status=status, message=message, pid=None)
-        raise
-    try:
-        search = controller.run()
-    except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the controller recorded it
-        search = registry.get_search(search.id)
+    controller, search = run_controller(registry, search, RetrainController, checked, reporter)
     report = retrain_report(config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     registered = controller.registered.to_dict() if controller.registered else None

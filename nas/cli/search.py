@@ -144,17 +144,7 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
             f"{checked.config.budget.steps} steps each, on {checked.config.dataset}",
             highlight=False,
         )
-    try:
-        controller = Controller(registry, search, checked, reporter)
-    except BaseException as err:  # nothing ran: the search ends here, resumable
-        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        registry.update_search(search.id, status=status, message=message, pid=None)
-        raise
-    try:
-        search = controller.run()
-    except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: the controller recorded it
-        search = registry.get_search(search.id)
+    _, search = run_controller(registry, search, Controller, checked, reporter)
     summary = summarize(checked.config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
     if args.json:
@@ -163,6 +153,24 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
     print_front(search, summary)
     _print_ending(search)
     return code
+
+
+def run_controller(registry, search, controller_class, checked, reporter):
+    """Make the controller of ``search`` and run it: (the controller, the search as it
+    ended). However it ends, the registry says how: a controller that cannot be made ends
+    the search there (resumable); a second Ctrl-C or SIGTERM, which the controller
+    recorded as it stopped, returns the search as recorded."""
+    try:
+        controller = controller_class(registry, search, checked, reporter)
+    except BaseException as err:  # nothing ran: the search ends here, resumable
+        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        registry.update_search(search.id, status=status, message=message, pid=None)
+        raise
+    try:
+        return controller, controller.run()
+    except KeyboardInterrupt:
+        return controller, registry.get_search(search.id)
 
 
 class ProgressReporter(Reporter):

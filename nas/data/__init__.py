@@ -31,6 +31,7 @@ __all__ = [
     "Schema",
     "default_cache_dir",
     "load_dataset",
+    "prepare_command",
     "prepare_dataset",
 ]
 
@@ -161,6 +162,12 @@ def prepare_dataset(
     return write_prepared(root, arrays, manifest), False
 
 
+def prepare_command(name: str) -> str:
+    """The command that (re)builds the cache of dataset ``name``."""
+    source = " --source FILE" if dataset_info(name).needs_source else ""
+    return f"nas data prepare {name}{source}"
+
+
 def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     """The prepared dataset ``name``, preparing it with its defaults if it is not cached."""
     info = dataset_info(name)
@@ -168,14 +175,11 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     if existing is not None:
         problems = existing.problems()  # its checksums: 0.3 s for MovieLens-1M
         if problems:
-            source = " --source FILE" if info.needs_source else ""
             raise NasError(
                 f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "
-                f"again: nas data prepare {name}{source}"
+                f"again: {prepare_command(name)}"
             )
         return existing
     if info.needs_source:
-        raise NasError(
-            f"dataset {name!r} is not prepared; run: nas data prepare {name} --source FILE"
-        )
+        raise NasError(f"dataset {name!r} is not prepared; run: {prepare_command(name)}")
     return prepare_dataset(name, cache_dir)[0]
