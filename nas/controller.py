@@ -53,6 +53,7 @@ from nas.tune_glue import (
     StrategySearcher,
     WorkerCrash,
     init_ray,
+    shutdown_ray,
     tune_scheduler,
 )
 from search_spaces.base import SearchSpace
@@ -240,9 +241,7 @@ class Controller:
                 search = self._close(search, status, message, time.time() - start)
             finally:
                 if started_ray:
-                    import ray
-
-                    ray.shutdown()
+                    shutdown_ray()
         return search
 
     def _total(self) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from nas.registry import display_status
 from tests.test_registry import _dead_pid
 from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
 
@@ -177,11 +178,27 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
 def test_sigterm_to_the_whole_process_group_stops_the_search_as_interrupted(
     tmp_path: Path,
 ) -> None:
-    """What systemd, Slurm or a container runtime sends: SIGTERM to every process, Ray's own
-    included. Ray's handler used to exit the driver mid-search (recorded as failed, then a
-    C++ stack dump and an abort), or a minute's wait on the dead Ray left it 'running'."""
-    runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=2, steps=3000, baselines="false")
+    """What systemd, Slurm, `timeout` or a container runtime sends: SIGTERM to every process,
+    Ray's own included. Ray's handler used to exit the driver mid-search (recorded as failed,
+    then a C++ stack dump and an abort), or a minute's wait on the dead Ray left it 'running'.
+
+    The signals race: when the raylet's death reaches the driver's Ray core before the
+    driver's handler runs, Ray ends the driver itself (exit 1, measured 1-2 runs in 10); the
+    search then reads as crashed or interrupted, resumable. So each try must end one of those
+    two ways, and at least one of three must show the answer recnas gives."""
+    outcomes = []
+    for attempt in range(3):
+        outcomes.append(_sigterm_the_group(tmp_path / f"try{attempt}"))
+        if outcomes[-1] == 130:
+            return
+    pytest.fail(f"Ray ended the driver first in every try: exit codes {outcomes}")
+
+
+def _sigterm_the_group(folder: Path) -> int:
+    """One search stopped by a group-wide SIGTERM while a candidate trains: its exit code."""
+    folder.mkdir()
+    runs = folder / "runs"
+    path = write_search(folder, candidates=2, steps=3000, baselines="false")
     submit = start_submit(runs, path, start_new_session=True)
     try:
         search = wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
@@ -194,16 +211,23 @@ def test_sigterm_to_the_whole_process_group_stops_the_search_as_interrupted(
         if submit.poll() is None:
             os.killpg(submit.pid, signal.SIGKILL)
             submit.communicate()
-    assert submit.returncode == 130, err
     assert "Traceback" not in err and "SIGTERM received" not in err, err
-    assert f"continue it with: nas resume {search.id}" in err
     search = registry_of(runs).get_search(search.id)
+    if submit.returncode == 1:  # Ray ended the driver before its handler ran
+        assert display_status(search) in ("interrupted", "crashed"), search.status
+        for process in ray_processes:  # what the next search's start reaps (reap_orphans)
+            if _alive(process):
+                process.kill()
+        return 1
+    assert submit.returncode == 130, err
+    assert f"continue it with: nas resume {search.id}" in err
     assert search.status == "interrupted" and search.pid is None
     assert {t.status for t in registry_of(runs).trials(search.id)} == {"cancelled"}
     deadline = time.time() + 10  # the last of Ray's processes may take a moment to exit
     while (alive := [p for p in ray_processes if _alive(p)]) and time.time() < deadline:
         time.sleep(0.2)
-    assert not alive, [p.name() for p in alive if _alive(p)]
+    assert not alive, [" ".join(p.cmdline()) for p in alive if _alive(p)]
+    return 130
 
 
 def _alive(process: psutil.Process) -> bool:
