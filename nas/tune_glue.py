@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import secrets
+import shutil
 import signal
 import tempfile
 import threading
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 # <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
 MAX_RAY_TEMP_LEN = 107 - 62
 DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
+THROWAWAY_PREFIX = "recnas-ray-"  # Ray's folder in /tmp when the runs folder's path is long
 RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
 
 
@@ -84,7 +86,9 @@ def init_ray(address: str | None) -> bool:
         return True
     _require_token()
     reap_orphans()
+    global _throwaway_temp
     temp = private_temp_dir()
+    _throwaway_temp = None if temp.parent == runs_dir() / "ray" else temp.parent
     with _sigterm_kept(), _marked_as_ours():
         ray.init(
             num_cpus=os.cpu_count(),
@@ -104,8 +108,18 @@ def shutdown_ray() -> None:
     after 60 s), out of reach of Ray's shutdown."""
     import ray
 
+    global _throwaway_temp
     ray.shutdown()
     _reap(lambda driver: driver == os.getpid())
+    if _throwaway_temp is not None:  # Ray's logs and sockets in /tmp: no one would find them
+        shutil.rmtree(_throwaway_temp, ignore_errors=True)
+        _throwaway_temp = None
+
+
+# The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
+# long for Ray's sockets (``private_temp_dir``); None when Ray's files are under the runs
+# folder, where they stay for the user to read.
+_throwaway_temp: Path | None = None
 
 
 @contextlib.contextmanager
@@ -162,10 +176,19 @@ def reap_orphans() -> None:
     """Kill what a killed search left of its local Ray. Ray's reaper stops the GCS and raylet
     when the driver dies, but its dashboard and runtime-env agents live on (a minute or more,
     one still listening). They carry ``DRIVER_MARK`` in their environment: any of this user's
-    processes whose marked driver is gone is an orphan."""
+    processes whose marked driver is gone is an orphan. Its throwaway folder in /tmp, whose
+    session folders are named after their driver's pid, goes too."""
     import psutil
 
     _reap(lambda driver: not psutil.pid_exists(driver))
+    for folder in Path(tempfile.gettempdir()).glob(f"{THROWAWAY_PREFIX}*"):
+        drivers = [s.name.rpartition("_")[2] for s in folder.glob("r/session_*_*")]
+        try:
+            ours = folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if ours and drivers and not any(d.isdigit() and psutil.pid_exists(int(d)) for d in drivers):
+            shutil.rmtree(folder, ignore_errors=True)  # what ``shutdown_ray`` never got to
 
 
 def _reap(is_left: Callable[[int], bool]) -> None:
@@ -198,7 +221,7 @@ def private_temp_dir() -> Path:
         private.mkdir(parents=True, exist_ok=True)
         private.chmod(0o700)
     else:
-        private = Path(tempfile.mkdtemp(prefix="recnas-ray-"))
+        private = Path(tempfile.mkdtemp(prefix=THROWAWAY_PREFIX))
     return private / "r"
 
 

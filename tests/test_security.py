@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nas.tune_glue import DRIVER_MARK
+from nas.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
 from tests.test_search import env_for, start_submit, wait_for, write_search
 
 INTRUDER = """
@@ -108,12 +108,18 @@ def test_a_local_search_listens_on_loopback_or_behind_its_token(tmp_path: Path) 
         assert not home_token.exists() or token not in home_token.read_text()
         assert not any(token in p.read_text(errors="ignore") for p in runs.glob("*") if p.is_file())
         # Ray's session files are in a folder private to this user
-        log_dir = next(a for a in gcs_process.cmdline() if a.startswith("--log_dir="))
-        temp = Path(log_dir.removeprefix("--log_dir=")).parent.parent  # what Ray was given
-        assert temp.parent.stat().st_mode & 0o077 == 0, f"{temp.parent} is open to others"
+        temp = _ray_temp(processes)
+        assert temp.stat().st_mode & 0o077 == 0, f"{temp} is open to others"
     finally:
         submit.kill()
         submit.communicate()
+
+
+def _ray_temp(processes: list[psutil.Process]) -> Path:
+    """The private folder around the temp folder that the search gave its local Ray."""
+    gcs_process = next(p for p in processes if p.name() == "gcs_server")
+    log_dir = next(a for a in gcs_process.cmdline() if a.startswith("--log_dir="))
+    return Path(log_dir.removeprefix("--log_dir=")).parent.parent.parent  # .../r/session_*/logs
 
 
 @pytest.mark.slow
@@ -124,6 +130,7 @@ def test_what_a_killed_search_leaves_of_ray_is_reaped_by_the_next_start(tmp_path
     driver = submit.pid
     before = _search_processes(driver)[1:]
     assert before, "the search started Ray processes"
+    temp = _ray_temp(before)
     os.kill(driver, signal.SIGKILL)
     submit.communicate()
     # the next start on this machine (any search) reaps whatever outlived the driver
@@ -136,6 +143,8 @@ def test_what_a_killed_search_leaves_of_ray_is_reaped_by_the_next_start(tmp_path
         time.sleep(0.2)
     left = [p for p in before if _alive(p)]
     assert not left, f"left running after the driver died: {[p.pid for p in left]}"
+    # tmp_path is too long for Ray's sockets: its files went to a folder in /tmp, now gone
+    assert temp.name.startswith(THROWAWAY_PREFIX) and not temp.exists(), temp
     subprocess.run(  # the search itself is resumable: not stuck
         [sys.executable, "-m", "nas.cli", "list"], env=env_for(runs), check=True, timeout=60
     )

@@ -8,6 +8,7 @@ set (CI sets it: there, a missing server is a failure, not a skip).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -173,7 +174,10 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rc")  # short: Ray's socket paths must stay < 108 bytes
     ray = str(Path(sys.executable).parent / "ray")
-    env = {**env_for(tmp_path / "runs"), "RAY_AUTH_MODE": "disabled"}
+    # Every process of this cluster carries the mark, so that the end stops these and no
+    # other Ray on the machine (`ray stop` would end every local search running beside it).
+    mark = f"cluster-{port}-{os.getpid()}"
+    env = {**env_for(tmp_path / "runs"), "RAY_AUTH_MODE": "disabled", CLUSTER_MARK: mark}
 
     def ray_start(*args: str) -> None:
         subprocess.run(
@@ -208,5 +212,32 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         assert not (runs / "ray").exists(), "a cluster search must not start a local Ray"
         registry.engine.dispose()
     finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop_marked(mark)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+CLUSTER_MARK = "RECNAS_TEST_CLUSTER"
+
+
+def _stop_marked(mark: str) -> None:
+    """SIGTERM, then after 10 s SIGKILL, to every process whose environment holds ``mark``."""
+    import psutil
+
+    def marked() -> list[psutil.Process]:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if process.environ().get(CLUSTER_MARK) == mark:
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+    processes = marked()
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(processes, timeout=10)
+    for process in alive + marked():
+        with contextlib.suppress(psutil.Error):
+            process.kill()
