@@ -25,7 +25,14 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from nas.early_stopping import DEFAULT_EVAL_ROWS
 from nas.errors import ConfigError, config_error_from_pydantic, shown
@@ -40,19 +47,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class SpaceConfig(Strict):
+class Named(Strict):
+    """A registered thing chosen by name, with its options: ``{name: ..., options: {...}}``,
+    or the name alone (``space: ctr_stack``) where the defaults will do."""
+
     name: str
     options: dict[str, Any] = {}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _name_alone(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
-class StrategyConfig(Strict):
+
+class SpaceConfig(Named):
+    pass
+
+
+class StrategyConfig(Named):
     name: str = "evolution"
-    options: dict[str, Any] = {}
 
 
-class SchedulerConfig(Strict):
-    name: str  # asha | median (nas/early_stopping.py)
-    options: dict[str, Any] = {}
+class SchedulerConfig(Named):
+    pass  # asha | median (nas/early_stopping.py)
 
 
 class ObjectiveConfig(Strict):

@@ -7,6 +7,7 @@ User input (a spec, a config, a data file, a CLI flag) is checked with these, ne
 from __future__ import annotations
 
 import difflib
+import typing
 from collections.abc import Iterable
 
 
@@ -82,17 +83,37 @@ def config_error_from_pydantic(
             message += f"; valid fields here: {', '.join(valid)}"
     elif first["type"] == "missing":
         message = "is required"
+    elif first["type"] == "model_type":  # pydantic's words name our class
+        found = _model_at(model, first["loc"]) if model is not None else None
+        message = "must be a mapping" if found is None else _mapping_of(found)
     if first["loc"] and first["type"] not in ("missing", "extra_forbidden", "value_error"):
         message += f" (got {shown(first['input'])})"
     return ConfigError(field.lstrip("."), message).within(prefix, source)
 
 
-def _fields_at(model, loc: tuple) -> list[str] | None:
-    """The field names of the (nested) pydantic model found at ``loc`` inside ``model``."""
+def _mapping_of(model) -> str:
+    """What a field holding ``model`` takes, in a user's words."""
+    fields = f"a mapping of {', '.join(model.model_fields)}"
+    return f"must be a name or {fields}" if "name" in model.model_fields else f"must be {fields}"
+
+
+def _model_at(model, loc: tuple):
+    """The (nested) pydantic model found at ``loc`` inside ``model`` (``X | None`` read as
+    ``X``), or None."""
     for part in loc:
+        if isinstance(part, int):  # an item of a list, whose model the list's field named
+            continue
         info = getattr(model, "model_fields", {}).get(part)
         if info is None:
             return None
         model = info.annotation
-    fields = getattr(model, "model_fields", None)
-    return list(fields) if fields else None
+        models = [a for a in typing.get_args(model) if hasattr(a, "model_fields")]
+        if len(models) == 1:
+            model = models[0]
+    return model if hasattr(model, "model_fields") else None
+
+
+def _fields_at(model, loc: tuple) -> list[str] | None:
+    """The field names of the (nested) pydantic model found at ``loc`` inside ``model``."""
+    found = _model_at(model, loc)
+    return list(found.model_fields) if found is not None and found.model_fields else None

@@ -34,6 +34,24 @@ def test_defaults() -> None:
     ]
 
 
+def test_a_name_alone_stands_for_the_name_with_default_options() -> None:
+    short = validate_config(
+        {"name": "t", "space": "ctr_stack", "strategy": "random", "scheduler": "asha"}
+    )
+    full = validate_config(
+        {
+            "name": "t",
+            "space": {"name": "ctr_stack", "options": {}},
+            "strategy": {"name": "random"},
+            "scheduler": {"name": "asha"},
+        }
+    )
+    assert short == full
+    assert short.to_dict()["space"] == {"name": "ctr_stack", "options": {}}
+    with pytest.raises(ConfigError, match=r"space.name: unknown search space 'ctr'"):
+        validate_config({"name": "t", "space": "ctr"})
+
+
 def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text("name: t\nspace: {name: ctr_stack}\nbudget: {candidates: 5}\n")
@@ -71,6 +89,15 @@ def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
         ),
         ({"dataset": "movielens"}, "dataset", "Did you mean 'movielens-1m'"),
         ({"bugdet": {}}, "bugdet", "valid fields here: name, dataset"),
+        (
+            {"objectives": ["ne", {"name": "flops", "max": 3}]},
+            "objectives[1].max",
+            "valid fields here: name, direction",
+        ),
+        ({"space": ["ctr_stack"]}, "space", "must be a name or a mapping of name, options"),
+        ({"scheduler": 5}, "scheduler", "must be a name or a mapping of name, options"),
+        ({"budget": 5}, "budget", "must be a mapping of candidates, steps"),
+        ({"objectives": [5]}, "objectives[0]", "must be a name or a mapping of name, direction"),
         ({"resources": {"concurrency": 0}}, "resources.concurrency", "greater than or equal"),
         ({"name": "has space"}, "name", "is not a search name: use 1-100 letters"),
         ({"train": {"precision": "fp16"}}, "train.precision", "'fp32' or 'bf16'"),
