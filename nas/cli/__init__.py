@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 
 from rich.markup import escape
 
@@ -61,9 +62,14 @@ def entry() -> int:
     torch's, Ray's and MLflow's object graphs behind: those collections took 2.1-2.4 s of a
     finished ``nas submit`` and 0.3-0.5 s of a ``nas list`` (measured on 2 cores). Frozen
     objects are skipped by the collector; they are still freed, and atexit handlers still
-    run. Not in ``main``, which tests and scripts call in a process that lives on."""
+    run. Not in ``main``, which tests and scripts call in a process that lives on.
+
+    Not after Triton was loaded (torch's optimizers import it, through ``torch._dynamo``):
+    its nanobind bindings print a screenful of "leaked instance" warnings at exit for the
+    objects the collector did not free."""
     code = main()
-    gc.freeze()
+    if "triton" not in sys.modules:
+        gc.freeze()
     return code
 
 
