@@ -58,6 +58,11 @@ TARGETS = {"dlrm": 1.5, "dcnv2": 1.5, "deepfm": 1.5}  # the others: 1.3
 NE_TOLERANCE = 0.002
 
 
+def _fields_of(fused: torch.Tensor | None, cardinalities: tuple[int, ...]) -> list:
+    """Each field's rows of a fused table, or None per field when there is none."""
+    return list(fused.split(cardinalities)) if fused is not None else [None] * len(cardinalities)
+
+
 class PerFieldEmbedding(nn.Module):
     """Categorical ids [B, F] -> [B, F, D], one table per field: dense and freshly drawn, or
     sparse and cut from a fused table (``fused``: its weights, fields one after another)."""
@@ -69,11 +74,11 @@ class PerFieldEmbedding(nn.Module):
             nn.Embedding(size, dim, sparse=sparse) for size in cardinalities
         )
         with torch.no_grad():
-            for i, table in enumerate(self.tables):
-                if sparse:
-                    table.weight.copy_(fused.split(cardinalities)[i])
-                else:
+            for table, rows in zip(self.tables, _fields_of(fused, cardinalities), strict=True):
+                if rows is None:
                     nn.init.normal_(table.weight, std=INIT_STD)
+                else:
+                    table.weight.copy_(rows)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return torch.stack([table(ids[:, i]) for i, table in enumerate(self.tables)], dim=1)
