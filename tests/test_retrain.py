@@ -61,6 +61,14 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched) -> Non
         assert (r["ne_minus_best_baseline"] is None) == (r["label"] == best)
     status = json.loads(nas(runs, "status", report["id"], "--json").stdout)
     assert status["status"] == "completed" and status["rows"] == rows
+    table = subprocess.run(  # the table, in an 80-column terminal: nothing cut short
+        [sys.executable, "-m", "nas.cli", "status", report["id"]],
+        env={**env_for(runs), "COLUMNS": "80"}, cwd=REPO, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert "…" not in table, table
+    assert any(line.rstrip().endswith("on train, 2 seeds") for line in table.splitlines()), table
+    for label in (r["label"] for r in rows if r["picked_as"] == ["baseline"]):
+        assert any(line.split()[:2] == [label, "baseline"] for line in table.splitlines()), table
     # Showing a retrain reads the registry only: no torch, Ray or MLflow loaded.
     script = (
         f"import sys; from nas.cli import main; code = main(['status', {report['id']!r}]); "

@@ -158,17 +158,18 @@ def print_retrain(report) -> None:
     difference from the best baseline."""
     title = (
         f"retrain of {report.of}: test split, {report.steps} steps on {report.train_on}, "
-        f"{report.seeds} seeds (mean ± std)"
+        f"{report.seeds} seeds"
     )
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("architecture", "picked as", "NE (± std)", "AUC", "FLOPs"):
+    for column in ("architecture", "picked as", "NE (mean ± std)", "AUC", "FLOPs"):
         table.add_column(
             column,
             justify="left" if column in ("architecture", "picked as") else "right",
             no_wrap=column != "picked as",
+            min_width=len("baseline") if column == "picked as" else None,
         )
     best = report.best_baseline or "best baseline"
-    table.add_column(f"NE - {best} (95% CI)", justify="right", no_wrap=True)
+    table.add_column(f"NE - {best}\n(95% CI)", justify="right", no_wrap=True)
     for row in report.rows:
         ne, auc = row.metrics["ne"], row.metrics["auc"]
         diff = "-"
