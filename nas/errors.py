@@ -78,9 +78,9 @@ def config_error_from_pydantic(
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
-        valid = _fields_at(model, first["loc"][:-1]) if model is not None else None
-        if valid:
-            message += f"; valid fields here: {', '.join(valid)}"
+        found = _model_at(model, first["loc"][:-1]) if model is not None else None
+        if found is not None and found.model_fields:
+            message += f"; valid fields here: {', '.join(found.model_fields)}"
     elif first["type"] == "missing":
         message = "is required"
     elif first["type"] == "model_type":  # pydantic's words name our class
@@ -111,9 +111,3 @@ def _model_at(model, loc: tuple):
         if len(models) == 1:
             model = models[0]
     return model if hasattr(model, "model_fields") else None
-
-
-def _fields_at(model, loc: tuple) -> list[str] | None:
-    """The field names of the (nested) pydantic model found at ``loc`` inside ``model``."""
-    found = _model_at(model, loc)
-    return list(found.model_fields) if found is not None and found.model_fields else None

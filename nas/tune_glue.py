@@ -39,6 +39,10 @@ MAX_RAY_TEMP_LEN = 107 - 62
 DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
 THROWAWAY_PREFIX = "recnas-ray-"  # Ray's folder in /tmp when the runs folder's path is long
 RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
+# The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
+# long for Ray's sockets (``private_temp_dir``); None when Ray's files are under the runs
+# folder, where they stay for the user to read.
+_throwaway_temp: Path | None = None
 
 
 def init_ray(address: str | None) -> bool:
@@ -114,12 +118,6 @@ def shutdown_ray() -> None:
     if _throwaway_temp is not None:  # Ray's logs and sockets in /tmp: no one would find them
         shutil.rmtree(_throwaway_temp, ignore_errors=True)
         _throwaway_temp = None
-
-
-# The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
-# long for Ray's sockets (``private_temp_dir``); None when Ray's files are under the runs
-# folder, where they stay for the user to read.
-_throwaway_temp: Path | None = None
 
 
 @contextlib.contextmanager

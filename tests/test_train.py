@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -145,6 +146,7 @@ def test_a_model_without_a_sequence_learns_the_same_without_the_history(ml100k):
     assert losses[0] == losses[1]
 
 
+@functools.cache
 def _throughput_benchmark():
     path = Path(__file__).parent.parent / "benchmarks" / "train_throughput.py"
     spec = importlib.util.spec_from_file_location("train_throughput", path)
