@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 from pathlib import Path
@@ -67,45 +68,96 @@ def test_embeddings_get_lazy_adam_and_only_touched_rows_move(ml100k):
     assert moved.any() and not (moved & ~touched).any()
 
 
-@pytest.mark.parametrize("dense_sum", [False, True])
-@pytest.mark.parametrize("bag", [False, True])
-def test_rowwise_adam_follows_sparse_adam(bag: bool, dense_sum: bool):
-    """Repeated ids in a batch, rows never touched, padding rows (bag): the same trajectory
-    as torch's SparseAdam, to float rounding, over many steps; the touched rows found by
-    coalescing the gradient or by summing it into a dense buffer."""
-    generator = torch.Generator().manual_seed(1)
-    make = (
-        (lambda: torch.nn.EmbeddingBag(60, 5, sparse=True, padding_idx=0))
-        if bag
-        else (lambda: torch.nn.Embedding(60, 5, sparse=True))
-    )
-    ours, theirs = make(), make()
+class _Tables(torch.nn.Module):
+    """Sparse tables of two row widths: a bag with a padding row, a table looked up only
+    every other step (its Adam step count falls behind the others')."""
+
+    def __init__(self):
+        super().__init__()
+        self.plain = torch.nn.Embedding(60, 5, sparse=True)
+        self.bag = torch.nn.EmbeddingBag(60, 5, sparse=True, padding_idx=0)
+        self.sometimes = torch.nn.Embedding(30, 5, sparse=True)
+        self.narrow = torch.nn.Embedding(20, 3, sparse=True)
+
+    def forward(self, ids: torch.Tensor, step: int) -> torch.Tensor:
+        out = self.plain(ids).sum() + self.bag(ids).square().sum() + self.narrow(ids % 20).sum()
+        return out + (self.sometimes(ids % 30).square().sum() if step % 2 == 0 else 0)
+
+
+def _rowwise_and_sparse_adam(generator, steps: int, dense_below: float, resume_at=None):
+    """(ours, theirs): _Tables trained by RowwiseAdam and by SparseAdam from the same start;
+    with ``resume_at``, ours is rebuilt from its state dicts at that step."""
+    torch.manual_seed(0)
+    ours, theirs = _Tables(), _Tables()
     theirs.load_state_dict(ours.state_dict())
-    steppers = [
-        (
-            ours,
-            RowwiseAdam(
-                ours.parameters(),
-                lr=0.02,
-                betas=(0.8, 0.99),
-                eps=1e-6,
-                dense_below=1e9 if dense_sum else 0.0,
-            ),
-        ),
-        (theirs, torch.optim.SparseAdam(theirs.parameters(), lr=0.02, betas=(0.8, 0.99), eps=1e-6)),
+    settings = {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6}
+    optimizers = [
+        RowwiseAdam(ours.parameters(), dense_below=dense_below, **settings),
+        torch.optim.SparseAdam(theirs.parameters(), **settings),
     ]
-    for _ in range(50):
+    for step in range(steps):
+        if step == resume_at:
+            saved = (ours.state_dict(), optimizers[0].state_dict())
+            ours = _Tables()
+            ours.load_state_dict(saved[0])
+            optimizers[0] = RowwiseAdam(ours.parameters(), dense_below=dense_below, **settings)
+            optimizers[0].load_state_dict(saved[1])
         ids = torch.randint(0, 40, (16, 3), generator=generator)  # rows 40-59: never touched
-        target = torch.randn(16, 3 if not bag else 1, 5, generator=generator).squeeze(1)
-        for module, optimizer in steppers:
+        for module, optimizer in zip((ours, theirs), optimizers, strict=True):
             optimizer.zero_grad()
-            out = module(ids)
-            ((out - target) ** 2).sum().backward()
+            module(ids, step).backward()
             optimizer.step()
-    torch.testing.assert_close(ours.weight, theirs.weight, rtol=0, atol=1e-5)
-    assert torch.equal(ours.weight[40:], theirs.weight[40:])
-    state = steppers[0][1].state[ours.weight]
-    assert state["step"] == 50 and not state["exp_avg"][40:].any()
+    return ours, theirs, optimizers[0]
+
+
+@pytest.mark.parametrize("dense_sum", [False, True])
+def test_rowwise_adam_follows_sparse_adam(dense_sum: bool):
+    """Several tables in one optimizer, of two row widths; repeated ids in a batch, rows
+    never touched, padding rows (bag), a table that misses steps: the same trajectory as
+    torch's SparseAdam, to float rounding, over many steps; the touched rows found by
+    coalescing the gradient or by summing it into a dense buffer."""
+    ours, theirs, optimizer = _rowwise_and_sparse_adam(
+        torch.Generator().manual_seed(1), 50, dense_below=1e9 if dense_sum else 0.0
+    )
+    for name, weight in theirs.named_parameters():
+        torch.testing.assert_close(ours.get_parameter(name), weight, rtol=0, atol=1e-5)
+    assert torch.equal(ours.plain.weight[40:], theirs.plain.weight[40:])
+    state = optimizer.state
+    assert (
+        state[ours.plain.weight]["step"] == 50
+        and not state[ours.plain.weight]["exp_avg"][40:].any()
+    )
+    assert state[ours.sometimes.weight]["step"] == 25
+
+
+def test_rowwise_adam_resumes_from_its_state_dict_as_if_unbroken():
+    unbroken, _, _ = _rowwise_and_sparse_adam(torch.Generator().manual_seed(2), 30, 8.0)
+    resumed, _, _ = _rowwise_and_sparse_adam(torch.Generator().manual_seed(2), 30, 8.0, 13)
+    for name, weight in unbroken.named_parameters():
+        assert torch.equal(resumed.get_parameter(name), weight), name
+
+
+def test_rowwise_adam_rewinds_to_a_state_dict_after_it_has_stepped():
+    torch.manual_seed(0)
+    module = _Tables()
+    optimizer = RowwiseAdam(module.parameters(), lr=0.02)
+    generator = torch.Generator().manual_seed(3)
+
+    def run(steps: int) -> dict[str, torch.Tensor]:
+        for step in range(steps):
+            optimizer.zero_grad()
+            module(torch.randint(0, 40, (16, 3), generator=generator), step).backward()
+            optimizer.step()
+        return {k: v.clone() for k, v in module.state_dict().items()}
+
+    run(5)
+    saved = copy.deepcopy((module.state_dict(), optimizer.state_dict(), generator.get_state()))
+    ahead = run(5)
+    module.load_state_dict(saved[0])
+    optimizer.load_state_dict(saved[1])
+    generator.set_state(saved[2])
+    again = run(5)
+    assert all(torch.equal(again[k], ahead[k]) for k in ahead)
 
 
 def test_divergence_is_reported(ml100k):
