@@ -160,6 +160,28 @@ def test_rowwise_adam_rewinds_to_a_state_dict_after_it_has_stepped():
     assert all(torch.equal(again[k], ahead[k]) for k in ahead)
 
 
+def test_rowwise_adam_steps_a_table_whose_data_was_replaced():
+    """The tables are views of one buffer; a table given new data after the optimizer was
+    made (``module.to``, an assignment to ``.data``) is still the one stepped."""
+    torch.manual_seed(0)
+    ours, theirs = _Tables(), _Tables()
+    theirs.load_state_dict(ours.state_dict())
+    optimizers = [
+        RowwiseAdam(ours.parameters(), lr=0.02),
+        torch.optim.SparseAdam(theirs.parameters(), lr=0.02),
+    ]
+    ours.plain.weight.data = ours.plain.weight.data.clone()
+    generator = torch.Generator().manual_seed(4)
+    for step in range(5):
+        ids = torch.randint(0, 40, (16, 3), generator=generator)
+        for module, optimizer in zip((ours, theirs), optimizers, strict=True):
+            optimizer.zero_grad()
+            module(ids, step).backward()
+            optimizer.step()
+    for name, weight in theirs.named_parameters():
+        torch.testing.assert_close(ours.get_parameter(name), weight, rtol=0, atol=1e-6)
+
+
 def test_divergence_is_reported(ml100k):
     model = build_model(ArchSpec.load(SPECS / "deepfm.json"), ml100k.schema)
     with torch.no_grad():

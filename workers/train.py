@@ -98,10 +98,11 @@ class RowwiseAdam(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
         index = len(self.param_groups) - 1
-        by_layout: dict[tuple, list[torch.Tensor]] = {}
-        for param in self.param_groups[index]["params"]:
-            by_layout.setdefault((param.dtype, param.device, param.shape[1:]), []).append(param)
-        self._tables += [_Tables(index, params) for params in by_layout.values()]
+        by_layout: dict[tuple, dict[int, torch.Tensor]] = {}
+        for param in self.param_groups[index]["params"]:  # a table listed twice: once
+            layout = (param.dtype, param.device, param.shape[1:])
+            by_layout.setdefault(layout, {})[id(param)] = param
+        self._tables += [_Tables(index, list(params.values())) for params in by_layout.values()]
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
@@ -123,13 +124,19 @@ class _Tables:
         self.starts = [0]
         for param in params:
             self.starts.append(self.starts[-1] + len(param))
-        if len(params) == 1:
-            self.weights = params[0].detach()
-        else:
-            self.weights = torch.cat([param.detach() for param in params])
-            for param, rows in zip(params, self._ranges(self.weights), strict=True):
-                param.data = rows
+        self.bind_weights()
         self.exp_avg = self.exp_avg_sq = None  # bound at the first step
+
+    def bind_weights(self) -> None:
+        """The tables' weights as views of one buffer (again, if a table's ``data`` was
+        replaced since, as ``module.to`` or an assignment to ``.data`` do)."""
+        if len(self.params) == 1:
+            self.weights = self.params[0].detach()
+        else:
+            self.weights = torch.cat([param.detach() for param in self.params])
+            for param, rows in zip(self.params, self._ranges(self.weights), strict=True):
+                param.data = rows
+        self.pointers = [param.data_ptr() for param in self.params]
 
     def _ranges(self, buffer: torch.Tensor) -> list[torch.Tensor]:
         return [buffer[a:b] for a, b in zip(self.starts, self.starts[1:], strict=False)]
@@ -151,6 +158,8 @@ class _Tables:
         stepped = [i for i, p in enumerate(self.params) if p.grad is not None and p.grad._nnz() > 0]
         if not stepped:
             return
+        if [param.data_ptr() for param in self.params] != self.pointers:
+            self.bind_weights()
         if self.exp_avg is None:
             self.bind_state(state)
         # Adam's bias correction counts each table's own steps: tables that missed a step
