@@ -178,7 +178,8 @@ class _Tables:
         one's summed gradient."""
         grads = [self.params[i].grad for i in tables]
         if len(self.weights) >= dense_below * sum(g._nnz() for g in grads):
-            ids = torch.cat([self.params[i].grad._indices()[0] + self.starts[i] for i in tables])
+            starts = [self.starts[i] for i in tables]
+            ids = torch.cat([g._indices()[0] + a for g, a in zip(grads, starts, strict=True)])
             values = torch.cat([g._values() for g in grads])
             sparse = torch.sparse_coo_tensor(
                 ids.unsqueeze(0), values, self.weights.shape, check_invariants=False
