@@ -231,7 +231,9 @@ def main() -> int:
                 ne_at(spec, dataset, data, valid, args.ne_steps, seed, args)
                 for seed in range(args.ne_seeds if args.ne_steps else 0)
             ]
-            ne = {"recnas": [o for o, _ in by_seed], "plain": [p for _, p in by_seed]}
+            ne = None  # or each side's validation NE, per seed
+            if by_seed:
+                ne = {"recnas": [o for o, _ in by_seed], "plain": [p for _, p in by_seed]}
         rows.append(
             {
                 "spec": label,
@@ -240,7 +242,7 @@ def main() -> int:
                 "ratio": statistics.median(ratios),
                 "ratio_range": [min(ratios), max(ratios)],  # the rounds': this machine's noise
                 "target": TARGETS.get(label, 1.3),
-                "ne": ne if by_seed else None,  # validation NE per seed
+                "ne": ne,
             }
         )
     if args.json:
