@@ -19,16 +19,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from nas.cli.flags import whole_number
 from nas.data import load_dataset
 from workers.next_item import NextItemConfig, UserSequences, evaluate, fit
 
 SEQUENCE_DATASETS = ("movielens-1m", "movielens-100k")  # per-user rating sequences, timed
-
-
-def positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 PUBLISHED = {  # on MovieLens-1M
@@ -40,8 +35,8 @@ PUBLISHED = {  # on MovieLens-1M
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="movielens-1m", choices=SEQUENCE_DATASETS)
-    parser.add_argument("--epochs", type=positive_int, default=50)
-    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--epochs", type=whole_number(1), default=50)
+    parser.add_argument("--threads", type=whole_number(1), default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     console = Console()

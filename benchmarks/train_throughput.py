@@ -48,6 +48,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from blocks.embedding import INIT_STD, Embedding
+from nas.cli.flags import whole_number
 from nas.config import TRAIN_PRECISIONS
 from nas.data import load_dataset
 from nas.model import build_model
@@ -198,12 +199,12 @@ def _ne_cell(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="movielens-1m")
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--warmup", type=int, default=15)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--ne-steps", type=int, default=2000)
-    parser.add_argument("--ne-seeds", type=int, default=1, help="seeds the NE check averages")
+    parser.add_argument("--steps", type=whole_number(1), default=150)
+    parser.add_argument("--warmup", type=whole_number(0), default=15)
+    parser.add_argument("--rounds", type=whole_number(1), default=4)
+    parser.add_argument("--batch-size", type=whole_number(1), default=1024)
+    parser.add_argument("--ne-steps", type=whole_number(0), default=2000, help="0: no NE check")
+    parser.add_argument("--ne-seeds", type=whole_number(1), default=1, help="NE check's seeds")
     parser.add_argument("--precision", choices=TRAIN_PRECISIONS, default="fp32")
     parser.add_argument("--specs", nargs="+", choices=NAMES, default=NAMES, metavar="SPEC")
     parser.add_argument("--json", action="store_true")

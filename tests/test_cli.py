@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nas.cli.flags import whole_number
 from nas.spec import ArchSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,3 +139,13 @@ def test_no_command_prints_help():
     assert done.returncode == 2 and "train" in done.stdout
     done = nas("data")
     assert done.returncode == 2 and "prepare" in done.stdout and "usage: nas data" in done.stdout
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "x", "1.5", "9" * 5000])
+def test_a_whole_number_flag_refuses_what_is_not_one_at_its_minimum(text):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"expected an integer"):
+        whole_number(1)(text)
+
+
+def test_a_whole_number_flag_takes_its_minimum_and_above():
+    assert whole_number(0)("0") == 0 and whole_number(1)("12") == 12

@@ -20,6 +20,19 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {shown(text)}") from None
 
 
+def whole_number(minimum: int):
+    """The type of an integer flag that must be at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        value = integer(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its message
+    return parse
+
+
 def number(text: str) -> float:
     """A finite number flag's value."""
     try:
