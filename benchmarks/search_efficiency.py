@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from nas.cli.flags import number, whole_number
+
 REPO = Path(__file__).resolve().parent.parent
 # NE, FLOPs per example: just worse than any member of this space at this budget (the
 # worst NE seen is 0.81, nearly every member is under 1M FLOPs). A looser point such as the
@@ -80,9 +82,9 @@ ONE_PENALTY = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=_positive(float), default=8.0, help="per strategy")
-    parser.add_argument("--steps", type=_positive(int), default=800, help="per candidate")
-    parser.add_argument("--candidates", type=_positive(int), default=40, help="at most")
+    parser.add_argument("--minutes", type=_positive_number, default=8.0, help="per strategy")
+    parser.add_argument("--steps", type=whole_number(1), default=800, help="per candidate")
+    parser.add_argument("--candidates", type=whole_number(1), default=40, help="at most")
     parser.add_argument(
         "--dataset", default="movielens-1m", choices=["movielens-1m", "movielens-100k"]
     )
@@ -378,15 +380,11 @@ def slug(name: str) -> str:
     return "-".join("".join(c if c.isalnum() else " " for c in name).split())
 
 
-def _positive(kind):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse names the type in its message
-    return parse
+def _positive_number(text: str) -> float:
+    value = number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
 
 
 if __name__ == "__main__":
