@@ -14,6 +14,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 
 console = Console(stderr=True)  # progress and messages; stdout carries results
 
@@ -56,16 +57,19 @@ def format_value(name: str, value) -> str:
 def progress_bar(fields: str = "{task.fields[note]}", eta: bool = True) -> Progress:
     """The commands' one progress-bar look: description, bar, done/total, ``fields`` (a
     task's own figures), elapsed and, with ``eta``, the time left."""
+    # Below ~130 columns a 40-wide bar pushed the times off the line ("0:00:… eta 0:0…"
+    # at 80): there the bar takes what the other columns leave.
+    narrow = console.width < 130
     columns = [
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=None, table_column=Column(ratio=1)) if narrow else BarColumn(),
         MofNCompleteColumn(),
         TextColumn(fields),
         TimeElapsedColumn(),
     ]
     if eta:
         columns += [TextColumn("eta"), TimeRemainingColumn()]
-    return Progress(*columns, console=console)
+    return Progress(*columns, console=console, expand=narrow)
 
 
 def status_text(status: str) -> str:
