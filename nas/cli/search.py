@@ -217,8 +217,9 @@ class ProgressReporter(Reporter):
             self.progress.stop_task(bar)
 
     def trial_started(self, trial) -> None:
-        label = trial.label or trial.arch_id[:8]
-        self.progress.update(self.task, description=f"stand-alone training {label}")
+        # Short, so the bar and the times fit an 80-column terminal (the candidate's label
+        # sat here: with several training at once it named only the last one started).
+        self.progress.update(self.task, description="candidates")
 
     def trial_retried(self, trial, reason: str) -> None:
         label = trial.label or trial.arch_id[:8]
@@ -230,12 +231,11 @@ class ProgressReporter(Reporter):
         first = summary.objectives[0]
         best = summary.best.get(first)
         best_text = f"best {first} {best:.4f}" if best is not None else "best -"
-        stopped = f"stopped {summary.counts['stopped']}  " if summary.counts["stopped"] else ""
+        counts = [f"{s} {summary.counts[s]}" for s in ("failed", "stopped") if summary.counts[s]]
         self.progress.update(
             self.task,
             completed=sum(summary.counts[s] for s in FINISHED),
-            note=f"failed {summary.counts['failed']}  {stopped}{best_text}  "
-            f"front {len(summary.front)}",
+            note="  ".join([*counts, best_text, f"front {len(summary.front)}"]),
         )
         if trial.status == "failed":
             first_line = (trial.error or "").splitlines()[0] if trial.error else ""
