@@ -1,6 +1,7 @@
 """Reading the files users hand to recnas (search YAML, spec JSON), with limits that turn any
 malformed, binary, huge or hostile file into one clear ``ConfigError``:
 
+    require_file(path, flag)   a regular file, or an error saying what is there instead
     read_text(path)    UTF-8 text of at most MAX_FILE_BYTES
     parse_yaml(text)   YAML mappings without duplicate keys, nested at most MAX_DEPTH
     parse_json(text)   the same for JSON
@@ -23,6 +24,17 @@ from nas.errors import ConfigError
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a search config or a spec is a few hundred bytes
 MAX_DEPTH = 32  # the deepest real config nests 5 levels
 MAX_VALUES = 100_000  # values in one document, YAML aliases expanded
+
+
+def require_file(path: Path, flag: str) -> None:
+    """A ``ConfigError`` on ``flag`` unless ``path`` is a regular file, saying what it is."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise ConfigError(flag, f"{path} is a folder, not a file")
+    if path.exists():
+        raise ConfigError(flag, f"{path} is not a regular file")
+    raise ConfigError(flag, f"no file at {path}")
 
 
 def read_text(path: Path, what: str) -> str:

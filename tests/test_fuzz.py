@@ -220,3 +220,22 @@ def test_fuzzed_flags_are_refused_in_one_paragraph(
     if "usage:" not in err:  # argparse's own refusal is two lines: usage, then the error
         _check_refusal(code, err, runs)
     assert "Traceback" not in err and len(err) < 2_000
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "device"])
+@pytest.mark.parametrize(
+    "command",
+    [["predict", "models:/ranker@prod", "--input"], ["fp8", "probe", "x.json", "--weights"]],
+)
+def test_a_path_that_is_not_a_file_is_named_for_what_it_is(
+    command: list[str], kind: str, runs: Path, tmp_path: Path, capsys
+) -> None:
+    path, words = {
+        "missing": (tmp_path / "rows.jsonl", "no file at"),
+        "folder": (tmp_path, "is a folder, not a file"),
+        "device": (Path("/dev/null"), "is not a regular file"),
+    }[kind]
+    code = main([*command, str(path)])
+    err = capsys.readouterr().err
+    _check_refusal(code, err, runs)
+    assert code == 2 and f"{command[-1]}: " in err and words in " ".join(err.split()), err

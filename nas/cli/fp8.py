@@ -14,6 +14,7 @@ from nas.cli.flags import integer, number
 from nas.cli.render import console, emit_json, out
 from nas.errors import ConfigError
 from nas.objectives import PROBE_ROWS, PROBE_THRESHOLD
+from nas.user_files import require_file
 
 
 def add_commands(commands) -> None:
@@ -58,8 +59,8 @@ def cmd_probe(args: argparse.Namespace) -> None:
         raise ConfigError("--threshold", f"must be in [0, 1), got {args.threshold}")
     if args.target not in GPU_TARGETS:
         raise ConfigError("--target", f"must be one of {', '.join(GPU_TARGETS)} (FP8 GPUs)")
-    if args.weights is not None and not args.weights.is_file():
-        raise ConfigError("--weights", f"no file at {args.weights}")
+    if args.weights is not None:
+        require_file(args.weights, "--weights")
     spec = ArchSpec.load(args.spec)
     endpoints.local_tracking_uri()  # where the probe logs: checked before the training
     quiet = nullcontext() if args.json else None

@@ -19,6 +19,7 @@ from rich.table import Table
 from nas.cli.flags import open_registry, registry_flag
 from nas.cli.render import console, emit_json, out
 from nas.errors import ConfigError
+from nas.user_files import require_file
 
 FORMATS = ("torch-export", "torchscript")
 
@@ -125,8 +126,7 @@ def print_registered(registered) -> None:
 def read_rows(path: str) -> list[dict]:
     """Rows from JSON lines or CSV (by the file's suffix); ``ConfigError`` names the line."""
     file = Path(path)
-    if not file.is_file():
-        raise ConfigError("--input", f"no file at {file}")
+    require_file(file, "--input")
     suffix = file.suffix.lower()
     if suffix not in (".jsonl", ".json", ".csv"):
         raise ConfigError("--input", f"{file}: use a .jsonl (JSON lines) or .csv file")
