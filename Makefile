@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 # Two tests at a time: the end-to-end ones spend much of their time waiting on Ray and
-# subprocesses, so two on 2 cores finish the suite in 12-20 minutes instead of 23-26.
+# subprocesses, so two on 2 cores finish the suite in 12-21 minutes instead of 23-26.
 PYTEST := $(BIN)/python -m pytest -n 2 --dist worksteal
 
 test: setup
