@@ -232,9 +232,11 @@ def main() -> int:
                 ne_at(spec, dataset, data, valid, args.ne_steps, seed, args)
                 for seed in range(args.ne_seeds if args.ne_steps else 0)
             ]
-            ne = None  # or each side's validation NE, per seed
-            if by_seed:
-                ne = {"recnas": [o for o, _ in by_seed], "plain": [p for _, p in by_seed]}
+            ne = (  # each side's validation NE, per seed
+                {"recnas": [o for o, _ in by_seed], "plain": [p for _, p in by_seed]}
+                if by_seed
+                else None
+            )
         rows.append(
             {
                 "spec": label,
