@@ -132,6 +132,8 @@ def mlflow_server(postgres: str):
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
+            # MLflow's job runner (GenAI jobs) is not what a search needs: 8 processes fewer.
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )
     uri = f"http://127.0.0.1:{port}"
     try:
