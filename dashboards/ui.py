@@ -69,7 +69,7 @@ def _ui_environment() -> dict[str, str]:
     """One person's UI on loopback: MLflow's server defaults are for a shared one. Its four
     web workers and its job runner (a Huey consumer and its workers, for GenAI jobs a
     search never starts) made 14 processes that used 40 CPU seconds in their first 15 and
-    answered in 12-14 s; one worker and no job runner: 1 process, 6.6 CPU seconds, 6.6 s
+    answered in 12-14 s; one worker and no job runner: 1 process, 5-7 CPU seconds, 5-7 s
     (2 cores, 2026-12-02). A user's own MLFLOW_SERVER_ENABLE_JOB_EXECUTION wins."""
     return {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
 

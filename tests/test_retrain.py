@@ -20,8 +20,8 @@ from mlflow import MlflowClient
 
 from tests.test_search import REPO, env_for, nas, registry_of, write_search
 
-# One worker runs the whole module: its module fixture (a real search, a server) is built
-# once, not once per xdist worker that takes one of its tests.
+# One worker runs the whole module: its module fixture (a real search) runs once, not once per
+# xdist worker that takes one of its tests.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retrain")]
 
 

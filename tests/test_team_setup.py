@@ -27,7 +27,7 @@ from mlflow import MlflowClient
 from nas.registry import Registry
 from tests.test_search import REPO, env_for, nas, start_submit, write_search
 
-# One worker runs the whole module: its module fixture (a real search, a server) is built
+# One worker runs the whole module: its module fixtures (Postgres, an MLflow server) start
 # once, not once per xdist worker that takes one of its tests.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team_setup")]
 
