@@ -6,6 +6,7 @@ something is wrong, what to do. Nothing is created or upgraded: a doctor only lo
     mlflow     the tracking store answers
     data       which datasets are prepared in the cache
     runs       the runs folder can be written
+    kernels    the C kernels the trainer uses on CPU are built, or can be (else it is slower)
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ def runs_check() -> Check:
     return Check("runs", True, f"{folder}")
 
 
+def kernels_check() -> Check:
+    from kernels import _native
+
+    usable, found = _native.status("rowwise_adam")
+    found = f"rowwise_adam (the embeddings' optimizer): {found}"
+    if usable:
+        return Check("kernels", True, found)
+    fix = "unset RECNAS_NATIVE_KERNELS" if not _native.enabled() else "install gcc (or set CC)"
+    # Training works without it, on its PyTorch path (slower): not a failure.
+    return Check("kernels", True, f"{found}; training uses the slower PyTorch path", fix)
+
+
 def run_checks(
     address: str | None, registry_url: str | None, tracking_uri: str | None, cache: Path | None
 ) -> list[Check]:
@@ -132,6 +145,7 @@ def run_checks(
         "mlflow": lambda: mlflow_check(tracking_uri),
         "data": lambda: data_check(cache),
         "runs": runs_check,
+        "kernels": kernels_check,
     }
     found = []
     for name, check in checks.items():

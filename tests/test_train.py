@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernels import rowwise_adam
 from nas.data import PrepareRequest, prepare_dataset
 from nas.errors import ConfigError, TrainingError
 from nas.model import build_model
@@ -17,6 +18,8 @@ from nas.spec import ArchSpec
 from workers.train import RowwiseAdam, TrainConfig, lr_scale, make_optimizers, train
 from workers.train import evaluate as evaluate_rows
 from workers.trial import TrialData, evaluate
+
+NEEDS_KERNEL = pytest.mark.skipif(not rowwise_adam.native_available(), reason="no C compiler here")
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
 
@@ -84,16 +87,18 @@ class _Tables(torch.nn.Module):
         return out + (self.sometimes(ids % 30).square().sum() if step % 2 == 0 else 0)
 
 
-def _rowwise_and_sparse_adam(generator, steps: int, dense_below: float, resume_at=None):
+def _rowwise_and_sparse_adam(
+    generator, steps: int, dense_below: float, resume_at=None, backend: str = "auto"
+):
     """(ours, theirs): _Tables trained by RowwiseAdam and by SparseAdam from the same start;
     with ``resume_at``, ours is rebuilt from its state dicts at that step."""
     torch.manual_seed(0)
     ours, theirs = _Tables(), _Tables()
     theirs.load_state_dict(ours.state_dict())
-    settings = {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6}
+    settings = {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6, "backend": backend}
     optimizers = [
         RowwiseAdam(ours.parameters(), dense_below=dense_below, **settings),
-        torch.optim.SparseAdam(theirs.parameters(), **settings),
+        torch.optim.SparseAdam(theirs.parameters(), **without_backend(settings)),
     ]
     for step in range(steps):
         if step == resume_at:
@@ -110,14 +115,26 @@ def _rowwise_and_sparse_adam(generator, steps: int, dense_below: float, resume_a
     return ours, theirs, optimizers[0]
 
 
-@pytest.mark.parametrize("dense_sum", [False, True])
-def test_rowwise_adam_follows_sparse_adam(dense_sum: bool):
+def without_backend(settings: dict) -> dict:
+    return {k: v for k, v in settings.items() if k != "backend"}
+
+
+# The C kernel, and the PyTorch reference finding the touched rows by coalescing the
+# gradient or by summing it into a dense buffer.
+BACKENDS = [
+    pytest.param("native", 8.0, id="native", marks=NEEDS_KERNEL),
+    pytest.param("torch", 0.0, id="torch-coalesce"),
+    pytest.param("torch", 1e9, id="torch-dense-sum"),
+]
+
+
+@pytest.mark.parametrize(("backend", "dense_below"), BACKENDS)
+def test_rowwise_adam_follows_sparse_adam(backend: str, dense_below: float):
     """Several tables in one optimizer, of two row widths; repeated ids in a batch, rows
     never touched, padding rows (bag), a table that misses steps: the same trajectory as
-    torch's SparseAdam, to float rounding, over many steps; the touched rows found by
-    coalescing the gradient or by summing it into a dense buffer."""
+    torch's SparseAdam, to float rounding, over many steps."""
     ours, theirs, optimizer = _rowwise_and_sparse_adam(
-        torch.Generator().manual_seed(1), 50, dense_below=1e9 if dense_sum else 0.0
+        torch.Generator().manual_seed(1), 50, dense_below=dense_below, backend=backend
     )
     for name, weight in theirs.named_parameters():
         torch.testing.assert_close(ours.get_parameter(name), weight, rtol=0, atol=1e-5)
@@ -130,9 +147,11 @@ def test_rowwise_adam_follows_sparse_adam(dense_sum: bool):
     assert state[ours.sometimes.weight]["step"] == 25
 
 
-def test_rowwise_adam_resumes_from_its_state_dict_as_if_unbroken():
-    unbroken, _, _ = _rowwise_and_sparse_adam(torch.Generator().manual_seed(2), 30, 8.0)
-    resumed, _, _ = _rowwise_and_sparse_adam(torch.Generator().manual_seed(2), 30, 8.0, 13)
+@pytest.mark.parametrize(("backend", "dense_below"), BACKENDS)
+def test_rowwise_adam_resumes_from_its_state_dict_as_if_unbroken(backend, dense_below):
+    generator = functools.partial(torch.Generator().manual_seed, 2)
+    unbroken, _, _ = _rowwise_and_sparse_adam(generator(), 30, dense_below, backend=backend)
+    resumed, _, _ = _rowwise_and_sparse_adam(generator(), 30, dense_below, 13, backend)
     for name, weight in unbroken.named_parameters():
         assert torch.equal(resumed.get_parameter(name), weight), name
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kernels import rowwise_adam
 from nas.config import TRAIN_PRECISIONS
 from nas.data.schema import Features
 from nas.errors import ConfigError, TrainingError
@@ -68,29 +69,26 @@ class RowwiseAdam(torch.optim.Optimizer):
 
     Written here because SparseAdam does the update with sparse-tensor arithmetic (two
     ``sparse_mask`` and three sparse additions per table per step): profiled on
-    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. Here each step finds the
-    rows touched and their summed gradients, gathers those rows' weights and moments, runs
-    torch's fused Adam kernel over them (one pass, where element-wise ops took nine over the
-    whole table) and scatters them back.
+    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. The step itself is
+    ``kernels.rowwise_adam.step_rows``: a C kernel that sums each touched row's gradient and
+    updates its weights and moments in two passes, or, where no C compiler is at hand, its
+    PyTorch reference (gather the touched rows, torch's fused Adam kernel, scatter).
 
     Tables of one layout (dtype, device, row width) are held as row ranges of one buffer
-    (``_Tables``: each parameter's ``data`` becomes a view of it), so that all of them are
-    updated by one gather, one kernel and one scatter, not one of each per table: 1.3 ->
-    1.0 ms a step for MovieLens-1M's three tables in a DCNv2 step. Finding the rows:
-
-    - tables with fewer than ``dense_below`` rows per id the batch looked up (MovieLens'
-      tables together are smaller than one batch's lookups) sum the gradient into a dense
-      buffer and mark the rows looked up: no sort.
-    - larger tables (Criteo's millions of rows) coalesce the gradient (a sort).
-
-    The fused kernel is Adam's (``torch.optim.Adam(fused=True)``'s), whose bias correction
-    divides ``sqrt(v)`` where SparseAdam's multiplies the step: the same update once ``eps``
-    is scaled by ``1/sqrt(1 - beta2^t)``. It is called as ``torch._fused_adam_``: the public
-    functional wrapper's checks cost 25 us per table per step. ``tests/test_train.py`` holds
-    both ways of finding the rows to SparseAdam's trajectory.
+    (``_Tables``: each parameter's ``data`` becomes a view of it), and their Adam moments
+    likewise, so that the reference updates all of them with one gather, one kernel and one
+    scatter, not one of each per table. ``backend``: "auto" (the C kernel where it builds),
+    "native" or "torch" (``kernels.rowwise_adam.BACKENDS``). ``tests/test_train.py`` holds
+    both backends, and both of the reference's ways of finding the rows (``dense_below``),
+    to SparseAdam's trajectory.
     """
 
-    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, dense_below=8.0):
+    def __init__(
+        self, params, lr: float, betas=(0.9, 0.999), eps=1e-8, dense_below=8.0, backend="auto"
+    ):
+        if backend not in rowwise_adam.BACKENDS:
+            raise ValueError(f"backend must be one of {rowwise_adam.BACKENDS}, got {backend!r}")
+        self.backend = backend
         self._tables: list[_Tables] = []  # filled by add_param_group, which __init__ calls
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})
         self.dense_below = dense_below
@@ -112,7 +110,8 @@ class RowwiseAdam(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         for tables in self._tables:
-            tables.step(self.param_groups[tables.group], self.state, self.dense_below)
+            group = self.param_groups[tables.group]
+            tables.step(group, self.state, self.dense_below, self.backend)
 
 
 class _Tables:
@@ -126,6 +125,7 @@ class _Tables:
             self.starts.append(self.starts[-1] + len(param))
         self.bind_weights()
         self.exp_avg = self.exp_avg_sq = None  # bound at the first step
+        self.slots = None  # the C kernel's row map, made at its first step
 
     def bind_weights(self) -> None:
         """The tables' weights as views of one buffer (again, if a table's ``data`` was
@@ -154,7 +154,7 @@ class _Tables:
                 state[param][key] = rows
             setattr(self, key, buffer)
 
-    def step(self, group: dict, state: dict, dense_below: float) -> None:
+    def step(self, group: dict, state: dict, dense_below: float, backend: str) -> None:
         stepped = [i for i, p in enumerate(self.params) if p.grad is not None and p.grad._nnz() > 0]
         if not stepped:
             return
@@ -162,63 +162,29 @@ class _Tables:
             self.bind_weights()
         if self.exp_avg is None:
             self.bind_state(state)
+        if self.slots is None and backend != "torch" and rowwise_adam.native_available():
+            self.slots = rowwise_adam.slots_for(self.weights)
         # Adam's bias correction counts each table's own steps: tables that missed a step
         # (no id looked up) are updated apart from the others.
         by_count: dict[int, list[int]] = {}
         for i in stepped:
             by_count.setdefault(state[self.params[i]]["step"], []).append(i)
         for count, tables in by_count.items():
-            rows, grad = self._touched_rows(tables, dense_below)
-            self._update_rows(group, count + 1, rows, grad)
+            rowwise_adam.step_rows(
+                self.weights,
+                self.exp_avg,
+                self.exp_avg_sq,
+                [(self.starts[i], self.params[i].grad) for i in tables],
+                lr=group["lr"],
+                betas=group["betas"],
+                eps=group["eps"],
+                step=count + 1,
+                slots=self.slots,
+                dense_below=dense_below,
+                backend=backend,
+            )
             for i in tables:
                 state[self.params[i]]["step"] = count + 1
-
-    def _touched_rows(self, tables: list[int], dense_below: float) -> tuple[torch.Tensor, ...]:
-        """The rows of ``tables`` the batch looked up, ascending in the buffer, and each
-        one's summed gradient."""
-        grads = [self.params[i].grad for i in tables]
-        if len(self.weights) >= dense_below * sum(g._nnz() for g in grads):
-            starts = [self.starts[i] for i in tables]
-            ids = torch.cat([g._indices()[0] + a for g, a in zip(grads, starts, strict=True)])
-            values = torch.cat([g._values() for g in grads])
-            sparse = torch.sparse_coo_tensor(
-                ids.unsqueeze(0), values, self.weights.shape, check_invariants=False
-            )  # ids in range: they index the tables' rows
-            coalesced = sparse.coalesce()  # one value per row: the update is not linear
-            return coalesced._indices()[0], coalesced._values()
-        summed = torch.zeros_like(self.weights)
-        looked_up = torch.zeros(len(self.weights), dtype=torch.bool)
-        for i, grad in zip(tables, grads, strict=True):
-            ids, part = grad._indices()[0], slice(self.starts[i], self.starts[i + 1])
-            summed[part].index_add_(0, ids, grad._values())  # repeats summed
-            looked_up[part].index_fill_(0, ids, True)
-        rows = looked_up.nonzero().squeeze(1)
-        return rows, summed.index_select(0, rows)
-
-    def _update_rows(self, group: dict, step: int, rows: torch.Tensor, grad: torch.Tensor):
-        beta1, beta2 = group["betas"]
-        steps = torch.tensor(float(step))  # the kernel's bias correction reads it
-        weights = self.weights.index_select(0, rows)
-        exp_avg = self.exp_avg.index_select(0, rows)
-        exp_avg_sq = self.exp_avg_sq.index_select(0, rows)
-        torch._fused_adam_(
-            [weights],
-            [grad],
-            [exp_avg],
-            [exp_avg_sq],
-            [],
-            [steps],
-            lr=group["lr"],
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=0.0,
-            eps=group["eps"] / math.sqrt(1 - beta2**step),
-            amsgrad=False,
-            maximize=False,
-        )
-        self.weights.index_copy_(0, rows, weights)
-        self.exp_avg.index_copy_(0, rows, exp_avg)
-        self.exp_avg_sq.index_copy_(0, rows, exp_avg_sq)
 
 
 def _is_sparse(module: nn.Module) -> bool:

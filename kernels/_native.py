@@ -1,0 +1,119 @@
+"""C kernels for the CPU (``kernels/_*.c``), compiled on first use with the machine's C
+compiler and loaded with ctypes.
+
+Why C through ctypes and not a PyTorch C++ extension: these kernels take raw pointers and
+need nothing of torch's, so they compile in a quarter of a second with no headers but C's,
+where an extension compiled against torch's headers takes about a minute on 2 cores, on
+every machine and every new venv. Each library is cached under ``RECNAS_KERNEL_CACHE``
+(default ``~/.cache/recnas/kernels``), named by a hash of its source, the compiler and the
+flags, so an edited kernel or another compiler builds anew; several processes building at
+once each write their own file and rename it into place.
+
+Where there is no compiler (or the build fails, or ``RECNAS_NATIVE_KERNELS=0``), ``load``
+returns None and the callers use their PyTorch reference; ``status`` says which (``nas
+doctor`` shows it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SOURCES = Path(__file__).resolve().parent
+# Baseline x86-64 / aarch64 code, no -march=native: a cache shared by the nodes of a cluster
+# must run on each of them. -ffp-contract=off: no fused multiply-adds the source does not
+# write, so the arithmetic is the source's on every compiler.
+FLAGS = ("-O3", "-std=c11", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("RECNAS_KERNEL_CACHE")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "recnas" / "kernels"
+
+
+def enabled() -> bool:
+    return os.environ.get("RECNAS_NATIVE_KERNELS", "1") != "0"
+
+
+@functools.cache
+def _compiler() -> tuple[str, str] | None:
+    """(path, version line) of $CC or cc, or None if there is none."""
+    found = shutil.which(os.environ.get("CC", "cc"))
+    if found is None:
+        return None
+    try:
+        done = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found, (done.stdout.splitlines() or [""])[0]
+
+
+_failures: dict[str, str] = {}
+
+
+def _target(name: str, compiler: tuple[str, str]) -> Path:
+    """Where the library of ``kernels/_{name}.c`` built by ``compiler`` is cached."""
+    source = SOURCES / f"_{name}.c"
+    key = hashlib.sha256(
+        b"\0".join([source.read_bytes(), *(s.encode() for s in (*compiler, *FLAGS))])
+    ).hexdigest()[:16]
+    return cache_dir() / f"{name}-{key}.so"
+
+
+@functools.cache
+def _load(name: str) -> ctypes.CDLL | None:
+    compiler = _compiler()
+    if compiler is None:
+        _failures[name] = f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+        return None
+    target = _target(name, compiler)
+    try:
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+                built = Path(scratch) / target.name
+                source = SOURCES / f"_{name}.c"
+                done = subprocess.run(
+                    [compiler[0], *FLAGS, str(source), "-o", str(built), "-lm"],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                if done.returncode != 0:
+                    _failures[name] = f"{compiler[0]} failed: {done.stderr.strip()[:500]}"
+                    return None
+                os.replace(built, target)
+        return ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError) as err:
+        _failures[name] = f"could not build or load {target}: {err}"
+        return None
+
+
+def load(name: str) -> ctypes.CDLL | None:
+    """The compiled ``kernels/_{name}.c`` (built now if it is not cached), or None."""
+    return _load(name) if enabled() else None
+
+
+def status(name: str) -> tuple[bool, str]:
+    """(usable, what was found) for ``kernels/_{name}.c``, building nothing: a library
+    loaded or cached, or a compiler to build it with on first use."""
+    if not enabled():
+        return False, "turned off (RECNAS_NATIVE_KERNELS=0)"
+    if name in _failures:
+        return False, _failures[name]
+    compiler = _compiler()
+    if compiler is None:
+        return False, f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+    target = _target(name, compiler)
+    if target.exists():
+        return True, f"built with {compiler[1]}: {target}"
+    return True, f"built on first use with {compiler[1]}"
