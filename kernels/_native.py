@@ -36,7 +36,12 @@ def cache_dir() -> Path:
     configured = os.environ.get("RECNAS_KERNEL_CACHE")
     if configured:
         return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = Path.home() / ".cache"
+        except (RuntimeError, KeyError):  # no home directory: a throwaway build folder
+            base = Path(tempfile.gettempdir()) / f"recnas-{os.getuid()}"
     return Path(base) / "recnas" / "kernels"
 
 
