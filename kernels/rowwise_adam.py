@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -32,9 +33,20 @@ BACKENDS = ("auto", "native", "torch")
 Parts = list[tuple[int, torch.Tensor]]
 
 
-def _bias_corrected_step(lr: float, betas: tuple[float, float], step: int) -> float:
-    beta1, beta2 = betas
-    return lr * math.sqrt(1 - beta2**step) / (1 - beta1**step)
+@dataclass(frozen=True)
+class AdamStep:
+    """One step's settings: the learning rate, betas and eps, and the step count (from 1)."""
+
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    step: int
+
+    @property
+    def step_size(self) -> float:
+        """SparseAdam's bias-corrected learning rate."""
+        beta1, beta2 = self.betas
+        return self.lr * math.sqrt(1 - beta2**self.step) / (1 - beta1**self.step)
 
 
 def _touched_rows(rows: int, parts: Parts, dense_below: float) -> tuple[torch.Tensor, ...]:
@@ -69,11 +81,7 @@ def reference(
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     parts: Parts,
-    *,
-    lr: float,
-    betas: tuple[float, float],
-    eps: float,
-    step: int,
+    adam: AdamStep,
     dense_below: float = 8.0,
 ) -> None:
     """Gathers the touched rows, runs torch's fused Adam kernel over them and scatters them
@@ -81,7 +89,7 @@ def reference(
     step: the same update once ``eps`` is scaled by ``1/sqrt(1 - beta2^t)``. It is called as
     ``torch._fused_adam_``: the public functional wrapper's checks cost 25 us a call."""
     rows, grad = _touched_rows(len(weights), parts, dense_below)
-    beta1, beta2 = betas
+    (beta1, beta2), step = adam.betas, adam.step
     rows_w = weights.index_select(0, rows)
     rows_m = exp_avg.index_select(0, rows)
     rows_v = exp_avg_sq.index_select(0, rows)
@@ -92,11 +100,11 @@ def reference(
         [rows_v],
         [],
         [torch.tensor(float(step))],  # the kernel's bias correction reads it
-        lr=lr,
+        lr=adam.lr,
         beta1=beta1,
         beta2=beta2,
         weight_decay=0.0,
-        eps=eps / math.sqrt(1 - beta2**step),
+        eps=adam.eps / math.sqrt(1 - beta2**step),
         amsgrad=False,
         maximize=False,
     )
@@ -141,11 +149,7 @@ def native(
     exp_avg_sq: torch.Tensor,
     parts: Parts,
     slots: torch.Tensor,
-    *,
-    lr: float,
-    betas: tuple[float, float],
-    eps: float,
-    step: int,
+    adam: AdamStep,
 ) -> None:
     """The C kernel, one call per table; ``slots`` from ``slots_for(weights)``."""
     kernel = _kernel() if _native.enabled() else None
@@ -155,8 +159,7 @@ def native(
     if not _fits_kernel(weights, exp_avg, exp_avg_sq) or slots.shape != (len(weights),):
         raise ValueError("the kernel takes contiguous [R, D] float32 CPU buffers and [R] slots")
     dim = weights.shape[1]
-    size, beta1, beta2 = weights.element_size(), *betas
-    step_size = _bias_corrected_step(lr, betas, step)
+    size, (beta1, beta2), step_size = weights.element_size(), adam.betas, adam.step_size
     for start, grad in parts:
         ids, values = grad._indices()[0], grad._values()
         if values.dtype != torch.float32 or values.dim() != 2 or values.stride(1) != 1:
@@ -180,7 +183,7 @@ def native(
             touched.data_ptr(),
             1 - beta1,
             1 - beta2,
-            eps,
+            adam.eps,
             step_size,
         )
         if done < 0:
@@ -192,21 +195,17 @@ def step_rows(
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     parts: Parts,
+    adam: AdamStep,
     *,
-    lr: float,
-    betas: tuple[float, float],
-    eps: float,
-    step: int,
     slots: torch.Tensor | None = None,
     dense_below: float = 8.0,
     backend: str = "auto",
 ) -> None:
-    """One lazy Adam step (step count ``step``, from 1) of the tables in ``parts``.
+    """One lazy Adam step of the tables in ``parts``.
     ``backend="auto"``: the C kernel where it is built, ``slots`` are given and the buffers
     fit it; else the reference."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    settings = {"lr": lr, "betas": betas, "eps": eps, "step": step}
     use_native = backend == "native" or (
         backend == "auto"
         and slots is not None
@@ -216,6 +215,6 @@ def step_rows(
     if use_native:
         if slots is None:
             raise ValueError("the native backend needs slots (kernels.rowwise_adam.slots_for)")
-        native(weights, exp_avg, exp_avg_sq, parts, slots, **settings)
+        native(weights, exp_avg, exp_avg_sq, parts, slots, adam)
     else:
-        reference(weights, exp_avg, exp_avg_sq, parts, dense_below=dense_below, **settings)
+        reference(weights, exp_avg, exp_avg_sq, parts, adam, dense_below)

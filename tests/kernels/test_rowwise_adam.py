@@ -11,6 +11,11 @@ from kernels import _native, rowwise_adam
 
 SETTINGS = {"lr": 0.05, "betas": (0.8, 0.99), "eps": 1e-6}
 
+
+def adam(step: int) -> rowwise_adam.AdamStep:
+    return rowwise_adam.AdamStep(step=step, **SETTINGS)
+
+
 needs_kernel = pytest.mark.skipif(not rowwise_adam.native_available(), reason="no C compiler here")
 
 
@@ -54,8 +59,8 @@ def test_the_kernel_matches_the_reference(sizes, dim, strided) -> None:
     slots = rowwise_adam.slots_for(ours[0])
     for step in range(1, 6):
         parts = _parts(sizes, dim, lookups=3 * rows // 2, seed=step, strided=strided)
-        rowwise_adam.step_rows(*ours, parts, step=step, slots=slots, backend="native", **SETTINGS)
-        rowwise_adam.step_rows(*theirs, parts, step=step, backend="torch", **SETTINGS)
+        rowwise_adam.step_rows(*ours, parts, adam(step), slots=slots, backend="native")
+        rowwise_adam.step_rows(*theirs, parts, adam(step), backend="torch")
         assert (slots == -1).all(), "the kernel leaves its row map as it found it"
     for got, want in zip(ours, theirs, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
@@ -85,7 +90,7 @@ def test_the_kernel_is_sparse_adam_for_one_table() -> None:
         (table(ids) * torch.randn(12, 8, generator=g)).sum().backward()  # the same grads
         grad = table.weight.grad
         rowwise_adam.step_rows(
-            weights, *moments, [(0, grad)], step=step, slots=slots, backend="native", **SETTINGS
+            weights, *moments, [(0, grad)], adam(step), slots=slots, backend="native"
         )
         optimizer.step()
         state = optimizer.state[table.weight]
@@ -103,7 +108,7 @@ def test_an_id_out_of_range_changes_nothing() -> None:
         torch.tensor([[1, 2, 12]]), torch.ones(3, 4), (10, 4), check_invariants=False
     )
     with pytest.raises(IndexError, match="outside its 10 rows"):
-        rowwise_adam.step_rows(*buffers, [(0, bad)], step=1, slots=slots, **SETTINGS)
+        rowwise_adam.step_rows(*buffers, [(0, bad)], adam(1), slots=slots)
     assert all(torch.equal(b, a) for b, a in zip(buffers, before, strict=True))
     assert (slots == -1).all()
 
@@ -111,9 +116,9 @@ def test_an_id_out_of_range_changes_nothing() -> None:
 def test_a_backend_not_known_or_not_given_what_it_needs_is_refused() -> None:
     buffers = _buffers(10, 4, 0)
     with pytest.raises(ValueError, match="backend must be one of"):
-        rowwise_adam.step_rows(*buffers, [], step=1, backend="cuda", **SETTINGS)
+        rowwise_adam.step_rows(*buffers, [], adam(1), backend="cuda")
     with pytest.raises(ValueError, match="needs slots"):
-        rowwise_adam.step_rows(*buffers, [], step=1, backend="native", **SETTINGS)
+        rowwise_adam.step_rows(*buffers, [], adam(1), backend="native")
 
 
 @pytest.fixture
@@ -181,10 +186,9 @@ def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatc
         rowwise_adam.step_rows(
             *_buffers(4, 2, 0),
             [],
-            step=1,
+            adam(1),
             slots=torch.full((4,), -1, dtype=torch.int32),
             backend="native",
-            **SETTINGS,
         )
 
 
