@@ -121,4 +121,7 @@ def status(name: str) -> tuple[bool, str]:
     target = _target(name, compiler)
     if target.exists():
         return True, f"built with {compiler[1]}: {target}"
+    existing = next(p for p in target.parents if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        return False, f"the kernel cache {target.parent} cannot be made ({existing} is in the way)"
     return True, f"built on first use with {compiler[1]}"

@@ -131,7 +131,12 @@ def kernels_check() -> Check:
     found = f"rowwise_adam (the embeddings' optimizer): {found}"
     if usable:
         return Check("kernels", True, found)
-    fix = "unset RECNAS_NATIVE_KERNELS" if not _native.enabled() else "install gcc (or set CC)"
+    if not _native.enabled():
+        fix = "unset RECNAS_NATIVE_KERNELS"
+    elif "kernel cache" in found:
+        fix = "set RECNAS_KERNEL_CACHE to a writable folder"
+    else:
+        fix = "install gcc (or set CC)"
     # Training works without it, on its PyTorch path (slower): not a failure.
     return Check("kernels", True, f"{found}; training uses the slower PyTorch path", fix)
 

@@ -204,3 +204,17 @@ def test_turned_off_it_is_not_loaded(monkeypatch) -> None:
     monkeypatch.setenv("RECNAS_NATIVE_KERNELS", "0")
     assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
     assert _native.status("rowwise_adam") == (False, "turned off (RECNAS_NATIVE_KERNELS=0)")
+
+
+def test_a_cache_that_cannot_be_made_is_reported_and_training_goes_on(
+    fresh_build, monkeypatch, tmp_path
+) -> None:
+    from nas.doctor import kernels_check
+
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("not a folder")
+    monkeypatch.setenv("RECNAS_KERNEL_CACHE", str(in_the_way / "kernels"))
+    usable, found = _native.status("rowwise_adam")
+    assert not usable and "cannot be made" in found and str(in_the_way) in found
+    assert "RECNAS_KERNEL_CACHE" in kernels_check().fix
+    assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
