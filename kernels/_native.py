@@ -65,6 +65,10 @@ def _compiler() -> tuple[str, str] | None:
 _failures: dict[str, str] = {}
 
 
+def _no_compiler() -> str:
+    return f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+
+
 def _target(name: str, compiler: tuple[str, str]) -> Path:
     """Where the library of ``kernels/_{name}.c`` built by ``compiler`` is cached."""
     source = SOURCES / f"_{name}.c"
@@ -78,7 +82,7 @@ def _target(name: str, compiler: tuple[str, str]) -> Path:
 def _load(name: str) -> ctypes.CDLL | None:
     compiler = _compiler()
     if compiler is None:
-        _failures[name] = f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+        _failures[name] = _no_compiler()
         return None
     target = _target(name, compiler)
     try:
@@ -117,7 +121,7 @@ def status(name: str) -> tuple[bool, str]:
         return False, _failures[name]
     compiler = _compiler()
     if compiler is None:
-        return False, f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+        return False, _no_compiler()
     target = _target(name, compiler)
     if target.exists():
         return True, f"built with {compiler[1]}: {target}"
