@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent
@@ -62,11 +63,23 @@ def _compiler() -> tuple[str, str] | None:
     return found, (done.stdout.splitlines() or [""])[0]
 
 
-_failures: dict[str, str] = {}
+@dataclass(frozen=True)
+class Status:
+    """Whether a kernel is (or can be) built here, what was found, and what to do if not."""
+
+    usable: bool
+    found: str
+    fix: str = ""
 
 
-def _no_compiler() -> str:
-    return f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH"
+_failures: dict[str, Status] = {}
+CACHE_FIX = "set RECNAS_KERNEL_CACHE to a writable folder"
+
+
+def _no_compiler() -> Status:
+    return Status(
+        False, f"no C compiler ({os.environ.get('CC', 'cc')}) on PATH", "install gcc (or set CC)"
+    )
 
 
 def _target(name: str, compiler: tuple[str, str]) -> Path:
@@ -98,12 +111,13 @@ def _load(name: str) -> ctypes.CDLL | None:
                     timeout=120,
                 )
                 if done.returncode != 0:
-                    _failures[name] = f"{compiler[0]} failed: {done.stderr.strip()[:500]}"
+                    found = f"{compiler[0]} failed: {done.stderr.strip()[:500]}"
+                    _failures[name] = Status(False, found, "set CC to a working C compiler")
                     return None
                 os.replace(built, target)
         return ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as err:
-        _failures[name] = f"could not build or load {target}: {err}"
+        _failures[name] = Status(False, f"could not build or load {target}: {err}", CACHE_FIX)
         return None
 
 
@@ -112,20 +126,21 @@ def load(name: str) -> ctypes.CDLL | None:
     return _load(name) if enabled() else None
 
 
-def status(name: str) -> tuple[bool, str]:
-    """(usable, what was found) for ``kernels/_{name}.c``, building nothing: a library
-    loaded or cached, or a compiler to build it with on first use."""
+def status(name: str) -> Status:
+    """Is ``kernels/_{name}.c`` usable here, building nothing: a library loaded or cached,
+    or a compiler to build it with on first use and a cache folder to build it into."""
     if not enabled():
-        return False, "turned off (RECNAS_NATIVE_KERNELS=0)"
+        return Status(False, "turned off (RECNAS_NATIVE_KERNELS=0)", "unset RECNAS_NATIVE_KERNELS")
     if name in _failures:
-        return False, _failures[name]
+        return _failures[name]
     compiler = _compiler()
     if compiler is None:
-        return False, _no_compiler()
+        return _no_compiler()
     target = _target(name, compiler)
     if target.exists():
-        return True, f"built with {compiler[1]}: {target}"
+        return Status(True, f"built with {compiler[1]}: {target}")
     existing = next(p for p in target.parents if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        return False, f"the kernel cache {target.parent} cannot be made ({existing} is in the way)"
-    return True, f"built on first use with {compiler[1]}"
+        found = f"the kernel cache {target.parent} cannot be made ({existing} is in the way)"
+        return Status(False, found, CACHE_FIX)
+    return Status(True, f"built on first use with {compiler[1]}")

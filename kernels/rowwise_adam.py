@@ -49,6 +49,11 @@ class AdamStep:
         return self.lr * math.sqrt(1 - beta2**self.step) / (1 - beta1**self.step)
 
 
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
 def _touched_rows(rows: int, parts: Parts, dense_below: float) -> tuple[torch.Tensor, ...]:
     """The buffer rows the parts looked up, ascending, and each one's summed gradient.
 
@@ -154,16 +159,16 @@ def native(
     """The C kernel, one call per table; ``slots`` from ``slots_for(weights)``."""
     kernel = _kernel() if _native.enabled() else None
     if kernel is None:
-        reason = _native.status("rowwise_adam")[1]
+        reason = _native.status("rowwise_adam").found
         raise RuntimeError(f"the rowwise_adam kernel is not built: {reason}")
     if not _fits_kernel(weights, exp_avg, exp_avg_sq) or slots.shape != (len(weights),):
         raise ValueError("the kernel takes contiguous [R, D] float32 CPU buffers and [R] slots")
     dim = weights.shape[1]
     size, (beta1, beta2), step_size = weights.element_size(), adam.betas, adam.step_size
     for start, grad in parts:
-        ids, values = grad._indices()[0], grad._values()
-        if values.dtype != torch.float32 or values.dim() != 2 or values.stride(1) != 1:
-            values = values.float().contiguous().view(len(ids), dim)
+        ids, values = grad._indices()[0], grad._values()  # float32 [nnz, D], as the table
+        if values.stride(1) != 1:
+            values = values.contiguous()
         count = len(ids)
         scratch = torch.empty((count, dim))
         touched = torch.empty(count, dtype=torch.int64)
@@ -204,8 +209,7 @@ def step_rows(
     """One lazy Adam step of the tables in ``parts``.
     ``backend="auto"``: the C kernel where it is built, ``slots`` are given and the buffers
     fit it; else the reference."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_backend(backend)
     use_native = backend == "native" or (
         backend == "auto"
         and slots is not None

@@ -127,18 +127,12 @@ def runs_check() -> Check:
 def kernels_check() -> Check:
     from kernels import _native
 
-    usable, found = _native.status("rowwise_adam")
-    found = f"rowwise_adam (the embeddings' optimizer): {found}"
-    if usable:
+    status = _native.status("rowwise_adam")
+    found = f"rowwise_adam (the embeddings' optimizer): {status.found}"
+    if status.usable:
         return Check("kernels", True, found)
-    if not _native.enabled():
-        fix = "unset RECNAS_NATIVE_KERNELS"
-    elif "kernel cache" in found:
-        fix = "set RECNAS_KERNEL_CACHE to a writable folder"
-    else:
-        fix = "install gcc (or set CC)"
     # Training works without it, on its PyTorch path (slower): not a failure.
-    return Check("kernels", True, f"{found}; training uses the slower PyTorch path", fix)
+    return Check("kernels", True, f"{found}; training uses the slower PyTorch path", status.fix)
 
 
 def run_checks(

@@ -86,8 +86,7 @@ class RowwiseAdam(torch.optim.Optimizer):
     def __init__(
         self, params, lr: float, betas=(0.9, 0.999), eps=1e-8, dense_below=8.0, backend="auto"
     ):
-        if backend not in rowwise_adam.BACKENDS:
-            raise ValueError(f"backend must be one of {rowwise_adam.BACKENDS}, got {backend!r}")
+        rowwise_adam.check_backend(backend)
         self.backend = backend
         self._tables: list[_Tables] = []  # filled by add_param_group, which __init__ calls
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})

@@ -142,10 +142,10 @@ def fresh_build(tmp_path, monkeypatch):
 def test_the_library_is_built_once_into_the_cache_and_again_for_another_source(
     fresh_build, monkeypatch, tmp_path
 ) -> None:
-    assert "built on first use" in _native.status("rowwise_adam")[1]
+    assert "built on first use" in _native.status("rowwise_adam").found
     assert _native.load("rowwise_adam") is not None
     (built,) = fresh_build.glob("rowwise_adam-*.so")
-    assert "built with" in _native.status("rowwise_adam")[1]
+    assert "built with" in _native.status("rowwise_adam").found
     _native._load.cache_clear()
     assert _native.load("rowwise_adam") is not None
     assert list(fresh_build.glob("rowwise_adam-*.so")) == [built], "loaded from the cache"
@@ -164,8 +164,10 @@ def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatc
 
     monkeypatch.setenv("CC", "no-such-compiler")
     assert _native.load("rowwise_adam") is None
-    usable, found = _native.status("rowwise_adam")
+    status = _native.status("rowwise_adam")
+    usable, found = status.usable, status.found
     assert not usable and "no C compiler (no-such-compiler)" in found
+    assert "gcc" in status.fix
     assert not rowwise_adam.native_available()
     torch.manual_seed(0)
     ours, theirs = torch.nn.Embedding(20, 4, sparse=True), torch.nn.Embedding(20, 4, sparse=True)
@@ -195,15 +197,19 @@ def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatc
 def test_a_compiler_that_fails_is_reported(fresh_build, monkeypatch) -> None:
     monkeypatch.setenv("CC", "false")  # on PATH, fails every build
     assert _native.load("rowwise_adam") is None
-    usable, found = _native.status("rowwise_adam")
+    status = _native.status("rowwise_adam")
+    usable, found = status.usable, status.found
     assert not usable and "failed" in found
+    assert "CC" in status.fix
     assert not list(fresh_build.glob("*.so"))
 
 
 def test_turned_off_it_is_not_loaded(monkeypatch) -> None:
     monkeypatch.setenv("RECNAS_NATIVE_KERNELS", "0")
     assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
-    assert _native.status("rowwise_adam") == (False, "turned off (RECNAS_NATIVE_KERNELS=0)")
+    status = _native.status("rowwise_adam")
+    assert (status.usable, status.found) == (False, "turned off (RECNAS_NATIVE_KERNELS=0)")
+    assert status.fix == "unset RECNAS_NATIVE_KERNELS"
 
 
 def test_a_cache_that_cannot_be_made_is_reported_and_training_goes_on(
@@ -214,7 +220,8 @@ def test_a_cache_that_cannot_be_made_is_reported_and_training_goes_on(
     in_the_way = tmp_path / "a-file"
     in_the_way.write_text("not a folder")
     monkeypatch.setenv("RECNAS_KERNEL_CACHE", str(in_the_way / "kernels"))
-    usable, found = _native.status("rowwise_adam")
+    status = _native.status("rowwise_adam")
+    usable, found = status.usable, status.found
     assert not usable and "cannot be made" in found and str(in_the_way) in found
     assert "RECNAS_KERNEL_CACHE" in kernels_check().fix
     assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
