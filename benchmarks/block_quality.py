@@ -18,10 +18,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
-from nas.spec import ArchSpec
 from workers.train import TrainConfig
-from workers.trial import TrialData, evaluate
+from workers.trial import evaluate
+from workers.trial_data import TrialData
 
 SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"
 

@@ -5,7 +5,7 @@ seeded) are built on the MovieLens-1M schema. Each is timed scoring ``--batch`` 
 rows (forward under ``torch.inference_mode``, float32, ``--threads`` threads; the median
 of ``--repeats`` calls after a warm-up, the candidates interleaved round by round so that
 machine noise hits all of them alike). Each is also priced by the cost model on the
-``cpu`` target (this machine, measured by ``kernels.cost.calibrate``) at the same batch.
+``cpu`` target (this machine, measured by ``nas.arch.cost.calibrate``) at the same batch.
 The figure is the Spearman rank correlation between estimate and measurement, with FLOPs'
 own correlation beside it as the reference (what the search ranked by before). Target on
 CPU: Spearman >= 0.8.
@@ -31,10 +31,10 @@ from rich.console import Console
 from rich.table import Table
 from scipy.stats import spearmanr
 
-from kernels.cost import batch_estimate, calibrate
+from nas.arch.cost import batch_estimate, calibrate
+from nas.arch.model import build_model
+from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
-from nas.model import build_model
-from nas.spec import ArchSpec
 from search_spaces import SpaceInputs, create_space
 
 SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"
@@ -117,8 +117,8 @@ def gpu(console, data, specs, models, batch: int, repeats: int) -> None:
     import contextlib
     import copy
 
-    from kernels.cost import get_target
     from kernels.fp8_linear import Fp8Dispatch
+    from nas.arch.cost import get_target
 
     if not torch.cuda.is_available():
         console.print("--cuda: no CUDA device here")

@@ -142,15 +142,15 @@ def _worker_init(dataset: str) -> None:
     import torch
 
     from nas.data import load_dataset
-    from workers.trial import TrialData
+    from workers.trial_data import TrialData
 
     torch.set_num_threads(1)
     _DATA = TrialData.from_prepared(load_dataset(dataset), "valid")
 
 
 def _train(spec: dict, steps: int, budgets: list[int], seed: int, select_every: int) -> dict:
-    from nas.early_stopping import DEFAULT_EVAL_ROWS
-    from nas.spec import ArchSpec
+    from nas.arch.spec import ArchSpec
+    from nas.search.early_stopping import DEFAULT_EVAL_ROWS
     from workers.train import TrainConfig
     from workers.trial import Rungs, SelectBest, evaluate
 

@@ -30,9 +30,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from nas.arch.model import CandidateInputs, RequestInputs, build_model
+from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
-from nas.model import CandidateInputs, RequestInputs, build_model
-from nas.spec import ArchSpec
 
 MODERN = Path(__file__).resolve().parent.parent / "examples" / "specs" / "modern"
 COUNTS = (1, 10, 100, 1000)

@@ -161,7 +161,7 @@ def run_search(runs: Path, config: dict, reuse: bool = False, first: dict | None
     """Run ``config`` as a user does (``nas submit`` in a subprocess) with its stores under
     ``runs``, and measure it (``measure``); with ``reuse``, measure the run already there.
     ``first``: a search run before it in the same stores, unmeasured (its baselines are then
-    reused by ``config``'s, ``nas/trained_before.py``)."""
+    reused by ``config``'s, ``nas/service/trained_before.py``)."""
     timing = runs / "timing.json"
     if reuse and timing.exists():
         return measure(runs, config["name"], json.loads(timing.read_text()))
@@ -199,7 +199,7 @@ def submit(runs: Path, config: dict) -> None:
 def measure(runs: Path, name: str, timing: dict) -> dict:
     """What the search named ``name`` did, from its registry and when ``nas submit``
     started."""
-    from nas.registry import Registry
+    from nas.service.registry import Registry
 
     registry = Registry(f"sqlite:///{runs / 'registry.db'}")
     (search,) = [s for s in registry.list_searches() if s.name == name]
@@ -219,7 +219,7 @@ def measure(runs: Path, name: str, timing: dict) -> dict:
 
 def hypervolume_curve(trials, started: float) -> list[tuple[float, float]]:
     """(seconds since submit, hypervolume of the front so far) after each recorded trial."""
-    from nas.pareto import hypervolume
+    from nas.search.pareto import hypervolume
 
     done = sorted(
         (t for t in trials if t.status == "completed"), key=lambda t: t.timings["recorded_at"]
@@ -248,10 +248,10 @@ def ranking_fidelity(oneshot: dict, random: dict, args) -> dict:
     candidates (uniform draws of the same space, trained stand-alone by random search)."""
     from scipy.stats import kendalltau
 
+    from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from nas.spec import ArchSpec
     from workers.oneshot import SubnetScorer, load_supernet
-    from workers.trial import TrialData
+    from workers.trial_data import TrialData
 
     (job,) = [t for t in oneshot["jobs"] if t.kind == "supernet"]
     settings = job.job["settings"]

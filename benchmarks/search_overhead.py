@@ -74,10 +74,11 @@ def reference_work(trials, config, count: int) -> list[tuple[int, float, float]]
     """(trial, in-search work, in-process work) for the first ``count`` candidates."""
     import torch
 
+    from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from nas.spec import ArchSpec
     from workers.train import TrainConfig
-    from workers.trial import TrialData, evaluate
+    from workers.trial import evaluate
+    from workers.trial_data import TrialData
 
     torch.set_num_threads(config.resources.cpus_per_trial)
     data = TrialData.from_prepared(load_dataset(config.dataset), "valid")
@@ -109,8 +110,8 @@ def main() -> None:
     parser.add_argument("--reference", type=int, default=3, help="candidates to re-train")
     args = parser.parse_args()
 
-    from nas.config import validate_config
-    from nas.registry import Registry
+    from nas.service.config import validate_config
+    from nas.service.registry import Registry
 
     with tempfile.TemporaryDirectory(prefix="recnas-bench-") as tmp:
         runs = Path(tmp)

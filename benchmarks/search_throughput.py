@@ -10,7 +10,7 @@ MovieLens-1M, every surviving candidate trained to ``--steps``), run as a user r
 train the four baselines (never stopped) beside their candidates; the hypervolume is of the
 searched candidates only. With ``--warm`` each arm's stores first hold an earlier, one-candidate
 search of the same settings, as a team's registry does after its first search: the measured
-search then reuses its baselines (``nas/trained_before.py``) instead of training them.
+search then reuses its baselines (``nas/service/trained_before.py``) instead of training them.
 
 It prints, for each arm: candidates evaluated (trained to the end, or stopped at a rung),
 the final hypervolume of NE x FLOPs against the fixed reference point of

@@ -48,11 +48,11 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from blocks.embedding import INIT_STD, Embedding
+from nas.arch.model import build_model
+from nas.arch.spec import ArchSpec
 from nas.cli.flags import whole_number
-from nas.config import TRAIN_PRECISIONS
 from nas.data import load_dataset
-from nas.model import build_model
-from nas.spec import ArchSpec
+from workers.precision import TRAIN_PRECISIONS
 from workers.train import Batches, TrainConfig, evaluate, lr_scale, train
 
 SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"

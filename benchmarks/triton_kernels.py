@@ -102,9 +102,9 @@ def linear_shapes(wide: int = 10) -> list[tuple[str, int, int]]:
 
     from torch import nn
 
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from nas.model import build_model
-    from nas.spec import ArchSpec
 
     root = Path(__file__).resolve().parent.parent / "examples" / "specs"
     schema = load_dataset("movielens-1m").schema

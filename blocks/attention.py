@@ -18,7 +18,7 @@ from torch import nn
 
 from blocks.base import Block, Gemm, InteractionConfig, TokenShape, check_bool, check_int
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

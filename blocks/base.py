@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from kernels.cost.gemm import Gemm  # noqa: F401  (blocks name it from here)
-from nas.errors import ConfigError, shown
+from blocks.gemm import Gemm  # noqa: F401  (blocks name it from here)
+from nas.core.errors import ConfigError, shown
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class BlockConfig:
 
     def slice_family(self) -> tuple:
         """Configs of this block at one input shape whose families are equal share weights in
-        a supernet, each reading the leading slice of the largest (``nas.supernet.shared``).
+        a supernet, each reading the leading slice of the largest (``nas.search.supernet.shared``).
         Sizes (ranks, widths, token and layer counts) bridge by slicing; a block whose
         structure changes a parameter's role names what must match."""
         return ()

@@ -25,7 +25,7 @@ from blocks.base import Gemm, TokenShape, check_int
 from blocks.glm import Memory, Split
 from blocks.glm_layers import GLMBlock, GLMConfig, maybe_gemm
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,7 @@ from blocks.base import (
 from blocks.dcnv2 import DCNv2, DCNv2Config
 from blocks.dot import DotConfig, DotInteraction
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 MODULES = ("linear", "dot", "self_attention", "conv", "dcn")
 ENSEMBLES = ("concat", "sum", "weighted_sum")

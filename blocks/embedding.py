@@ -19,7 +19,7 @@ from torch import nn
 
 from blocks.base import Block, BlockConfig, Gemm, TokenShape, check_choice, check_int
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 INIT_STD = 0.01
 

@@ -15,7 +15,7 @@ import torch
 
 from blocks.base import Block, Gemm, InteractionConfig, TokenShape
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

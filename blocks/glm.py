@@ -21,7 +21,7 @@ The masked zeros are never stored or multiplied. A ``Split`` holds the request s
 *request* and the candidate side once per *candidate*; a request-only term (W_cr X_r) is
 computed once per request and broadcast to that request's candidates. In training every row
 is its own request (``owner`` None); at inference one request scores N candidates and its
-request side is computed once (``nas.model.RankingModel.score_requests``).
+request side is computed once (``nas.arch.model.RankingModel.score_requests``).
 
 Shapes: tokens [R, n_r, d] / [C, n_c, d]; flat features [R, f_r] / [C, f_c].
 """

@@ -50,7 +50,7 @@ from blocks.glm import (
 )
 from blocks.mlp import ACTIVATIONS
 from blocks.registry import register_block
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 # --- costs of the masked operators (request_side: once per request at inference) -----------
 

@@ -47,7 +47,7 @@ from blocks.base import (
 )
 from blocks.registry import register_block
 from kernels.hstu_attention import hstu_attention
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blocks.base import Block, BlockConfig
-from nas.errors import ConfigError, UnknownNameError, shown
+from nas.core.errors import ConfigError, UnknownNameError, shown
 
 KINDS = ("embedding", "interaction", "sequence")
 

@@ -21,7 +21,7 @@ from itertools import combinations
 
 import numpy as np
 
-from nas.pareto import front_indices, hypervolume
+from nas.search.pareto import front_indices, hypervolume
 
 LOG_SCALE = ("flops", "serving_flops", "params")
 
@@ -162,13 +162,12 @@ def _apply(figure, view) -> None:
     figure.update_layout(**layout)
 
 
-def progress_figure(config, trials, title: str):
+def progress_figure(summary, trials, title: str):
     """Hypervolume and the best first objective after each recorded candidate, against
-    minutes since the first trial was suggested. Empty without two completed candidates."""
+    minutes since the first trial was suggested, over the objectives and reference of
+    ``summary`` (a ``SearchSummary``). Empty without two completed candidates."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
-
-    from nas.summary import summarize
 
     done = sorted(
         (t for t in trials if t.is_candidate and t.status == "completed" and t.timings),
@@ -177,9 +176,7 @@ def progress_figure(config, trials, title: str):
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     if done:
         start = min(t.timings.get("suggested_at", t.timings["recorded_at"]) for t in done)
-        names = [o.name for o in config.objectives]
-        directions = [o.direction for o in config.objective_list()]
-        reference = summarize(config, trials).reference
+        names, directions, reference = summary.objectives, summary.directions, summary.reference
         minutes, volumes, best = [], [], []
         for k in range(len(done)):
             values = np.array([[t.metrics[n] for n in names] for t in done[: k + 1]])

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 STARTUP_S = 90  # mlflow ui imports the whole server on first start
 

@@ -3,10 +3,11 @@
     y = (x_q * s_x) @ (W_q * s_w).T + b,   x_q = e4m3(x / s_x),  s_x = max|x_row| / 448
 
 Weights are quantised once, per output row (``Fp8Linear.from_linear``); activations on
-every call, per row, by ``quantise_rows``: a Triton kernel (``kernels/_fp8_triton.py``:
-one pass per row, amax, scale and cast fused) for CUDA tensors, else the PyTorch reference.
-The GEMM is ``torch._scaled_mm`` with the two row-wise scales, accumulating in float32 (it
-runs on CPU too). Where ``_scaled_mm`` cannot take the shapes (on CUDA, dimensions that are
+every call, per row, by ``quantise_rows``: a Triton kernel
+(``kernels/triton/triton_fp8_linear.py``: one pass per row, amax, scale and cast fused) for
+CUDA tensors, else the PyTorch reference (``kernels/pytorch/pt_fp8_linear.py``). The GEMM
+is ``torch._scaled_mm`` with the two row-wise scales, accumulating in float32 (it runs on
+CPU too). Where ``_scaled_mm`` cannot take the shapes (on CUDA, dimensions that are
 not multiples of 16), the dequantised operands are multiplied instead: the same values.
 
 A GEMM site is a weight the model's ``F.linear`` calls use: an ``nn.Linear``'s, a bare
@@ -25,33 +26,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-E4M3 = torch.float8_e4m3fn
-E4M3_MAX = float(torch.finfo(E4M3).max)  # 448
-MIN_SCALE = 1e-12
-BACKENDS = ("auto", "torch", "triton")
-
-
-def fp8_scales(x: torch.Tensor, per_row: bool = True) -> torch.Tensor:
-    """The e4m3 scale max|x| / 448 (float32) of each row of ``x`` (its last axis, kept as
-    size 1), or of the whole tensor."""
-    amax = x.abs().amax(dim=-1, keepdim=True) if per_row else x.abs().amax()
-    return (amax.float() / E4M3_MAX).clamp(min=MIN_SCALE)
-
-
-def quantise_rows_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x`` [M, K] -> (e4m3 [M, K], float32 scales [M])."""
-    scale = fp8_scales(x)
-    return (x.float() / scale).to(E4M3), scale[:, 0]
+from kernels.backends import check_backend
+from kernels.pytorch import pt_fp8_linear
 
 
 def quantise_rows(x: torch.Tensor, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_backend(backend)
     if backend == "triton" or (backend == "auto" and x.is_cuda):
-        from kernels._fp8_triton import quantise_rows as kernel
+        from kernels.triton.triton_fp8_linear import quantise_rows as kernel
 
         return kernel(x)
-    return quantise_rows_reference(x)
+    return pt_fp8_linear.quantise_rows(x)
 
 
 def scaled_matmul(
@@ -108,7 +93,7 @@ class Fp8Linear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> Fp8Linear:
         with torch.no_grad():
-            w_q, w_scale = quantise_rows_reference(linear.weight)
+            w_q, w_scale = pt_fp8_linear.quantise_rows(linear.weight)
             bias = None if linear.bias is None else linear.bias.detach().clone()
         return cls(w_q, w_scale, bias)
 
@@ -177,5 +162,5 @@ class Fp8Dispatch(LinearSites):
         if self.fp8_sites is not None and name not in self.fp8_sites:
             return F.linear(x, weight, bias)
         if name not in self.weights:
-            self.weights[name] = quantise_rows_reference(weight.detach())
+            self.weights[name] = pt_fp8_linear.quantise_rows(weight.detach())
         return fp8_linear(x, *self.weights[name], bias)

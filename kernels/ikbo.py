@@ -7,33 +7,20 @@ Optimization), never materialised per candidate.
 ``request_term`` [R, N] is the request side's share (computed once per request);
 ``owner`` [C] names each candidate's request row (None: row-aligned, R == C). This is the
 first layer of the top MLP and every GLM linear in request-oriented scoring
-(``nas.model.RankingModel.score_requests``).
+(``nas.arch.model.RankingModel.score_requests``).
 
-``broadcast_linear`` dispatches: the Triton kernel (``kernels/_ikbo_triton.py``) for CUDA
-tensors that need no gradient, else the PyTorch reference (``reference``), which is also
-the training path. ``backend="triton"`` forces the kernel (on CPU under
+``broadcast_linear`` dispatches: the Triton kernel (``kernels/triton/triton_ikbo.py``) for
+CUDA tensors that need no gradient, else the PyTorch reference (``kernels/pytorch/pt_ikbo.py``),
+which is also the training path. ``backend="triton"`` forces the kernel (on CPU under
 ``TRITON_INTERPRET=1``, which the tests use).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-BACKENDS = ("auto", "torch", "triton")
-
-
-def reference(
-    candidate: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    request_term: torch.Tensor | None,
-    owner: torch.Tensor | None,
-) -> torch.Tensor:
-    out = F.linear(candidate, weight, bias)
-    if request_term is None:
-        return out
-    return out + (request_term if owner is None else request_term.index_select(0, owner))
+from kernels.backends import check_backend
+from kernels.pytorch import pt_ikbo
 
 
 def broadcast_linear(
@@ -46,14 +33,13 @@ def broadcast_linear(
 ) -> torch.Tensor:
     """``candidate`` [C, K], ``weight`` [N, K], ``bias`` [N], ``request_term`` [R, N],
     ``owner`` [C] int64 -> [C, N]."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_backend(backend)
     grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (candidate, weight, bias, request_term)
     )
     use_triton = backend == "triton" or (backend == "auto" and candidate.is_cuda and not grad)
     if not use_triton:
-        return reference(candidate, weight, bias, request_term, owner)
-    from kernels._ikbo_triton import broadcast_linear as kernel
+        return pt_ikbo.reference(candidate, weight, bias, request_term, owner)
+    from kernels.triton.triton_ikbo import broadcast_linear as kernel
 
     return kernel(candidate, weight, bias, request_term, owner)

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from nas.catalog import Options
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
+from nas.core.catalog import Options
+from nas.core.errors import ConfigError
 from search_spaces import decisions
 from search_spaces.decisions import Decision, Values, check_member
 
@@ -146,7 +146,7 @@ class SearchSpace(ABC):
         return self.build(decisions.suggest(self.decisions, trial))
 
     def supernet_plan(self) -> Any:
-        """The space as a weight-sharing supernet, as data (``nas.supernet`` builds it); a
+        """The space as a weight-sharing supernet, as data (``nas.search.supernet`` builds it); a
         space without one says why, naming the field."""
         raise ConfigError(
             "space.name",

@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 import blocks
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 from search_spaces import layer_gene
 from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions
 from search_spaces.decisions import Decision, Values
@@ -120,7 +120,7 @@ def _block_kinds(block: str, params: dict[str, list[Any]], dim: int) -> bool:
 
 @dataclass(frozen=True)
 class StackPlan:
-    """A stack space as a weight-sharing supernet, as data (``nas.supernet.StackSupernet``
+    """A stack space as a weight-sharing supernet, as data (``nas.search.supernet.StackSupernet``
     builds the module): the widths tokens_0 may have, the mixer positions (decision
     prefixes, in stack order, each skipped when the depth is below it), the blocks each kind
     of position may hold with their searched parameters, and the top MLP's choices."""
@@ -132,7 +132,7 @@ class StackPlan:
     block_params: dict[str, dict[str, tuple[Any, ...]]]
     top_mlps: tuple[tuple[int, ...], ...]
     top_inputs: tuple[str, ...]
-    sequence: Any = None  # nas.supernet.sequence.SequencePlan: a searched history encoder
+    sequence: Any = None  # search_spaces.sequence.SequencePlan: a searched history encoder
 
 
 @register_space

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.errors import ConfigError, shown
+from nas.core.errors import ConfigError, shown
 
 Values = dict[str, Any]
 

@@ -13,13 +13,13 @@ import dataclasses
 
 from pydantic import Field
 
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
 from search_spaces import sequence
 from search_spaces.base import SpaceInputs
 from search_spaces.ctr_stack import CtrStack, CtrStackOptions
 from search_spaces.decisions import Decision, Values
 from search_spaces.registry import register_space
-from search_spaces.sequence import SequenceOptions
+from search_spaces.sequence import SequenceOptions, SequencePlan
 
 
 class HstuSeqOptions(CtrStackOptions):
@@ -38,8 +38,6 @@ class HstuSeq(CtrStack):
 
     def supernet_plan(self):
         """``ctr_stack``'s supernet, plus the history encoder as a shared candidate."""
-        from nas.supernet.sequence import SequencePlan
-
         o = self.options.sequence
         encoder = SequencePlan(
             max_lens=tuple(o.max_lens),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nas.catalog import Catalog
+from nas.core.catalog import Catalog
 from search_spaces.base import SearchSpace, SpaceInputs
 
 SPACES: Catalog[SearchSpace] = Catalog("search space", "space")

@@ -24,8 +24,8 @@ from pydantic import Field, field_validator, model_validator
 
 import blocks
 from blocks.base import TokenShape
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 from search_spaces import layer_gene, sequence
 from search_spaces.base import SearchSpace, SpaceInputs, SpaceOptions
 from search_spaces.decisions import Decision, Values

@@ -10,18 +10,29 @@ named ``sequence.*``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, field_validator
 
 import blocks
-from nas.catalog import Options
-from nas.errors import ConfigError
-from nas.spec import POOLINGS
+from nas.arch.spec import POOLINGS
+from nas.core.catalog import Options
+from nas.core.errors import ConfigError
 from search_spaces.base import SpaceInputs
 from search_spaces.decisions import Decision, Values
 
 Gene = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SequencePlan:
+    """The encoder's choices, as ``hstu_seq`` declares them (``sequence.*`` decisions)."""
+
+    max_lens: tuple[int, ...]
+    depths: tuple[int, ...]
+    hstu_params: dict[str, tuple]
+    poolings: tuple[str, ...]
 
 
 class SequenceOptions(Options):

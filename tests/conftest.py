@@ -61,7 +61,7 @@ def xor_data(rows: int = 12_000, ids: int = 40, seed: int = 0):
     import numpy as np
 
     from nas.data.schema import Field, Schema
-    from workers.trial import TrialData
+    from workers.trial_data import TrialData
 
     rng = np.random.default_rng(seed)
     schema = Schema((Field("a", "categorical", ids + 1), Field("b", "categorical", ids + 1)))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nas.registry import Registry
+from nas.service.registry import Registry
 from tests.test_search import REPO, env_for, nas, registry_of, write_search
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from nas.arch.spec import ArchSpec
 from nas.cli.flags import whole_number
-from nas.spec import ArchSpec
 
 REPO = Path(__file__).resolve().parent.parent
 DCNV2 = str(REPO / "examples" / "specs" / "dcnv2.json")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nas.config import load_config, validate_config
-from nas.errors import ConfigError, NasError
+from nas.core.errors import ConfigError, NasError
+from nas.service.config import load_config, validate_config
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "searches").glob("*.yaml"))
 MINIMAL = {"name": "t", "space": {"name": "ctr_stack"}}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from nas.config import validate_config
-from nas.controller import Controller, plan
-from nas.registry import Registry
-from nas.spec import ArchSpec
-from nas.tune_glue import WorkerCrash
+from nas.arch.spec import ArchSpec
+from nas.service.config import validate_config
+from nas.service.controller import Controller, plan
+from nas.service.registry import Registry
+from nas.service.tune_glue import WorkerCrash
 
 SEARCH = {
     "name": "unit",
@@ -180,7 +180,7 @@ def test_worker_deaths_are_told_apart_from_memory_kills(
 ) -> None:
     from types import SimpleNamespace
 
-    from nas.tune_glue import worker_crash
+    from nas.service.tune_glue import worker_crash
 
     error_file = tmp_path / "error.txt"
     error_file.write_text(f"Failure # 1 (occurred at 2026-11-30)\n{text}\n")

@@ -11,13 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blocks
-from kernels.cost import Gemm, batch_estimate, gemm_estimate, get_target, request_estimate
-from kernels.cost.candidate import request_parts
-from nas.config import validate_config
-from nas.errors import ConfigError
-from nas.model import build_model
-from nas.objectives import cost_values
-from nas.spec import ArchSpec
+from blocks.gemm import Gemm
+from nas.arch.cost import batch_estimate, gemm_estimate, get_target, request_estimate
+from nas.arch.cost.candidate import request_parts
+from nas.arch.model import build_model
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
+from nas.search.objectives import cost_values
+from nas.service.config import validate_config
 from tests.test_glm_model import STACKED
 
 GPUS = ("h100-sxm", "h200")
@@ -202,7 +203,7 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
 
 
 def test_a_trial_is_probed_when_the_search_asks_or_an_objective_needs_it() -> None:
-    from nas.objectives import fp8_probe_settings
+    from nas.search.objectives import fp8_probe_settings
 
     plain = validate_config(_config("flops"))
     assert fp8_probe_settings(plain.objectives, plain.fp8_probe) is None

@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from dashboards.pareto_html import page, pareto_figure, progress_figure, retrain_figure
-from nas.config import validate_config
-from nas.pareto import front_indices
-from nas.registry import Registry
-from nas.summary import summarize
+from nas.search.pareto import front_indices
+from nas.service.config import validate_config
+from nas.service.registry import Registry
+from nas.service.summary import summarize
 
 
 @pytest.fixture
@@ -103,8 +103,8 @@ def figure_title(figure) -> str:
 
 
 def test_progress_never_goes_back(recorded) -> None:
-    config, trials, _ = recorded
-    figure = progress_figure(config, trials, "dash")
+    _, trials, summary = recorded
+    figure = progress_figure(summary, trials, "dash")
     volume, best = figure.data
     assert len(volume.x) == 14 and list(volume.x) == sorted(volume.x)
     assert all(b >= a for a, b in zip(volume.y, volume.y[1:], strict=False))
@@ -113,8 +113,8 @@ def test_progress_never_goes_back(recorded) -> None:
 
 
 def test_the_page_inlines_plotly_once_and_holds_both_figures(recorded) -> None:
-    config, trials, summary = recorded
-    html = page("dash <1>", pareto_figure(summary, "dash"), progress_figure(config, trials, "d"))
+    _, trials, summary = recorded
+    html = page("dash <1>", pareto_figure(summary, "dash"), progress_figure(summary, trials, "d"))
     assert html.count('<script type="text/javascript">/**\n* plotly.js') <= 1
     assert html.count("Plotly.newPlot(") == 2 and "dash &lt;1&gt;" in html
     assert "<script src=" not in html  # nothing to fetch: it opens offline
@@ -139,7 +139,7 @@ def test_a_retrain_chart_has_a_bar_per_architecture_with_its_spread() -> None:
 
 def _stores(tmp_path, recorded):
     """The recorded search in a runs folder, with its parent run in a real MLflow store."""
-    from nas.tracking import Tracker
+    from nas.service.tracking import Tracker
 
     config, trials, _ = recorded
     runs = tmp_path / "runs"

@@ -15,14 +15,15 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
-from nas.config import validate_config
-from nas.early_stopping import create_scheduler
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
-from nas.tune_glue import tune_scheduler
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
+from nas.search.early_stopping import create_scheduler
+from nas.service.config import validate_config
+from nas.service.tune_glue import tune_scheduler
 from tests.test_search import mlflow_children, nas, registry_of, start_submit, wait_for
 from workers.train import TrainConfig
-from workers.trial import Rungs, TrialData, evaluate
+from workers.trial import Rungs, evaluate
+from workers.trial_data import TrialData
 
 REPO = Path(__file__).resolve().parent.parent
 

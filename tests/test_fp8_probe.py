@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from kernels.cost import get_target
-from kernels.cost.fp8_probe import (
+from nas.arch.cost import get_target
+from workers.fp8_probe import (
     ProbeResult,
     Site,
     fp8_gemm_error,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nas.cli import main
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 FUZZ = settings(
     max_examples=120,
@@ -142,8 +142,8 @@ def test_fuzzed_search_yaml_is_accepted_or_refused_in_one_paragraph(
     text = _dump_json(config)  # YAML is a superset of JSON
     path = tmp_path / "search.yaml"
     path.write_text(text)
-    from nas.config import load_config
-    from nas.controller import plan
+    from nas.service.config import load_config
+    from nas.service.controller import plan
 
     try:
         checked = plan(load_config(path), tmp_path)
@@ -159,8 +159,8 @@ def test_fuzzed_search_yaml_is_accepted_or_refused_in_one_paragraph(
 @FUZZ
 @given(spec=_mutations(SPEC))
 def test_fuzzed_spec_json_is_a_model_or_one_clear_error(spec, ml100k) -> None:
-    from nas.model import model_configs
-    from nas.spec import ArchSpec
+    from nas.arch.model import model_configs
+    from nas.arch.spec import ArchSpec
 
     try:
         model_configs(ArchSpec.from_json(_dump_json(spec), "spec.json"), ml100k.schema)

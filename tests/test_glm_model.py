@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nas.errors import ConfigError
-from nas.flops import measure_flops_per_example
-from nas.model import CandidateInputs, build_model
-from nas.spec import ArchSpec
+from nas.arch.flops import measure_flops_per_example
+from nas.arch.model import CandidateInputs, build_model
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 from workers.train import TrainConfig, evaluate, train
 
 MODERN = Path(__file__).parent.parent / "examples" / "specs" / "modern"
@@ -144,8 +144,8 @@ def test_exported_request_and_candidate_programs_compose_to_per_candidate_scorin
 ):
     import warnings
 
-    from nas.model import RequestInputs
-    from nas.serving import export_split
+    from nas.arch.model import RequestInputs
+    from nas.service.serving import export_split
 
     written = export_split(model, batch.inputs(), fmt, tmp_path)
     assert written["request_split_max_abs_difference"] <= 1e-5

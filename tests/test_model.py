@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nas.errors import ConfigError
-from nas.flops import measure_flops, measure_flops_per_example
-from nas.model import build_model, model_configs
-from nas.spec import ArchSpec
+from nas.arch.flops import measure_flops, measure_flops_per_example
+from nas.arch.model import build_model, model_configs
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 
 SPECS = sorted((Path(__file__).parent.parent / "examples" / "specs").glob("*.json"))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 from workers.next_item import NextItemConfig, UserSequences, evaluate, fit, seen_items
 
 

@@ -11,7 +11,7 @@ from optuna.samplers.nsgaii._elite_population_selection_strategy import _calc_cr
 from optuna.study._multi_objective import _fast_non_domination_rank
 from optuna.trial import create_trial
 
-from nas.pareto import (
+from nas.search.pareto import (
     crowding_distances,
     dominates,
     front_indices,

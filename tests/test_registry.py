@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from nas.errors import ConfigError, NasError
-from nas.registry import Registry, RegistryError, display_status
-from nas.registry.schema import VERSION_TABLE, head_revision
+from nas.core.errors import ConfigError, NasError
+from nas.service.registry import Registry, RegistryError, display_status
+from nas.service.registry.schema import VERSION_TABLE, head_revision
 
 
 @pytest.fixture
@@ -101,8 +101,8 @@ def test_a_search_on_another_host_is_crashed_once_its_heartbeat_is_older_than_th
 ) -> None:
     from datetime import timedelta
 
-    from nas.registry.models import utcnow
-    from nas.registry.store import LEASE_S
+    from nas.service.registry.models import utcnow
+    from nas.service.registry.store import LEASE_S
 
     registry.create_search("s-1", "s", {}, None)
     fresh = registry.update_search("s-1", host="elsewhere", pid=1, heartbeat_at=utcnow())
@@ -114,7 +114,7 @@ def test_a_search_on_another_host_is_crashed_once_its_heartbeat_is_older_than_th
 def test_a_beat_renews_only_the_owners_lease(registry: Registry) -> None:
     from datetime import timedelta
 
-    from nas.registry.models import utcnow
+    from nas.service.registry.models import utcnow
 
     old = utcnow() - timedelta(hours=1)
     search = registry.claim(registry.create_search("s-1", "s", {}, None))
@@ -154,7 +154,7 @@ def test_the_migrations_build_exactly_the_tables_the_models_describe(registry: R
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from nas.registry.models import Base
+    from nas.service.registry.models import Base
 
     with registry.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
@@ -181,7 +181,7 @@ def test_a_registry_from_before_trial_kinds_is_upgraded_in_place(tmp_path: Path)
     from alembic import command
     from sqlalchemy import create_engine
 
-    from nas.registry import schema
+    from nas.service.registry import schema
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with create_engine(url).begin() as connection:

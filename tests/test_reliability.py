@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nas.registry import display_status
+from nas.service.registry import display_status
 from tests.test_registry import _dead_pid
 from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
 
@@ -94,8 +94,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_store_left_by_a_process_killed_mid_write_is_still_a_store(tmp_path: Path) -> None:
-    from nas import endpoints
-    from nas.errors import ConfigError
+    from nas.core.errors import ConfigError
+    from nas.service import endpoints
 
     hot, junk = tmp_path / "killed.db", tmp_path / "junk.db"
     subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(hot)], check=False)
@@ -111,7 +111,7 @@ def test_a_store_left_by_a_process_killed_mid_write_is_still_a_store(tmp_path: P
 
 def test_cancel_of_a_search_whose_owner_is_gone_is_immediate(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    from nas.config import load_config
+    from nas.service.config import load_config
 
     registry = registry_of(runs)
     config = load_config(write_search(tmp_path)).to_dict()
@@ -250,7 +250,7 @@ def _tune_workers(driver: int) -> list[psutil.Process]:
 
 
 def _marked(driver: int) -> list[psutil.Process]:
-    from nas.tune_glue import DRIVER_MARK
+    from nas.service.tune_glue import DRIVER_MARK
 
     found = []
     for process in psutil.process_iter():

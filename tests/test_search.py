@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from nas.config import validate_config
-from nas.registry import Registry
-from nas.summary import summarize
+from nas.service.config import validate_config
+from nas.service.registry import Registry
+from nas.service.summary import summarize
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ after a kill -9.
 Ray 2.60 binds its GCS, raylet, workers and driver to every interface, whatever node address
 it is given; it cannot be held to loopback. So the guarantee checked here is: every socket a
 search listens on is on loopback, or refuses a client that lacks the session's token, and the
-token is nowhere on disk. (See ``nas/tune_glue.py``.)
+token is nowhere on disk. (See ``nas/service/tune_glue.py``.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from nas.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
+from nas.service.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
 from tests.test_search import env_for, start_submit, wait_for, write_search
 
 INTRUDER = """
@@ -134,7 +134,7 @@ def test_what_a_killed_search_leaves_of_ray_is_reaped_by_the_next_start(tmp_path
     os.kill(driver, signal.SIGKILL)
     submit.communicate()
     # the next start on this machine (any search) reaps whatever outlived the driver
-    from nas.tune_glue import reap_orphans
+    from nas.service.tune_glue import reap_orphans
 
     time.sleep(1)
     reap_orphans()

@@ -11,14 +11,15 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from nas.config import validate_config
-from nas.errors import ConfigError, TrainingError
-from nas.model import build_model
-from nas.spec import ArchSpec
+from nas.arch.model import build_model
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError, TrainingError
+from nas.service.config import validate_config
 from tests.test_search import mlflow_children, nas, registry_of
 from workers.train import TrainConfig, train
 from workers.train import evaluate as evaluate_model
-from workers.trial import Rungs, SelectBest, TrialData, evaluate
+from workers.trial import Rungs, SelectBest, evaluate
+from workers.trial_data import TrialData
 
 REPO = Path(__file__).resolve().parent.parent
 DCNV2 = ArchSpec.load(REPO / "examples" / "specs" / "dcnv2.json")

@@ -18,7 +18,7 @@ from mlflow import MlflowClient
 from nas.data import load_dataset
 from tests.test_search import nas, registry_of, start_submit
 from workers import dnas
-from workers.trial import TrialData
+from workers.trial_data import TrialData
 
 SEARCH = """\
 name: {name}

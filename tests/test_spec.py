@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nas.errors import ConfigError, NasError
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError, NasError
 
 SPECS = sorted((Path(__file__).parent.parent / "examples" / "specs").glob("*.json"))
 BASE = {"embedding_dim": 8, "interaction": [{"block": "dcnv2", "rank": 4}], "top_mlp": [16]}

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from nas.registry import Registry
+from nas.service.registry import Registry
 from tests.test_search import REPO, env_for, nas, start_submit, write_search
 
 # One worker runs the whole module: its module fixtures (Postgres, an MLflow server) start

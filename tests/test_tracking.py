@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nas.spec import ArchSpec
-from nas.tracking import Tracker, TrackingError, flatten_config, flatten_spec
+from nas.arch.spec import ArchSpec
+from nas.service.tracking import Tracker, TrackingError, flatten_config, flatten_spec
 
 SPECS = Path(__file__).parent.parent / "examples" / "specs"
 

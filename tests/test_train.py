@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from kernels import rowwise_adam
+from nas.arch.model import build_model
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError, TrainingError
 from nas.data import PrepareRequest, prepare_dataset
-from nas.errors import ConfigError, TrainingError
-from nas.model import build_model
-from nas.spec import ArchSpec
 from workers.train import RowwiseAdam, TrainConfig, lr_scale, make_optimizers, train
 from workers.train import evaluate as evaluate_rows
-from workers.trial import TrialData, evaluate
+from workers.trial import evaluate
+from workers.trial_data import TrialData
 
 NEEDS_KERNEL = pytest.mark.skipif(not rowwise_adam.native_available(), reason="no C compiler here")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from nas.errors import NasError
+from nas.core.errors import NasError
 
 
 def save(path: str | Path, state: dict[str, Any]) -> None:

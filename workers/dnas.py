@@ -51,17 +51,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
-from nas.supernet import StackSupernet
+from nas.arch.spec import ArchSpec
+from nas.search.supernet import StackSupernet
+from nas.search.supernet.distributions import check_relaxation, decode
 from search_spaces.decisions import label
 from workers import checkpoint as checkpoints
-from workers.jobs import Progress, job_supernet
+from workers.supernet_job import Progress, job_supernet
 from workers.train import Batches, Optimizers, TrainConfig, checked
-from workers.trial import TrialData
-
-MAX_RELAXED_EVALUATIONS = 160  # candidates one relaxed step may evaluate (~0.15 s at 128)
-MIXTURES = ("gumbel", "softmax")
+from workers.trial_data import TrialData
 
 
 @dataclass(frozen=True)
@@ -85,22 +82,10 @@ class DnasSettings:
     checkpoint_every: int
     log_every: int
     shard: list[int] | None = None  # [index, count]: this job's chronological training slice
-    cost: str = "flops"  # or "latency": the supernet's cost (workers/jobs.py builds it)
+    cost: str = "flops"  # or "latency": the supernet's cost (workers/supernet_job.py builds it)
     cost_target: str = "h100-sxm"
     cost_precision: str | None = None
     cost_batch: int = 4096
-
-
-def check_relaxation(net: StackSupernet, relaxation: str) -> None:
-    """A mixture relaxation must be affordable: say so before anything runs."""
-    count = net.relaxed_evaluations()
-    if relaxation in MIXTURES and count > MAX_RELAXED_EVALUATIONS:
-        raise ConfigError(
-            "strategy.options.relaxation",
-            f"{relaxation} mixes every candidate each step, {count} in this space, more than "
-            f"{MAX_RELAXED_EVALUATIONS}; use relaxation: straight_through (one path a step) "
-            "or fewer choices in space.options",
-        )
 
 
 def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progress) -> dict:
@@ -334,29 +319,3 @@ def _gated(decision: str) -> str:
     if decision in ("top_mlp", "top_input"):
         return "logit"
     return decision.split(".", 1)[0]
-
-
-def aggregate(results: list[Mapping], decisions, how: str = "mean") -> dict[str, list[float]]:
-    """One distribution per decision from several DNAS runs (DistDNAS's shards): the mean of
-    their probabilities, or (``vote``) each run's most likely choice counted, ties broken by
-    the mean. Either way, the decoded member takes each decision's largest entry."""
-    out = {}
-    for d in decisions:
-        mean = torch.tensor([r["probabilities"][d.name] for r in results]).mean(0)
-        if how == "vote":
-            votes = torch.zeros(len(d.choices))
-            for r in results:
-                votes[int(torch.tensor(r["probabilities"][d.name]).argmax())] += 1
-            mean = votes + mean / 2  # a vote outweighs any mean (which sums to 1)
-            mean = mean / mean.sum()
-        out[d.name] = mean.tolist()
-    return out
-
-
-def decode(space, scores: Mapping[str, list[float]]) -> ArchSpec:
-    """The member taking each active decision's highest-scoring choice."""
-    values: dict[str, Any] = {}
-    for d in space.decisions:
-        if d.active(values):
-            values[d.name] = d.choices[int(torch.tensor(scores[d.name]).argmax())]
-    return space.decode(values)

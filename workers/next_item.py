@@ -24,8 +24,8 @@ from torch import nn
 
 from blocks.base import check_fraction, check_int
 from blocks.hstu import HSTU, HSTUConfig
+from nas.core.errors import ConfigError
 from nas.data.prepared import PreparedDataset
-from nas.errors import ConfigError
 
 
 @dataclass(frozen=True)

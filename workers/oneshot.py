@@ -23,18 +23,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.errors import ConfigError
-from nas.model import RankingModel
-from nas.objectives import SERVING_CANDIDATES, get_objective
-from nas.pareto import nondominated_ranks
-from nas.spec import ArchSpec
-from nas.strategies import SpaceExhausted, StrategyContext, create_strategy
-from nas.supernet import StackSupernet
+from nas.arch.model import RankingModel
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
+from nas.search.objectives import SERVING_CANDIDATES, get_objective
+from nas.search.pareto import nondominated_ranks
+from nas.search.strategies import SpaceExhausted, StrategyContext, create_strategy
+from nas.search.supernet import StackSupernet
 from workers import checkpoint as checkpoints
-from workers.jobs import Progress, job_supernet
 from workers.metrics import binary_metrics
+from workers.supernet_job import Progress, job_supernet
 from workers.train import Batches, Optimizers, TrainConfig, checked
-from workers.trial import TrialData
+from workers.trial_data import TrialData
 
 EXTREME_DRAWS = 256  # members drawn to find the sandwich's largest and smallest
 

@@ -8,7 +8,7 @@ every outcome:
     {"outcome": "completed", "payload": <TrialResult JSON>, "started_at", "finished_at"}
     {"outcome": "failed", "payload": <reason>, ...}
 
-Under an early-stopping scheduler (``nas/early_stopping.py``) it also reports at each rung,
+Under an early-stopping scheduler (``nas/search/early_stopping.py``) it also reports at each rung,
 with no outcome: ``{"step", "rung_ne", "payload": <TrialResult JSON of the steps so far>}``.
 Tune's answer to a rung report can end the trial there (never a baseline's: the scheduler
 only files those); the controller then records it as stopped.
@@ -31,12 +31,13 @@ from typing import Any
 import psutil
 import torch
 
-from nas.early_stopping import RUNG_METRIC, RUNG_TIME
-from nas.errors import NasError, TrainingError
-from nas.model import training_bytes
-from nas.spec import ArchSpec
+from nas.arch.model import training_bytes
+from nas.arch.spec import ArchSpec
+from nas.core.errors import NasError, TrainingError
+from nas.search.early_stopping import RUNG_METRIC, RUNG_TIME
 from workers.train import TrainConfig
-from workers.trial import Rungs, SelectBest, TrialData, TrialResult, evaluate
+from workers.trial import Rungs, SelectBest, TrialResult, evaluate
+from workers.trial_data import TrialData
 
 MEMORY_CHECK_EVERY = 25  # steps
 

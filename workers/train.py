@@ -20,10 +20,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from kernels import rowwise_adam
-from nas.config import TRAIN_PRECISIONS
+from kernels.backends import NATIVE_BACKENDS, check_backend
+from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
-from nas.errors import ConfigError, TrainingError
 from workers.metrics import binary_metrics
+from workers.precision import TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
@@ -43,7 +44,7 @@ class TrainConfig:
     # weights, optimizer state and the loss in float32 (mixed precision). It pays on a CPU
     # with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models (README,
     # "Training"); elsewhere the casts cost more than they save.
-    precision: str = "fp32"  # one of nas.config.TRAIN_PRECISIONS
+    precision: str = "fp32"  # one of TRAIN_PRECISIONS
 
     def __post_init__(self) -> None:
         if self.precision not in TRAIN_PRECISIONS:
@@ -78,7 +79,7 @@ class RowwiseAdam(torch.optim.Optimizer):
     (``_Tables``: each parameter's ``data`` becomes a view of it), and their Adam moments
     likewise, so that the reference updates all of them with one gather, one kernel and one
     scatter, not one of each per table. ``backend``: "auto" (the C kernel where it builds),
-    "native" or "torch" (``kernels.rowwise_adam.BACKENDS``). ``tests/test_train.py`` holds
+    "native" or "torch" (``kernels.backends.NATIVE_BACKENDS``). ``tests/test_train.py`` holds
     both backends, and both of the reference's ways of finding the rows (``dense_below``),
     to SparseAdam's trajectory.
     """
@@ -86,7 +87,7 @@ class RowwiseAdam(torch.optim.Optimizer):
     def __init__(
         self, params, lr: float, betas=(0.9, 0.999), eps=1e-8, dense_below=8.0, backend="auto"
     ):
-        rowwise_adam.check_backend(backend)
+        check_backend(backend, NATIVE_BACKENDS)
         self.backend = backend
         self._tables: list[_Tables] = []  # filled by add_param_group, which __init__ calls
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})

@@ -30,7 +30,7 @@ import sys
 from rich.markup import escape
 
 from nas.cli.render import console
-from nas.errors import NasError, TrainingError
+from nas.core.errors import NasError, TrainingError
 
 GROUPS = ("data", "train", "search", "retrain", "models", "fp8", "dashboard", "doctor")
 

@@ -8,7 +8,7 @@ import sys
 from nas.cli.flags import integer, open_registry, registry_flag
 from nas.cli.render import console, emit_json, out
 from nas.cli.signals import stop_on_sigterm
-from nas.errors import ConfigError, NasError
+from nas.core.errors import ConfigError, NasError
 
 
 def add_commands(commands) -> None:
@@ -30,8 +30,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     URL of its run, until Ctrl-C. Several: a page comparing their fronts."""
     import webbrowser
 
-    from nas.config import default_tracking_uri, runs_dir, stored_config
-    from nas.summary import summarize
+    from nas.core.paths import artifacts_dir, dashboards_dir
+    from nas.service.config import default_tracking_uri, stored_config
+    from nas.service.summary import summarize
 
     if not 1 <= args.port <= 65535:
         raise ConfigError("--port", f"must be a port number (1-65535), got {args.port}")
@@ -49,7 +50,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         summaries = {
             s.id: summarize(stored_config(s.config), registry.trials(s.id)) for s in searches
         }
-        folder = runs_dir() / "dashboards"
+        folder = dashboards_dir()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / ("compare-" + "-".join(s.id for s in searches)[:150] + ".html")
         path.write_text(page("comparison", comparison_figure(summaries)))
@@ -77,8 +78,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
             webbrowser.open(url)
         return 0
     with console.status(f"starting mlflow ui on 127.0.0.1:{args.port} ..."):
-        log = runs_dir() / "dashboards" / f"mlflow-ui-{args.port}.log"
-        process = start_ui(uri, runs_dir() / "mlartifacts", args.port, log)
+        log = dashboards_dir() / f"mlflow-ui-{args.port}.log"
+        process = start_ui(uri, artifacts_dir(), args.port, log)
     url = run_url(
         f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
     )

@@ -118,10 +118,11 @@ def _dataset_summary(dataset) -> dict:
 
 
 def cmd_data_list(args: argparse.Namespace) -> None:
-    from nas.data import DATASETS, default_cache_dir
+    from nas.core.paths import data_cache_dir
+    from nas.data import DATASETS
     from nas.data.prepared import open_prepared
 
-    cache_dir = args.cache_dir or default_cache_dir()
+    cache_dir = args.cache_dir or data_cache_dir()
     rows = []
     for name, info in DATASETS.items():
         dataset = open_prepared(cache_dir / name)

@@ -24,7 +24,7 @@ def add_commands(commands) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 when every check passes, 1 otherwise."""
-    from nas.doctor import run_checks
+    from nas.service.doctor import run_checks
 
     with console.status("Checking the setup ..."):
         checks = run_checks(args.address, args.registry_url, args.tracking_uri, args.cache_dir)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from nas.config import default_registry_url
-from nas.errors import ConfigError, shown
+from nas.core.errors import ConfigError, shown
+from nas.service.config import default_registry_url
 
 
 def integer(text: str) -> int:
@@ -76,6 +76,6 @@ def registry_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def open_registry(args: argparse.Namespace, url: str | None = None):
-    from nas.registry import Registry
+    from nas.service.registry import Registry
 
     return Registry(args.registry_url or url or default_registry_url())

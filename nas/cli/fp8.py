@@ -9,12 +9,12 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from nas import endpoints
 from nas.cli.flags import integer, number
 from nas.cli.render import console, emit_json, out
-from nas.errors import ConfigError
-from nas.objectives import PROBE_ROWS, PROBE_THRESHOLD
-from nas.user_files import require_file
+from nas.core.errors import ConfigError
+from nas.core.user_files import require_file
+from nas.search.objectives import PROBE_ROWS, PROBE_THRESHOLD
+from nas.service import endpoints
 
 
 def add_commands(commands) -> None:
@@ -44,13 +44,13 @@ def add_commands(commands) -> None:
 
 
 def cmd_probe(args: argparse.Namespace) -> None:
-    from kernels.cost.targets import GPU_TARGETS, get_target
+    from nas.arch.cost.targets import GPU_TARGETS, get_target
+    from nas.arch.model import model_configs
+    from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from nas.model import model_configs
-    from nas.spec import ArchSpec
     from workers.fp8_probe import probe_candidate
     from workers.train import TrainConfig
-    from workers.trial import TrialData
+    from workers.trial_data import TrialData
 
     for flag, value in (("--steps", args.steps), ("--rows", args.rows), ("--batch", args.batch)):
         if value < 1:
@@ -130,9 +130,9 @@ def _print(result, spec) -> None:
 
 def _log(report: dict, spec) -> str:
     """The probe as an MLflow run (experiment ``fp8-probe``): figures, probe.json, probe.csv."""
-    from nas.config import runs_dir
-    from nas.tracking import Tracker
+    from nas.core.paths import artifacts_dir
+    from nas.service.tracking import Tracker
 
-    tracker = Tracker(endpoints.local_tracking_uri(), runs_dir() / "mlartifacts")
+    tracker = Tracker(endpoints.local_tracking_uri(), artifacts_dir())
     experiment = tracker.experiment("fp8-probe")
     return tracker.log_probe(experiment, spec, report)

@@ -18,8 +18,8 @@ from rich.table import Table
 
 from nas.cli.flags import open_registry, registry_flag
 from nas.cli.render import console, emit_json, out
-from nas.errors import ConfigError
-from nas.user_files import require_file
+from nas.core.errors import ConfigError
+from nas.core.user_files import require_file
 
 FORMATS = ("torch-export", "torchscript")
 
@@ -67,14 +67,14 @@ def tracking_flag(parser) -> None:
 def _tracking(args: argparse.Namespace) -> str:
     import os
 
-    from nas import endpoints
+    from nas.service import endpoints
 
     given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     return endpoints.tracking_uri(given) if given else endpoints.local_tracking_uri()
 
 
 def cmd_models_list(args: argparse.Namespace) -> None:
-    from nas.serving import list_versions
+    from nas.service.serving import list_versions
 
     versions = list_versions(_tracking(args), args.name)
     if args.json:
@@ -102,7 +102,7 @@ def cmd_models_list(args: argparse.Namespace) -> None:
 
 
 def cmd_models_register(args: argparse.Namespace) -> None:
-    from nas.serving import register_retrain
+    from nas.service.serving import register_retrain
 
     registry = open_registry(args)
     search = registry.get_search(args.retrain_id)
@@ -148,7 +148,7 @@ def read_rows(path: str) -> list[dict]:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from nas.serving import predict_rows
+    from nas.service.serving import predict_rows
 
     rows = read_rows(args.input)
     if not rows:
@@ -171,7 +171,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from nas.serving import export_model
+    from nas.service.serving import export_model
 
     if args.format not in FORMATS:
         raise ConfigError("--format", f"must be one of {', '.join(FORMATS)}, got {args.format!r}")

@@ -12,8 +12,9 @@ from rich.table import Table
 
 from nas.cli.flags import integer, number, open_registry, registry_flag
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
-from nas.errors import ConfigError
-from nas.reporter import Reporter
+from nas.cli.signals import stop_on_sigterm
+from nas.core.errors import ConfigError
+from nas.service.reporter import Reporter
 
 
 def add_commands(commands) -> None:
@@ -61,10 +62,10 @@ def add_commands(commands) -> None:
 
 def cmd_retrain(args: argparse.Namespace) -> int:
 
-    from nas.config import RegisterConfig, validate_config
-    from nas.controller import plan
-    from nas.registry import new_search_id
-    from nas.retrain import TRAIN_ON, plan_retrain
+    from nas.service.config import RegisterConfig, validate_config
+    from nas.service.controller import plan
+    from nas.service.registry import new_search_id
+    from nas.service.retrain import TRAIN_ON, plan_retrain
 
     registry = open_registry(args)
     search = registry.get_search(args.search_id)
@@ -105,16 +106,15 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         config.to_dict(),
         search.config_path,
     )
-    from nas.cli.search import run_search
-
-    return run_search(registry, retrain, checked, args)
+    return run_retrain(registry, retrain, checked, args)
 
 
 def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
-    from nas.cli.search import run_controller
-    from nas.retrain import RetrainController
-    from nas.retrain_report import retrain_report
+    from nas.service.controller import run_controller
+    from nas.service.retrain import RetrainController
+    from nas.service.retrain_report import retrain_report
 
+    stop_on_sigterm()
     config = checked.config
     retrain = config.retrain
     if not args.json:
@@ -220,8 +220,8 @@ class RetrainReporter(Reporter):
 
 
 def status_of_retrain(search, config, trials, as_json: bool) -> None:
-    from nas.registry import display_status
-    from nas.retrain_report import retrain_report
+    from nas.service.registry import display_status
+    from nas.service.retrain_report import retrain_report
 
     report = retrain_report(config, trials)
     status = display_status(search)

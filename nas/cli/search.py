@@ -15,10 +15,11 @@ from rich.table import Table
 
 from nas.cli.flags import integer, open_registry, registry_flag
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
+from nas.cli.retrain import run_retrain, status_of_retrain
 from nas.cli.signals import stop_on_sigterm
-from nas.errors import ConfigError, NasError
-from nas.registry.models import FINISHED
-from nas.reporter import Reporter
+from nas.core.errors import ConfigError, NasError
+from nas.service.registry.models import FINISHED
+from nas.service.reporter import Reporter
 
 
 def add_commands(commands) -> None:
@@ -69,8 +70,8 @@ def add_commands(commands) -> None:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from nas.config import load_config
-    from nas.registry import new_search_id
+    from nas.service.config import load_config
+    from nas.service.registry import new_search_id
 
     flags = {  # config field -> (the flag that overrides it, its value)
         "budget.candidates": ("--budget", args.budget),
@@ -84,7 +85,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     }
     try:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
-        from nas.controller import plan  # Ray and Tune: not loaded for a config in error
+        from nas.service.controller import plan  # Ray and Tune: not loaded for a config in error
 
         with console.status(f"Checking {args.config} against {config.dataset} ..."):
             checked = plan(config, args.config.resolve().parent)
@@ -101,9 +102,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from nas.config import validate_config
-    from nas.controller import plan
-    from nas.registry import controller_alive
+    from nas.service.config import validate_config
+    from nas.service.controller import plan
+    from nas.service.registry import controller_alive
 
     registry = open_registry(args)
     search = registry.get_search(args.search_id)
@@ -127,14 +128,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def run_search(registry, search, checked, args: argparse.Namespace) -> int:
     """Run the search in the foreground; exit code 130 when Ctrl-C (or SIGTERM) stopped it
     early."""
-    from nas.controller import Controller
-    from nas.summary import summarize
+    from nas.service.controller import Controller, run_controller
+    from nas.service.summary import summarize
 
-    stop_on_sigterm()
     if checked.config.retrain is not None:
-        from nas.cli.retrain import run_retrain
-
         return run_retrain(registry, search, checked, args)
+    stop_on_sigterm()
     reporter = Reporter() if args.json else ProgressReporter(checked.config)
     if not args.json:
         console.print(
@@ -153,24 +152,6 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
     print_front(search, summary)
     _print_ending(search)
     return code
-
-
-def run_controller(registry, search, controller_class, checked, reporter):
-    """Make the controller of ``search`` and run it: (the controller, the search as it
-    ended). However it ends, the registry says how: a controller that cannot be made ends
-    the search there (resumable); a second Ctrl-C or SIGTERM, which the controller
-    recorded as it stopped, returns the search as recorded."""
-    try:
-        controller = controller_class(registry, search, checked, reporter)
-    except BaseException as err:  # nothing ran: the search ends here, resumable
-        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
-        registry.update_search(search.id, status=status, message=message, pid=None)
-        raise
-    try:
-        return controller, controller.run()
-    except KeyboardInterrupt:
-        return controller, registry.get_search(search.id)
 
 
 class ProgressReporter(Reporter):
@@ -267,7 +248,7 @@ def _print_ending(search) -> None:
 
 
 def search_row(search, summary) -> dict:
-    from nas.registry import display_status, elapsed_seconds
+    from nas.service.registry import display_status, elapsed_seconds
 
     return {
         "id": search.id,
@@ -290,8 +271,8 @@ def search_row(search, summary) -> dict:
 
 
 def summary_of(registry, search, objectives: list[str] | None = None):
-    from nas.config import stored_config
-    from nas.summary import summarize
+    from nas.service.config import stored_config
+    from nas.service.summary import summarize
 
     config = stored_config(search.config, f"search {search.id}")
     return config, summarize(config, registry.trials(search.id), objectives)
@@ -340,8 +321,6 @@ def cmd_status(args: argparse.Namespace) -> None:
     config, summary = summary_of(registry, search)
     trials = registry.trials(search.id)
     if config.retrain is not None:
-        from nas.cli.retrain import status_of_retrain
-
         return status_of_retrain(search, config, trials, args.json)
     if args.json:
         emit_json(
@@ -514,7 +493,7 @@ def _trial_row(trial) -> dict:
 
 
 def cmd_pareto(args: argparse.Namespace) -> None:
-    from nas.objectives import get_objective
+    from nas.search.objectives import get_objective
 
     registry = open_registry(args)
     search = registry.get_search(args.search_id)
@@ -567,7 +546,7 @@ def print_front(search, summary) -> None:
 
 
 def cmd_cancel(args: argparse.Namespace) -> None:
-    from nas.registry import controller_alive
+    from nas.service.registry import controller_alive
 
     registry = open_registry(args)
     search = registry.get_search(args.search_id)

@@ -11,9 +11,9 @@ from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, integer, number
 from nas.cli.render import console, emit_json, out, progress_bar, si
-from nas.config import TRAIN_PRECISIONS
-from nas.errors import ConfigError
-from nas.objectives import SERVING_CANDIDATES
+from nas.core.errors import ConfigError
+from nas.search.objectives import SERVING_CANDIDATES
+from workers.precision import TRAIN_PRECISIONS
 
 
 def add_commands(commands) -> None:
@@ -93,11 +93,12 @@ def cmd_blocks(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    from nas.arch.model import model_configs
+    from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from nas.model import model_configs
-    from nas.spec import ArchSpec
     from workers.train import TrainConfig
-    from workers.trial import TrialData, evaluate
+    from workers.trial import evaluate
+    from workers.trial_data import TrialData
 
     spec = ArchSpec.load(args.spec)
     overrides = {

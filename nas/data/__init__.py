@@ -4,22 +4,22 @@
     >>> ds = load_dataset("movielens-1m")          # prepares on first use
     >>> train = ds.features("train")               # Features: categorical, multi_hot, dense, label
 
-The cache lives in ``$RECNAS_CACHE_DIR``, or ``./nas-runs/data`` (beside the other run state).
+The cache lives in ``$RECNAS_CACHE_DIR``, or the runs folder's ``data/`` (``nas.core.paths``).
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nas.core.errors import ConfigError, NasError, UnknownNameError
+from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
 from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prepared
 from nas.data.schema import Features, Field, Schema
-from nas.errors import ConfigError, NasError, UnknownNameError
 
 __all__ = [
     "DATASETS",
@@ -29,7 +29,6 @@ __all__ = [
     "PrepareRequest",
     "PreparedDataset",
     "Schema",
-    "default_cache_dir",
     "load_dataset",
     "prepare_command",
     "prepare_dataset",
@@ -118,10 +117,6 @@ DATASETS: dict[str, DatasetInfo] = {
 }
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("RECNAS_CACHE_DIR") or Path("nas-runs") / "data").resolve()
-
-
 def dataset_info(name: str) -> DatasetInfo:
     if name not in DATASETS:
         raise UnknownNameError("dataset", "dataset", name, DATASETS)
@@ -147,7 +142,7 @@ def prepare_dataset(
         value = getattr(request, option)
         if value is not None and value < 1:
             raise ConfigError(option, f"must be a positive integer, got {value}")
-    cache_dir = cache_dir or default_cache_dir()
+    cache_dir = cache_dir or data_cache_dir()
     root = cache_dir / name
     existing = open_prepared(root)
     if (
@@ -171,7 +166,7 @@ def prepare_command(name: str) -> str:
 def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     """The prepared dataset ``name``, preparing it with its defaults if it is not cached."""
     info = dataset_info(name)
-    existing = open_prepared((cache_dir or default_cache_dir()) / name)
+    existing = open_prepared((cache_dir or data_cache_dir()) / name)
     if existing is not None:
         problems = existing.problems()  # its checksums: 0.3 s for MovieLens-1M
         if problems:

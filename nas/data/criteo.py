@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from nas.core.errors import DataError, shown
 from nas.data.prepared import assign_splits
 from nas.data.raw import RawForm
 from nas.data.schema import Field, Schema
 from nas.data.sources import open_file
-from nas.errors import DataError, shown
 
 NUM_DENSE, NUM_CATEGORICAL = 13, 26
 WIDTH = 1 + NUM_DENSE + NUM_CATEGORICAL

@@ -31,11 +31,11 @@ from typing import IO
 
 import numpy as np
 
+from nas.core.errors import DataError
 from nas.data.prepared import assign_splits
 from nas.data.raw import RawForm, normalise_year
 from nas.data.schema import Field, Schema
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
-from nas.errors import DataError
 
 USER_FIELDS = ("gender", "age", "occupation", "zip", "zip_prefix")
 CATEGORICAL = ("user", "item", *USER_FIELDS, "year", "hour", "weekday")

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.core.errors import NasError
 from nas.data.schema import Features, Schema
-from nas.errors import NasError
 
 COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
 INT64_LIMIT = 2**63  # integers are stored as int64

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from nas.errors import DataError
+from nas.core.errors import DataError
 
 
 def fetch_wheel(requirement: str, downloads: Path) -> Path:

@@ -9,8 +9,8 @@ import torch
 
 import blocks
 from blocks.dhen import MODULES as DHEN_MODULES
-from nas.errors import ConfigError, UnknownNameError
-from nas.flops import measure_flops_per_example
+from nas.arch.flops import measure_flops_per_example
+from nas.core.errors import ConfigError, UnknownNameError
 
 ALL = blocks.list_blocks()
 

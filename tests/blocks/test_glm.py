@@ -26,7 +26,7 @@ from blocks.glm import (
     Split,
 )
 from blocks.glm_layers import GLMBlock
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 N_R, N_C, D = 3, 4, 8
 

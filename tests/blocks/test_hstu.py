@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import blocks
 from blocks.hstu import jagged_to_padded, padded_to_jagged
-from kernels.hstu_attention import attention_mask
+from kernels.pytorch.pt_hstu_attention import attention_mask
 
 N, D = 8, 6
 

@@ -10,7 +10,7 @@ import torch
 import blocks
 from blocks.attention import attend
 from blocks.base import LayerNorm
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nas.core.errors import ConfigError, DataError
 from nas.data import PrepareRequest, prepare_dataset
 from nas.data.criteo import NUM_CATEGORICAL, NUM_DENSE, from_tsv, write_synthetic_criteo
-from nas.errors import ConfigError, DataError
 
 
 def _line(label="0", dense=None, cats=None) -> str:

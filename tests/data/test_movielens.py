@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from nas.core.errors import DataError, NasError
 from nas.data import PrepareRequest, load_dataset, prepare_dataset
 from nas.data.movielens import read_recbole
 from nas.data.prepared import split_checksum
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
-from nas.errors import DataError, NasError
 
 ML100K = "recbole/dataset_example/ml-100k/ml-100k"
 
@@ -115,7 +115,7 @@ def test_a_damaged_cache_is_named_when_loaded_and_rebuilt_by_prepare(fresh_cache
         load_dataset("movielens-100k", fresh_cache)
     assert str(path) in str(caught.value)
     assert "nas data prepare movielens-100k" in str(caught.value)
-    from nas.doctor import data_check
+    from nas.service.doctor import data_check
 
     check = data_check(fresh_cache)  # `nas doctor` says so too, with the same command
     assert not check.ok and "movielens-100k" in check.found

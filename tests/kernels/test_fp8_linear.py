@@ -15,8 +15,8 @@ from kernels.fp8_linear import (
     LinearSites,
     fp8_linear,
     quantise_rows,
-    quantise_rows_reference,
 )
+from kernels.pytorch import pt_fp8_linear
 
 
 @pytest.mark.parametrize("k", [1, 10, 100, 1024, 1500])
@@ -25,7 +25,7 @@ def test_the_quantisation_kernel_is_bit_exact_against_the_reference(k) -> None:
     x = torch.randn(9, k, generator=g) * torch.logspace(-6, 6, 9)[:, None]
     x[0, 0] = 0.0
     got, got_scale = quantise_rows(x, backend="triton")
-    want, want_scale = quantise_rows_reference(x)
+    want, want_scale = pt_fp8_linear.quantise_rows(x)
     assert torch.equal(got.float(), want.float()) and torch.equal(got_scale, want_scale)
     zeros, scale = quantise_rows(torch.zeros(2, k), backend="triton")
     assert zeros.float().abs().sum() == 0 and bool((scale > 0).all())
@@ -63,7 +63,7 @@ def test_fp8_dispatch_runs_exactly_the_named_sites_in_fp8() -> None:
         with Fp8Dispatch(model, ["w[:, 3:8]"]):
             got = model(x)
         want = F.linear(x[:, :3], model.w[:, :3]) + fp8_linear(
-            x[:, 3:], *quantise_rows_reference(model.w[:, 3:])
+            x[:, 3:], *pt_fp8_linear.quantise_rows(model.w[:, 3:])
         )
         with Fp8Dispatch(model, []):
             untouched = model(x)
@@ -73,8 +73,8 @@ def test_fp8_dispatch_runs_exactly_the_named_sites_in_fp8() -> None:
 
 @pytest.mark.parametrize("spec", ["dcnv2.json", "modern/rocs.json"])
 def test_a_models_sites_include_its_functional_linears(ml100k, spec: str) -> None:
-    from nas.model import build_model
-    from nas.spec import ArchSpec
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
 
     torch.manual_seed(0)
     model = build_model(ArchSpec.load(f"examples/specs/{spec}"), ml100k.schema).eval()

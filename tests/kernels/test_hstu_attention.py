@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.hstu_attention import hstu_attention, reference
+from kernels.hstu_attention import hstu_attention
+from kernels.pytorch.pt_hstu_attention import reference
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from kernels import ikbo
-from nas.model import RequestInputs, build_model
-from nas.spec import ArchSpec
+from kernels.pytorch import pt_ikbo
+from nas.arch.model import RequestInputs, build_model
+from nas.arch.spec import ArchSpec
 from tests.test_glm_model import STACKED
 
 
@@ -25,7 +26,7 @@ def test_the_kernel_matches_the_reference(c, k, n, r, parts) -> None:
     term = None if parts == "no request" else torch.randn(rows, n, generator=g)
     owner = None if parts == "aligned" else torch.randint(0, r, (c,), generator=g)
     got = ikbo.broadcast_linear(x, w, bias, term, owner, backend="triton")
-    want = ikbo.reference(x, w, bias, term, owner)
+    want = pt_ikbo.reference(x, w, bias, term, owner)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
@@ -43,7 +44,7 @@ def test_a_glm_model_scores_requests_through_the_kernel_as_through_the_reference
     ml100k, monkeypatch
 ) -> None:
     import blocks.glm
-    import nas.model
+    import nas.arch.model
 
     torch.manual_seed(0)
     model = build_model(ArchSpec.from_dict(STACKED), ml100k.schema).eval()
@@ -60,7 +61,7 @@ def test_a_glm_model_scores_requests_through_the_kernel_as_through_the_reference
             return ikbo.broadcast_linear(*args, backend="triton")
 
         monkeypatch.setattr(blocks.glm, "broadcast_linear", through_kernel)
-        monkeypatch.setattr(nas.model, "broadcast_linear", through_kernel)
+        monkeypatch.setattr(nas.arch.model, "broadcast_linear", through_kernel)
         got = model.score_requests(requests, candidates, owner)
     assert calls  # the GLM dense layers and the top MLP went through it
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

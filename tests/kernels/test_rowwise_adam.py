@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import _native, rowwise_adam
+from kernels import rowwise_adam
+from kernels.native import build
 
 SETTINGS = {"lr": 0.05, "betas": (0.8, 0.99), "eps": 1e-6}
 
@@ -127,9 +128,9 @@ def fresh_build(tmp_path, monkeypatch):
     monkeypatch.setenv("RECNAS_KERNEL_CACHE", str(tmp_path / "kernels"))
 
     def forget():
-        _native._load.cache_clear()
-        _native._compiler.cache_clear()
-        _native._failures.clear()
+        build._load.cache_clear()
+        build._compiler.cache_clear()
+        build._failures.clear()
         rowwise_adam._kernel.cache_clear()
 
     forget()
@@ -142,20 +143,20 @@ def fresh_build(tmp_path, monkeypatch):
 def test_the_library_is_built_once_into_the_cache_and_again_for_another_source(
     fresh_build, monkeypatch, tmp_path
 ) -> None:
-    assert "built on first use" in _native.status("rowwise_adam").found
-    assert _native.load("rowwise_adam") is not None
+    assert "built on first use" in build.status("rowwise_adam").found
+    assert build.load("rowwise_adam") is not None
     (built,) = fresh_build.glob("rowwise_adam-*.so")
-    assert "built with" in _native.status("rowwise_adam").found
-    _native._load.cache_clear()
-    assert _native.load("rowwise_adam") is not None
+    assert "built with" in build.status("rowwise_adam").found
+    build._load.cache_clear()
+    assert build.load("rowwise_adam") is not None
     assert list(fresh_build.glob("rowwise_adam-*.so")) == [built], "loaded from the cache"
     edited = tmp_path / "sources"
     edited.mkdir()
-    source = (_native.SOURCES / "_rowwise_adam.c").read_text()
-    (edited / "_rowwise_adam.c").write_text(source + "\n/* edited */\n")
-    monkeypatch.setattr(_native, "SOURCES", edited)
-    _native._load.cache_clear()
-    assert _native.load("rowwise_adam") is not None
+    source = (build.SOURCES / "rowwise_adam.c").read_text()
+    (edited / "rowwise_adam.c").write_text(source + "\n/* edited */\n")
+    monkeypatch.setattr(build, "SOURCES", edited)
+    build._load.cache_clear()
+    assert build.load("rowwise_adam") is not None
     assert len(list(fresh_build.glob("rowwise_adam-*.so"))) == 2
 
 
@@ -163,8 +164,8 @@ def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatc
     from workers.train import RowwiseAdam
 
     monkeypatch.setenv("CC", "no-such-compiler")
-    assert _native.load("rowwise_adam") is None
-    status = _native.status("rowwise_adam")
+    assert build.load("rowwise_adam") is None
+    status = build.status("rowwise_adam")
     usable, found = status.usable, status.found
     assert not usable and "no C compiler (no-such-compiler)" in found
     assert "gcc" in status.fix
@@ -196,8 +197,8 @@ def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatc
 
 def test_a_compiler_that_fails_is_reported(fresh_build, monkeypatch) -> None:
     monkeypatch.setenv("CC", "false")  # on PATH, fails every build
-    assert _native.load("rowwise_adam") is None
-    status = _native.status("rowwise_adam")
+    assert build.load("rowwise_adam") is None
+    status = build.status("rowwise_adam")
     usable, found = status.usable, status.found
     assert not usable and "failed" in found
     assert "CC" in status.fix
@@ -206,8 +207,8 @@ def test_a_compiler_that_fails_is_reported(fresh_build, monkeypatch) -> None:
 
 def test_turned_off_it_is_not_loaded(monkeypatch) -> None:
     monkeypatch.setenv("RECNAS_NATIVE_KERNELS", "0")
-    assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
-    status = _native.status("rowwise_adam")
+    assert build.load("rowwise_adam") is None and not rowwise_adam.native_available()
+    status = build.status("rowwise_adam")
     assert (status.usable, status.found) == (False, "turned off (RECNAS_NATIVE_KERNELS=0)")
     assert status.fix == "unset RECNAS_NATIVE_KERNELS"
 
@@ -215,13 +216,13 @@ def test_turned_off_it_is_not_loaded(monkeypatch) -> None:
 def test_a_cache_that_cannot_be_made_is_reported_and_training_goes_on(
     fresh_build, monkeypatch, tmp_path
 ) -> None:
-    from nas.doctor import kernels_check
+    from nas.service.doctor import kernels_check
 
     in_the_way = tmp_path / "a-file"
     in_the_way.write_text("not a folder")
     monkeypatch.setenv("RECNAS_KERNEL_CACHE", str(in_the_way / "kernels"))
-    status = _native.status("rowwise_adam")
+    status = build.status("rowwise_adam")
     usable, found = status.usable, status.found
     assert not usable and "cannot be made" in found and str(in_the_way) in found
     assert "RECNAS_KERNEL_CACHE" in kernels_check().fix
-    assert _native.load("rowwise_adam") is None and not rowwise_adam.native_available()
+    assert build.load("rowwise_adam") is None and not rowwise_adam.native_available()

@@ -10,8 +10,8 @@ import numpy as np
 import optuna
 import pytest
 
-from nas.errors import ConfigError
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 from search_spaces import SpaceInputs, create_space, list_spaces
 from search_spaces.decisions import Decision, count, freeze
 

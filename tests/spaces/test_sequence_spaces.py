@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 import pytest
 
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
 from search_spaces import SpaceInputs, create_space
 
 INPUTS = SpaceInputs(11, 8, 64)  # MovieLens-1M: 11 feature tokens, 8 request-side, history

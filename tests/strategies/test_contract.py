@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nas.objectives import get_objective
-from nas.spec import ArchSpec
-from nas.strategies import SpaceExhausted, StrategyContext, create_strategy, list_strategies
+from nas.arch.spec import ArchSpec
+from nas.search.objectives import get_objective
+from nas.search.strategies import SpaceExhausted, StrategyContext, create_strategy, list_strategies
 from search_spaces import SpaceInputs, create_space
 
 TOY = {  # 4 dims x 4 last layers x 3 top MLPs x 2 top inputs = 96 architectures

@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from nas.errors import ConfigError
-from nas.objectives import get_objective
-from nas.strategies import (
+from nas.core.errors import ConfigError
+from nas.search.objectives import get_objective
+from nas.search.strategies import (
     SpaceExhausted,
     StrategyContext,
     create_strategy,
@@ -153,7 +153,7 @@ def test_a_space_without_a_supernet_is_refused_before_anything_runs(name, ml1m) 
     ],
 )
 def test_bad_options_name_the_field(name, options, field) -> None:
-    from nas.strategies import check_options
+    from nas.search.strategies import check_options
 
     with pytest.raises(ConfigError) as caught:
         check_options(name, options)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from nas.errors import ConfigError
-from nas.flops import measure_flops_per_example
-from nas.model import model_configs
-from nas.supernet import build_supernet
+from nas.arch.flops import measure_flops_per_example
+from nas.arch.model import model_configs
+from nas.core.errors import ConfigError
+from nas.search.supernet import build_supernet
 from search_spaces import SpaceInputs, create_space, list_spaces
 
 WITH_SUPERNET = ["ctr_stack", "dhen", "hstu_seq", "wukong"]
@@ -105,7 +105,7 @@ def test_spaces_without_a_supernet_say_why(name: str, ml100k) -> None:
 
 
 def test_a_spec_outside_the_space_cannot_be_extracted(ml100k) -> None:
-    from nas.spec import ArchSpec
+    from nas.arch.spec import ArchSpec
 
     net = build_supernet(create_space("wukong", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema)
     outsider = ArchSpec.from_dict(

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nas.errors import ConfigError
+from nas.core.errors import ConfigError
+from nas.search.supernet.distributions import aggregate, check_relaxation
 from workers import dnas
 
 XOR_SPACE = {
@@ -104,19 +105,19 @@ def test_a_resumed_run_ends_as_an_unbroken_one(xor, tmp_path) -> None:
 
 
 def test_a_mixture_too_large_for_a_step_is_refused_by_field(ml100k) -> None:
-    from nas.supernet import build_supernet
+    from nas.search.supernet import build_supernet
     from search_spaces import SpaceInputs, create_space
 
     net = build_supernet(create_space("wukong", {}, SpaceInputs.of(ml100k.schema)), ml100k.schema)
     with pytest.raises(ConfigError) as caught:
-        dnas.check_relaxation(net, "gumbel")
+        check_relaxation(net, "gumbel")
     assert caught.value.field == "strategy.options.relaxation"
     assert "straight_through" in str(caught.value)
-    dnas.check_relaxation(net, "straight_through")
+    check_relaxation(net, "straight_through")
 
 
 def test_shards_are_chronological_slices_that_cover_the_training_split(ml100k) -> None:
-    from workers.trial import TrialData
+    from workers.trial_data import TrialData
 
     data = TrialData.from_prepared(ml100k)
     train = data.features("train")
@@ -135,8 +136,8 @@ def test_aggregation_by_mean_and_by_vote() -> None:
         {"probabilities": {"x": [0.5, 0.45, 0.05]}},
         {"probabilities": {"x": [0.0, 0.9, 0.1]}},
     ]
-    mean = dnas.aggregate(runs, decisions, "mean")["x"]
-    vote = dnas.aggregate(runs, decisions, "vote")["x"]
+    mean = aggregate(runs, decisions, "mean")["x"]
+    vote = aggregate(runs, decisions, "vote")["x"]
     assert max(range(3), key=mean.__getitem__) == 1  # the mean favours b (0.6 vs 0.33)
     assert max(range(3), key=vote.__getitem__) == 0  # two of three shards chose a
     assert sum(vote) == pytest.approx(1.0)
@@ -187,7 +188,7 @@ def test_a_latency_cost_prices_the_supernet_with_the_cost_model(xor) -> None:
 
 
 def test_bad_latency_cost_options_are_refused() -> None:
-    from nas.strategies import check_options
+    from nas.search.strategies import check_options
 
     with pytest.raises(ConfigError, match="unknown target 'h300'"):
         check_options("dnas", {"cost": "latency", "cost_target": "h300"})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from nas.spec import ArchSpec
+from nas.arch.spec import ArchSpec
 from search_spaces import SpaceInputs, create_space
 from workers import oneshot
 from workers.train import TrainConfig

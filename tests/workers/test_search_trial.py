@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from nas.errors import TrainingError
-from nas.model import TRAINING_BYTES_PER_PARAM, training_bytes
-from nas.spec import ArchSpec
+from nas.arch.model import TRAINING_BYTES_PER_PARAM, training_bytes
+from nas.arch.spec import ArchSpec
+from nas.core.errors import TrainingError
 from workers.search_trial import _run
-from workers.trial import TrialData
+from workers.trial_data import TrialData
 
 HUGE = {
     "embedding_dim": 4096,

@@ -1,0 +1,1 @@
+"""The PyTorch references of the ops: the training path, and what the kernels are tested against."""

@@ -1,0 +1,158 @@
+"""Named objectives a search can optimise, each with a direction.
+
+An objective reads one number from a trial's result (``workers.trial.TrialResult``). Its
+default reference point bounds the hypervolume: a value no candidate should be worse than.
+NE 1.0 is "no better than predicting the training positive rate"; AUC 0.5 is chance. FLOPs
+and parameter counts have no natural bound, so their reference is 1.1x the worst value seen
+unless the search config states one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from nas.core.errors import UnknownNameError
+
+SERVING_CANDIDATES = 100  # candidates per request that ``serving_flops`` assumes
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    direction: str  # "min" | "max"
+    description: str
+    reference: float | None = None  # the natural bound, when there is one
+
+    def worst_reference(self, seen: Iterable[float]) -> float:
+        """A reference slightly worse than every value seen (for objectives without one)."""
+        if self.direction == "min":
+            worst = float(max(seen))
+            return worst * 1.1 if worst > 0 else worst + 1.0
+        worst = float(min(seen))
+        return worst * 0.9 if worst > 0 else worst - 1.0
+
+
+OBJECTIVES: dict[str, Objective] = {
+    o.name: o
+    for o in (
+        Objective("ne", "min", "normalized entropy on the held-out split", 1.0),
+        Objective("auc", "max", "ROC AUC on the held-out split", 0.5),
+        Objective("logloss", "min", "log loss on the held-out split"),
+        Objective("flops", "min", "FLOPs per example (2 per multiply-add, fvcore)"),
+        Objective(
+            "serving_flops",
+            "min",
+            f"FLOPs per candidate when each request scores {SERVING_CANDIDATES} candidates and "
+            "its request side runs once (request-oriented inference; analytic)",
+        ),
+        Objective("params", "min", "trainable parameters"),
+        Objective(
+            "latency",
+            "min",
+            "estimated microseconds per example at a serving batch, on a target GPU or this "
+            "CPU, in a precision (kernels/cost: roofline)",
+        ),
+        Objective(
+            "serving_latency",
+            "min",
+            "estimated microseconds per request of N candidates, the request side once",
+        ),
+    )
+}
+COST_OBJECTIVES = ("latency", "serving_latency")
+DEFAULT_BATCH = 1024
+DEFAULT_PRECISION = {"cpu": "fp32"}  # a GPU target's default: bf16
+COST_FIELDS = ("target", "precision", "batch", "candidates")
+FP8_DISPATCH = "fp8-dispatch"  # FP8 where each candidate's probe finds it safe and faster
+PROBE_THRESHOLD = 1e-3  # the FP8 probe's default: the largest NE increase a safe site may cause
+PROBE_ROWS = 20_000  # ... and the validation rows it measures NE on
+
+
+def check_cost_options(objective, where: str) -> None:
+    """An objective config's cost fields (target, precision, batch, candidates): only on
+    latency objectives, with a known target and a precision it prices; ``ConfigError``."""
+    from nas.arch.cost.targets import GPU_PRECISIONS, TARGET_NAMES
+    from nas.core.errors import ConfigError
+
+    given = [f for f in COST_FIELDS if getattr(objective, f) is not None]
+    if objective.name not in COST_OBJECTIVES:
+        if given:
+            raise ConfigError(
+                f"{where}.{given[0]}", f"only {' and '.join(COST_OBJECTIVES)} take it"
+            )
+        return
+    if objective.target is None:
+        raise ConfigError(
+            f"{where}.target", f"{objective.name} needs a target: one of {', '.join(TARGET_NAMES)}"
+        )
+    if objective.target not in TARGET_NAMES:
+        raise UnknownNameError(f"{where}.target", "target", objective.target, TARGET_NAMES)
+    wrong = {"latency": "candidates", "serving_latency": "batch"}[objective.name]
+    if getattr(objective, wrong) is not None:
+        raise ConfigError(f"{where}.{wrong}", f"{objective.name} does not take it")
+    offered = ("fp32",) if objective.target == "cpu" else GPU_PRECISIONS
+    precision = objective.precision or DEFAULT_PRECISION.get(objective.target, "bf16")
+    if precision == FP8_DISPATCH:
+        if objective.name != "latency" or objective.target == "cpu":
+            raise ConfigError(
+                f"{where}.precision",
+                "fp8-dispatch (each candidate probed, FP8 where safe and faster) prices "
+                f"latency on a GPU target; {objective.name} on {objective.target} prices "
+                f"{', '.join(offered)}",
+            )
+        return
+    if precision not in offered:
+        raise ConfigError(
+            f"{where}.precision",
+            f"target {objective.target} prices {', '.join(offered)}; got {precision!r}",
+        )
+
+
+def fp8_probe_settings(objectives, asked: bool = False) -> dict | None:
+    """What a trial's FP8 probe needs: on an ``fp8-dispatch`` objective's target and batch,
+    else (``asked``: the search's ``fp8_probe: true``) on h100-sxm at the default batch;
+    None when no probe is wanted."""
+    settings = {"threshold": PROBE_THRESHOLD, "rows": PROBE_ROWS}
+    for o in objectives:
+        if o.precision == FP8_DISPATCH:
+            return settings | {"target": o.target, "batch": o.batch or DEFAULT_BATCH}
+    if asked:
+        return settings | {"target": "h100-sxm", "batch": DEFAULT_BATCH}
+    return None
+
+
+def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dict[str, float]:
+    """The latency objectives among ``objectives`` (checked configs) for ``spec``, in
+    microseconds: per example at the batch, or per request of N candidates. ``fp8-dispatch``
+    is the BF16 estimate less what the trial's FP8 plan (``metrics["fp8"]``) saves; without
+    a plan (a trial stopped early), the BF16 estimate."""
+    from nas.arch.cost import batch_estimate, get_target, request_estimate
+
+    values = {}
+    for o in objectives:
+        if o.name not in COST_OBJECTIVES:
+            continue
+        target = get_target(o.target, threads)
+        precision = o.precision or DEFAULT_PRECISION.get(o.target, "bf16")
+        if precision == FP8_DISPATCH:
+            batch = o.batch or DEFAULT_BATCH
+            seconds = batch_estimate(spec, schema, target, "bf16", batch).seconds / batch
+            plan = (metrics or {}).get("fp8")
+            if plan:
+                seconds -= (plan["latency_bf16_us"] - plan["latency_dispatch_us"]) / 1e6 / batch
+        elif o.name == "latency":
+            batch = o.batch or DEFAULT_BATCH
+            seconds = batch_estimate(spec, schema, target, precision, batch).seconds / batch
+        else:
+            seconds = request_estimate(
+                spec, schema, target, precision, o.candidates or SERVING_CANDIDATES
+            ).seconds
+        values[o.name] = seconds * 1e6
+    return values
+
+
+def get_objective(name: str, field: str = "objectives") -> Objective:
+    if name not in OBJECTIVES:
+        raise UnknownNameError(field, "objective", name, OBJECTIVES)
+    return OBJECTIVES[name]

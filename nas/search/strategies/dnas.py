@@ -1,0 +1,240 @@
+"""Differentiable search: Rankitect's DNAS with DistDNAS's cost-aware loss, and DistDNAS's
+search on data shards.
+
+``dnas``: one job per penalty lambda in ``lambdas`` (``workers/dnas.py``: architecture
+logits trained with the supernet's weights on logloss + lambda * E[cost] / cost_reference),
+run in parallel as Ray tasks up to the search's concurrency. Each decodes one architecture;
+``ask`` gives them in the order of ``lambdas`` (an architecture two penalties agree on is
+trained once), each trained stand-alone as an ordinary trial.
+
+``distdnas``: the training split cut into ``shards`` chronological slices, standing in for
+days of logs; one DNAS job per (lambda, shard), each on its slice for ``steps / shards``
+steps, so the search does the same total steps as ``dnas`` in about 1/shards of the time
+when the shards run side by side (one per core locally, one per node on a cluster). A
+lambda's shards are aggregated into one architecture: by default their probabilities are
+averaged per decision (DistDNAS's choice: a decision that one shard is sure of and others
+are not still leans its way), or (``aggregate: vote``) each shard's most likely choice is
+counted, ties broken by the average. Other ways, not offered: keeping the shard with the
+lowest held-out loss (throws away the other days), or a cost-weighted vote.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from nas.arch.spec import ArchSpec
+from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions
+from nas.search.strategies.registry import register_strategy
+from nas.search.supernet.distributions import aggregate, check_relaxation, decode
+
+
+class DnasOptions(StrategyOptions):
+    lambdas: list[float] = Field(default=[0.0, 0.01, 0.05, 0.2], min_length=1)
+    steps: int = Field(default=600, ge=1)
+    relaxation: Literal["gumbel", "softmax", "straight_through"] = "gumbel"
+    bilevel: bool = True
+    tau_start: float = Field(default=2.0, gt=0)
+    tau_end: float = Field(default=0.2, gt=0)
+    alpha_lr: float = Field(default=0.02, gt=0)
+    arch_batch_size: int = Field(default=128, ge=1)
+    warmup: float = Field(default=0.2, ge=0, lt=1)
+    cost_reference: float | None = Field(default=None, gt=0)
+    # The cost in the loss: FLOPs, or the cost model's latency (kernels/cost) on a target.
+    cost: Literal["flops", "latency"] = "flops"
+    cost_target: str = "h100-sxm"
+    cost_precision: str | None = None  # default: bf16 on a GPU, fp32 on cpu
+    cost_batch: int = Field(default=4096, ge=1, le=1 << 20)
+    checkpoint_every: int = Field(default=100, ge=1)
+    log_every: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _cost_target(self) -> DnasOptions:
+        from types import SimpleNamespace
+
+        from nas.search.objectives import FP8_DISPATCH, check_cost_options
+
+        if self.cost == "latency":
+            if self.cost_precision == FP8_DISPATCH:
+                raise ValueError("cost_precision fp8-dispatch needs a probe per candidate")
+            check_cost_options(
+                SimpleNamespace(
+                    name="latency",
+                    target=self.cost_target,
+                    precision=self.cost_precision,
+                    batch=self.cost_batch,
+                    candidates=None,
+                ),
+                "cost",
+            )
+        return self
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, values: list[float]) -> list[float]:
+        if any(not math.isfinite(v) or v < 0 for v in values) or len(set(values)) != len(values):
+            raise ValueError(f"must be distinct penalties >= 0, got {values}")
+        return values
+
+
+class DistDnasOptions(DnasOptions):
+    shards: int = Field(default=4, ge=2)
+    aggregate: Literal["mean", "vote"] = "mean"
+
+    @model_validator(mode="after")
+    def _steps_per_shard(self) -> DistDnasOptions:
+        if self.steps < self.shards:
+            raise ValueError(f"steps ({self.steps}) are split over the shards ({self.shards})")
+        return self
+
+
+@register_strategy
+class Dnas(Strategy):
+    name = "dnas"
+    Options = DnasOptions
+
+    def __init__(self, options: DnasOptions, context):
+        super().__init__(options, context)
+        self.results: dict[str, dict[str, Any]] = {}  # job name -> its probabilities etc.
+        self.decoded: dict[str, ArchSpec] = {}  # lambda (as text) -> its architecture
+
+    @property
+    def shards(self) -> int:
+        return 1
+
+    @classmethod
+    def check(cls, options, space, schema) -> None:
+        from nas.search.supernet import check_supernet
+
+        check_relaxation(check_supernet(space, schema), options.relaxation)
+
+    # --- jobs --------------------------------------------------------------------------------
+
+    def job_name(self, penalty: float, shard: int | None) -> str:
+        name = f"dnas-l{penalty:g}"
+        return name if shard is None else f"{name}-s{shard}"
+
+    def job_count(self) -> int:
+        return len(self.options.lambdas) * self.shards
+
+    def jobs(self) -> list[Job]:
+        o = self.options
+        common = self.job_settings() | {
+            "steps": math.ceil(o.steps / self.shards),
+            **{
+                k: getattr(o, k)
+                for k in (
+                    "relaxation",
+                    "bilevel",
+                    "tau_start",
+                    "tau_end",
+                    "alpha_lr",
+                    "arch_batch_size",
+                    "warmup",
+                    "cost_reference",
+                    "cost",
+                    "cost_target",
+                    "cost_precision",
+                    "cost_batch",
+                    "checkpoint_every",
+                    "log_every",
+                )
+            },
+        }
+        out = []
+        for penalty in o.lambdas:
+            for shard in self._shard_ids():
+                name = self.job_name(penalty, shard)
+                if name not in self.results:
+                    where = None if shard is None else [shard, self.shards]
+                    settings = common | {"penalty": penalty, "shard": where}
+                    # Once its logits are recorded, a DNAS run's checkpoint serves nothing.
+                    out.append(Job(name, "dnas", settings, keep_checkpoint=False))
+        return out
+
+    def _shard_ids(self) -> list[int | None]:
+        return [None] if self.shards == 1 else list(range(self.shards))
+
+    def job_done(self, job: Job, result: dict[str, Any]) -> None:
+        self.results[job.name] = {
+            k: result[k] for k in ("penalty", "probabilities", "expected_cost", "arch_id")
+        }
+        penalty = result["penalty"]
+        done = [self.results.get(self.job_name(penalty, s)) for s in self._shard_ids()]
+        if all(done):
+            self.decoded[f"{penalty:g}"] = self._decode(done)
+
+    def _decode(self, results: list[dict[str, Any]]) -> ArchSpec:
+        return decode(self.space, results[0]["probabilities"])
+
+    # --- candidates --------------------------------------------------------------------------
+
+    def ask(self) -> ArchSpec:
+        for penalty in self.options.lambdas:
+            spec = self.decoded.get(f"{penalty:g}")
+            if spec is None:
+                raise RuntimeError(f"{self.name} was asked before its jobs for {penalty} finished")
+            if spec.arch_id not in self.seen:
+                self.seen.add(spec.arch_id)
+                return spec
+        raise SpaceExhausted(
+            f"{self.name}: every architecture its {len(self.options.lambdas)} penalties decoded "
+            f"was trained ({len({s.arch_id for s in self.decoded.values()})} distinct)"
+        )
+
+    def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
+        pass  # the sweep was decided by the jobs
+
+    def offers(self) -> int | None:
+        return len({spec.arch_id for spec in self.decoded.values()})
+
+    def estimate(self, spec: ArchSpec) -> dict[str, float]:
+        penalties = [float(p) for p, s in self.decoded.items() if s.arch_id == spec.arch_id]
+        return {"dnas_penalty": min(penalties)} if penalties else {}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "decoded": {p: spec.arch_id for p, spec in self.decoded.items()},
+            "jobs": {
+                name: {"expected_cost": r["expected_cost"], "arch_id": r["arch_id"]}
+                for name, r in self.results.items()
+            },
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "results": self.results,
+            "decoded": {p: spec.to_dict() for p, spec in self.decoded.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.results = state["results"]
+        self.decoded = {p: ArchSpec.from_dict(d) for p, d in state["decoded"].items()}
+
+
+@register_strategy
+class DistDnas(Dnas):
+    name = "distdnas"
+    Options = DistDnasOptions
+
+    @property
+    def shards(self) -> int:
+        return self.options.shards
+
+    def _decode(self, results: list[dict[str, Any]]) -> ArchSpec:
+        return decode(self.space, aggregate(results, self.space.decisions, self.options.aggregate))
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out["aggregated"] = {}
+        for penalty in self.options.lambdas:
+            results = [self.results.get(self.job_name(penalty, s)) for s in self._shard_ids()]
+            if all(results):
+                out["aggregated"][f"{penalty:g}"] = aggregate(
+                    results, self.space.decisions, self.options.aggregate
+                )
+        return out

@@ -1,0 +1,772 @@
+"""The controller: runs a search's candidates as Ray Tune trials and records every outcome.
+
+    plan(config)          check the dataset, space, strategy and baselines; nothing written
+    Controller.run()      ray.init -> the strategy's setup jobs, if any (supernet or DNAS
+                          training, ``setup_jobs.py``) -> Tuner(trainable, search_alg=ask the
+                          strategy, callbacks=record each outcome) -> fit -> the search's final
+                          status recorded -> ray.shutdown
+
+Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
+candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
+half the workers; the strategy's next ask, until the budget is spent; the baselines left); a
+Tune ``Callback`` hands each finished trial back. Recording a trial is one registry
+transaction (outcome + strategy state after the tell), then its MLflow child run, then the
+parent run's front. Kill the process anywhere and ``nas resume`` finds a consistent
+registry: trials left "running" are run again, MLflow runs are looked up before they are
+created.
+
+Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
+candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
+goes into the object store once (``tune.with_parameters``) and is read without copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError, NasError
+from nas.core.paths import artifacts_dir, tune_dir
+from nas.search.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME
+from nas.search.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings, get_objective
+from nas.search.pareto import as_losses
+from nas.search.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
+from nas.service.config import SearchConfig
+from nas.service.registry import Registry, Search, Trial
+from nas.service.registry.models import FINISHED
+from nas.service.registry.store import HEARTBEAT_S
+from nas.service.reporter import Reporter
+from nas.service.summary import SearchSummary, summarize
+from nas.service.tracking import Tracker
+from nas.service.trained_before import training_key
+from nas.service.tune_glue import (
+    CancelStopper,
+    Recorder,
+    StrategySearcher,
+    WorkerCrash,
+    init_ray,
+    shutdown_ray,
+    tune_scheduler,
+)
+from search_spaces.base import SearchSpace
+
+CANCEL_POLL_S = 1.0
+INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
+
+
+@dataclass
+class Plan:
+    """A checked search: what it needs, built before anything is written or started."""
+
+    config: SearchConfig
+    dataset: Any  # PreparedDataset
+    space: SearchSpace
+    baselines: list[ArchSpec]
+    tracking_uri: str  # checked reachable
+    artifact_root: Path | None  # for the default local store; a server chooses its own
+    ray_address: str | None  # checked reachable; None: a local Ray
+
+    def strategy(self, registry_url: str, search_id: str) -> Strategy:
+        """The search's strategy (Optuna's keeps its study in the registry database)."""
+        context = StrategyContext(
+            space=self.space,
+            objectives=self.config.objective_list(),
+            seed=self.config.seed,
+            storage_url=registry_url,
+            study_name=f"recnas-{search_id}",
+            train={
+                **self.config.train.model_dump(),
+                "threads": self.config.resources.cpus_per_trial,
+            },
+            budget=self.config.budget.candidates,
+            concurrency=self.config.resources.concurrency,
+        )
+        return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
+
+
+def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
+    """The search's MLflow tracking URI, checked, and the artifact root for the default local
+    store (None for a server, which chooses its own)."""
+    from nas.service import endpoints
+
+    if config.tracking_uri is None:
+        return endpoints.local_tracking_uri(), artifacts_dir()
+    return endpoints.tracking_uri(config.tracking_uri), None
+
+
+def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
+    """Build everything a search needs from its config (``ray_address``: the command line's,
+    over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
+    are checked reachable: a search never starts to find out it cannot record anything."""
+    from nas.arch.model import model_configs
+    from nas.data import load_dataset
+    from nas.service import endpoints
+    from search_spaces import SpaceInputs, create_space
+
+    if ray_address is not None:
+        address = endpoints.ray_address(ray_address, "--address")
+    elif config.ray_address is not None:
+        address = endpoints.ray_address(config.ray_address)
+    elif os.environ.get("RAY_ADDRESS"):
+        address = endpoints.ray_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
+    else:
+        address = None
+    tracking, artifacts = tracking_store(config)
+    cpus = os.cpu_count() or 1
+    if address is None and config.resources.cpus_per_trial > cpus:
+        raise ConfigError(
+            "resources.cpus_per_trial",
+            f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
+            "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
+        )
+    from nas.arch.cost import get_target
+    from nas.search.strategies import check_options, get_strategy
+
+    dataset = load_dataset(config.dataset)
+    for o in config.objectives:  # the cpu target is measured here once, then cached
+        if o.name in COST_OBJECTIVES:
+            get_target(o.target, config.resources.cpus_per_trial)
+    space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
+    strategy = config.strategy
+    get_strategy(strategy.name).check(
+        check_options(strategy.name, strategy.options), space, dataset.schema
+    )
+    baselines, seen = [], set()
+    for i, path in enumerate(config.baseline_paths(config_dir)):
+        if not path.exists():
+            raise ConfigError(f"baselines[{i}]", f"no spec file at {path}")
+        spec = ArchSpec.load(path)
+        if spec.name is None:
+            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
+        try:
+            model_configs(spec, dataset.schema)
+        except ConfigError as err:
+            raise err.within(source=f"{path} (on {dataset.name})") from None
+        if spec.arch_id not in seen:
+            seen.add(spec.arch_id)
+            baselines.append(spec)
+    return Plan(config, dataset, space, baselines, tracking, artifacts, address)
+
+
+class Heartbeat:
+    """Renews this process's lease on a search every ``HEARTBEAT_S``, from a thread, so the
+    search reads as crashed soon after its controller dies, from any host."""
+
+    def __init__(self, registry: Registry, search_id: str):
+        self.registry, self.search_id = registry, search_id
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="recnas-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_S):
+            with contextlib.suppress(NasError):  # unreachable now: the next beat tries again
+                self.registry.beat(self.search_id)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+
+@dataclass
+class _Running:
+    trial: Trial
+    suggested_at: float
+
+
+@dataclass
+class Controller:
+    registry: Registry
+    search: Search
+    plan: Plan
+    reporter: Reporter = field(default_factory=Reporter)
+
+    def __post_init__(self) -> None:
+        self.config = self.plan.config
+        self.strategy = self._strategy()
+        self.objectives = [o.name for o in self.config.objectives]
+        self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
+        self.scheduler = self.config.early_stopping()  # None: every candidate trains in full
+        self.selection = self.config.selection()  # None: every candidate keeps its last weights
+        self.stopped: set[str] = set()  # Tune trial ids the scheduler stopped at a rung
+        self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
+        self.exhausted: str | None = None
+        self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
+        self.cancelled = False
+        self._last_poll = 0.0
+        self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
+
+    def _strategy(self) -> Strategy | None:
+        return self.plan.strategy(self.registry.url, self.search.id)
+
+    # --- the session ---------------------------------------------------------------------
+
+    def run(self) -> Search:
+        """Run the search until its budget is spent, it is cancelled, or it is interrupted.
+        However it ends, the registry and the parent MLflow run say how."""
+        start = time.time()
+        search = self.registry.claim(self.search)
+        status, message = "failed", None
+        heartbeat = Heartbeat(self.registry, search.id)
+        started_ray = False
+        try:
+            trials = self.begin(search)
+            remaining = self._time_left(search)
+            total = self._total()
+            finished = sum(t.status in FINISHED for t in trials)
+            self.reporter.start(search, total, finished)
+            started_ray = init_ray(self.plan.ray_address)
+            self._run_phases(search, remaining)
+            status, message = self._final_status(search, remaining, time.time() - start)
+        except KeyboardInterrupt:
+            status, message = "interrupted", INTERRUPTED
+            raise
+        except Exception as err:
+            message = f"{type(err).__name__}: {err}".splitlines()[0]
+            raise
+        finally:
+            heartbeat.stop()
+            self.reporter.stop()
+            # The record first, then Ray: after a SIGTERM to the whole process group (what
+            # systemd sends) Ray's processes are gone and its shutdown can hang for a minute.
+            try:
+                search = self._close(search, status, message, time.time() - start)
+            finally:
+                if started_ray:
+                    shutdown_ray()
+        return search
+
+    def _total(self) -> int:
+        """Trials the session's progress counts to: the budget and the baselines."""
+        return self.config.budget.candidates + len(self.plan.baselines)
+
+    def begin(self, search: Search) -> list[Trial]:
+        """Pick up where the registry says the search is: the strategy's state, the MLflow
+        runs, the trials to run again, the baselines still to train. Its trials so far."""
+        if search.strategy_state:
+            self.strategy.load_state_dict(search.strategy_state)
+        self._open_tracking(search)
+        trials = self.registry.trials(search.id)
+        self._log_unlogged(trials)
+        self.rerun = [
+            t for t in trials if t.is_candidate and t.status in ("running", "cancelled")
+        ]  # unfinished setup jobs run again when the strategy lists them
+        done = {t.arch_id for t in trials}
+        self.baselines = [b for b in self.plan.baselines if b.arch_id not in done]
+        self.known = {t.arch_id: t for t in trials}
+        return trials
+
+    @functools.cached_property
+    def trial_data(self):
+        """What every trial and job reads: the splits as arrays (put in Ray's object store)."""
+        from workers.trial_data import TrialData
+
+        return TrialData.from_prepared(self.plan.dataset, "valid")
+
+    def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
+        """The strategy's setup jobs (if any), then the candidates, on one Ray session."""
+        from nas.service.setup_jobs import SetupPhase
+
+        deadline = None if time_budget_s is None else time.time() + time_budget_s
+        self.setup_stop = SetupPhase(self).run(deadline)
+        if self.setup_stop is None:
+            offered = self.strategy.offers()  # in all, sessions before this one included
+            searched = self.config.budget.candidates
+            if offered is not None:
+                searched = min(searched, offered)
+            self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
+            self._reuse_baselines()
+            left = None if deadline is None else max(1.0, deadline - time.time())
+            self._fit(search, left)
+
+    def _fit(self, search: Search, time_budget_s: float | None) -> None:
+        from ray import tune
+
+        from workers.search_trial import run_candidate
+
+        resources = self.config.resources
+        trainable = tune.with_resources(
+            tune.with_parameters(run_candidate, data=self.trial_data),
+            {"cpu": resources.cpus_per_trial},
+        )
+        scheduler = None
+        if self.scheduler is not None:
+            scheduler = tune_scheduler(self.scheduler, self)
+            for trial in self.registry.trials(search.id):  # what earlier sessions measured
+                rungs = (trial.metrics or {}).get("rungs")
+                if trial.is_candidate and trial.status in FINISHED and rungs:
+                    scheduler.remember(f"trial{trial.number}", self.rung_reports(trial))
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                search_alg=StrategySearcher(self),
+                scheduler=scheduler,
+                num_samples=-1,  # until the searcher says FINISHED
+                max_concurrent_trials=resources.concurrency,
+                reuse_actors=True,
+                time_budget_s=time_budget_s,
+                trial_dirname_creator=lambda t: f"trial{t.config['number']:04d}",
+            ),
+            run_config=tune.RunConfig(
+                name=f"{search.id}-session{search.sessions}",
+                storage_path=str(tune_dir()),
+                callbacks=[Recorder(self)],
+                stop=CancelStopper(self),
+                verbose=0,
+                log_to_file=True,
+            ),
+        )
+        tuner.fit()
+
+    # --- asking --------------------------------------------------------------------------
+
+    def next_config(self, tune_id: str) -> dict[str, Any] | None:
+        """The Tune config of the next candidate, or None when there is nothing left."""
+        if self.poll_cancel():
+            return None
+        trial = self._next_trial()
+        if trial is None:
+            return None
+        self.known[trial.arch_id] = trial
+        return self.start(tune_id, trial, self.config.seed, self._rungs())
+
+    def _next_trial(self) -> Trial | None:
+        """A trial cut short to run again; else a baseline, while the baselines hold fewer
+        than half the workers; else the strategy's next candidate, until the budget is spent;
+        else the baselines left. Baselines trained alongside the candidates, not before them,
+        let the search start at once: on 2 workers, four baselines first held both for the
+        first 96 s of every search whose registry had not trained them (README, "What ASHA
+        buys here"). They still come first where there is one worker."""
+        if self.rerun:
+            return self.registry.restart_trial(self.rerun.pop(0).id)
+        if self.baselines and self._baselines_running() < self._baseline_slots():
+            return self._add_baseline()
+        if self._searched() < self.config.budget.candidates and not self.exhausted:
+            try:
+                spec = self._ask()
+            except SpaceExhausted as err:
+                self.exhausted = str(err)
+            else:
+                return self.registry.add_trial(
+                    self.search.id,
+                    spec.to_dict(),
+                    spec.arch_id,
+                    None,
+                    "searched",
+                    self.strategy.state_dict(),
+                )
+        return self._add_baseline() if self.baselines else None
+
+    def _add_baseline(self) -> Trial:
+        spec = self.baselines.pop(0)
+        return self.registry.add_trial(
+            self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
+        )
+
+    def _baselines_running(self) -> int:
+        return sum(r.trial.is_baseline for r in self.running.values())
+
+    def _baseline_slots(self) -> int:
+        return max(1, self.config.resources.concurrency // 2)
+
+    def _rungs(self) -> dict | None:
+        """Where a candidate reports to the scheduler (None: no scheduler)."""
+        if self.scheduler is None:
+            return None
+        return {"steps": self.scheduler.rung_steps(), "rows": self.scheduler.options.eval_rows}
+
+    def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
+        """``trial`` is starting as Tune trial ``tune_id``: its Tune config (what
+        ``workers/search_trial.py`` reads), trained with ``seed``."""
+        self.running[tune_id] = _Running(trial, time.time())
+        self.reporter.trial_started(trial)
+        return {
+            "trial_id": trial.id,
+            "number": trial.number,
+            "spec": trial.spec,
+            **self.settings(seed, rungs),
+            "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
+        }
+
+    def settings(self, seed: int, rungs: dict | None) -> dict[str, Any]:
+        """What decides a trial's figures besides its spec, as the worker reads them."""
+        train = self.config.train
+        return {
+            "train": {
+                "steps": self.config.budget.steps,
+                "batch_size": train.batch_size,
+                "lr": train.lr,
+                "embedding_lr": train.embedding_lr,
+                "precision": train.precision,
+                "seed": seed,
+            },
+            "threads": self.config.resources.cpus_per_trial,
+            "rungs": rungs,
+            "select": self.selection,
+            "fp8_probe": fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
+        }
+
+    def _ask(self) -> ArchSpec:
+        """The strategy's next candidate that this search has not measured (a strategy never
+        repeats itself, but it may propose a baseline: it is told the baseline's result, or
+        no result for one still to train or training, as for a failed candidate)."""
+        pending = {b.arch_id for b in self.baselines}
+        while True:
+            spec = self.strategy.ask()
+            known = self.known.get(spec.arch_id)
+            if known is not None:
+                self._tell(spec, known.status, known.values, known.metrics)
+            elif spec.arch_id in pending:
+                self.strategy.tell(spec, None)  # no result yet, as for a running baseline
+            else:
+                return spec
+
+    def _tell(self, spec: ArchSpec, status: str, values, metrics) -> None:
+        """The strategy hears how a finished trial of ``spec`` ended."""
+        if status == "stopped":
+            self.strategy.tell_stopped(spec, values, metrics["rungs"])
+        else:
+            self.strategy.tell(spec, values if status == "completed" else None)
+
+    def _searched(self) -> int:
+        return sum(t.kind == "searched" for t in self.known.values())
+
+    # --- recording -----------------------------------------------------------------------
+
+    def record(
+        self, tune_id: str, result: dict[str, Any] | None, crash: WorkerCrash | None
+    ) -> None:
+        """Record a finished Tune trial: its report, or ``crash`` (Ray's error) when the
+        worker died before reporting. A trial Tune stopped (cancel, time limit, Ctrl-C) has
+        neither; it stays open, and the search's end marks it cancelled, to run again."""
+        entry = self.running.pop(tune_id, None)
+        stopped = tune_id in self.stopped
+        reported = result is not None and ("outcome" in result or stopped)
+        if entry is None or (crash is None and not reported):
+            return
+        begin = time.time()
+        trial = entry.trial
+        reason = crash.reason if crash else None
+        if crash is not None and self._retry(trial, crash):
+            return
+        values, metrics, error = None, None, reason
+        timings: dict[str, Any] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
+        if trial.id in self.retried:
+            timings["retried_after"] = self.retried.pop(trial.id)
+        if crash is None:
+            timings.update(
+                started_at=result["started_at"],
+                finished_at=result["finished_at"],
+                node=result.get("node"),
+            )
+            if stopped or result["outcome"] == "completed":
+                metrics = json.loads(result["payload"]) | self._estimate(trial)
+                metrics |= self._costs(trial.spec, metrics)
+                values = [float(metrics[o]) for o in self.objectives]
+                if trial.is_baseline:  # filed for later searches (nas/service/trained_before.py)
+                    metrics["training_key"] = self.training_key(trial.spec)
+                if not all(math.isfinite(v) for v in values):
+                    shown = dict(zip(self.objectives, values, strict=True))
+                    error = f"an objective is not finite: {shown}"
+                    values = None
+            else:
+                error = result["payload"]
+        status = "completed" if values is not None else "failed"
+        if stopped and values is not None:
+            status = "stopped"
+            error = f"stopped by {self.scheduler.name} at step {metrics['steps']}"
+        state = self._heard(trial, status, values, metrics)
+        self._file(trial, status, timings, begin, state, values, metrics, error)
+
+    def _file(self, trial: Trial, status, timings, begin, state, values, metrics, error) -> None:
+        """A finished trial's record (with the strategy's state after the tell, if any), then
+        its MLflow run and the search's front; the bookkeeping time since ``begin``."""
+        trial = self.registry.finish_trial(
+            trial.id,
+            status,
+            values=values,
+            metrics=metrics,
+            error=error,
+            timings=timings,
+            strategy_state=state,
+        )
+        self.known[trial.arch_id] = trial
+        trial = self._log_trial(trial)
+        summary = self._recorded(trial)
+        timings["bookkeeping_s"] = time.time() - begin
+        self.registry.update_trial(trial.id, timings=timings)
+        self.reporter.trial_finished(trial, summary)
+
+    def training_key(self, spec: dict[str, Any]) -> str:
+        """The key this search's training of ``spec`` files its figures under."""
+        settings = self.settings(self.config.seed, self._rungs())
+        return training_key(spec, settings, self.plan.dataset.manifest["files"])
+
+    def _reuse_baselines(self) -> None:
+        """Record the baselines this registry has trained before with the same training key
+        from that training, instead of training them again (``nas/service/trained_before.py``)."""
+        if not self.config.reuse_baselines:
+            return
+        for spec in list(self.baselines):
+            as_dict = spec.to_dict()
+            earlier = self.registry.trained_before(spec.arch_id, self.training_key(as_dict))
+            if earlier is None:
+                continue
+            # Its figures as trained; the costs as this search's objectives price them.
+            metrics = {k: v for k, v in earlier.metrics.items() if k not in COST_OBJECTIVES}
+            metrics |= self._costs(as_dict, metrics)
+            if any(o not in metrics for o in self.objectives):  # filed by an older recnas
+                continue
+            values = [float(metrics[o]) for o in self.objectives]
+            self.baselines.remove(spec)
+            begin = time.time()
+            trial = self.registry.add_trial(
+                self.search.id, as_dict, spec.arch_id, spec.name, "baseline"
+            )
+            reused = {"search_id": earlier.search_id, "trial": earlier.number}
+            timings = {"suggested_at": begin, "recorded_at": begin, "reused_from": reused}
+            self._file(trial, "completed", timings, begin, None, values, metrics, None)
+
+    def _costs(self, spec: dict[str, Any], trial_metrics: dict) -> dict[str, float]:
+        """The latency objectives' estimates for ``spec`` (``kernels/cost``)."""
+        threads = self.config.resources.cpus_per_trial
+        return cost_values(
+            self.config.objectives,
+            ArchSpec.from_dict(spec),
+            self.plan.dataset.schema,
+            threads,
+            trial_metrics,
+        )
+
+    def _estimate(self, trial: Trial) -> dict[str, float]:
+        """The strategy's prediction for a searched candidate, kept beside its figures."""
+        if trial.kind != "searched":
+            return {}
+        return self.strategy.estimate(ArchSpec.from_dict(trial.spec))
+
+    def _heard(self, trial: Trial, status: str, values, metrics) -> dict | None:
+        """The strategy hears a finished candidate; its state after that, to record with it
+        (None: a baseline, which the strategy is not told)."""
+        if trial.is_baseline:
+            return None
+        self._tell(ArchSpec.from_dict(trial.spec), status, values, metrics)
+        return self.strategy.state_dict()
+
+    def _recorded(self, trial: Trial):
+        """After a trial's record: the search's front on its MLflow run; what it is now."""
+        summary = summarize(self.config, self.registry.trials(self.search.id))
+        self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
+        return summary
+
+    def yardstick(self, tune_id: str) -> bool:
+        """Whether a running Tune trial is a baseline, which the scheduler files but never
+        stops."""
+        entry = self.running.get(tune_id)
+        return entry is not None and entry.trial.is_baseline
+
+    def rung_losses(self, report: dict[str, Any]) -> list[float]:
+        """The search's objectives at a rung report (or a final one) of a running trial."""
+        metrics = json.loads(report["payload"])
+        return self._losses(self.known[metrics["arch_id"]], metrics, metrics["rungs"][-1])
+
+    def rung_reports(self, trial: Trial) -> list[dict[str, Any]]:
+        """A finished trial's reports at its rungs, as the scheduler heard them (replayed
+        into a resumed search's scheduler)."""
+        return [
+            {
+                RUNG_TIME: rung["step"],
+                RUNG_METRIC: rung["ne"],
+                RUNG_LOSSES: self._losses(trial, trial.metrics, rung),
+            }
+            for rung in trial.metrics["rungs"]
+        ]
+
+    def _losses(self, trial: Trial, metrics: dict, rung: dict) -> list[float]:
+        """Each objective as a loss (lower is better): the quality figures the rung
+        measured, the costs as they are."""
+        figures = metrics | self._costs(trial.spec, metrics) | rung
+        values = [[float(figures[name]) for name in self.objectives]]
+        directions = [get_objective(name).direction for name in self.objectives]
+        return as_losses(values, directions)[0].tolist()
+
+    def stopped_early(self, tune_id: str) -> None:
+        """The scheduler ended this trial at a rung (its record follows from the Callback)."""
+        self.stopped.add(tune_id)
+
+    def _retry(self, trial: Trial, crash: WorkerCrash) -> bool:
+        """Whether the candidate of a worker that died is run again (on a new worker): yes,
+        up to ``resources.max_retries`` times, unless memory killed it (it would again)."""
+        if crash.out_of_memory or trial.attempts > self.config.resources.max_retries:
+            return False
+        first = crash.reason.splitlines()[0][:300]
+        self.retried.setdefault(trial.id, []).append(f"attempt {trial.attempts}: {first}")
+        self.registry.update_trial(trial.id, error="\n".join(self.retried[trial.id]))
+        self.rerun.append(trial)
+        self.reporter.trial_retried(trial, first)
+        return True
+
+    def _log_trial(self, trial: Trial) -> Trial:
+        run_id = self.tracker.log_trial(
+            self.search.mlflow_experiment_id,
+            self.search.mlflow_run_id,
+            self.search.id,
+            self.config.strategy.name,
+            trial,
+        )
+        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
+        trial.mlflow_run_id = run_id
+        return trial
+
+    def log_job(self, trial: Trial, result: dict[str, Any] | None) -> None:
+        """A setup job's MLflow run (with its result when it has one), and what the strategy
+        has learned so far on the search's run."""
+        run_id = self.tracker.log_job(
+            self.search.mlflow_experiment_id,
+            self.search.mlflow_run_id,
+            self.search.id,
+            trial,
+            result,
+        )
+        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
+        self.tracker.log_strategy(self.search.mlflow_run_id, self.strategy.summary())
+
+    def _log_unlogged(self, trials: list[Trial]) -> None:
+        """Trials recorded just before a crash, whose MLflow run was not written."""
+        for trial in trials:
+            if trial.status in FINISHED and trial.mlflow_run_id is None:
+                if not trial.is_job:
+                    self._log_trial(trial)
+                else:  # its bulky result parts were never kept: the run gets the rest
+                    self.log_job(trial, trial.metrics)
+
+    # --- cancel, tracking, the end -------------------------------------------------------
+
+    def poll_cancel(self) -> bool:
+        """Whether ``nas cancel`` asked this search to stop (reads the registry at most once
+        a second)."""
+        now = time.time()
+        if not self.cancelled and now - self._last_poll >= CANCEL_POLL_S:
+            self._last_poll = now
+            self.cancelled = self.registry.get_search(self.search.id).status == "cancelling"
+        return self.cancelled
+
+    def _open_tracking(self, search: Search) -> None:
+        if search.mlflow_run_id is None:
+            experiment = self.tracker.experiment(search.name)
+            run_id = self.tracker.start_search(experiment, search.id, search.config)
+            search = self.registry.update_search(
+                search.id, mlflow_experiment_id=experiment, mlflow_run_id=run_id
+            )
+        else:
+            self.tracker.resume_search(search.mlflow_run_id)
+        self.search = search
+
+    def _time_left(self, search: Search) -> float | None:
+        limit = self.config.budget.max_minutes
+        return None if limit is None else max(1.0, limit * 60 - search.elapsed_s)
+
+    def _final_status(
+        self, search: Search, time_budget: float | None, seconds: float
+    ) -> tuple[str, str | None]:
+        trials = self.registry.trials(search.id)
+        open_trials = [t for t in trials if t.status == "running"]
+        searched = sum(t.kind == "searched" for t in trials)
+        if self.cancelled:
+            return "cancelled", "cancelled by nas cancel"
+        if self.setup_stop == "stopped":
+            return "stopped", (
+                f"reached budget.max_minutes ({self.config.budget.max_minutes}) during the "
+                "strategy's setup jobs"
+            )
+        if not open_trials and not self.baselines and not self.rerun:
+            if searched >= self.config.budget.candidates:
+                return "completed", None
+            if self.exhausted:
+                return "completed", self.exhausted
+        if time_budget is not None and seconds >= time_budget:
+            return "stopped", f"reached budget.max_minutes ({self.config.budget.max_minutes})"
+        return "interrupted", INTERRUPTED
+
+    def _close(self, search: Search, status: str, message: str | None, seconds: float) -> Search:
+        for trial in self.registry.trials(search.id):
+            if trial.status == "running":  # suggested or started, never finished
+                self.registry.finish_trial(trial.id, "cancelled", error="search stopped")
+        finished = None if status in ("interrupted", "stopped") else _now()
+        search = self.registry.update_search(
+            search.id,
+            status=status,
+            message=message,
+            elapsed_s=search.elapsed_s + seconds,
+            finished_at=finished,
+            pid=None,
+        )
+        if self.search.mlflow_run_id:  # None when MLflow could not be reached
+            try:
+                self._log_end(search)
+            finally:  # the run says how the search ended, even if its front failed to log
+                self.tracker.end_search(search.mlflow_run_id, status)
+        return search
+
+    def _log_end(self, search: Search) -> None:
+        """What the search's MLflow run shows at the end: the front, its plot, and the
+        interactive pages (``dashboards/pareto_html.py``)."""
+        trials = self.registry.trials(search.id)
+        summary = summarize(self.config, trials)
+        self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
+        _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
+        if summary.candidates:
+            from dashboards.pareto_html import page, pareto_figure, progress_figure
+
+            runs = {t.number: t.mlflow_run_id for t in trials if t.mlflow_run_id}
+            html = page(
+                search.id,
+                pareto_figure(summary, search.id, runs),
+                progress_figure(summary, trials, search.id),
+            )
+            self.tracker.log_text(search.mlflow_run_id, html, "pareto.html")
+
+
+def run_controller(registry, search, controller_class, checked, reporter):
+    """Make the controller of ``search`` and run it: (the controller, the search as it
+    ended). However it ends, the registry says how: a controller that cannot be made ends
+    the search there (resumable); a second Ctrl-C or SIGTERM, which the controller
+    recorded as it stopped, returns the search as recorded."""
+    try:
+        controller = controller_class(registry, search, checked, reporter)
+    except BaseException as err:  # nothing ran: the search ends here, resumable
+        status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        message = f"{type(err).__name__}: {err}".splitlines()[0][:500]
+        registry.update_search(search.id, status=status, message=message, pid=None)
+        raise
+    try:
+        return controller, controller.run()
+    except KeyboardInterrupt:
+        return controller, registry.get_search(search.id)
+
+
+def _done(summary: SearchSummary) -> int:
+    return sum(summary.counts[s] for s in FINISHED)
+
+
+def _now():
+    from nas.service.registry.models import utcnow
+
+    return utcnow()
+
+
+def _log_plot(tracker: Tracker, run_id: str, summary: SearchSummary, title: str) -> None:
+    if len(summary.objectives) < 2 or not summary.candidates:
+        return
+    from dashboards.pareto_plot import pareto_figure
+
+    figure = pareto_figure(summary, title)
+    tracker.log_figure(run_id, figure, "pareto.png")

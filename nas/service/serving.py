@@ -1,0 +1,543 @@
+"""Retrained models as MLflow models: register, list, load, predict on raw rows, export.
+
+A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two artifacts:
+
+    recnas_model.json   the spec, the dataset's schema and raw form (vocabularies), where it
+                        came from (search, retrain, arch_id, seed, split checksum)
+    weights.pt          the trained state dict, read with ``torch.load(weights_only=True)``
+
+Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
+sends, with "strings" columns as one string with "|" between values and the history as a
+JSON string. ``predict`` returns the click probability of each row. The model is logged
+"from code" (``nas/service/pyfunc_entry.py``), so nothing pickled is stored; loading it needs
+recnas installed (the model's code is recnas's ``build_model``). MLflow's own loaders work:
+
+    mlflow.pyfunc.load_model("models:/recnas-ml1m@champion").predict(df)
+
+We wrap the model as a pyfunc instead of logging it with ``mlflow.pytorch``: what a user
+has are raw rows, and the vocabularies that turn them into ids belong to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError, NasError
+from nas.core.paths import weights_file
+from nas.data.raw import RawForm
+from nas.data.schema import Features, Schema
+
+MODEL_FILE, WEIGHTS_FILE = "recnas_model.json", "weights.pt"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+SIGNATURE_TYPES = {
+    "string": "string",
+    "integer": "long",
+    "number": "double",
+    "strings": "string",
+    "events": "string",
+}
+EXAMPLE_ROWS = 5
+PREDICT_BATCH = 4096
+
+
+def check_name(name: str, alias: str) -> None:
+    """A registered model's name and alias as MLflow takes them, or ``ConfigError``."""
+    if not NAME_RE.match(name):
+        raise ConfigError(
+            "--register",
+            f"{name!r} is not a model name: use letters, digits, '.', '_' and '-' (up to 100), "
+            "starting with a letter or digit",
+        )
+    if not ALIAS_RE.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
+        raise ConfigError(
+            "--alias",
+            f"{alias!r} is not an alias: use letters, digits, '_' and '-' (up to 64), starting "
+            "with a letter or '_'; not 'latest' and not a version like 'v1'",
+        )
+
+
+# --- the model --------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadedModel:
+    """A recnas model in memory: its network, schema and raw form."""
+
+    model: torch.nn.Module
+    schema: Schema
+    raw_form: RawForm
+    info: dict[str, Any]
+
+    @classmethod
+    def from_files(cls, model_file: str | Path, weights_file: str | Path) -> LoadedModel:
+        from nas.arch.model import build_model
+
+        info = json.loads(Path(model_file).read_text())
+        schema = Schema.from_list(info["schema"])
+        model = build_model(ArchSpec.from_dict(info["spec"]), schema)
+        model.load_state_dict(torch.load(weights_file, weights_only=True))
+        model.eval()
+        return cls(model, schema, RawForm.from_dict(info["raw_form"]), info)
+
+    def features(self, rows: list[Mapping[str, Any]]) -> Features:
+        """Raw rows as the network's input (``RawInputError`` names a bad row and column)."""
+        features = self.raw_form.features(rows, self.schema)
+        return features if self.model.reads_history else features.without_history()
+
+    @torch.no_grad()
+    def probabilities(self, rows: list[Mapping[str, Any]]) -> np.ndarray:
+        features = self.features(rows)
+        out = [
+            torch.sigmoid(self.model(*features[i : i + PREDICT_BATCH].inputs()))
+            for i in range(0, len(features), PREDICT_BATCH)
+        ]
+        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+
+
+def pyfunc_model():
+    """A ``RecnasModel``: its class is made on first use, so that importing this module does
+    not import MLflow (the CLI imports it for every ``nas`` command)."""
+    import mlflow.pyfunc
+
+    class RecnasModel(mlflow.pyfunc.PythonModel):
+        """A retrained recnas model that scores raw rows (see the module docstring)."""
+
+        # MLflow would validate inputs against predict's type hints (and warns without
+        # any): the logged signature and the raw form's own checks do that here.
+        _skip_type_hint_validation = True
+
+        def load_context(self, context) -> None:
+            self.loaded = LoadedModel.from_files(
+                context.artifacts["model"], context.artifacts["weights"]
+            )
+
+        def predict(self, context, model_input, params=None):
+            import pandas as pd
+
+            rows = model_input.to_dict(orient="records")
+            return pd.DataFrame({"probability": self.loaded.probabilities(rows)})
+
+    return RecnasModel()
+
+
+def signature(form: RawForm):
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec
+    from mlflow.types import Schema as MlflowSchema
+
+    inputs = MlflowSchema(
+        [
+            ColSpec(SIGNATURE_TYPES[c["type"]], name, required=not c["optional"])
+            for name, c in form.columns.items()
+        ]
+    )
+    return ModelSignature(inputs, MlflowSchema([ColSpec("double", "probability")]))
+
+
+def as_frame(rows: list[Mapping[str, Any]], form: RawForm):
+    """Raw rows as the DataFrame the signature describes, every column typed: lists joined
+    with "|", histories as JSON (``RawInputError`` names a bad row and column)."""
+    import pandas as pd
+
+    records = form.typed(rows)
+    for record in records:
+        for name, column in form.columns.items():
+            if column["type"] == "strings":
+                record[name] = "|".join(record[name])
+            elif column["type"] == "events":
+                record[name] = json.dumps(record[name])
+    frame = pd.DataFrame.from_records(records, columns=list(form.columns))
+    integers = [n for n, c in form.columns.items() if c["type"] == "integer"]
+    return frame.astype({n: "int64" for n in integers})
+
+
+# --- registering a retrain's model ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registered:
+    name: str
+    version: str
+    alias: str
+    arch_id: str
+    seed: int
+    run_id: str
+    uri: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def register_retrain(registry, search, name: str, alias: str = "champion") -> Registered:
+    """Log the best retrained searched architecture of retrain ``search`` (lowest mean test
+    NE; its lowest completed seed) as an MLflow model on the retrain's parent run, register
+    it as a new version of ``name`` with its tags, and point ``alias`` at that version."""
+    from nas.data import load_dataset
+    from nas.service.config import validate_config
+    from nas.service.controller import tracking_store
+    from nas.service.retrain_report import retrain_report
+
+    check_name(name, alias)
+    config = validate_config(search.config, f"search {search.id}")
+    if config.retrain is None:
+        raise NasError(f"{search.id} is a search, not a retrain; run nas retrain {search.id} first")
+    if search.status != "completed":
+        raise NasError(f"retrain {search.id} is {search.status}; register it once it completes")
+    trials = registry.trials(search.id)
+    report = retrain_report(config, trials)
+    rows = [r for r in report.rows if not r.baseline] or report.rows
+    if not rows:
+        raise NasError(f"retrain {search.id} has no completed model to register")
+    best, seed = rows[0], rows[0].seeds[0]
+    weights = weights_file(search.id, best.arch_id, seed)
+    if not weights.exists():
+        raise NasError(
+            f"{weights} is missing: the retrain's weights are kept under the runs folder "
+            "(RECNAS_RUNS_DIR) it ran with"
+        )
+    dataset = load_dataset(config.dataset)
+    spec = next(p.spec for p in config.retrain.picks if _arch_id(p.spec) == best.arch_id)
+    info = {
+        "spec": spec,
+        "schema": dataset.schema.to_list(),
+        "raw_form": dataset.raw_form().to_dict(),
+        "dataset": dataset.name,
+        "split_checksum": dataset.manifest["split_checksum"],
+        "arch_id": best.arch_id,
+        "label": best.label,
+        "seed": seed,
+        "search_id": config.retrain.of,
+        "retrain_id": search.id,
+        "steps": config.budget.steps,
+        "test_ne": best.metrics["ne"][0],
+    }
+    keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
+    tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
+    uri, _ = tracking_store(config)
+    return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
+
+
+def _arch_id(spec: dict) -> str:
+    return ArchSpec.from_dict(spec).arch_id
+
+
+def _store(uri: str):
+    """The MLflow store at ``uri`` (checked; MLflow's loggers quietened) as a ``Tracker``,
+    and the store MLflow's own functions (``log_model``, ``load_model``) use from now on."""
+    import mlflow
+
+    from nas.service.tracking import Tracker
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)  # before the client: its registry is the same store
+    return Tracker(uri, None)
+
+
+def _log_and_register(uri, dataset, search, info, weights: Path, name, alias, tags) -> Registered:
+    from mlflow.exceptions import MlflowException
+
+    client = _store(uri).client
+    form = RawForm.from_dict(info["raw_form"])
+    with tempfile.TemporaryDirectory() as tmp:
+        model_file = Path(tmp) / MODEL_FILE
+        model_file.write_text(json.dumps(info))
+        LoadedModel.from_files(model_file, weights)  # it loads, before anything is logged
+        try:
+            return _log(client, search, model_file, weights, form, dataset, name, alias, tags)
+        except MlflowException as err:
+            raise NasError(f"MLflow at {uri}: could not register {name}: {err.message}") from None
+
+
+def _log(client, search, model_file, weights, form, dataset, name, alias, tags) -> Registered:
+    import mlflow
+
+    previous = client.get_run(search.mlflow_run_id).info.status
+    with mlflow.start_run(run_id=search.mlflow_run_id):
+        logged = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
+            artifacts={"model": str(model_file), "weights": str(weights)},
+            signature=signature(form),
+            input_example=as_frame(dataset.raw_rows("test", EXAMPLE_ROWS), form),
+            pip_requirements=_requirements(),
+        )
+    client.set_terminated(search.mlflow_run_id, previous)
+    # The client's calls, not mlflow.register_model, which prints to stderr as it goes.
+    if not client.search_registered_models(f"name = '{name}'"):
+        client.create_registered_model(name, description="recnas retrained architectures")
+    version = client.create_model_version(name, logged.model_uri, search.mlflow_run_id, tags)
+    client.set_registered_model_alias(name, alias, version.version)
+    return Registered(
+        name,
+        str(version.version),
+        alias,
+        tags["arch_id"],
+        int(tags["seed"]),
+        search.mlflow_run_id,
+        f"models:/{name}@{alias}",
+    )
+
+
+def _requirements() -> list[str]:
+    import mlflow
+    import pandas
+
+    from nas import __version__
+
+    return [
+        f"torch=={torch.__version__.split('+')[0]}",
+        f"mlflow=={mlflow.__version__}",
+        f"pandas=={pandas.__version__}",
+        f"recnas=={__version__}",
+    ]
+
+
+# --- using registered models ----------------------------------------------------------------
+
+
+def _open(tracking_uri: str, model_uri: str):
+    """The pyfunc model at ``model_uri`` and its ``LoadedModel``; ``NasError`` if there is
+    no such model, or it is not a recnas model."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    _store(tracking_uri)
+    try:
+        pyfunc = mlflow.pyfunc.load_model(model_uri)
+    except (MlflowException, OSError) as err:
+        text = err.message if isinstance(err, MlflowException) else str(err)
+        raise NasError(
+            f"cannot load {model_uri} from {tracking_uri}: {text.splitlines()[0]} "
+            "(see the registered versions with: nas models list)"
+        ) from None
+    inner = pyfunc.unwrap_python_model()
+    if not isinstance(getattr(inner, "loaded", None), LoadedModel):
+        raise NasError(f"{model_uri} is not a recnas model")
+    return pyfunc, inner.loaded
+
+
+def predict_rows(tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]) -> np.ndarray:
+    """Click probabilities of raw ``rows``, through the registered pyfunc model."""
+    pyfunc, loaded = _open(tracking_uri, model_uri)
+    frame = as_frame(rows, loaded.raw_form)  # checks every row before MLflow sees one
+    return pyfunc.predict(frame)["probability"].to_numpy()
+
+
+def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
+    """Registered versions (of ``name``, or all), newest first within each model."""
+    from datetime import UTC, datetime
+
+    tracker = _store(tracking_uri)
+    client = tracker.client
+    query = f"name = '{name}'" if name else ""
+    if name and not NAME_RE.match(name):
+        raise ConfigError("name", f"{name!r} is not a registered model name")
+    found = tracker.call("list model versions", client.search_model_versions, query)
+    aliases: dict[tuple[str, str], list[str]] = {}  # a version's own record may not list them
+    for model_name in sorted({v.name for v in found}):
+        model = tracker.call("read a registered model", client.get_registered_model, model_name)
+        for alias, version in model.aliases.items():
+            aliases.setdefault((model_name, str(version)), []).append(alias)
+    rows = []
+    for v in sorted(found, key=lambda v: (v.name, -int(v.version))):
+        created = datetime.fromtimestamp(v.creation_timestamp / 1000, UTC)
+        rows.append(
+            {
+                "name": v.name,
+                "version": str(v.version),
+                "aliases": sorted(aliases.get((v.name, str(v.version)), [])),
+                "tags": dict(v.tags),
+                "run_id": v.run_id,
+                "source": v.source,
+                "created": created.strftime("%Y-%m-%d %H:%M"),
+            }
+        )
+    return rows
+
+
+def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> dict[str, Any]:
+    """Write the model's network for serving: ``torch-export`` (``torch.export``, a .pt2
+    with a dynamic batch) or ``torchscript`` (traced). Inputs are ids, as after the raw
+    form: categorical [B, F], multi_hot [B, M, L], dense [B, Dn] (and history [B, L, 3]);
+    the output is one logit per row. ``recnas_model.json`` beside it holds the raw form
+    that makes those ids. The export is checked against the eager model on rows of the
+    model's own input example before the folder is written."""
+    pyfunc, loaded = _open(tracking_uri, model_uri)
+    example = _example_inputs(loaded, pyfunc)
+    model = loaded.model
+    with torch.no_grad():
+        eager = model(*example)
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        name = "model.pt2" if fmt == "torch-export" else "model.pt"
+        batch = torch.export.Dim("batch", min=2)
+        shapes = tuple({0: batch} for _ in example)
+        exported = _save_program(model, example, shapes, fmt, tmp / name)
+        files = {
+            name: "per-candidate scoring: ids -> logits"
+            + (" (torch.export.load(...).module())" if fmt == "torch-export" else " (TorchScript)")
+        }
+        with torch.no_grad():  # the example, and a smaller batch
+            again = exported(*example)
+            fewer = exported(*(t[:2] for t in example))
+        error = float((again - eager).abs().max())
+        error = max(error, float((fewer - eager[:2]).abs().max()))
+        if not error <= 1e-5:
+            raise NasError(f"the {fmt} export differs from the eager model by {error:.2e}")
+        split = {}
+        if loaded.schema.num_request_tokens or model.reads_history:
+            split = export_split(model, example, fmt, tmp)
+            files |= split.pop("files")
+        names = ["categorical", "multi_hot", "dense", "history"][: len(example)]
+        meta = {
+            "format": fmt,
+            "model_uri": model_uri,
+            "inputs": {n: list(t.shape[1:]) for n, t in zip(names, example, strict=True)},
+            "output": "logit per row; probability = sigmoid(logit)",
+            "max_abs_difference_from_eager": error,
+            **split,
+        }
+        (tmp / MODEL_FILE).write_text(json.dumps(loaded.info))
+        (tmp / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
+        files |= {MODEL_FILE: "spec, schema and raw form", "export.json": "inputs and check"}
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"folder": str(folder), "files": files, **meta}
+
+
+class RequestSide(torch.nn.Module):
+    """The request half of request-oriented serving, as a program of tensors: the request
+    fields' ids (and history) -> its tokens (and encoded history), once per request."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, categorical, multi_hot, history=None):
+        from nas.arch.model import RequestInputs
+
+        tokens, memory = self.model.tokens.request_tokens(
+            RequestInputs(categorical, multi_hot, history)
+        )
+        return (tokens,) if memory is None else (tokens, memory.values, memory.lengths)
+
+
+class CandidateSide(torch.nn.Module):
+    """The candidate half: the request side's outputs, the candidates' ids and ``owner``
+    (each candidate's request row) -> one logit per candidate."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, request_tokens, categorical, multi_hot, dense, owner, values=None, lengths=None
+    ):
+        from blocks.glm import Memory
+        from nas.arch.model import CandidateInputs
+
+        memory = None if values is None else Memory(values, lengths)
+        candidates = CandidateInputs(categorical, multi_hot, dense)
+        return self.model.score_candidates(request_tokens, memory, candidates, owner)
+
+
+def _split_example(model, example: tuple[torch.Tensor, ...]):
+    """Two requests and every example row as a candidate of one of them, alternately:
+    (request inputs, candidate inputs + owner, per-candidate logits to match)."""
+    from nas.arch.model import RequestInputs
+
+    request, candidates = model.split_inputs(*example)
+    owner = torch.arange(candidates.dense.shape[0]) % 2
+    history = request.history
+    requests = (request.categorical[:2], request.multi_hot[:2])
+    requests += () if history is None else (history[:2],)
+    repeated = RequestInputs(
+        request.categorical[owner],
+        request.multi_hot[owner],
+        None if history is None else history[owner],
+    )
+    with torch.no_grad():
+        expected = model.score_requests(repeated, candidates, None)
+    return (
+        requests,
+        (candidates.categorical, candidates.multi_hot, candidates.dense, owner),
+        expected,
+    )
+
+
+def export_split(model, example, fmt: str, folder: Path) -> dict[str, Any]:
+    """``request`` and ``candidate`` programs beside the model (``fmt`` as it), checked:
+    candidate(request(R requests), C candidates, owner) == per-candidate scoring."""
+    requests, candidates, expected = _split_example(model, example)
+    request_side, candidate_side = RequestSide(model).eval(), CandidateSide(model).eval()
+    with torch.no_grad():
+        state = request_side(*requests)
+    r, c = torch.export.Dim("requests", min=2), torch.export.Dim("candidates", min=2)
+    candidate_args = (state[0], *candidates, *state[1:])
+    candidate_shapes = ({0: r}, {0: c}, {0: c}, {0: c}, {0: c}) + tuple({0: r} for _ in state[1:])
+    suffix = ".pt2" if fmt == "torch-export" else ".pt"
+    request_file, candidate_file = folder / f"request{suffix}", folder / f"candidate{suffix}"
+    loaded_request = _save_program(
+        request_side, requests, tuple({0: r} for _ in requests), fmt, request_file
+    )
+    loaded_candidate = _save_program(
+        candidate_side, candidate_args, candidate_shapes, fmt, candidate_file
+    )
+    with torch.no_grad():
+        again = loaded_request(*requests)
+        logits = loaded_candidate(again[0], *candidates, *again[1:])
+    error = float((logits - expected).abs().max())
+    if not error <= 1e-5:
+        raise NasError(
+            f"the request/candidate {fmt} programs differ from per-candidate scoring by {error:.2e}"
+        )
+    return {
+        "files": {
+            request_file.name: "request side: request ids (and history) -> tokens (and history)",
+            candidate_file.name: "candidate side: request outputs, candidate ids, owner -> logits",
+        },
+        "request_split_max_abs_difference": error,
+    }
+
+
+def _save_program(module, args, shapes, fmt: str, path: Path):
+    """``module`` exported (batch dimensions dynamic) or traced, saved at ``path``, loaded back."""
+    if fmt == "torch-export":
+        with torch.no_grad():
+            program = torch.export.export(module, args, dynamic_shapes=shapes)
+        torch.export.save(program, path)
+        return torch.export.load(path).module()
+    with torch.no_grad(), warnings.catch_warnings():
+        # Branches on shapes that are fixed per model (a side with no tokens); the callers
+        # compare the traced program with the eager one. TorchScript is deprecated in
+        # favour of torch.export, but it is what was asked for.
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        torch.jit.trace(module, args, check_trace=False).save(str(path))
+        return torch.jit.load(str(path))
+
+
+def _example_inputs(loaded: LoadedModel, pyfunc) -> tuple[torch.Tensor, ...]:
+    """The network's inputs for the model's logged input example (its raw rows)."""
+    frame = pyfunc.input_example
+    rows = frame.to_dict(orient="records") if frame is not None else []
+    if len(rows) < 2:
+        raise NasError("the model has no input example of two or more rows to export from")
+    return loaded.features(rows).inputs()

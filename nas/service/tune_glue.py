@@ -1,0 +1,425 @@
+"""Ray and Ray Tune, seen from the controller: starting or joining Ray, and the Tune hooks a
+search plugs in (a ``Searcher`` that asks, a ``Callback`` that records, a ``Stopper`` that
+obeys ``nas cancel``, and Tune's own early-stopping schedulers, which tell the controller
+whom they stopped). Each hook only forwards to the controller."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from ray.tune import Callback, Stopper
+from ray.tune.schedulers import AsyncHyperBandScheduler, MedianStoppingRule, TrialScheduler
+from ray.tune.schedulers.async_hyperband import _Bracket
+from ray.tune.search import Searcher
+
+from nas.core.errors import NasError
+from nas.core.paths import ray_dir
+from nas.search.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME, Scheduler
+from nas.search.pareto import pareto_order
+
+# Unix socket paths must stay under 107 bytes, and Ray puts its sockets at
+# <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
+MAX_RAY_TEMP_LEN = 107 - 62
+DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
+THROWAWAY_PREFIX = "recnas-ray-"  # Ray's folder in /tmp when the runs folder's path is long
+RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
+# The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
+# long for Ray's sockets (``private_temp_dir``); None when Ray's files are under the runs
+# folder, where they stay for the user to read.
+_throwaway_temp: Path | None = None
+
+
+def init_ray(address: str | None) -> bool:
+    """Connect to ``address`` (or RAY_ADDRESS), else start a local Ray whose files stay under
+    the runs folder. Returns whether this call started Ray (and so must shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the classic reporter obeys verbose=0
+    # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Under an early-stopping scheduler, only searched candidates' reports carry its metric:
+    # baselines, failures and rung-less reports leave it out on purpose (nas/early_stopping).
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
+    # on Ctrl-C Tune suggests Tuner.restore, but a search resumes from the registry.
+    logging.getLogger("ray.tune.analysis").setLevel(logging.ERROR)
+    logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
+    # A trial whose worker died: Tune logs Ray's traceback; the controller records the
+    # death, retries the candidate and says so in one line (see ``worker_crash``).
+    logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        import blocks
+        import nas
+        import search_spaces
+        import workers
+
+        # Folders, not module objects: Ray's client (ray://) pickles the runtime_env.
+        modules = [str(Path(m.__file__).parent) for m in (nas, blocks, search_spaces, workers)]
+        try:
+            with _sigterm_kept():
+                ray.init(
+                    address=address,
+                    runtime_env={"py_modules": modules},
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
+                )
+        except (ConnectionError, RuntimeError, ValueError) as err:  # Ray's own, on joining
+            reason = " ".join(str(err).split())[:300]
+            raise NasError(f"cannot join the Ray cluster at {address}: {reason}") from None
+        return True
+    _require_token()
+    reap_orphans()
+    global _throwaway_temp
+    temp = private_temp_dir()
+    _throwaway_temp = None if temp.parent == ray_dir() else temp.parent
+    with _sigterm_kept(), _marked_as_ours():
+        ray.init(
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            _temp_dir=str(temp),
+            _node_ip_address="127.0.0.1",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
+    return True
+
+
+def shutdown_ray() -> None:
+    """Stop the Ray that ``init_ray`` started or joined, then kill what is left of a local
+    one. After a SIGTERM to the whole process group, a worker that Ray was starting at that
+    moment waits a minute or more on the dead raylet (measured: 1 run in 10 still there
+    after 60 s), out of reach of Ray's shutdown."""
+    import ray
+
+    global _throwaway_temp
+    ray.shutdown()
+    _reap(lambda driver: driver == os.getpid())
+    if _throwaway_temp is not None:  # Ray's logs and sockets in /tmp: no one would find them
+        shutil.rmtree(_throwaway_temp, ignore_errors=True)
+        _throwaway_temp = None
+
+
+@contextlib.contextmanager
+def _marked_as_ours():
+    """``DRIVER_MARK`` in the environment that the processes started in this block inherit:
+    Ray's GCS, raylet and agents, and through the raylet every worker. Only in this block,
+    so that no other process this one starts later (a test's server, say) is taken for
+    Ray's."""
+    kept = os.environ.get(DRIVER_MARK)
+    os.environ[DRIVER_MARK] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop(DRIVER_MARK, None)
+        else:
+            os.environ[DRIVER_MARK] = kept
+
+
+@contextlib.contextmanager
+def _sigterm_kept():
+    """Keep this process's answer to SIGTERM across ``ray.init``, which sets it to
+    ``sys.exit``: a search stopped that way was recorded as failed, with no reason, and Ray's
+    own C++ handler then printed a stack dump and aborted the process (``nas.cli.signals``
+    says what the CLI answers)."""
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if kept is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, kept)
+
+
+def _require_token() -> None:
+    """A local search's Ray accepts only processes that hold this session's token.
+
+    Ray 2.60 cannot be told to listen on loopback only: its GCS, raylet, workers and this
+    driver bind every interface, whatever ``_node_ip_address`` says (measured: see
+    tests/test_security.py). So every gRPC call must carry a token: a fresh random one per
+    session, in this process's environment (inherited by the Ray processes it starts,
+    readable by no other user), never in a file under $HOME that outlives the search.
+    Ray reads its auth settings once, when it is imported; ``Config.initialize`` makes it
+    read them again (what ``ray.init`` itself does when it turns token mode on).
+    """
+    from ray._raylet import Config
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    Config.initialize("")
+
+
+def reap_orphans() -> None:
+    """Kill what a killed search left of its local Ray. Ray's reaper stops the GCS and raylet
+    when the driver dies, but its dashboard and runtime-env agents live on (a minute or more,
+    one still listening). They carry ``DRIVER_MARK`` in their environment: any of this user's
+    processes whose marked driver is gone is an orphan. Its throwaway folder in /tmp, whose
+    session folders are named after their driver's pid, goes too."""
+    import psutil
+
+    _reap(lambda driver: not psutil.pid_exists(driver))
+    for folder in Path(tempfile.gettempdir()).glob(f"{THROWAWAY_PREFIX}*"):
+        drivers = [s.name.rpartition("_")[2] for s in folder.glob("r/session_*_*")]
+        try:
+            ours = folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if ours and drivers and not any(d.isdigit() and psutil.pid_exists(int(d)) for d in drivers):
+            shutil.rmtree(folder, ignore_errors=True)  # what ``shutdown_ray`` never got to
+
+
+def _reap(is_left: Callable[[int], bool]) -> None:
+    """Kill this user's processes (never this one) whose ``DRIVER_MARK`` names a driver
+    pid for which ``is_left`` holds."""
+    import psutil
+
+    mine = os.getuid()
+    for process in psutil.process_iter(["uids", "pid"]):
+        try:
+            if process.pid == os.getpid() or process.info["uids"] is None:
+                continue
+            if process.info["uids"].real != mine:
+                continue
+            driver = process.environ().get(DRIVER_MARK)
+            if driver and driver.isdigit() and is_left(int(driver)):
+                process.kill()
+        except psutil.Error:
+            continue  # gone meanwhile, or not ours to read
+
+
+def private_temp_dir() -> Path:
+    """Ray's session files (sockets, logs), in a folder only this user can enter: Ray makes
+    the folder it is given world-writable (0777), so that folder sits inside a private one
+    (0700): the runs folder's ``ray/``, or, when that path is too long for a Unix socket, a
+    fresh ``mkdtemp`` folder with an unpredictable name, never a fixed shared /tmp name that
+    another user could create first."""
+    private = ray_dir()
+    if len(str(private)) + 2 <= MAX_RAY_TEMP_LEN:
+        private.mkdir(parents=True, exist_ok=True)
+        private.chmod(0o700)
+    else:
+        private = Path(tempfile.mkdtemp(prefix=THROWAWAY_PREFIX))
+    return private / "r"
+
+
+class TuneHost(Protocol):
+    """What Tune's hooks forward to: the search's controller. Tune asks it for the next
+    trial's config, tells it each result or crash, and lets it stop the run."""
+
+    def next_config(self, tune_id: str) -> dict[str, Any] | None: ...
+
+    def record(
+        self, tune_id: str, result: dict[str, Any] | None, crash: WorkerCrash | None
+    ) -> None: ...
+
+    def poll_cancel(self) -> bool: ...
+
+    def yardstick(self, tune_id: str) -> bool: ...
+
+    def stopped_early(self, tune_id: str) -> None: ...
+
+    def rung_losses(self, report: dict[str, Any]) -> list[float]: ...
+
+
+class _Glue:
+    """Tune pickles its search algorithm, callbacks and stopper into its own experiment
+    checkpoint. Ours hold the live controller (database engines, an MLflow client), and the
+    registry, not Tune's checkpoint, is what a search resumes from: pickle them empty."""
+
+    controller: TuneHost | None
+
+    def __getstate__(self) -> dict:
+        return {"controller": None}
+
+
+class StrategySearcher(_Glue, Searcher):
+    """Tune's search algorithm: asks the controller, which asks the strategy."""
+
+    def __init__(self, controller: TuneHost):
+        super().__init__()  # no metric: Tune only relays; the strategy ranks
+        self.controller = controller
+
+    def save(self, checkpoint_path: str) -> None:
+        pass  # the registry holds the strategy's state after every ask and tell
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
+
+    def suggest(self, trial_id: str):
+        config = self.controller.next_config(trial_id)
+        return config if config is not None else Searcher.FINISHED
+
+    def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+        pass  # recorded by _Recorder, which also sees Ray's error message
+
+
+class Recorder(_Glue, Callback):
+    def __init__(self, controller: TuneHost):
+        self.controller = controller
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self.controller.record(trial.trial_id, trial.last_result, None)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self.controller.record(trial.trial_id, None, worker_crash(trial))
+
+
+class CancelStopper(_Glue, Stopper):
+    def __init__(self, controller: TuneHost):
+        self.controller = controller
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.controller.poll_cancel()
+
+
+class _EarlyStopping(_Glue):
+    """Tune's scheduler, telling the controller which trials it stopped at a rung (a final
+    report it answers STOP to has simply finished). A baseline's reports are filed like any
+    trial's, but it is never stopped: it is the yardstick the candidates are judged by."""
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        decision = super().on_trial_result(tune_controller, trial, self.ranked(result))
+        if "outcome" in result:  # the final report: the trial has ended anyway
+            return decision
+        if self.controller.yardstick(trial.trial_id):
+            return TrialScheduler.CONTINUE
+        if decision == TrialScheduler.STOP:
+            self.controller.stopped_early(trial.trial_id)
+        return decision
+
+    def on_trial_complete(self, tune_controller, trial, result: dict) -> None:
+        if RUNG_METRIC in result:
+            super().on_trial_complete(tune_controller, trial, self.ranked(result))
+        else:  # failed: nothing the scheduler can compare
+            self.on_trial_remove(tune_controller, trial)
+
+    def ranked(self, report: dict) -> dict:
+        """A rung report with what this scheduler ranks on (the median rule: NE)."""
+        return report
+
+    def remember(self, key: str, reports: list[dict]) -> None:
+        """Replay a trial of an earlier session (its rung reports, the last one at its end;
+        see ``Controller.rung_reports``), so a resumed search's scheduler compares against
+        everything measured so far."""
+        ghost = _Recorded(key)
+        self.on_trial_add(None, ghost)
+        for report in reports[:-1]:
+            super().on_trial_result(None, ghost, self.ranked(report))
+        super().on_trial_complete(None, ghost, self.ranked(reports[-1]))
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A trial of an earlier session, as Tune's schedulers see a trial (by id, hashable)."""
+
+    trial_id: str
+
+
+class _Asha(_EarlyStopping, AsyncHyperBandScheduler):
+    """Ray's ASHA (its rungs, its asynchronous promotion), each rung ranking a vector of
+    losses in Pareto order (``_ParetoBracket``): with ``rank: ne`` the vector is NE alone."""
+
+    def __init__(self, pareto: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.pareto = pareto
+        self._brackets = [
+            _ParetoBracket(kwargs["grace_period"], kwargs["max_t"], kwargs["reduction_factor"], 0)
+        ]
+
+    def ranked(self, report: dict) -> dict:
+        if not self.pareto:
+            losses = [report[RUNG_METRIC]]
+        elif RUNG_LOSSES in report:  # replayed from the registry
+            losses = report[RUNG_LOSSES]
+        else:
+            losses = self.controller.rung_losses(report)
+        return {**report, RANKED: np.asarray(losses, dtype=float)}
+
+
+class _ParetoBracket(_Bracket):
+    """An ASHA rung that ranks vectors. Ray's rung keeps a trial whose one number beats the
+    (1 - 1/rf) percentile of those recorded; a front has no percentile, so this one keeps
+    a trial that falls in the first ceil(n / rf) of the n at the rung (itself included) in
+    NSGA-II's order. With one objective that is Ray's rule (up to ties)."""
+
+    def on_result(self, trial, cur_iter: int, cur_rew) -> str:
+        for milestone, recorded in self._rungs:
+            if cur_iter < milestone or trial.trial_id in recorded:
+                continue
+            recorded[trial.trial_id] = -np.asarray(cur_rew)  # Ray negates a minimised metric
+            losses = np.stack(list(recorded.values()))
+            order = list(pareto_order(losses, ["min"] * losses.shape[1]))
+            place = order.index(len(losses) - 1)  # the trial is the last one recorded
+            keep = math.ceil(len(losses) / self.rf - 1e-9)
+            return TrialScheduler.CONTINUE if place < keep else TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+
+class _Median(_EarlyStopping, MedianStoppingRule):
+    def _on_insufficient_samples(self, tune_controller, trial, time: float) -> str:
+        # Ray's rule pauses a trial to let others catch up; a paused function trial would
+        # need a checkpoint to resume from. Train on instead.
+        return TrialScheduler.CONTINUE
+
+
+def tune_scheduler(scheduler: Scheduler, controller: TuneHost) -> TrialScheduler:
+    """Ray Tune's scheduler for ``scheduler``, reporting its stops to ``controller``."""
+    kwargs = {"time_attr": RUNG_TIME, "mode": "min", **scheduler.tune_kwargs()}
+    if scheduler.name == "asha":
+        tune = _Asha(scheduler.options.rank == "pareto", metric=RANKED, **kwargs)
+    else:
+        tune = _Median(metric=RUNG_METRIC, **kwargs)
+    tune.controller = controller
+    return tune
+
+
+@dataclass(frozen=True)
+class WorkerCrash:
+    """A trial whose Ray worker died before it reported (the trainable itself reports every
+    failure it can catch). ``out_of_memory``: Ray's memory monitor killed it, and running it
+    again would only repeat that; any other death (a kill, a lost node, a crash outside
+    Python) is worth another attempt on a new worker."""
+
+    reason: str
+    out_of_memory: bool
+
+
+def worker_crash(trial) -> WorkerCrash:
+    """What Ray recorded about a trial whose worker failed: its last lines, and whether it
+    was an out-of-memory kill. Only Ray's own ``OutOfMemoryError`` counts: an actor that
+    died of SIGKILL carries a message listing the OOM killer among *possible* causes."""
+    text = ""
+    if trial.error_file and Path(trial.error_file).exists():
+        text = Path(trial.error_file).read_text(errors="replace")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    oom = "OutOfMemoryError" in text
+    if oom:
+        reason = "killed by Ray's memory monitor: the node ran low on memory"
+    elif "ActorDiedError" in text or "RayActorError" in text or "died unexpectedly" in text:
+        reason = "the Ray worker died (killed, or crashed outside Python)"
+    else:
+        reason = "the Ray worker failed"
+    detail = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "")
+    detail = detail.strip().split(". ")[0][:160]  # Ray's first sentence; the rest is advice
+    return WorkerCrash(f"{reason}: {detail}" if detail else reason, oom)
