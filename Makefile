@@ -32,9 +32,11 @@ demo: setup
 	$(BIN)/nas data prepare movielens-1m
 	$(BIN)/nas submit examples/searches/ctr_quick.yaml
 
+# ruff, and the import layers declared in pyproject.toml (no loops, nothing imports upwards).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 # Regenerate requirements.lock from a fresh resolve of pyproject.toml.
 lock:

@@ -27,7 +27,12 @@ def is_server(tracking_uri: str) -> bool:
 
 
 def run_url(base: str, experiment_id: str, run_id: str) -> str:
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    # MLflow's UI opens on its GenAI view unless the URL (or the browser's storage) says
+    # otherwise: a fresh browser lands on the model-training view only with workflowType.
+    return (
+        f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+        "?workflowType=machine_learning"
+    )
 
 
 def start_ui(tracking_uri: str, artifacts: Path | None, port: int, log: Path) -> subprocess.Popen:

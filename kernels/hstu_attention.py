@@ -13,8 +13,9 @@ itself only.
 (``kernels/triton/triton_hstu_attention.py``: forward, and a backward that recomputes the
 scores) for CUDA tensors, else the PyTorch reference (``kernels/pytorch/pt_hstu_attention.py``,
 the math ``blocks/hstu.py`` trains with). ``backend="triton"`` forces the kernels (on CPU
-under ``TRITON_INTERPRET=1``, which the tests use). The kernels skip every block past a row's length and above the diagonal, so their work follows the jagged lengths,
-not the padded N (the storage stays padded).
+under ``TRITON_INTERPRET=1``, which the tests use). The kernels skip every block past a
+row's length and above the diagonal, so their work follows the jagged lengths, not the
+padded N (the storage stays padded).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The dashboard in a real browser: a real tiny search, `nas dashboard` serving its MLflow
-store, the parent run's pareto.html opened from that server in headless Chromium (Debian's
-`chromium`, driven by Playwright): the right number of points, a hover that names a
-candidate, and a screenshot kept as a test artifact.
+store, in headless Chromium (Debian's `chromium`, driven by Playwright):
+- the URL it prints, opened in a fresh profile, lands on MLflow's model-training view of the
+  search's parent run with its child runs listed (not on MLflow's default GenAI view);
+- the parent run's pareto.html: the right number of points, a hover that names a candidate.
+Screenshots are kept as test artifacts.
 
 `.ci/run` installs chromium and sets RECNAS_REQUIRE_BROWSER=1, so CI never skips this test;
 on a machine without chromium it is skipped, saying why."""
@@ -57,19 +59,41 @@ def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) ->
         try:
             line = process.stdout.readline()
             assert line.startswith(f"{search.id}: http://127.0.0.1:{port}/"), line
-            run_id = line.strip().rsplit("/", 1)[1]
+            assert line.rstrip().endswith("?workflowType=machine_learning"), line
+            run_id = line.strip().split("?")[0].rsplit("/", 1)[1]
             url = f"http://127.0.0.1:{port}/get-artifact?path=pareto.html&run_uuid={run_id}"
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(
                     executable_path=browser_path, args=CHROMIUM_FLAGS
                 )
                 try:
+                    logged = [t for t in registry.trials(search.id) if t.mlflow_run_id]
+                    _check_landing(browser, line.split(": ", 1)[1].strip(), logged)
                     _check_page(browser, url, searched, baselines)
                 finally:
                     browser.close()
         finally:
             process.send_signal(signal.SIGTERM)
             process.communicate(timeout=90)
+
+
+def _check_landing(browser, url: str, trials) -> None:
+    """What a newcomer sees first: a fresh profile (no MLflow settings in its storage)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.get_by_text("Child runs").wait_for(timeout=120_000)
+        body = page.inner_text("body")
+        assert "Evaluation runs" not in body, "landed on MLflow's GenAI view"
+        children = body.split("Child runs", 1)[1].split("Source", 1)[0]
+        names = [n.strip() for n in children.split(",") if n.strip()]
+        assert len(names) == len(trials), children
+        assert {t.label for t in trials if t.is_baseline} <= set(names), children
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_landing.png"))
+    finally:
+        context.close()
 
 
 def _check_page(browser, url: str, searched, baselines) -> None:

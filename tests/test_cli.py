@@ -149,3 +149,16 @@ def test_a_whole_number_flag_refuses_what_is_not_one_at_its_minimum(text):
 
 def test_a_whole_number_flag_takes_its_minimum_and_above():
     assert whole_number(0)("0") == 0 and whole_number(1)("12") == 12
+
+
+def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["RECNAS_RUNS_DIR"] = str(tmp_path / "a-long-folder-name-for-the-runs" / ("x" * 60))
+    done = subprocess.run(
+        [sys.executable, "-m", "nas.cli", "data", "list"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout, done.stdout
+    assert "(--rows, --seed)" in done.stdout  # the last words of the widest description
+    assert max(len(line) for line in done.stdout.splitlines()) > 80

@@ -15,6 +15,7 @@ from nas.service.config import validate_config
 from nas.service.controller import Controller, plan
 from nas.service.registry import Registry
 from nas.service.tune_glue import WorkerCrash
+from workers.messages import TrialRequest
 
 SEARCH = {
     "name": "unit",
@@ -54,7 +55,8 @@ def test_baselines_hold_half_the_workers_beside_the_strategy_until_the_budget(co
     the budget is spent, the baselines left take any worker."""
     first, second = controller.next_config("tune-0"), controller.next_config("tune-1")
     assert first["spec"]["name"] == "dlrm" and second["spec"].get("name") is None
-    assert second["train"]["steps"] == 10 and second["threads"] == 1
+    asked = TrialRequest.from_config(second)
+    assert asked.settings.train.steps == 10 and asked.settings.threads == 1
     controller.record("tune-0", report(0.8), None)
     assert controller.next_config("tune-2")["spec"]["name"] == "deepfm"  # the next baseline
     rest = [controller.next_config(f"tune-{i}") for i in range(3, 6)]

@@ -1,19 +1,17 @@
 """The Ray Tune trainable of a search: one candidate per call, always one report.
 
 Runs inside a Ray worker. The search's ``TrialData`` arrives through the object store
-(``tune.with_parameters``); the candidate's spec and settings arrive as the Tune config.
-Whatever happens, the trial ends with exactly one final report, so the controller records
-every outcome:
+(``tune.with_parameters``); the candidate and its settings arrive as the Tune config, a
+``TrialRequest`` (``workers/messages.py``). Whatever happens, the trial ends with exactly one
+final ``TrialReport``, so the controller records every outcome: completed (the
+``TrialResult`` as JSON) or failed (the reason).
 
-    {"outcome": "completed", "payload": <TrialResult JSON>, "started_at", "finished_at"}
-    {"outcome": "failed", "payload": <reason>, ...}
-
-Under an early-stopping scheduler (``nas/search/early_stopping.py``) it also reports at each rung,
-with no outcome: ``{"step", "rung_ne", "payload": <TrialResult JSON of the steps so far>}``.
-Tune's answer to a rung report can end the trial there (never a baseline's: the scheduler
-only files those); the controller then records it as stopped.
-With ``budget.select_best`` (``select`` in the config) the trial also checks itself every N
-steps, ends with its best check's weights, and may end early on its patience: completed.
+Under an early-stopping scheduler (``nas/search/early_stopping.py``) it also reports at each
+rung, with no outcome: the step, its NE and the figures of the steps so far. Tune's answer to
+a rung report can end the trial there (never a baseline's: the scheduler only files those);
+the controller then records it as stopped. With ``budget.select_best`` (``settings.select``)
+the trial also checks itself every N steps, ends with its best check's weights, and may end
+early on its patience: completed.
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
 resident memory exceeds the search's ``memory_gb_per_trial`` (checked at the first step,
@@ -34,9 +32,8 @@ import torch
 from nas.arch.model import training_bytes
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError, TrainingError
-from nas.search.early_stopping import RUNG_METRIC, RUNG_TIME
-from workers.train import TrainConfig
-from workers.trial import Rungs, SelectBest, TrialResult, evaluate
+from workers.messages import TrialReport, TrialRequest
+from workers.trial import Rungs, TrialResult, evaluate
 from workers.trial_data import TrialData
 
 MEMORY_CHECK_EVERY = 25  # steps
@@ -46,13 +43,14 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
     from ray import tune
 
     started = time.time()
-    final: dict[str, Any] = {}
+    rung: dict[str, Any] = {}
     try:
-        result = _run(config, data, started)
+        request = TrialRequest.from_config(config)
+        result = _run(request, data, started)
         outcome, payload = "completed", json.dumps(result.to_dict())
         # The last rung is the full budget's: the scheduler files it at its top rung.
-        if result.rungs and config.get("rungs"):
-            final = {RUNG_TIME: result.steps, RUNG_METRIC: result.rungs[-1]["ne"]}
+        if result.rungs and request.settings.rungs:
+            rung = {"step": result.steps, "rung_ne": result.rungs[-1]["ne"]}
     except NasError as err:
         outcome, payload = "failed", str(err)
     except MemoryError:
@@ -60,17 +58,14 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
     except Exception as err:  # a bug in a block or a space: record it, let the search go on
         tail = "".join(traceback.format_exception(err)[-3:]).strip()
         outcome, payload = "failed", f"{type(err).__name__}: {err}\n{tail}"
-    tune.report({"outcome": outcome, "payload": payload, **_when(started), **final})
+    report = TrialReport(payload, started, time.time(), _node(), outcome, **rung)
+    tune.report(report.to_result())
 
 
-def _when(started: float) -> dict[str, Any]:
+def _node() -> str:
     import ray
 
-    return {
-        "started_at": started,
-        "finished_at": time.time(),  # or stopped, if this is the last report
-        "node": ray.get_runtime_context().get_node_id(),  # where it trained
-    }
+    return ray.get_runtime_context().get_node_id()
 
 
 def rung_reporter(started: float):
@@ -78,17 +73,20 @@ def rung_reporter(started: float):
     from ray import tune
 
     def report(result: TrialResult) -> None:
-        metrics = {RUNG_TIME: result.steps, RUNG_METRIC: result.ne}
-        tune.report({**metrics, "payload": json.dumps(result.to_dict()), **_when(started)})
+        payload = json.dumps(result.to_dict())
+        rung = TrialReport(
+            payload, started, time.time(), _node(), step=result.steps, rung_ne=result.ne
+        )
+        tune.report(rung.to_result())
 
     return report
 
 
-def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
-    torch.set_num_threads(config["threads"])
-    spec = ArchSpec.from_dict(config["spec"])
-    train_config = TrainConfig(**config["train"])
-    limit = config["memory_limit_bytes"]
+def _run(request: TrialRequest, data: TrialData, started: float | None = None):
+    settings = request.settings
+    torch.set_num_threads(settings.threads)
+    spec = ArchSpec.from_dict(request.spec)
+    limit = request.memory_limit_bytes
     needed = training_bytes(spec, data.schema)
     if needed > limit:  # refuse before the allocator sees it
         raise TrainingError(
@@ -111,22 +109,18 @@ def _run(config: dict[str, Any], data: TrialData, started: float | None = None):
             check_memory(f"at step {step}")
 
     rungs = None
-    if config.get("rungs"):
-        plan = config["rungs"]
-        rungs = Rungs(
-            tuple(plan["steps"]),
-            plan["rows"],
-            rung_reporter(started or time.time()),
-        )
+    if settings.rungs is not None:
+        report = rung_reporter(started or time.time())
+        rungs = Rungs(settings.rungs.steps, settings.rungs.rows, report)
     result = evaluate(
         spec,
         data,
-        train_config,
+        settings.train,
         on_step,
         rungs,
-        config.get("save_weights"),
-        config.get("fp8_probe"),
-        SelectBest(**config["select"]) if config.get("select") else None,
+        request.save_weights,
+        settings.fp8_probe,
+        settings.select,
     )
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

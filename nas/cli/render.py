@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from rich.console import Console
 from rich.progress import (
@@ -18,7 +19,19 @@ from rich.table import Column
 
 console = Console(stderr=True)  # progress and messages; stdout carries results
 
-out = Console()
+PIPED_WIDTH = 10_000  # wider than any table: rich would otherwise wrap and cut at 80 columns
+
+
+def _results_console() -> Console:
+    """Results on stdout: a terminal's own width; piped or redirected to a file, tables at
+    their full width, never cut (unless $COLUMNS asks for a width)."""
+    console = Console()
+    if console.is_terminal or "COLUMNS" in os.environ:
+        return console
+    return Console(width=PIPED_WIDTH)
+
+
+out = _results_console()
 
 
 def emit_json(data: object) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import os
 import threading
@@ -58,6 +57,9 @@ from nas.service.tune_glue import (
     tune_scheduler,
 )
 from search_spaces.base import SearchSpace
+from workers.messages import RungPlan, TrialReport, TrialRequest, TrialSettings
+from workers.train import TrainConfig
+from workers.trial import SelectBest
 
 CANCEL_POLL_S = 1.0
 INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
@@ -337,7 +339,7 @@ class Controller:
         if trial is None:
             return None
         self.known[trial.arch_id] = trial
-        return self.start(tune_id, trial, self.config.seed, self._rungs())
+        return self.start(tune_id, trial, self.settings(self.config.seed, self._rungs()))
 
     def _next_trial(self) -> Trial | None:
         """A trial cut short to run again; else a baseline, while the baselines hold fewer
@@ -378,42 +380,40 @@ class Controller:
     def _baseline_slots(self) -> int:
         return max(1, self.config.resources.concurrency // 2)
 
-    def _rungs(self) -> dict | None:
+    def _rungs(self) -> RungPlan | None:
         """Where a candidate reports to the scheduler (None: no scheduler)."""
         if self.scheduler is None:
             return None
-        return {"steps": self.scheduler.rung_steps(), "rows": self.scheduler.options.eval_rows}
+        return RungPlan(tuple(self.scheduler.rung_steps()), self.scheduler.options.eval_rows)
 
-    def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
-        """``trial`` is starting as Tune trial ``tune_id``: its Tune config (what
-        ``workers/search_trial.py`` reads), trained with ``seed``."""
+    def start(self, tune_id: str, trial: Trial, settings: TrialSettings) -> dict[str, Any]:
+        """``trial`` is starting as Tune trial ``tune_id``: its Tune config, the request
+        ``workers/search_trial.py`` reads."""
         self.running[tune_id] = _Running(trial, time.time())
         self.reporter.trial_started(trial)
-        return {
-            "trial_id": trial.id,
-            "number": trial.number,
-            "spec": trial.spec,
-            **self.settings(seed, rungs),
-            "memory_limit_bytes": int(self.config.resources.memory_gb_per_trial * 2**30),
-        }
+        return self.request(trial, settings).to_config()
 
-    def settings(self, seed: int, rungs: dict | None) -> dict[str, Any]:
-        """What decides a trial's figures besides its spec, as the worker reads them."""
+    def request(self, trial: Trial, settings: TrialSettings) -> TrialRequest:
+        memory = int(self.config.resources.memory_gb_per_trial * 2**30)
+        return TrialRequest(trial.id, trial.number, trial.spec, settings, memory)
+
+    def settings(self, seed: int, rungs: RungPlan | None) -> TrialSettings:
+        """What decides a trial's figures besides its spec."""
         train = self.config.train
-        return {
-            "train": {
-                "steps": self.config.budget.steps,
-                "batch_size": train.batch_size,
-                "lr": train.lr,
-                "embedding_lr": train.embedding_lr,
-                "precision": train.precision,
-                "seed": seed,
-            },
-            "threads": self.config.resources.cpus_per_trial,
-            "rungs": rungs,
-            "select": self.selection,
-            "fp8_probe": fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
-        }
+        return TrialSettings(
+            train=TrainConfig(
+                steps=self.config.budget.steps,
+                batch_size=train.batch_size,
+                lr=train.lr,
+                embedding_lr=train.embedding_lr,
+                precision=train.precision,
+                seed=seed,
+            ),
+            threads=self.config.resources.cpus_per_trial,
+            rungs=rungs,
+            select=SelectBest(**self.selection) if self.selection else None,
+            fp8_probe=fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
+        )
 
     def _ask(self) -> ArchSpec:
         """The strategy's next candidate that this search has not measured (a strategy never
@@ -450,7 +450,8 @@ class Controller:
         neither; it stays open, and the search's end marks it cancelled, to run again."""
         entry = self.running.pop(tune_id, None)
         stopped = tune_id in self.stopped
-        reported = result is not None and ("outcome" in result or stopped)
+        report = TrialReport.from_result(result)
+        reported = report is not None and (report.outcome is not None or stopped)
         if entry is None or (crash is None and not reported):
             return
         begin = time.time()
@@ -464,12 +465,10 @@ class Controller:
             timings["retried_after"] = self.retried.pop(trial.id)
         if crash is None:
             timings.update(
-                started_at=result["started_at"],
-                finished_at=result["finished_at"],
-                node=result.get("node"),
+                started_at=report.started_at, finished_at=report.finished_at, node=report.node
             )
-            if stopped or result["outcome"] == "completed":
-                metrics = json.loads(result["payload"]) | self._estimate(trial)
+            if stopped or report.completed:
+                metrics = report.metrics() | self._estimate(trial)
                 metrics |= self._costs(trial.spec, metrics)
                 values = [float(metrics[o]) for o in self.objectives]
                 if trial.is_baseline:  # filed for later searches (nas/service/trained_before.py)
@@ -479,7 +478,7 @@ class Controller:
                     error = f"an objective is not finite: {shown}"
                     values = None
             else:
-                error = result["payload"]
+                error = report.payload
         status = "completed" if values is not None else "failed"
         if stopped and values is not None:
             status = "stopped"
@@ -508,7 +507,7 @@ class Controller:
 
     def training_key(self, spec: dict[str, Any]) -> str:
         """The key this search's training of ``spec`` files its figures under."""
-        settings = self.settings(self.config.seed, self._rungs())
+        settings = self.settings(self.config.seed, self._rungs()).as_dict()
         return training_key(spec, settings, self.plan.dataset.manifest["files"])
 
     def _reuse_baselines(self) -> None:
@@ -575,7 +574,7 @@ class Controller:
 
     def rung_losses(self, report: dict[str, Any]) -> list[float]:
         """The search's objectives at a rung report (or a final one) of a running trial."""
-        metrics = json.loads(report["payload"])
+        metrics = TrialReport.from_result(report).metrics()
         return self._losses(self.known[metrics["arch_id"]], metrics, metrics["rungs"][-1])
 
     def rung_reports(self, trial: Trial) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ Its report is ``nas/service/retrain_report.py``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED, RETRAIN_KIND
 from nas.service.retrain_report import retrain_report
 from nas.service.summary import summarize
+from workers.messages import TrialRequest, TrialSettings
 
 TRAIN_ON = {"train": ("train",), "train+valid": ("train", "valid")}
 
@@ -224,13 +226,13 @@ class RetrainController(Controller):
         else:
             return None
         self.known[trial.arch_id] = trial
-        return self.start(tune_id, trial, trial.job["seed"], None)
+        return self.start(tune_id, trial, self.settings(trial.job["seed"], None))
 
-    def start(self, tune_id: str, trial: Trial, seed: int, rungs: dict | None) -> dict:
+    def request(self, trial: Trial, settings: TrialSettings) -> TrialRequest:
         """A retrain trial keeps its trained weights (for ``--register``)."""
         arch_id = ArchSpec.from_dict(trial.spec).arch_id
-        path = weights_file(self.search.id, arch_id, seed)
-        return super().start(tune_id, trial, seed, rungs) | {"save_weights": str(path)}
+        path = weights_file(self.search.id, arch_id, settings.train.seed)
+        return dataclasses.replace(super().request(trial, settings), save_weights=str(path))
 
     def _estimate(self, trial: Trial) -> dict[str, float]:
         return {}

@@ -10,7 +10,9 @@ import pytest
 from nas.arch.model import TRAINING_BYTES_PER_PARAM, training_bytes
 from nas.arch.spec import ArchSpec
 from nas.core.errors import TrainingError
+from workers.messages import TrialRequest, TrialSettings
 from workers.search_trial import _run
+from workers.train import TrainConfig
 from workers.trial_data import TrialData
 
 HUGE = {
@@ -20,13 +22,9 @@ HUGE = {
 }
 
 
-def _config(spec: dict, steps: int, memory_gb: float) -> dict:
-    return {
-        "spec": spec,
-        "train": {"steps": steps, "batch_size": 64, "lr": 2e-3, "embedding_lr": 1e-2, "seed": 0},
-        "threads": 1,
-        "memory_limit_bytes": int(memory_gb * 2**30),
-    }
+def _config(spec: dict, steps: int, memory_gb: float) -> TrialRequest:
+    train = TrainConfig(steps=steps, batch_size=64, lr=2e-3, embedding_lr=1e-2, seed=0)
+    return TrialRequest(0, 0, spec, TrialSettings(train, threads=1), int(memory_gb * 2**30))
 
 
 def test_the_parameter_count_is_known_before_allocation(ml100k) -> None:
