@@ -1,7 +1,7 @@
 """Each modern block's default spec against the DCNv2 baseline on MovieLens-1M.
 
 Method: every spec in examples/specs/modern/ and examples/specs/dcnv2.json is trained with
-the same settings as the baselines' table in the README (2000 steps x 1024, seed 0, the
+the same settings as the baselines' table in benchmarks/README.md (2000 steps x 1024, seed 0, the
 default optimizers), on 2 threads, and measured on the validation split: NE, AUC, FLOPs
 per example (fvcore), serving FLOPs (per candidate at 100 candidates per request, request
 side computed once), parameters and wall seconds. DCNv2 is the reference in the same run.

@@ -70,11 +70,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """softmax(Q K^T / sqrt(d)) V over ``[..., N, d]`` queries and ``[..., M, d]`` keys.
 
     ``F.scaled_dot_product_attention``, except under CPU autocast (``train.precision:
-    bf16``). There its bfloat16 flash kernel, made for long sequences, took 3x its float32
-    time over a dozen feature tokens, and AutoInt trained slower in bf16 than in float32.
-    This path does the two matmuls in bfloat16 and the softmax in float32, over the keys
-    laid out on dim -2: CPU's softmax over a last dim of a dozen was 3x slower than over
-    dim -2 (2026-12-01, 2 cores; README, "Training one architecture").
+    bf16``). There its bfloat16 flash kernel, made for long sequences, is slower than its
+    float32 one over a dozen feature tokens. This path does the two matmuls in bfloat16 and
+    the softmax in float32, over the keys laid out on dim -2, where CPU's softmax over so
+    short a last dim is slow (the figures: ``benchmarks/README.md``).
     """
     if q.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
         return F.scaled_dot_product_attention(q, k, v)

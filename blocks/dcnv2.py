@@ -51,11 +51,10 @@ class CrossLayer(nn.Module):
 
     def forward(self, x0: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         # Not torch.addcmul: one kernel forward, but its backward multiplies by the scalar
-        # value too (four multiplies, not two): alone, 1.2-2x slower forward and backward.
-        # Under bf16 autocast the projection comes out in bfloat16: cast to x0's float32
-        # once here, or the mixed-dtype multiply casts inside it, forward and again in
-        # backward (20 -> 17 full-size casts in a DCNv2 step, 0.85 -> 0.5 ms). The same
-        # numbers either way; a no-op in float32.
+        # value too (four multiplies, not two). Under bf16 autocast the projection comes out
+        # in bfloat16: cast to x0's float32 once here, or the mixed-dtype multiply casts
+        # inside it, forward and again in backward. The same numbers either way; a no-op in
+        # float32.
         return x0 * self.project(x).to(x0.dtype) + x
 
 

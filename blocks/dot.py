@@ -57,6 +57,6 @@ class DotInteraction(Block):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = torch.bmm(x, x.transpose(1, 2))  # [B, N, N]
-        # index_select, not z[:, pairs]: the same gather, and its backward (an index_add)
-        # took 0.10 ms against advanced indexing's 0.26 (B = 1024, N = 11, 2 cores).
+        # index_select, not z[:, pairs]: the same gather, with a faster backward (one
+        # index_add, where advanced indexing's backward scatters element by element).
         return z.flatten(1).index_select(1, self.pairs).unsqueeze(1)  # [B, 1, P]

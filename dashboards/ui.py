@@ -73,9 +73,9 @@ def start_ui(tracking_uri: str, artifacts: Path | None, port: int, log: Path) ->
 def _ui_environment() -> dict[str, str]:
     """One person's UI on loopback: MLflow's server defaults are for a shared one. Its four
     web workers and its job runner (a Huey consumer and its workers, for GenAI jobs a
-    search never starts) made 14 processes that used 40 CPU seconds in their first 15 and
-    answered in 12-14 s; one worker and no job runner: 1 process, 5-7 CPU seconds, 5-7 s
-    (2 cores, 2026-12-02). A user's own MLFLOW_SERVER_ENABLE_JOB_EXECUTION wins."""
+    search never starts) take many processes and seconds to answer; one worker and no job
+    runner start in a fraction of that (``benchmarks/README.md``). A user's own
+    MLFLOW_SERVER_ENABLE_JOB_EXECUTION wins."""
     return {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
 
 

@@ -27,7 +27,8 @@ Each step has two halves:
                           scaling its output helps, not which choice is better).
   The mixtures evaluate every candidate at every token shape with mass
   (``StackSupernet.relaxed``, exact at one-hot); a space whose step would evaluate more
-  than ``MAX_RELAXED_EVALUATIONS`` candidates is refused for them.
+  than ``nas.search.supernet.distributions.MAX_RELAXED_EVALUATIONS`` candidates is refused
+  for them.
 
 Bilevel by default (DARTS, first order): the logits step on held-out batches. Single-level
 (logits on training batches too) lets them prefer whatever fits the training batches best,

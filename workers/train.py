@@ -42,8 +42,8 @@ class TrainConfig:
     eval_batch_size: int = 16384
     # "bf16": the model runs under torch.autocast(bfloat16), GEMMs and attention in bfloat16,
     # weights, optimizer state and the loss in float32 (mixed precision). It pays on a CPU
-    # with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models (README,
-    # "Training"); elsewhere the casts cost more than they save.
+    # with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models
+    # (docs/models-and-data.md); elsewhere the casts cost more than they save.
     precision: str = "fp32"  # one of TRAIN_PRECISIONS
 
     def __post_init__(self) -> None:

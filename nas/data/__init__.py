@@ -168,7 +168,7 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     info = dataset_info(name)
     existing = open_prepared((cache_dir or data_cache_dir()) / name)
     if existing is not None:
-        problems = existing.problems()  # its checksums: 0.3 s for MovieLens-1M
+        problems = existing.problems()  # its checksums, before anything trains on it
         if problems:
             raise NasError(
                 f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "

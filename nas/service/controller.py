@@ -345,9 +345,8 @@ class Controller:
         """A trial cut short to run again; else a baseline, while the baselines hold fewer
         than half the workers; else the strategy's next candidate, until the budget is spent;
         else the baselines left. Baselines trained alongside the candidates, not before them,
-        let the search start at once: on 2 workers, four baselines first held both for the
-        first 96 s of every search whose registry had not trained them (README, "What ASHA
-        buys here"). They still come first where there is one worker."""
+        let the search start at once: trained first, they held every worker of a small
+        search for its first minutes. They still come first where there is one worker."""
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
         if self.baselines and self._baselines_running() < self._baseline_slots():

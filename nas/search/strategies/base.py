@@ -131,7 +131,7 @@ class Strategy(ABC):
         """What every job needs from the search: the space, the seed, the training setup."""
         train = self.context.train
         # Fewer jobs than the search runs at once: each takes the CPUs the others would
-        # have (a lone supernet trains 1.7x faster on 2 threads). Fixed by the whole count,
+        # have (a lone supernet trains faster on more threads). Fixed by the whole count,
         # not by the jobs left, so a resumed job runs on as many threads as it started on.
         share = max(1, self.context.concurrency // max(1, self.job_count()))
         return {

@@ -13,7 +13,7 @@ from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.search.supernet.stack import StackSupernet
 
-MAX_RELAXED_EVALUATIONS = 160  # candidates one relaxed step may evaluate (~0.15 s at 128)
+MAX_RELAXED_EVALUATIONS = 160  # candidates one relaxed step may evaluate
 MIXTURES = ("gumbel", "softmax")
 
 
