@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from blocks.base import Block, BlockConfig
+from nas.core.catalog import Registry
 from nas.core.errors import ConfigError, UnknownNameError, shown
 
 KINDS = ("embedding", "interaction", "sequence")
@@ -29,8 +29,8 @@ class BlockEntry:
         return self.config_cls.from_params(params, **context)
 
 
-_REGISTRY: dict[str, BlockEntry] = {}
-_BY_CONFIG: dict[type[BlockConfig], BlockEntry] = {}
+BLOCKS: Registry[BlockEntry] = Registry("block", "block")
+_BY_CONFIG: dict[type[BlockConfig], BlockEntry] = {}  # what builds a config's module
 
 
 def register_block(
@@ -41,13 +41,11 @@ def register_block(
         raise ValueError(f"block kind must be one of {KINDS}, got {kind!r}")
 
     def decorate(module_cls: type[Block]) -> type[Block]:
-        if name in _REGISTRY:
-            raise ValueError(f"block {name!r} is already registered")
-        if config in _BY_CONFIG:
+        if config in _BY_CONFIG and name not in BLOCKS:  # a taken name: add says so
             raise ValueError(
                 f"{config.__name__} already belongs to block {_BY_CONFIG[config].name!r}"
             )
-        _REGISTRY[name] = _BY_CONFIG[config] = BlockEntry(name, kind, config, module_cls)
+        _BY_CONFIG[config] = BLOCKS.add(name, BlockEntry(name, kind, config, module_cls))
         return module_cls
 
     return decorate
@@ -55,19 +53,15 @@ def register_block(
 
 def get_block(name: str, kind: str | None = None, field: str = "block") -> BlockEntry:
     """The entry for ``name``; an unknown name (or one of another kind) lists the choices."""
-    entry = _REGISTRY.get(name) if isinstance(name, str) else None
-    if entry is None or (kind is not None and entry.kind != kind):
-        label = f"{kind} block" if kind else "block"
-        raise UnknownNameError(field, label, name, list_blocks(kind=kind))
-    return entry
+    if kind is None:
+        return BLOCKS.get(name, field)
+    if name not in BLOCKS or BLOCKS.get(name).kind != kind:
+        raise UnknownNameError(field, f"{kind} block", name, list_blocks(kind=kind))
+    return BLOCKS.get(name)
 
 
 def list_blocks(pattern: str = "*", kind: str | None = None) -> list[str]:
-    return sorted(
-        name
-        for name, entry in _REGISTRY.items()
-        if fnmatch.fnmatch(name, pattern) and (kind is None or entry.kind == kind)
-    )
+    return [n for n in BLOCKS.names(pattern) if kind is None or BLOCKS.get(n).kind == kind]
 
 
 def build_block(config: BlockConfig) -> Block:

@@ -1,4 +1,4 @@
-"""The cost model (kernels/cost): the roofline is monotone in shape, FP8 never wins where it
+"""The cost model (nas/arch/cost): the roofline is monotone in shape, FP8 never wins where it
 cannot amortise its quantisation (and does where it can), a request prices its request side
 once, every block marks its weight operand, and latency objectives are checked up front."""
 

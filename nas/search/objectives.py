@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nas.core.catalog import Registry
 from nas.core.errors import UnknownNameError
 
 SERVING_CANDIDATES = 100  # candidates per request that ``serving_flops`` assumes
@@ -33,9 +34,10 @@ class Objective:
         return worst * 0.9 if worst > 0 else worst - 1.0
 
 
-OBJECTIVES: dict[str, Objective] = {
-    o.name: o
-    for o in (
+OBJECTIVES: Registry[Objective] = Registry.of(
+    "objective",
+    "objectives",
+    (
         Objective("ne", "min", "normalized entropy on the held-out split", 1.0),
         Objective("auc", "max", "ROC AUC on the held-out split", 0.5),
         Objective("logloss", "min", "log loss on the held-out split"),
@@ -51,15 +53,15 @@ OBJECTIVES: dict[str, Objective] = {
             "latency",
             "min",
             "estimated microseconds per example at a serving batch, on a target GPU or this "
-            "CPU, in a precision (kernels/cost: roofline)",
+            "CPU, in a precision (nas/arch/cost: roofline)",
         ),
         Objective(
             "serving_latency",
             "min",
             "estimated microseconds per request of N candidates, the request side once",
         ),
-    )
-}
+    ),
+)
 COST_OBJECTIVES = ("latency", "serving_latency")
 DEFAULT_BATCH = 1024
 DEFAULT_PRECISION = {"cpu": "fp32"}  # a GPU target's default: bf16
@@ -153,6 +155,4 @@ def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dic
 
 
 def get_objective(name: str, field: str = "objectives") -> Objective:
-    if name not in OBJECTIVES:
-        raise UnknownNameError(field, "objective", name, OBJECTIVES)
-    return OBJECTIVES[name]
+    return OBJECTIVES.get(name, field)

@@ -75,7 +75,7 @@ class ObjectiveConfig(Strict):
     name: str
     direction: str | None = None  # must agree with the objective's own direction
     reference: float | None = None  # hypervolume bound; default: the objective's own
-    # latency and serving_latency only (nas.search.objectives, kernels/cost):
+    # latency and serving_latency only (nas.search.objectives, nas/arch/cost):
     target: str | None = None  # h100-sxm, h200, or cpu (this machine, measured)
     precision: str | None = None  # bf16 or fp8 on a GPU (default bf16); fp32 on cpu
     batch: int | None = Field(default=None, ge=1, le=1 << 20)  # latency: serving batch

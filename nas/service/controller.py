@@ -535,7 +535,7 @@ class Controller:
             self._file(trial, "completed", timings, begin, None, values, metrics, None)
 
     def _costs(self, spec: dict[str, Any], trial_metrics: dict) -> dict[str, float]:
-        """The latency objectives' estimates for ``spec`` (``kernels/cost``)."""
+        """The latency objectives' estimates for ``spec`` (``nas/arch/cost``)."""
         threads = self.config.resources.cpus_per_trial
         return cost_values(
             self.config.objectives,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from nas.core.catalog import Registry
 from nas.core.errors import UnknownNameError
 
 PRECISIONS = ("fp32", "bf16", "fp8")
@@ -50,9 +51,10 @@ class Target:
 # A thread block's output tile and k step on Hopper tensor cores (CUTLASS's 64x64x64 class
 # for small problems): a 13 x 13 attention score matrix still occupies a whole tile.
 TENSOR_CORE_TILE = (64, 64, 64)
-GPU_TARGETS = {
-    t.name: t
-    for t in (
+GPU_TARGETS: Registry[Target] = Registry.of(
+    "target",
+    "target",
+    (
         Target(
             "h100-sxm",
             "NVIDIA H100 SXM: 989 TFLOP/s BF16, 1979 TFLOP/s FP8 (dense), 3.35 TB/s HBM3",
@@ -69,18 +71,18 @@ GPU_TARGETS = {
             4e-6,
             tile=TENSOR_CORE_TILE,
         ),
-    )
-}
-TARGET_NAMES = (*GPU_TARGETS, "cpu")
+    ),
+)
+TARGET_NAMES = (*GPU_TARGETS.names(), "cpu")
 
 
 def get_target(name: str, threads: int = 1, field: str = "target") -> Target:
     """A named target; ``cpu`` is measured on this machine at ``threads`` threads."""
     if name == "cpu":
         return calibrate(threads)
-    if name not in GPU_TARGETS:
+    if name not in GPU_TARGETS:  # the message lists cpu too
         raise UnknownNameError(field, "target", name, TARGET_NAMES)
-    return GPU_TARGETS[name]
+    return GPU_TARGETS.get(name)
 
 
 def _cache_file(threads: int) -> Path:

@@ -42,7 +42,7 @@ class DnasOptions(StrategyOptions):
     arch_batch_size: int = Field(default=128, ge=1)
     warmup: float = Field(default=0.2, ge=0, lt=1)
     cost_reference: float | None = Field(default=None, gt=0)
-    # The cost in the loss: FLOPs, or the cost model's latency (kernels/cost) on a target.
+    # The cost in the loss: FLOPs, or the cost model's latency (nas/arch/cost) on a target.
     cost: Literal["flops", "latency"] = "flops"
     cost_target: str = "h100-sxm"
     cost_precision: str | None = None  # default: bf16 on a GPU, fp32 on cpu
