@@ -12,7 +12,8 @@ import pytest
 
 from nas.arch.spec import ArchSpec
 from nas.service.config import validate_config
-from nas.service.controller import Controller, plan
+from nas.service.controller import Controller
+from nas.service.plan import plan
 from nas.service.registry import Registry
 from nas.service.tune_glue import WorkerCrash
 from workers.messages import TrialRequest

@@ -143,7 +143,7 @@ def test_fuzzed_search_yaml_is_accepted_or_refused_in_one_paragraph(
     path = tmp_path / "search.yaml"
     path.write_text(text)
     from nas.service.config import load_config
-    from nas.service.controller import plan
+    from nas.service.plan import plan
 
     try:
         checked = plan(load_config(path), tmp_path)

@@ -63,7 +63,7 @@ def add_commands(commands) -> None:
 def cmd_retrain(args: argparse.Namespace) -> int:
 
     from nas.service.config import RegisterConfig, validate_config
-    from nas.service.controller import plan
+    from nas.service.plan import plan
     from nas.service.registry import new_search_id
     from nas.service.retrain import TRAIN_ON, plan_retrain
 

@@ -85,7 +85,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     }
     try:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
-        from nas.service.controller import plan  # Ray and Tune: not loaded for a config in error
+        from nas.service.plan import plan  # Ray and Tune: not loaded for a config in error
 
         with console.status(f"Checking {args.config} against {config.dataset} ..."):
             checked = plan(config, args.config.resolve().parent)
@@ -103,7 +103,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from nas.service.config import validate_config
-    from nas.service.controller import plan
+    from nas.service.plan import plan
     from nas.service.registry import controller_alive
 
     registry = open_registry(args)

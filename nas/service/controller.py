@@ -1,6 +1,5 @@
 """The controller: runs a search's candidates as Ray Tune trials and records every outcome.
 
-    plan(config)          check the dataset, space, strategy and baselines; nothing written
     Controller.run()      ray.init -> the strategy's setup jobs, if any (supernet or DNAS
                           training, ``setup_jobs.py``) -> Tuner(trainable, search_alg=ask the
                           strategy, callbacks=record each outcome) -> fit -> the search's final
@@ -25,25 +24,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from nas.arch.spec import ArchSpec
-from nas.core.errors import ConfigError, NasError
-from nas.core.paths import artifacts_dir, tune_dir
-from nas.search.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME
-from nas.search.objectives import COST_OBJECTIVES, cost_values, fp8_probe_settings, get_objective
-from nas.search.pareto import as_losses
-from nas.search.strategies import SpaceExhausted, Strategy, StrategyContext, create_strategy
-from nas.service.config import SearchConfig
+from nas.core.errors import NasError
+from nas.core.paths import tune_dir
+from nas.search.objectives import cost_values, fp8_probe_settings
+from nas.search.strategies import SpaceExhausted, Strategy
+from nas.service.baselines import BaselineSchedule
+from nas.service.plan import Plan
 from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED
 from nas.service.registry.store import HEARTBEAT_S
 from nas.service.reporter import Reporter
+from nas.service.rungs import RungBook
 from nas.service.summary import SearchSummary, summarize
 from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
@@ -56,107 +53,12 @@ from nas.service.tune_glue import (
     shutdown_ray,
     tune_scheduler,
 )
-from search_spaces.base import SearchSpace
 from workers.messages import RungPlan, TrialReport, TrialRequest, TrialSettings
 from workers.train import TrainConfig
 from workers.trial import SelectBest
 
 CANCEL_POLL_S = 1.0
 INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
-
-
-@dataclass
-class Plan:
-    """A checked search: what it needs, built before anything is written or started."""
-
-    config: SearchConfig
-    dataset: Any  # PreparedDataset
-    space: SearchSpace
-    baselines: list[ArchSpec]
-    tracking_uri: str  # checked reachable
-    artifact_root: Path | None  # for the default local store; a server chooses its own
-    ray_address: str | None  # checked reachable; None: a local Ray
-
-    def strategy(self, registry_url: str, search_id: str) -> Strategy:
-        """The search's strategy (Optuna's keeps its study in the registry database)."""
-        context = StrategyContext(
-            space=self.space,
-            objectives=self.config.objective_list(),
-            seed=self.config.seed,
-            storage_url=registry_url,
-            study_name=f"recnas-{search_id}",
-            train={
-                **self.config.train.model_dump(),
-                "threads": self.config.resources.cpus_per_trial,
-            },
-            budget=self.config.budget.candidates,
-            concurrency=self.config.resources.concurrency,
-        )
-        return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
-
-
-def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
-    """The search's MLflow tracking URI, checked, and the artifact root for the default local
-    store (None for a server, which chooses its own)."""
-    from nas.service import endpoints
-
-    if config.tracking_uri is None:
-        return endpoints.local_tracking_uri(), artifacts_dir()
-    return endpoints.tracking_uri(config.tracking_uri), None
-
-
-def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
-    """Build everything a search needs from its config (``ray_address``: the command line's,
-    over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
-    are checked reachable: a search never starts to find out it cannot record anything."""
-    from nas.arch.model import model_configs
-    from nas.data import load_dataset
-    from nas.service import endpoints
-    from search_spaces import SpaceInputs, create_space
-
-    if ray_address is not None:
-        address = endpoints.ray_address(ray_address, "--address")
-    elif config.ray_address is not None:
-        address = endpoints.ray_address(config.ray_address)
-    elif os.environ.get("RAY_ADDRESS"):
-        address = endpoints.ray_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
-    else:
-        address = None
-    tracking, artifacts = tracking_store(config)
-    cpus = os.cpu_count() or 1
-    if address is None and config.resources.cpus_per_trial > cpus:
-        raise ConfigError(
-            "resources.cpus_per_trial",
-            f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
-            "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
-        )
-    from nas.arch.cost import get_target
-    from nas.search.strategies import check_options, get_strategy
-
-    dataset = load_dataset(config.dataset)
-    for o in config.objectives:  # the cpu target is measured here once, then cached
-        if o.name in COST_OBJECTIVES:
-            get_target(o.target, config.resources.cpus_per_trial)
-    space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
-    strategy = config.strategy
-    get_strategy(strategy.name).check(
-        check_options(strategy.name, strategy.options), space, dataset.schema
-    )
-    baselines, seen = [], set()
-    for i, path in enumerate(config.baseline_paths(config_dir)):
-        if not path.exists():
-            raise ConfigError(f"baselines[{i}]", f"no spec file at {path}")
-        spec = ArchSpec.load(path)
-        if spec.name is None:
-            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
-        try:
-            model_configs(spec, dataset.schema)
-        except ConfigError as err:
-            raise err.within(source=f"{path} (on {dataset.name})") from None
-        if spec.arch_id not in seen:
-            seen.add(spec.arch_id)
-            baselines.append(spec)
-    return Plan(config, dataset, space, baselines, tracking, artifacts, address)
 
 
 class Heartbeat:
@@ -197,15 +99,14 @@ class Controller:
         self.strategy = self._strategy()
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
-        self.scheduler = self.config.early_stopping()  # None: every candidate trains in full
         self.selection = self.config.selection()  # None: every candidate keeps its last weights
-        self.stopped: set[str] = set()  # Tune trial ids the scheduler stopped at a rung
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
         self._last_poll = 0.0
         self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
+        self.rungs = RungBook(self.config.early_stopping(), self.objectives, self._costs)
 
     def _strategy(self) -> Strategy | None:
         return self.plan.strategy(self.registry.url, self.search.id)
@@ -263,7 +164,8 @@ class Controller:
             t for t in trials if t.is_candidate and t.status in ("running", "cancelled")
         ]  # unfinished setup jobs run again when the strategy lists them
         done = {t.arch_id for t in trials}
-        self.baselines = [b for b in self.plan.baselines if b.arch_id not in done]
+        left = [b for b in self.plan.baselines if b.arch_id not in done]
+        self.baselines = BaselineSchedule(left, self.config.resources.concurrency)
         self.known = {t.arch_id: t for t in trials}
         return trials
 
@@ -301,12 +203,13 @@ class Controller:
             {"cpu": resources.cpus_per_trial},
         )
         scheduler = None
-        if self.scheduler is not None:
-            scheduler = tune_scheduler(self.scheduler, self)
+        if self.rungs.scheduler is not None:
+            scheduler = tune_scheduler(self.rungs.scheduler, self)
             for trial in self.registry.trials(search.id):  # what earlier sessions measured
                 rungs = (trial.metrics or {}).get("rungs")
                 if trial.is_candidate and trial.status in FINISHED and rungs:
-                    scheduler.remember(f"trial{trial.number}", self.rung_reports(trial))
+                    reports = self.rungs.replay(trial.spec, trial.metrics)
+                    scheduler.remember(f"trial{trial.number}", reports)
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(
@@ -339,7 +242,7 @@ class Controller:
         if trial is None:
             return None
         self.known[trial.arch_id] = trial
-        return self.start(tune_id, trial, self.settings(self.config.seed, self._rungs()))
+        return self.start(tune_id, trial, self.settings(self.config.seed, self.rungs.plan()))
 
     def _next_trial(self) -> Trial | None:
         """A trial cut short to run again; else a baseline, while the baselines hold fewer
@@ -349,8 +252,9 @@ class Controller:
         search for its first minutes. They still come first where there is one worker."""
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
-        if self.baselines and self._baselines_running() < self._baseline_slots():
-            return self._add_baseline()
+        running = sum(r.trial.is_baseline for r in self.running.values())
+        if (spec := self.baselines.due(running)) is not None:
+            return self._add_baseline(spec)
         if self._searched() < self.config.budget.candidates and not self.exhausted:
             try:
                 spec = self._ask()
@@ -365,25 +269,13 @@ class Controller:
                     "searched",
                     self.strategy.state_dict(),
                 )
-        return self._add_baseline() if self.baselines else None
+        spec = self.baselines.next()
+        return self._add_baseline(spec) if spec is not None else None
 
-    def _add_baseline(self) -> Trial:
-        spec = self.baselines.pop(0)
+    def _add_baseline(self, spec: ArchSpec) -> Trial:
         return self.registry.add_trial(
             self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
         )
-
-    def _baselines_running(self) -> int:
-        return sum(r.trial.is_baseline for r in self.running.values())
-
-    def _baseline_slots(self) -> int:
-        return max(1, self.config.resources.concurrency // 2)
-
-    def _rungs(self) -> RungPlan | None:
-        """Where a candidate reports to the scheduler (None: no scheduler)."""
-        if self.scheduler is None:
-            return None
-        return RungPlan(tuple(self.scheduler.rung_steps()), self.scheduler.options.eval_rows)
 
     def start(self, tune_id: str, trial: Trial, settings: TrialSettings) -> dict[str, Any]:
         """``trial`` is starting as Tune trial ``tune_id``: its Tune config, the request
@@ -418,7 +310,7 @@ class Controller:
         """The strategy's next candidate that this search has not measured (a strategy never
         repeats itself, but it may propose a baseline: it is told the baseline's result, or
         no result for one still to train or training, as for a failed candidate)."""
-        pending = {b.arch_id for b in self.baselines}
+        pending = self.baselines.pending()
         while True:
             spec = self.strategy.ask()
             known = self.known.get(spec.arch_id)
@@ -448,7 +340,7 @@ class Controller:
         worker died before reporting. A trial Tune stopped (cancel, time limit, Ctrl-C) has
         neither; it stays open, and the search's end marks it cancelled, to run again."""
         entry = self.running.pop(tune_id, None)
-        stopped = tune_id in self.stopped
+        stopped = tune_id in self.rungs.stopped
         report = TrialReport.from_result(result)
         reported = report is not None and (report.outcome is not None or stopped)
         if entry is None or (crash is None and not reported):
@@ -481,7 +373,7 @@ class Controller:
         status = "completed" if values is not None else "failed"
         if stopped and values is not None:
             status = "stopped"
-            error = f"stopped by {self.scheduler.name} at step {metrics['steps']}"
+            error = f"stopped by {self.rungs.scheduler.name} at step {metrics['steps']}"
         state = self._heard(trial, status, values, metrics)
         self._file(trial, status, timings, begin, state, values, metrics, error)
 
@@ -506,31 +398,23 @@ class Controller:
 
     def training_key(self, spec: dict[str, Any]) -> str:
         """The key this search's training of ``spec`` files its figures under."""
-        settings = self.settings(self.config.seed, self._rungs()).as_dict()
+        settings = self.settings(self.config.seed, self.rungs.plan()).as_dict()
         return training_key(spec, settings, self.plan.dataset.manifest["files"])
 
     def _reuse_baselines(self) -> None:
         """Record the baselines this registry has trained before with the same training key
-        from that training, instead of training them again (``nas/service/trained_before.py``)."""
+        from that training, instead of training them again."""
         if not self.config.reuse_baselines:
             return
-        for spec in list(self.baselines):
-            as_dict = spec.to_dict()
-            earlier = self.registry.trained_before(spec.arch_id, self.training_key(as_dict))
-            if earlier is None:
-                continue
-            # Its figures as trained; the costs as this search's objectives price them.
-            metrics = {k: v for k, v in earlier.metrics.items() if k not in COST_OBJECTIVES}
-            metrics |= self._costs(as_dict, metrics)
-            if any(o not in metrics for o in self.objectives):  # filed by an older recnas
-                continue
-            values = [float(metrics[o]) for o in self.objectives]
-            self.baselines.remove(spec)
+        earlier = self.baselines.trained_before(
+            self.registry, self.training_key, self._costs, self.objectives
+        )
+        for spec, trial_before, metrics, values in earlier:
             begin = time.time()
             trial = self.registry.add_trial(
-                self.search.id, as_dict, spec.arch_id, spec.name, "baseline"
+                self.search.id, spec.to_dict(), spec.arch_id, spec.name, "baseline"
             )
-            reused = {"search_id": earlier.search_id, "trial": earlier.number}
+            reused = {"search_id": trial_before.search_id, "trial": trial_before.number}
             timings = {"suggested_at": begin, "recorded_at": begin, "reused_from": reused}
             self._file(trial, "completed", timings, begin, None, values, metrics, None)
 
@@ -573,32 +457,11 @@ class Controller:
 
     def rung_losses(self, report: dict[str, Any]) -> list[float]:
         """The search's objectives at a rung report (or a final one) of a running trial."""
-        metrics = TrialReport.from_result(report).metrics()
-        return self._losses(self.known[metrics["arch_id"]], metrics, metrics["rungs"][-1])
-
-    def rung_reports(self, trial: Trial) -> list[dict[str, Any]]:
-        """A finished trial's reports at its rungs, as the scheduler heard them (replayed
-        into a resumed search's scheduler)."""
-        return [
-            {
-                RUNG_TIME: rung["step"],
-                RUNG_METRIC: rung["ne"],
-                RUNG_LOSSES: self._losses(trial, trial.metrics, rung),
-            }
-            for rung in trial.metrics["rungs"]
-        ]
-
-    def _losses(self, trial: Trial, metrics: dict, rung: dict) -> list[float]:
-        """Each objective as a loss (lower is better): the quality figures the rung
-        measured, the costs as they are."""
-        figures = metrics | self._costs(trial.spec, metrics) | rung
-        values = [[float(figures[name]) for name in self.objectives]]
-        directions = [get_objective(name).direction for name in self.objectives]
-        return as_losses(values, directions)[0].tolist()
+        arch_id = TrialReport.from_result(report).metrics()["arch_id"]
+        return self.rungs.losses_at(self.known[arch_id].spec, report)
 
     def stopped_early(self, tune_id: str) -> None:
-        """The scheduler ended this trial at a rung (its record follows from the Callback)."""
-        self.stopped.add(tune_id)
+        self.rungs.stop(tune_id)
 
     def _retry(self, trial: Trial, crash: WorkerCrash) -> bool:
         """Whether the candidate of a worker that died is run again (on a new worker): yes,

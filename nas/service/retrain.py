@@ -25,6 +25,7 @@ from typing import Any
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, NasError
 from nas.core.paths import weights_file
+from nas.service.baselines import BaselineSchedule
 from nas.service.config import (
     RegisterConfig,
     RetrainConfig,
@@ -194,7 +195,8 @@ class RetrainController(Controller):
             for seed in range(self.retrain.seeds)
             if _pair_id(pick, seed) not in done
         ]
-        self.baselines, self.known = [], {t.arch_id: t for t in trials}
+        self.baselines = BaselineSchedule([], self.config.resources.concurrency)
+        self.known = {t.arch_id: t for t in trials}
         return trials
 
     @functools.cached_property

@@ -187,7 +187,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     it as a new version of ``name`` with its tags, and point ``alias`` at that version."""
     from nas.data import load_dataset
     from nas.service.config import validate_config
-    from nas.service.controller import tracking_store
+    from nas.service.plan import tracking_store
     from nas.service.retrain_report import retrain_report
 
     check_name(name, alias)

@@ -320,7 +320,7 @@ class _EarlyStopping(_Glue):
 
     def remember(self, key: str, reports: list[dict]) -> None:
         """Replay a trial of an earlier session (its rung reports, the last one at its end;
-        see ``Controller.rung_reports``), so a resumed search's scheduler compares against
+        see ``RungBook.replay``), so a resumed search's scheduler compares against
         everything measured so far."""
         ghost = _Recorded(key)
         self.on_trial_add(None, ghost)

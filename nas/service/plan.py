@@ -1,0 +1,114 @@
+"""A search checked before anything is written or started: its dataset, space, strategy
+and baselines built, and the services it will talk to (MLflow, Ray) checked reachable.
+
+    plan(config, config_dir, ray_address) -> Plan     # ConfigError naming the field, if not
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
+from nas.core.paths import artifacts_dir
+from nas.search.objectives import COST_OBJECTIVES
+from nas.search.strategies import Strategy, StrategyContext, create_strategy
+from nas.service.config import SearchConfig
+from search_spaces.base import SearchSpace
+
+
+@dataclass
+class Plan:
+    """A checked search: what it needs, built before anything is written or started."""
+
+    config: SearchConfig
+    dataset: Any  # PreparedDataset
+    space: SearchSpace
+    baselines: list[ArchSpec]
+    tracking_uri: str  # checked reachable
+    artifact_root: Path | None  # for the default local store; a server chooses its own
+    ray_address: str | None  # checked reachable; None: a local Ray
+
+    def strategy(self, registry_url: str, search_id: str) -> Strategy:
+        """The search's strategy (Optuna's keeps its study in the registry database)."""
+        context = StrategyContext(
+            space=self.space,
+            objectives=self.config.objective_list(),
+            seed=self.config.seed,
+            storage_url=registry_url,
+            study_name=f"recnas-{search_id}",
+            train={
+                **self.config.train.model_dump(),
+                "threads": self.config.resources.cpus_per_trial,
+            },
+            budget=self.config.budget.candidates,
+            concurrency=self.config.resources.concurrency,
+        )
+        return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
+
+
+def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
+    """The search's MLflow tracking URI, checked, and the artifact root for the default local
+    store (None for a server, which chooses its own)."""
+    from nas.service import endpoints
+
+    if config.tracking_uri is None:
+        return endpoints.local_tracking_uri(), artifacts_dir()
+    return endpoints.tracking_uri(config.tracking_uri), None
+
+
+def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
+    """Build everything a search needs from its config (``ray_address``: the command line's,
+    over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
+    are checked reachable: a search never starts to find out it cannot record anything."""
+    from nas.arch.model import model_configs
+    from nas.data import load_dataset
+    from nas.service import endpoints
+    from search_spaces import SpaceInputs, create_space
+
+    if ray_address is not None:
+        address = endpoints.ray_address(ray_address, "--address")
+    elif config.ray_address is not None:
+        address = endpoints.ray_address(config.ray_address)
+    elif os.environ.get("RAY_ADDRESS"):
+        address = endpoints.ray_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
+    else:
+        address = None
+    tracking, artifacts = tracking_store(config)
+    cpus = os.cpu_count() or 1
+    if address is None and config.resources.cpus_per_trial > cpus:
+        raise ConfigError(
+            "resources.cpus_per_trial",
+            f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
+            "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
+        )
+    from nas.arch.cost import get_target
+    from nas.search.strategies import check_options, get_strategy
+
+    dataset = load_dataset(config.dataset)
+    for o in config.objectives:  # the cpu target is measured here once, then cached
+        if o.name in COST_OBJECTIVES:
+            get_target(o.target, config.resources.cpus_per_trial)
+    space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
+    strategy = config.strategy
+    get_strategy(strategy.name).check(
+        check_options(strategy.name, strategy.options), space, dataset.schema
+    )
+    baselines, seen = [], set()
+    for i, path in enumerate(config.baseline_paths(config_dir)):
+        if not path.exists():
+            raise ConfigError(f"baselines[{i}]", f"no spec file at {path}")
+        spec = ArchSpec.load(path)
+        if spec.name is None:
+            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
+        try:
+            model_configs(spec, dataset.schema)
+        except ConfigError as err:
+            raise err.within(source=f"{path} (on {dataset.name})") from None
+        if spec.arch_id not in seen:
+            seen.add(spec.arch_id)
+            baselines.append(spec)
+    return Plan(config, dataset, space, baselines, tracking, artifacts, address)
