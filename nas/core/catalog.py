@@ -79,6 +79,10 @@ class Catalog(Registry[type[T]]):
         """Class decorator: register ``cls`` under its ``name`` attribute."""
         return self.add(cls.name, cls)
 
+    def create(self, name: str, options: dict[str, Any] | None, *args: Any) -> T:
+        """An instance of ``name`` with its options validated, and ``args`` after them."""
+        return self.get(name)(self.options(name, options), *args)
+
     def options(self, name: str, options: dict[str, Any] | None) -> Options:
         """``name``'s options, validated; errors name ``<field>.options.<key>``."""
         cls = self.get(name)
