@@ -225,7 +225,9 @@ def _check_served(process, runs, ids, port) -> None:
 
     line = process.stdout.readline()
     assert line.startswith(f"{ids[1]}: http://127.0.0.1:{port}/#/experiments/"), line
-    run_id = line.strip().rsplit("/", 1)[1]
+    url, _, query = line.strip().partition("?")
+    assert query == "workflowType=machine_learning", line  # MLflow's model-training view
+    run_id = url.rsplit("/", 1)[1]
     registry = Registry(f"sqlite:///{runs / 'registry.db'}")
     assert run_id == registry.get_search(ids[1]).mlflow_run_id
     api = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={run_id}"
