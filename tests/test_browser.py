@@ -83,7 +83,9 @@ def _check_landing(browser, url: str, trials) -> None:
     try:
         page = context.new_page()
         page.goto(url)
-        page.get_by_text("Child runs").wait_for(timeout=120_000)
+        page.get_by_text("Child runs", exact=True).wait_for(timeout=120_000)
+        # MLflow fills the row in after the page: wait until no part of it is loading.
+        page.get_by_text("Child runs loading").wait_for(state="detached", timeout=120_000)
         body = page.inner_text("body")
         assert "Evaluation runs" not in body, "landed on MLflow's GenAI view"
         children = body.split("Child runs", 1)[1].split("Source", 1)[0]

@@ -20,7 +20,14 @@ from nas.core.errors import ConfigError
 from nas.search.early_stopping import create_scheduler
 from nas.service.config import validate_config
 from nas.service.tune_glue import tune_scheduler
-from tests.test_search import mlflow_children, nas, registry_of, start_submit, wait_for
+from tests.test_search import (
+    baselines_yaml,
+    mlflow_children,
+    nas,
+    registry_of,
+    start_submit,
+    wait_for,
+)
 from workers.train import TrainConfig
 from workers.trial import Rungs, evaluate
 from workers.trial_data import TrialData
@@ -37,7 +44,7 @@ budget: {{candidates: {candidates}, steps: 160}}
 train: {{batch_size: 256}}
 scheduler: {{name: {scheduler}, options: {{grace_steps: 20, eval_rows: 4000{extra}}}}}
 resources: {{concurrency: 2, cpus_per_trial: 1}}
-include_baselines: {baselines}
+{baselines}
 seed: {seed}
 """
 
@@ -51,7 +58,7 @@ def write(folder: Path, strategy="evolution", scheduler="asha", candidates=10, *
             candidates=candidates,
             objectives=kw.get("objectives", "[ne, flops]"),
             extra=kw.get("extra", ", reduction_factor: 2"),
-            baselines=kw.get("baselines", "true"),
+            baselines=baselines_yaml(kw.get("baselines", "two")),
             seed=kw.get("seed", 0),
         )
     )

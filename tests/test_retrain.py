@@ -20,14 +20,16 @@ from mlflow import MlflowClient
 
 from tests.test_search import REPO, env_for, nas, registry_of, write_search
 
-# One worker runs the whole module: its module fixture (a real search) runs once, not once per
-# xdist worker that takes one of its tests.
+# One worker runs the whole module: its fixture (a real search) runs once, not once per xdist
+# worker that takes one of its tests.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retrain")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def searched(tmp_path_factory) -> tuple[Path, str]:
-    """A finished tiny search (4 candidates + 4 baselines, 60 steps): its runs folder, id."""
+    """A finished tiny search (4 candidates + 2 baselines, 60 steps): its runs folder, id.
+    Session-scoped: xdist may run other modules' tests between this module's on its worker,
+    and a module-scoped fixture would then run the search again."""
     folder = tmp_path_factory.mktemp("searched")
     runs = folder / "runs"
     done = nas(runs, "submit", str(write_search(folder, candidates=4, steps=60)))

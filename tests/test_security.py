@@ -69,7 +69,7 @@ def _loopback(ip: str) -> bool:
 @pytest.mark.slow
 def test_a_local_search_listens_on_loopback_or_behind_its_token(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    submit = start_submit(runs, write_search(tmp_path, candidates=2, steps=3000))
+    submit = start_submit(runs, write_search(tmp_path, candidates=2, steps=3000, baselines="false"))
     try:
         wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
         time.sleep(2)  # the workers' own servers
@@ -125,7 +125,7 @@ def _ray_temp(processes: list[psutil.Process]) -> Path:
 @pytest.mark.slow
 def test_what_a_killed_search_leaves_of_ray_is_reaped_by_the_next_start(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    submit = start_submit(runs, write_search(tmp_path, candidates=2, steps=3000))
+    submit = start_submit(runs, write_search(tmp_path, candidates=2, steps=3000, baselines="false"))
     wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
     driver = submit.pid
     before = _search_processes(driver)[1:]
