@@ -15,9 +15,9 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 # Three tests at a time on 2 cores: the end-to-end ones spend much of their time waiting on
-# Ray, subprocesses and the disk (the two cores were about half busy with two workers: 20:05
-# with two, 17:44 with three, same checkout, 2026-12-02). loadgroup keeps each module that
-# builds a costly module fixture (xdist_group) on one worker.
+# Ray, subprocesses and the disk, and more at once overload the cores (benchmarks/README.md
+# has the suite's times). loadgroup keeps each module that builds a costly fixture
+# (xdist_group) on one worker.
 PYTEST := $(BIN)/python -m pytest -n 3 --dist loadgroup
 
 test: setup
@@ -27,7 +27,7 @@ test: setup
 test-fast: setup
 	$(PYTEST) -m "not slow"
 
-# A real search: 20 candidates + the 4 baselines on MovieLens-1M, 3-4 minutes on 2 cores.
+# A real search: 20 candidates + the 4 baselines on MovieLens-1M, a few minutes on 2 cores.
 demo: setup
 	$(BIN)/nas data prepare movielens-1m
 	$(BIN)/nas submit examples/searches/ctr_quick.yaml

@@ -43,7 +43,7 @@ objectives: {objectives}
 budget: {{candidates: {candidates}, steps: 160}}
 train: {{batch_size: 256}}
 scheduler: {{name: {scheduler}, options: {{grace_steps: 20, eval_rows: 4000{extra}}}}}
-resources: {{concurrency: 2, cpus_per_trial: 1}}
+resources: {{concurrency: 1, cpus_per_trial: 1}}
 {baselines}
 seed: {seed}
 """

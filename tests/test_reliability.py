@@ -130,7 +130,7 @@ def test_searches_submitted_at_the_same_moment_on_a_fresh_folder_all_finish(
 ) -> None:
     runs = tmp_path / "runs"
     paths = []
-    for i in range(3):
+    for i in range(2):  # two racing to make the stores are enough to need the lock
         folder = tmp_path / f"s{i}"
         folder.mkdir()
         paths.append(write_search(folder, candidates=1, steps=20, baselines="false", seed=i))
@@ -139,7 +139,7 @@ def test_searches_submitted_at_the_same_moment_on_a_fresh_folder_all_finish(
     for submit, (_, err) in zip(submits, outputs, strict=True):
         assert submit.returncode == 0 and "Traceback" not in err, err
     searches = registry_of(runs).list_searches()
-    assert len(searches) == 3 and {s.status for s in searches} == {"completed"}
+    assert len(searches) == 2 and {s.status for s in searches} == {"completed"}
     for search in searches:
         assert [t.status for t in registry_of(runs).trials(search.id)] == ["completed"]
 

@@ -33,7 +33,7 @@ space: {{name: ctr_stack, options: {{max_depth: 2, embedding_dims: [8, 16]}}}}
 strategy: {{name: {strategy}}}
 budget: {{candidates: {candidates}, steps: {steps}}}
 train: {{batch_size: 256}}
-resources: {{concurrency: 2, cpus_per_trial: 1, memory_gb_per_trial: {memory}}}
+resources: {{concurrency: {concurrency}, cpus_per_trial: 1, memory_gb_per_trial: {memory}}}
 {baselines}
 seed: {seed}
 """
@@ -50,8 +50,18 @@ def baselines_yaml(baselines: str) -> str:
 
 
 def write_search(
-    folder: Path, strategy="random", candidates=4, steps=60, memory=4, baselines="two", seed=0
+    folder: Path,
+    strategy="random",
+    candidates=4,
+    steps=60,
+    memory=4,
+    baselines="two",
+    seed=0,
+    concurrency=1,
 ) -> Path:
+    """A tiny search of MovieLens-100k. One trial at a time unless a test needs more: the
+    suite runs several tests at once on two cores, and each worker a search keeps costs a
+    process with torch in it."""
     path = folder / "search.yaml"
     path.write_text(
         TINY.format(
@@ -59,6 +69,7 @@ def write_search(
             candidates=candidates,
             steps=steps,
             memory=memory,
+            concurrency=concurrency,
             baselines=baselines_yaml(baselines),
             seed=seed,
         )
@@ -281,27 +292,11 @@ def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_cancel_stops_a_running_search_and_resume_finishes_it(tmp_path: Path) -> None:
+def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Path) -> None:
+    """Ctrl-C: exit 130, interrupted. Its resume, cancelled from another terminal:
+    cancelled. A second resume finishes the budget, each candidate once."""
     runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=4, steps=400, baselines="false")
-    process = start_submit(runs, path)
-    search = wait_for(runs, lambda trials: len(trials) > 0)
-    cancel = nas(runs, "cancel", search.id)
-    assert cancel.returncode == 0 and "cancelled" in cancel.stderr
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr
-    search = registry_of(runs).get_search(search.id)
-    assert search.status == "cancelled"
-    assert nas(runs, "resume", search.id).returncode == 0
-    trials = registry_of(runs).trials(search.id)
-    assert registry_of(runs).get_search(search.id).status == "completed"
-    assert len(trials) == 4 and all(t.status == "completed" for t in trials)
-
-
-@pytest.mark.slow
-def test_ctrl_c_interrupts_with_exit_130_and_resume_finishes(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=3, steps=300, baselines="false")
+    path = write_search(tmp_path, candidates=4, steps=600, baselines="false")
     process = start_submit(runs, path)
     search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
     process.send_signal(signal.SIGINT)
@@ -309,10 +304,31 @@ def test_ctrl_c_interrupts_with_exit_130_and_resume_finishes(tmp_path: Path) -> 
     assert process.returncode == 130, stderr
     assert f"nas resume {search.id}" in stderr
     assert "Tuner.restore" not in stderr  # Tune's own advice does not apply to a search
-    assert registry_of(runs).get_search(search.id).status == "interrupted"
+    registry = registry_of(runs)
+    assert registry.get_search(search.id).status == "interrupted"
+    resumed = subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "resume", search.id],
+        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 300
+        while (s := registry.get_search(search.id)).sessions < 2 or s.status != "running":
+            assert time.time() < deadline, "the resume did not start"
+            time.sleep(0.5)
+        cancel = nas(runs, "cancel", search.id)
+        assert cancel.returncode == 0 and "cancelled" in cancel.stderr
+        _, stderr = resumed.communicate(timeout=300)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+            resumed.communicate()
+    assert resumed.returncode == 0, stderr
+    assert registry.get_search(search.id).status == "cancelled"
     assert nas(runs, "resume", search.id).returncode == 0
-    trials = registry_of(runs).trials(search.id)
-    assert len(trials) == 3 and all(t.status == "completed" for t in trials)
+    trials = registry.trials(search.id)
+    assert registry.get_search(search.id).status == "completed"
+    assert len(trials) == 4 and all(t.status == "completed" for t in trials)
+    assert len({t.arch_id for t in trials}) == 4
 
 
 @pytest.mark.slow

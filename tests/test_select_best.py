@@ -136,7 +136,7 @@ objectives: [ne, flops]
 budget: {candidates: 4, steps: 120, select_best: {every_steps: 30, patience: 2}}
 train: {batch_size: 256}
 scheduler: {name: asha, options: {grace_steps: 40, eval_rows: 4000, reduction_factor: 2}}
-resources: {concurrency: 2, cpus_per_trial: 1}
+resources: {concurrency: 1, cpus_per_trial: 1}
 include_baselines: true
 """
 

@@ -29,7 +29,7 @@ space:
 strategy: {{name: {strategy}, options: {options}}}
 budget: {{candidates: 4, steps: 60}}
 train: {{batch_size: 256}}
-resources: {{concurrency: 2, cpus_per_trial: 1}}
+resources: {{concurrency: 1, cpus_per_trial: 1}}
 {baselines}
 seed: 4
 """

@@ -1,5 +1,6 @@
 """The team setup, for real: a PostgreSQL registry, an MLflow tracking server backed by that
-Postgres, and a two-node Ray cluster, all started on this machine the way the README says.
+Postgres, and a two-node Ray cluster, all started on this machine the way docs/team-setup.md
+says.
 
 PostgreSQL comes from the machine's server binaries (Debian's ``postgresql`` package:
 /usr/lib/postgresql/*/bin). Without them these tests skip, unless RECNAS_REQUIRE_POSTGRES is
@@ -78,35 +79,6 @@ def postgres():
         shutil.rmtree(home, ignore_errors=True)
 
 
-def test_a_search_on_a_postgres_registry_survives_kill_9_and_resumes(
-    tmp_path: Path, postgres: str
-) -> None:
-    url = f"{postgres}/registry"
-    runs = tmp_path / "runs"
-    path = write_search(tmp_path, strategy="optuna", candidates=4, steps=150, baselines="false")
-    submit = start_submit(runs, path, "--registry-url", url, start_new_session=True)
-    registry = Registry(url)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        searches = registry.list_searches()
-        if searches and sum(t.status == "completed" for t in registry.trials(searches[0].id)):
-            break
-        time.sleep(0.5)
-    os.kill(submit.pid, signal.SIGKILL)
-    submit.communicate()
-    (search,) = registry.list_searches()
-    listing = nas(runs, "list", "--json", "--registry-url", url)
-    assert json.loads(listing.stdout)[0]["status"] == "crashed", listing.stderr
-    done = nas(runs, "resume", search.id, "--registry-url", url)
-    assert done.returncode == 0, done.stderr
-    trials = registry.trials(search.id)
-    assert registry.get_search(search.id).status == "completed"
-    assert [t.status for t in trials] == ["completed"] * 4
-    assert len({t.arch_id for t in trials}) == 4
-    assert not (runs / "registry.db").exists()
-    registry.engine.dispose()
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(postgres: str):
     """`mlflow server` backed by the Postgres above, artifacts served from a folder."""
@@ -155,21 +127,47 @@ def mlflow_server(postgres: str):
         log.unlink(missing_ok=True)
 
 
-def test_a_search_logs_to_an_mlflow_tracking_server(tmp_path: Path, mlflow_server) -> None:
+def test_a_search_on_postgres_and_an_mlflow_server_survives_kill_9_and_resumes(
+    tmp_path: Path, postgres: str, mlflow_server
+) -> None:
+    """The team setup: the registry on Postgres, MLflow on a server (itself on Postgres).
+    Killed mid-search, the search reads crashed; resumed, it ends with each candidate once
+    in the registry and in MLflow, and nothing written to the runs folder's local stores."""
+    url = f"{postgres}/registry"
     uri, artifacts = mlflow_server
     runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=2, steps=30, baselines="false")
-    done = nas(runs, "submit", str(path), "--tracking-uri", uri, "--json")
+    path = write_search(tmp_path, strategy="optuna", candidates=4, steps=150, baselines="false")
+    flags = ("--registry-url", url, "--tracking-uri", uri)
+    submit = start_submit(runs, path, *flags, start_new_session=True)
+    registry = Registry(url)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        searches = registry.list_searches()
+        if searches and sum(t.status == "completed" for t in registry.trials(searches[0].id)):
+            break
+        time.sleep(0.5)
+    os.kill(submit.pid, signal.SIGKILL)
+    submit.communicate()
+    (search,) = registry.list_searches()
+    listing = nas(runs, "list", "--json", "--registry-url", url)
+    assert json.loads(listing.stdout)[0]["status"] == "crashed", listing.stderr
+    done = nas(runs, "resume", search.id, "--registry-url", url)
     assert done.returncode == 0, done.stderr
-    search = json.loads(done.stdout)
+    trials = registry.trials(search.id)
+    assert registry.get_search(search.id).status == "completed"
+    assert [t.status for t in trials] == ["completed"] * 4
+    assert len({t.arch_id for t in trials}) == 4
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("tiny")
     found = client.search_runs([experiment.experiment_id])
     children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
-    assert len(children) == 2 and all("ne" in r.data.metrics for r in children)
-    assert {r.data.tags["search_id"] for r in found} == {search["id"]}
+    assert sorted(int(r.data.tags["trial"]) for r in children) == [t.number for t in trials]
+    assert all("ne" in r.data.metrics for r in children)
+    assert {r.data.tags["search_id"] for r in found} == {search.id}
     # artifacts went through the server into its destination, not into the runs folder
-    assert any(artifacts.rglob("spec.json")) and not (runs / "mlflow.db").exists()
+    assert any(artifacts.rglob("spec.json"))
+    assert not (runs / "mlflow.db").exists() and not (runs / "registry.db").exists()
+    registry.engine.dispose()
 
 
 def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
@@ -196,7 +194,9 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
     try:
         ray_start("--address", f"127.0.0.1:{port}")
         runs = tmp_path / "runs"
-        path = write_search(tmp_path, candidates=4, steps=200, baselines="false")
+        path = write_search(
+            tmp_path, candidates=4, steps=200, baselines="false", concurrency=2
+        )  # a trial on each node
         done = subprocess.run(
             [sys.executable, "-m", "nas.cli", "submit", str(path)]
             + ["--address", f"127.0.0.1:{port}", "--json"],
