@@ -18,6 +18,13 @@ os.environ["RECNAS_CACHE_DIR"] = str(CACHE)
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow end-to-end tests first (in their order), the rest after: xdist hands out
+    test files in this order, so the long files start at once and the short ones fill in
+    around them instead of a long one starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return CACHE

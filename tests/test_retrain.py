@@ -20,16 +20,13 @@ from mlflow import MlflowClient
 
 from tests.test_search import REPO, env_for, nas, registry_of, write_search
 
-# One worker runs the whole module: its fixture (a real search) runs once, not once per xdist
-# worker that takes one of its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retrain")]
+pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def searched(tmp_path_factory) -> tuple[Path, str]:
     """A finished tiny search (4 candidates + 2 baselines, 60 steps): its runs folder, id.
-    Session-scoped: xdist may run other modules' tests between this module's on its worker,
-    and a module-scoped fixture would then run the search again."""
+    Once per module: `make test` runs a test file on one worker (xdist's loadfile)."""
     folder = tmp_path_factory.mktemp("searched")
     runs = folder / "runs"
     done = nas(runs, "submit", str(write_search(folder, candidates=4, steps=60)))
@@ -38,7 +35,7 @@ def searched(tmp_path_factory) -> tuple[Path, str]:
     return runs, search.id
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def retrained(searched) -> tuple[dict, int]:
     """A retrain of two picks and the baselines over two seeds, its best searched pick
     registered as tiny-ranker@prod: its --json report, and the trial picked by number."""

@@ -28,9 +28,9 @@ from mlflow import MlflowClient
 from nas.service.registry import Registry
 from tests.test_search import REPO, env_for, nas, start_submit, write_search
 
-# One worker runs the whole module: its module fixtures (Postgres, an MLflow server) start
-# once, not once per xdist worker that takes one of its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team_setup")]
+# `make test` runs a test file on one worker (xdist's loadfile): the module fixtures
+# (Postgres, an MLflow server) start once.
+pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:
