@@ -29,17 +29,23 @@ space:
 strategy: {{name: {strategy}, options: {options}}}
 budget: {{candidates: 4, steps: 60}}
 train: {{batch_size: 256}}
-resources: {{concurrency: 1, cpus_per_trial: 1}}
+resources: {{concurrency: {concurrency}, cpus_per_trial: 1}}
 {baselines}
 seed: 4
 """
 
 
-def write(folder: Path, strategy: str, options: str, baselines: str = "false") -> Path:
+def write(
+    folder: Path, strategy: str, options: str, baselines: str = "false", concurrency: int = 1
+) -> Path:
     path = folder / f"{strategy}.yaml"
     path.write_text(
         SEARCH.format(
-            name=strategy, strategy=strategy, options=options, baselines=baselines_yaml(baselines)
+            name=strategy,
+            strategy=strategy,
+            options=options,
+            baselines=baselines_yaml(baselines),
+            concurrency=concurrency,
         )
     )
     return path
@@ -53,7 +59,9 @@ def trials_of(runs: Path):
 
 @pytest.mark.slow
 def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path: Path) -> None:
-    path = write(tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 80, checkpoint_every: 20}")
+    path = write(  # both jobs at once, both killed mid-run
+        tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 80, checkpoint_every: 20}", concurrency=2
+    )
     runs = tmp_path / "runs"
     process = start_submit(runs, path, start_new_session=True)
     try:
