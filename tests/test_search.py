@@ -98,8 +98,13 @@ def registry_of(runs: Path) -> Registry:
 
 def start_submit(runs: Path, path: Path, *flags: str, **options) -> subprocess.Popen:
     """`nas submit` in the background, its output captured."""
+    return start_nas(runs, "submit", str(path), *flags, **options)
+
+
+def start_nas(runs: Path, *args: str, **options) -> subprocess.Popen:
+    """A `nas` command in the background, its output captured."""
     return subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "submit", str(path), *flags],
+        [sys.executable, "-m", "nas.cli", *args],
         env=env_for(runs),
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -306,10 +311,7 @@ def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Pa
     assert "Tuner.restore" not in stderr  # Tune's own advice does not apply to a search
     registry = registry_of(runs)
     assert registry.get_search(search.id).status == "interrupted"
-    resumed = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "resume", search.id],
-        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    resumed = start_nas(runs, "resume", search.id)
     try:
         deadline = time.time() + 300
         while (s := registry.get_search(search.id)).sessions < 2 or s.status != "running":

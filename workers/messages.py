@@ -69,7 +69,7 @@ class TrialRequest:
     save_weights: str | None = None  # where to keep the trained weights (a retrain's)
 
     def to_config(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "settings": self.settings.as_dict()}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> TrialRequest:

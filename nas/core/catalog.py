@@ -61,13 +61,14 @@ class Registry(Generic[E]):
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
 
     def items(self) -> list[tuple[str, E]]:
-        return sorted(self._entries.items())
+        """Every entry, in the order registered (``names`` sorts, for messages)."""
+        return list(self._entries.items())
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries
 
     def __iter__(self):
-        return iter(self.names())
+        return iter(self._entries)
 
 
 class Catalog(Registry[type[T]]):

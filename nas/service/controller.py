@@ -99,7 +99,8 @@ class Controller:
         self.strategy = self._strategy()
         self.objectives = [o.name for o in self.config.objectives]
         self.running: dict[str, _Running] = {}  # Tune trial id -> our trial
-        self.selection = self.config.selection()  # None: every candidate keeps its last weights
+        select = self.config.selection()  # None: every candidate keeps its last weights
+        self.selection = SelectBest(**select) if select else None
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
@@ -302,7 +303,7 @@ class Controller:
             ),
             threads=self.config.resources.cpus_per_trial,
             rungs=rungs,
-            select=SelectBest(**self.selection) if self.selection else None,
+            select=self.selection,
             fp8_probe=fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
         )
 
@@ -457,8 +458,8 @@ class Controller:
 
     def rung_losses(self, report: dict[str, Any]) -> list[float]:
         """The search's objectives at a rung report (or a final one) of a running trial."""
-        arch_id = TrialReport.from_result(report).metrics()["arch_id"]
-        return self.rungs.losses_at(self.known[arch_id].spec, report)
+        metrics = TrialReport.from_result(report).metrics()
+        return self.rungs.losses_at(self.known[metrics["arch_id"]].spec, metrics)
 
     def stopped_early(self, tune_id: str) -> None:
         self.rungs.stop(tune_id)

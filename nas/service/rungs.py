@@ -14,7 +14,7 @@ from typing import Any
 from nas.search.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME, Scheduler
 from nas.search.objectives import get_objective
 from nas.search.pareto import as_losses
-from workers.messages import RungPlan, TrialReport
+from workers.messages import RungPlan
 
 Costs = Callable[[dict[str, Any], dict[str, Any]], dict[str, float]]  # (spec, metrics) -> costs
 
@@ -36,9 +36,9 @@ class RungBook:
         """The scheduler ended this trial at a rung (its record follows from Tune)."""
         self.stopped.add(tune_id)
 
-    def losses_at(self, spec: dict[str, Any], report: dict[str, Any]) -> list[float]:
-        """The search's objectives at a running trial's rung report (or its final one)."""
-        metrics = TrialReport.from_result(report).metrics()
+    def losses_at(self, spec: dict[str, Any], metrics: dict[str, Any]) -> list[float]:
+        """The search's objectives at a running trial's latest rung (``metrics``: its
+        report's ``TrialResult``)."""
         return self.losses(spec, metrics, metrics["rungs"][-1])
 
     def replay(self, spec: dict[str, Any], metrics: dict[str, Any]) -> list[dict[str, Any]]:
