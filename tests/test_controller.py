@@ -125,7 +125,7 @@ def test_each_outcome_is_recorded_with_its_reason(controller) -> None:
     assert by_number[4].status == "running"  # left open: the end of the session cancels it
     assert all(by_number[n].mlflow_run_id for n in range(4))
     assert by_number[0].timings["bookkeeping_s"] > 0
-    search = controller._close(controller.search, "interrupted", "test", 1.0)
+    search = controller.recording.close(controller.search, "interrupted", "test", 1.0)
     assert controller.registry.trials("unit-1")[4].status == "cancelled"
     assert search.status == "interrupted"
 
@@ -134,7 +134,7 @@ def test_a_resumed_session_runs_open_trials_again_first(controller, tmp_path: Pa
     for i in range(3):
         controller.next_config(f"tune-{i}")
     controller.record("tune-0", report(0.8), None)
-    controller._close(controller.search, "interrupted", "test", 1.0)
+    controller.recording.close(controller.search, "interrupted", "test", 1.0)
     again = Controller(controller.registry, controller.search, controller.plan)
     again.begin(controller.registry.claim(controller.registry.get_search("unit-1")))
     numbers = [again.next_config(f"t{i}")["number"] for i in range(3)]

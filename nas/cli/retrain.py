@@ -126,13 +126,14 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
         )
     reporter = Reporter() if args.json else RetrainReporter()
     controller, search = run_controller(registry, search, RetrainController, checked, reporter)
+    recording = controller.recording
     report = retrain_report(config, registry.trials(search.id))
     code = 130 if search.status == "interrupted" else 0
-    registered = controller.registered.to_dict() if controller.registered else None
-    if controller.register_error:
+    registered = recording.registered.to_dict() if recording.registered else None
+    if recording.register_error:
         code = 2
     if args.json:
-        extra = {"registered": registered, "register_error": controller.register_error}
+        extra = {"registered": registered, "register_error": recording.register_error}
         emit_json({"id": search.id, "status": search.status, **report.to_dict(), **extra})
         return code
     print_retrain(report)
@@ -140,13 +141,13 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
         console.print(
             f"retrain {search.id}: {search.status}; continue it with: nas resume {search.id}"
         )
-    if controller.registered:
+    if recording.registered:
         from nas.cli.models import print_registered
 
-        print_registered(controller.registered)
-    if controller.register_error:
+        print_registered(recording.registered)
+    if recording.register_error:
         console.print(
-            f"[red]error:[/] could not register the model: {escape(controller.register_error)}; "
+            f"[red]error:[/] could not register the model: {escape(recording.register_error)}; "
             f"try again with: nas models register {search.id} {retrain.register_as.name}",
             highlight=False,
         )

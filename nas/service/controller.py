@@ -8,11 +8,9 @@
 Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
 candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
 half the workers; the strategy's next ask, until the budget is spent; the baselines left); a
-Tune ``Callback`` hands each finished trial back. Recording a trial is one registry
-transaction (outcome + strategy state after the tell), then its MLflow child run, then the
-parent run's front. Kill the process anywhere and ``nas resume`` finds a consistent
-registry: trials left "running" are run again, MLflow runs are looked up before they are
-created.
+Tune ``Callback`` hands each finished trial back, and ``recording.py`` files it. Kill the
+process anywhere and ``nas resume`` finds a consistent registry: trials left "running" are
+run again, MLflow runs are looked up before they are created.
 
 Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
 candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
@@ -23,11 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError
@@ -36,12 +33,12 @@ from nas.search.objectives import cost_values, fp8_probe_settings
 from nas.search.strategies import SpaceExhausted, Strategy
 from nas.service.baselines import BaselineSchedule
 from nas.service.plan import Plan
+from nas.service.recording import Outcome, Recording
 from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED
 from nas.service.registry.store import HEARTBEAT_S
 from nas.service.reporter import Reporter
 from nas.service.rungs import RungBook
-from nas.service.summary import SearchSummary, summarize
 from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
 from nas.service.tune_glue import (
@@ -93,6 +90,7 @@ class Controller:
     search: Search
     plan: Plan
     reporter: Reporter = field(default_factory=Reporter)
+    recording_class: ClassVar[type[Recording]] = Recording
 
     def __post_init__(self) -> None:
         self.config = self.plan.config
@@ -107,6 +105,9 @@ class Controller:
         self.cancelled = False
         self._last_poll = 0.0
         self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
+        self.recording = self.recording_class(
+            self.registry, self.tracker, self.reporter, self.config, self.strategy
+        )
         self.rungs = RungBook(self.config.early_stopping(), self.objectives, self._costs)
 
     def _strategy(self) -> Strategy | None:
@@ -143,7 +144,7 @@ class Controller:
             # The record first, then Ray: after a SIGTERM to the whole process group (what
             # systemd sends) Ray's processes are gone and its shutdown can hang for a minute.
             try:
-                search = self._close(search, status, message, time.time() - start)
+                search = self.recording.close(search, status, message, time.time() - start)
             finally:
                 if started_ray:
                     shutdown_ray()
@@ -158,9 +159,9 @@ class Controller:
         runs, the trials to run again, the baselines still to train. Its trials so far."""
         if search.strategy_state:
             self.strategy.load_state_dict(search.strategy_state)
-        self._open_tracking(search)
+        self.search = self.recording.open(search)
         trials = self.registry.trials(search.id)
-        self._log_unlogged(trials)
+        self.recording.log_unlogged(trials)
         self.rerun = [
             t for t in trials if t.is_candidate and t.status in ("running", "cancelled")
         ]  # unfinished setup jobs run again when the strategy lists them
@@ -348,54 +349,32 @@ class Controller:
             return
         begin = time.time()
         trial = entry.trial
-        reason = crash.reason if crash else None
         if crash is not None and self._retry(trial, crash):
             return
-        values, metrics, error = None, None, reason
         timings: dict[str, Any] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
         if trial.id in self.retried:
             timings["retried_after"] = self.retried.pop(trial.id)
-        if crash is None:
+        if crash is not None:
+            outcome = Outcome.failed(crash.reason)
+        else:
             timings.update(
                 started_at=report.started_at, finished_at=report.finished_at, node=report.node
             )
-            if stopped or report.completed:
-                metrics = report.metrics() | self._estimate(trial)
-                metrics |= self._costs(trial.spec, metrics)
-                values = [float(metrics[o]) for o in self.objectives]
-                if trial.is_baseline:  # filed for later searches (nas/service/trained_before.py)
-                    metrics["training_key"] = self.training_key(trial.spec)
-                if not all(math.isfinite(v) for v in values):
-                    shown = dict(zip(self.objectives, values, strict=True))
-                    error = f"an objective is not finite: {shown}"
-                    values = None
-            else:
-                error = report.payload
-        status = "completed" if values is not None else "failed"
-        if stopped and values is not None:
-            status = "stopped"
-            error = f"stopped by {self.rungs.scheduler.name} at step {metrics['steps']}"
-        state = self._heard(trial, status, values, metrics)
-        self._file(trial, status, timings, begin, state, values, metrics, error)
+            outcome = self._outcome(trial, report, stopped)
+        state = self._heard(trial, outcome)
+        self.known[trial.arch_id] = self.recording.file(trial, outcome, timings, begin, state)
 
-    def _file(self, trial: Trial, status, timings, begin, state, values, metrics, error) -> None:
-        """A finished trial's record (with the strategy's state after the tell, if any), then
-        its MLflow run and the search's front; the bookkeeping time since ``begin``."""
-        trial = self.registry.finish_trial(
-            trial.id,
-            status,
-            values=values,
-            metrics=metrics,
-            error=error,
-            timings=timings,
-            strategy_state=state,
-        )
-        self.known[trial.arch_id] = trial
-        trial = self._log_trial(trial)
-        summary = self._recorded(trial)
-        timings["bookkeeping_s"] = time.time() - begin
-        self.registry.update_trial(trial.id, timings=timings)
-        self.reporter.trial_finished(trial, summary)
+    def _outcome(self, trial: Trial, report: TrialReport, stopped: bool) -> Outcome:
+        """A reported trial's outcome: its figures with the strategy's estimate and the
+        latency estimates beside them, or the error it reported."""
+        if not (stopped or report.completed):
+            return Outcome.failed(report.payload)
+        metrics = report.metrics() | self._estimate(trial)
+        metrics |= self._costs(trial.spec, metrics)
+        if trial.is_baseline:  # filed for later searches (nas/service/trained_before.py)
+            metrics["training_key"] = self.training_key(trial.spec)
+        stopped_by = self.rungs.scheduler.name if stopped else None
+        return Outcome.measured(metrics, self.objectives, stopped_by)
 
     def training_key(self, spec: dict[str, Any]) -> str:
         """The key this search's training of ``spec`` files its figures under."""
@@ -417,7 +396,8 @@ class Controller:
             )
             reused = {"search_id": trial_before.search_id, "trial": trial_before.number}
             timings = {"suggested_at": begin, "recorded_at": begin, "reused_from": reused}
-            self._file(trial, "completed", timings, begin, None, values, metrics, None)
+            outcome = Outcome("completed", values, metrics, None)
+            self.known[trial.arch_id] = self.recording.file(trial, outcome, timings, begin)
 
     def _costs(self, spec: dict[str, Any], trial_metrics: dict) -> dict[str, float]:
         """The latency objectives' estimates for ``spec`` (``nas/arch/cost``)."""
@@ -436,19 +416,14 @@ class Controller:
             return {}
         return self.strategy.estimate(ArchSpec.from_dict(trial.spec))
 
-    def _heard(self, trial: Trial, status: str, values, metrics) -> dict | None:
+    def _heard(self, trial: Trial, outcome: Outcome) -> dict | None:
         """The strategy hears a finished candidate; its state after that, to record with it
         (None: a baseline, which the strategy is not told)."""
         if trial.is_baseline:
             return None
-        self._tell(ArchSpec.from_dict(trial.spec), status, values, metrics)
+        spec = ArchSpec.from_dict(trial.spec)
+        self._tell(spec, outcome.status, outcome.values, outcome.metrics)
         return self.strategy.state_dict()
-
-    def _recorded(self, trial: Trial):
-        """After a trial's record: the search's front on its MLflow run; what it is now."""
-        summary = summarize(self.config, self.registry.trials(self.search.id))
-        self.tracker.log_front(self.search.mlflow_run_id, summary, step=_done(summary))
-        return summary
 
     def yardstick(self, tune_id: str) -> bool:
         """Whether a running Tune trial is a baseline, which the scheduler files but never
@@ -476,41 +451,7 @@ class Controller:
         self.reporter.trial_retried(trial, first)
         return True
 
-    def _log_trial(self, trial: Trial) -> Trial:
-        run_id = self.tracker.log_trial(
-            self.search.mlflow_experiment_id,
-            self.search.mlflow_run_id,
-            self.search.id,
-            self.config.strategy.name,
-            trial,
-        )
-        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
-        trial.mlflow_run_id = run_id
-        return trial
-
-    def log_job(self, trial: Trial, result: dict[str, Any] | None) -> None:
-        """A setup job's MLflow run (with its result when it has one), and what the strategy
-        has learned so far on the search's run."""
-        run_id = self.tracker.log_job(
-            self.search.mlflow_experiment_id,
-            self.search.mlflow_run_id,
-            self.search.id,
-            trial,
-            result,
-        )
-        self.registry.update_trial(trial.id, mlflow_run_id=run_id)
-        self.tracker.log_strategy(self.search.mlflow_run_id, self.strategy.summary())
-
-    def _log_unlogged(self, trials: list[Trial]) -> None:
-        """Trials recorded just before a crash, whose MLflow run was not written."""
-        for trial in trials:
-            if trial.status in FINISHED and trial.mlflow_run_id is None:
-                if not trial.is_job:
-                    self._log_trial(trial)
-                else:  # its bulky result parts were never kept: the run gets the rest
-                    self.log_job(trial, trial.metrics)
-
-    # --- cancel, tracking, the end -------------------------------------------------------
+    # --- cancel and the end ---------------------------------------------------------------
 
     def poll_cancel(self) -> bool:
         """Whether ``nas cancel`` asked this search to stop (reads the registry at most once
@@ -520,17 +461,6 @@ class Controller:
             self._last_poll = now
             self.cancelled = self.registry.get_search(self.search.id).status == "cancelling"
         return self.cancelled
-
-    def _open_tracking(self, search: Search) -> None:
-        if search.mlflow_run_id is None:
-            experiment = self.tracker.experiment(search.name)
-            run_id = self.tracker.start_search(experiment, search.id, search.config)
-            search = self.registry.update_search(
-                search.id, mlflow_experiment_id=experiment, mlflow_run_id=run_id
-            )
-        else:
-            self.tracker.resume_search(search.mlflow_run_id)
-        self.search = search
 
     def _time_left(self, search: Search) -> float | None:
         limit = self.config.budget.max_minutes
@@ -558,44 +488,6 @@ class Controller:
             return "stopped", f"reached budget.max_minutes ({self.config.budget.max_minutes})"
         return "interrupted", INTERRUPTED
 
-    def _close(self, search: Search, status: str, message: str | None, seconds: float) -> Search:
-        for trial in self.registry.trials(search.id):
-            if trial.status == "running":  # suggested or started, never finished
-                self.registry.finish_trial(trial.id, "cancelled", error="search stopped")
-        finished = None if status in ("interrupted", "stopped") else _now()
-        search = self.registry.update_search(
-            search.id,
-            status=status,
-            message=message,
-            elapsed_s=search.elapsed_s + seconds,
-            finished_at=finished,
-            pid=None,
-        )
-        if self.search.mlflow_run_id:  # None when MLflow could not be reached
-            try:
-                self._log_end(search)
-            finally:  # the run says how the search ended, even if its front failed to log
-                self.tracker.end_search(search.mlflow_run_id, status)
-        return search
-
-    def _log_end(self, search: Search) -> None:
-        """What the search's MLflow run shows at the end: the front, its plot, and the
-        interactive pages (``dashboards/pareto_html.py``)."""
-        trials = self.registry.trials(search.id)
-        summary = summarize(self.config, trials)
-        self.tracker.log_front(search.mlflow_run_id, summary, step=_done(summary))
-        _log_plot(self.tracker, search.mlflow_run_id, summary, search.name)
-        if summary.candidates:
-            from dashboards.pareto_html import page, pareto_figure, progress_figure
-
-            runs = {t.number: t.mlflow_run_id for t in trials if t.mlflow_run_id}
-            html = page(
-                search.id,
-                pareto_figure(summary, search.id, runs),
-                progress_figure(summary, trials, search.id),
-            )
-            self.tracker.log_text(search.mlflow_run_id, html, "pareto.html")
-
 
 def run_controller(registry, search, controller_class, checked, reporter):
     """Make the controller of ``search`` and run it: (the controller, the search as it
@@ -613,22 +505,3 @@ def run_controller(registry, search, controller_class, checked, reporter):
         return controller, controller.run()
     except KeyboardInterrupt:
         return controller, registry.get_search(search.id)
-
-
-def _done(summary: SearchSummary) -> int:
-    return sum(summary.counts[s] for s in FINISHED)
-
-
-def _now():
-    from nas.service.registry.models import utcnow
-
-    return utcnow()
-
-
-def _log_plot(tracker: Tracker, run_id: str, summary: SearchSummary, title: str) -> None:
-    if len(summary.objectives) < 2 or not summary.candidates:
-        return
-    from dashboards.pareto_plot import pareto_figure
-
-    figure = pareto_figure(summary, title)
-    tracker.log_figure(run_id, figure, "pareto.png")

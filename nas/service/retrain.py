@@ -34,6 +34,7 @@ from nas.service.config import (
     validate_config,
 )
 from nas.service.controller import INTERRUPTED, Controller
+from nas.service.recording import Recording
 from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED, RETRAIN_KIND
 from nas.service.retrain_report import retrain_report
@@ -166,9 +167,43 @@ def resolve_picks(config: SearchConfig, trials: list[Trial], picks: list[str]) -
     return list(chosen.values())
 
 
+class RetrainRecording(Recording):
+    """A retrain's records: its comparison instead of a front, and the best model
+    registered when ``register_as`` asks for it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registered = None  # nas.service.serving.Registered, once registered
+        self.register_error: str | None = None
+
+    def progress(self, trials: list[Trial]):
+        return retrain_report(self.config, trials)
+
+    def log_end(self, search: Search, trials: list[Trial]) -> None:
+        report = retrain_report(self.config, trials).to_dict()
+        self.tracker.log_retrain(search.mlflow_run_id, report)
+        if report["rows"]:
+            from dashboards.pareto_html import page, retrain_figure
+
+            html = page(search.id, retrain_figure(report))
+            self.tracker.log_text(search.mlflow_run_id, html, "retrain.html")
+        register = self.config.retrain.register_as
+        if search.status == "completed" and register is not None:
+            from nas.service.serving import register_retrain
+
+            try:
+                self.registered = register_retrain(
+                    self.registry, search, register.name, register.alias
+                )
+            except NasError as err:  # the retrain stands; registering can be done again
+                self.register_error = str(err)
+
+
 class RetrainController(Controller):
     """The controller's Ray Tune loop, over the retrain's (architecture, seed) pairs: no
     strategy, no setup jobs, no front; each trial measured on the test split."""
+
+    recording_class = RetrainRecording
 
     def _strategy(self):
         return None
@@ -176,17 +211,15 @@ class RetrainController(Controller):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.retrain: RetrainConfig = self.config.retrain  # its config has no scheduler
-        self.registered = None  # nas.service.serving.Registered, once registered
-        self.register_error: str | None = None
 
     def _total(self) -> int:
         return len(self.retrain.picks) * self.retrain.seeds
 
     def begin(self, search: Search) -> list[Trial]:
-        self._open_tracking(search)
+        self.search = self.recording.open(search)
         self.tracker.tag_run(self.search.mlflow_run_id, {"retrain_of": self.retrain.of})
         trials = self.registry.trials(search.id)
-        self._log_unlogged(trials)
+        self.recording.log_unlogged(trials)
         self.rerun = [t for t in trials if t.status in ("running", "cancelled")]
         done = {t.arch_id for t in trials}
         self.todo = [
@@ -239,30 +272,8 @@ class RetrainController(Controller):
     def _estimate(self, trial: Trial) -> dict[str, float]:
         return {}
 
-    def _heard(self, trial, status, values, metrics) -> None:
+    def _heard(self, trial, outcome) -> None:
         return None
-
-    def _recorded(self, trial: Trial):
-        return retrain_report(self.config, self.registry.trials(self.search.id))
-
-    def _log_end(self, search: Search) -> None:
-        report = retrain_report(self.config, self.registry.trials(search.id)).to_dict()
-        self.tracker.log_retrain(search.mlflow_run_id, report)
-        if report["rows"]:
-            from dashboards.pareto_html import page, retrain_figure
-
-            html = page(search.id, retrain_figure(report))
-            self.tracker.log_text(search.mlflow_run_id, html, "retrain.html")
-        register = self.retrain.register_as
-        if search.status == "completed" and register is not None:
-            from nas.service.serving import register_retrain
-
-            try:
-                self.registered = register_retrain(
-                    self.registry, search, register.name, register.alias
-                )
-            except NasError as err:  # the retrain stands; registering can be done again
-                self.register_error = str(err)
 
     def _final_status(self, search, time_budget, seconds) -> tuple[str, str | None]:
         if self.cancelled:

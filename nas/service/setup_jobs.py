@@ -29,6 +29,7 @@ from nas.core.errors import TrainingError
 from nas.core.paths import checkpoint_file
 from nas.search.strategies import Job, Strategy
 from nas.service.config import SearchConfig
+from nas.service.recording import Recording
 from nas.service.registry import Registry, Search, Trial
 from nas.service.reporter import Reporter
 from workers.trial_data import TrialData
@@ -47,11 +48,10 @@ class SetupHost(Protocol):
     config: SearchConfig
     reporter: Reporter
     known: dict[str, Trial]  # job name or arch_id -> its trial, as recorded
+    recording: Recording
 
     @property
     def trial_data(self) -> TrialData: ...
-
-    def log_job(self, trial: Trial, result: dict[str, Any] | None) -> None: ...
 
     def poll_cancel(self) -> bool: ...
 
@@ -141,7 +141,7 @@ class SetupPhase:
         except Exception as err:  # the task raised, or its worker died
             reason = _task_error(err)
             trial = self.c.registry.finish_trial(trial.id, "failed", error=reason, timings=timings)
-            self.c.log_job(trial, None)
+            self.c.recording.log_job(trial, None)
             self._cancel_all(f"setup job {job.name} failed")
             raise TrainingError(
                 f"setup job {job.name} failed: {reason}\n"
@@ -157,7 +157,7 @@ class SetupPhase:
             strategy_state=self.c.strategy.state_dict(),
         )
         self.c.known[job.name] = trial
-        self.c.log_job(trial, result)
+        self.c.recording.log_job(trial, result)
         if not job.keep_checkpoint and trial.checkpoint:
             Path(trial.checkpoint).unlink(missing_ok=True)
             self.c.registry.update_trial(trial.id, checkpoint=None)
