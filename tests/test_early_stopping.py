@@ -19,7 +19,9 @@ from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.search.early_stopping import create_scheduler
 from nas.service.config import validate_config
+from nas.service.plan import Plan
 from nas.service.tune_glue import tune_scheduler
+from search_spaces import SpaceInputs, create_space
 from tests.test_search import (
     baselines_yaml,
     mlflow_children,
@@ -316,18 +318,24 @@ def test_the_median_rule_runs_a_search_to_its_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_with_asha_finishes_the_budget(tmp_path: Path) -> None:
+def test_sigkill_then_resume_finishes_the_budget_once_each_and_asha_remembers(
+    tmp_path: Path, ml100k
+) -> None:
+    """kill -9 of the controller mid-search (Ray must fate-share), then ``nas resume``: the
+    budget is met with each candidate trained and logged once, what the first session
+    finished stays as it was, and the architectures are those an unbroken search asks."""
     runs = tmp_path / "runs"
-    path = write(tmp_path, candidates=12, seed=2)
+    path = write(tmp_path, strategy="random", candidates=12, seed=2)
     process = start_submit(runs, path, start_new_session=True)
     try:
         wait_for(runs, lambda trials: sum(t.status == "stopped" for t in trials) >= 2)
     finally:
-        os.kill(process.pid, signal.SIGKILL)
+        os.kill(process.pid, signal.SIGKILL)  # the controller only
         process.communicate()
     registry = registry_of(runs)
     (search,) = registry.list_searches()
     before = {t.number: t.status for t in registry.trials(search.id)}
+    assert nas(runs, "list", "--json").stdout.count('"crashed"') == 1
     done = nas(runs, "resume", search.id)
     assert done.returncode == 0, done.stderr
     search = registry.get_search(search.id)
@@ -338,3 +346,18 @@ def test_sigkill_then_resume_with_asha_finishes_the_budget(tmp_path: Path) -> No
     for t in trials:  # what the first session finished stays as it was
         if before.get(t.number) in ("completed", "stopped"):
             assert t.status == before[t.number] and t.attempts == 1
+    children = mlflow_children(runs, search)
+    assert sorted(int(r.data.tags["trial"]) for r in children) == list(range(len(trials)))
+    # Random search asks regardless of the results: its strategy, made as the search makes
+    # it, asks for the same architectures (the search skips those that are its baselines).
+    config = validate_config(search.config)
+    space = create_space(config.space.name, config.space.options, SpaceInputs.of(ml100k.schema))
+    checked = Plan(config, ml100k, space, [], "", None, None)
+    strategy = checked.strategy(f"sqlite:///{tmp_path / 'unbroken.db'}", "unbroken")
+    baselines = {t.arch_id for t in trials if t.is_baseline}
+    asked: list[str] = []
+    while len(asked) < 12:
+        arch_id = strategy.ask().arch_id
+        if arch_id not in baselines:
+            asked.append(arch_id)
+    assert set(asked) == {t.arch_id for t in trials if t.kind == "searched"}

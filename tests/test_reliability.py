@@ -147,7 +147,7 @@ def test_searches_submitted_at_the_same_moment_on_a_fresh_folder_all_finish(
 @pytest.mark.slow
 def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=2, steps=1500, baselines="false")
+    path = write_search(tmp_path, candidates=1, steps=800, baselines="false")
     submit = start_submit(runs, path)
     try:
         wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
@@ -166,10 +166,9 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     assert "Traceback" not in err and "ActorDiedError" not in err, err
     (search,) = registry_of(runs).list_searches()
     trials = registry_of(runs).trials(search.id)
-    assert search.status == "completed" and [t.status for t in trials] == ["completed"] * 2
-    retried = [t for t in trials if t.attempts == 2]
-    assert len(retried) == 1
-    (reason,) = retried[0].timings["retried_after"]
+    (trial,) = trials
+    assert search.status == "completed" and trial.status == "completed" and trial.attempts == 2
+    (reason,) = trial.timings["retried_after"]
     assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
     assert "retrying" in err
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tests.test_search import REPO, env_for, nas, registry_of, write_search
+from tests.test_search import REPO, env_for, nas, nas_here, registry_of, write_search
 
 pytestmark = pytest.mark.slow
 
@@ -251,7 +251,7 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
 def test_bad_retrain_flags_exit_2_and_create_nothing(searched, flags, words) -> None:
     runs, search_id = searched
     before = len(registry_of(runs).list_searches())
-    done = nas(runs, "retrain", search_id, *flags)
+    done = nas_here(runs, "retrain", search_id, *flags)
     assert done.returncode == 2, done.stderr
     assert words in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
     assert len(registry_of(runs).list_searches()) == before

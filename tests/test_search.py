@@ -7,6 +7,9 @@ because nothing may start: no Ray, no registry, no MLflow store.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import json
 import os
 import signal
@@ -19,10 +22,8 @@ import pytest
 from mlflow import MlflowClient
 
 from nas.service.config import validate_config
-from nas.service.plan import Plan
 from nas.service.registry import Registry
 from nas.service.summary import summarize
-from search_spaces import SpaceInputs, create_space
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -90,6 +91,34 @@ def nas(runs: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProce
         cwd=REPO,
         timeout=timeout,
     )
+
+
+@dataclasses.dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def nas_here(runs: Path, *args: str, **env: str) -> Ran:
+    """A `nas` command run in this process (``nas.cli.main``, what the script runs), for bad
+    input that must be refused before anything starts: a subprocess would spend seconds
+    importing what this process has loaded already. ``env``: variables to set meanwhile."""
+    from nas.cli import main
+
+    saved = dict(os.environ)
+    os.environ.update(RECNAS_RUNS_DIR=str(runs), **env)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(list(args))
+            except SystemExit as exit:  # argparse's own refusals
+                code = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return Ran(code, stdout.getvalue(), stderr.getvalue())
 
 
 def registry_of(runs: Path) -> Registry:
@@ -163,7 +192,7 @@ def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, text: str, words:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     runs = tmp_path / "runs"
-    done = nas(runs, "submit", str(path))
+    done = nas_here(runs, "submit", str(path))
     assert done.returncode == 2, done.stderr
     message = " ".join(done.stderr.split())
     assert words in message
@@ -174,21 +203,20 @@ def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, text: str, words:
 
 def test_a_bad_flag_is_named_by_the_flag(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    done = nas(runs, "submit", str(write_search(tmp_path)), "--budget", "-3")
+    done = nas_here(runs, "submit", str(write_search(tmp_path)), "--budget", "-3")
     assert done.returncode == 2
     assert "--budget: Input should be greater than or equal to 1" in " ".join(done.stderr.split())
     assert not runs.exists()
 
 
-def test_unknown_search_ids_are_named(tmp_path: Path) -> None:
-    for command in ("status", "pareto", "resume", "cancel"):
-        done = nas(tmp_path / "runs", command, "nope")
+def test_unknown_search_ids_are_named_and_nothing_is_written(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for command in ("status", "pareto", "resume", "cancel", "retrain", "dashboard"):
+        done = nas_here(runs, command, "nope")
         assert done.returncode == 2 and "no search 'nope'" in done.stderr, command
-
-
-def test_list_with_no_searches_says_how_to_start(tmp_path: Path) -> None:
-    done = nas(tmp_path / "runs", "list")
-    assert done.returncode == 0 and "nas submit" in done.stderr
+    done = nas_here(runs, "list")
+    assert done.returncode == 0 and "nas submit" in done.stderr  # says how to start
+    assert not runs.exists()  # a command that only reads makes no registry
 
 
 # --- whole searches ------------------------------------------------------------------------
@@ -263,45 +291,11 @@ def test_failing_trials_are_recorded_with_their_reason_and_the_search_goes_on(
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_ends_with_the_budget_and_no_duplicates(tmp_path: Path, ml100k):
-    runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=6, steps=150, baselines="false", seed=3)
-    process = start_submit(runs, path, start_new_session=True)
-    try:
-        wait_for(runs, lambda trials: sum(t.status == "completed" for t in trials) >= 2)
-    finally:
-        os.kill(process.pid, signal.SIGKILL)  # the controller only; Ray must fate-share
-        process.communicate()
-    registry = registry_of(runs)
-    (search,) = registry.list_searches()
-    assert nas(runs, "list", "--json").stdout.count('"crashed"') == 1
-    done = nas(runs, "resume", search.id)
-    assert done.returncode == 0, done.stderr
-    search = registry.get_search(search.id)
-    trials = registry.trials(search.id)
-    assert search.status == "completed" and search.sessions == 2
-    assert len(trials) == 6 and all(t.status == "completed" for t in trials)
-    assert len({t.arch_id for t in trials}) == 6
-    children = mlflow_children(runs, search)
-    assert sorted(int(r.data.tags["trial"]) for r in children) == list(range(6))
-    # An unbroken search with the same seed asks for the same architectures: random search
-    # asks regardless of the results, so its strategy, made as the search makes it, tells.
-    config = validate_config(search.config)
-    space = create_space(config.space.name, config.space.options, SpaceInputs.of(ml100k.schema))
-    checked = Plan(config, ml100k, space, [], "", None, None)
-    strategy = checked.strategy(f"sqlite:///{tmp_path / 'unbroken.db'}", "unbroken")
-    assert {strategy.ask().arch_id for _ in range(6)} == {t.arch_id for t in trials}
-    front = json.loads(nas(runs, "pareto", search.id, "--json").stdout)["front"]
-    summary = summarize(validate_config(search.config), trials)
-    assert [r["arch_id"] for r in front] == [c.arch_id for c in summary.front]
-
-
-@pytest.mark.slow
 def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Path) -> None:
     """Ctrl-C: exit 130, interrupted. Its resume, cancelled from another terminal:
     cancelled. A second resume finishes the budget, each candidate once."""
     runs = tmp_path / "runs"
-    path = write_search(tmp_path, candidates=4, steps=600, baselines="false")
+    path = write_search(tmp_path, candidates=3, steps=300, baselines="false")
     process = start_submit(runs, path)
     search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
     process.send_signal(signal.SIGINT)
@@ -329,8 +323,8 @@ def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Pa
     assert nas(runs, "resume", search.id).returncode == 0
     trials = registry.trials(search.id)
     assert registry.get_search(search.id).status == "completed"
-    assert len(trials) == 4 and all(t.status == "completed" for t in trials)
-    assert len({t.arch_id for t in trials}) == 4
+    assert len(trials) == 3 and all(t.status == "completed" for t in trials)
+    assert len({t.arch_id for t in trials}) == 3
 
 
 @pytest.mark.slow

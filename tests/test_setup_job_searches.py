@@ -16,7 +16,7 @@ import torch
 from mlflow import MlflowClient
 
 from nas.data import load_dataset
-from tests.test_search import baselines_yaml, nas, registry_of, start_submit
+from tests.test_search import baselines_yaml, nas, nas_here, registry_of, start_submit
 from workers import dnas
 from workers.trial_data import TrialData
 
@@ -178,7 +178,7 @@ def test_a_space_the_strategy_cannot_search_exits_2_and_starts_nothing(
         f"strategy: {{name: {strategy}}}\n"
     )
     runs = tmp_path / "runs"
-    done = nas(runs, "submit", str(path))
+    done = nas_here(runs, "submit", str(path))
     assert done.returncode == 2, done.stderr
     assert words in " ".join(done.stderr.split())
     assert not (runs / "registry.db").exists()

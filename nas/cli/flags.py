@@ -75,7 +75,9 @@ def registry_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_registry(args: argparse.Namespace, url: str | None = None):
+def open_registry(args: argparse.Namespace, url: str | None = None, create: bool = False):
+    """The registry the command names. Only ``nas submit`` creates one: every other command
+    reads a runs folder that has none as empty, and leaves it as it is."""
     from nas.service.registry import Registry
 
-    return Registry(args.registry_url or url or default_registry_url())
+    return Registry(args.registry_url or url or default_registry_url(), create=create)

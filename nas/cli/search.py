@@ -89,7 +89,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
         with console.status(f"Checking {args.config} against {config.dataset} ..."):
             checked = plan(config, args.config.resolve().parent)
-            registry = open_registry(args, config.registry_url)
+            registry = open_registry(args, config.registry_url, create=True)
     except ConfigError as err:
         flag, value = flags.get(err.field, (None, None))
         if value is not None:  # the bad value came from the command line, not the file

@@ -96,6 +96,9 @@ def init_ray(address: str | None) -> bool:
             include_dashboard=False,
             _temp_dir=str(temp),
             _node_ip_address="127.0.0.1",
+            # Ray starts one idle worker per CPU for plain tasks; Tune's trials run in actors,
+            # which start their own, so those idle workers only cost CPU and memory.
+            _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False},
             logging_level=logging.WARNING,
             log_to_driver=False,
         )

@@ -49,26 +49,31 @@ def owner() -> tuple[str, int]:
 
 
 class Registry:
-    def __init__(self, url: str):
+    def __init__(self, url: str, create: bool = True):
         """Open (create, upgrade) the registry at ``url``: its dialect, driver and file are
-        checked first (``nas.service.endpoints.registry_url``), its connections time out."""
+        checked first (``nas.service.endpoints.registry_url``), its connections time out.
+        ``create=False`` (the commands that only read or find a search): a sqlite file that
+        does not exist reads as an empty registry, and no file is made."""
         self.url = registry_url(url, connect=False)
         parsed = make_url(self.url)
         self.where = parsed.render_as_string(hide_password=True)  # for messages
         if parsed.drivername.startswith("sqlite") and parsed.database:
-            try:
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise RegistryError(f"{self.where}: cannot make its folder ({err})") from None
-        self.engine = create_engine(self.url, connect_args=connect_args(parsed))
+            if not create and not Path(parsed.database).exists():
+                parsed = make_url("sqlite://")  # in memory: empty, and gone at exit
+            else:
+                try:
+                    Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise RegistryError(f"{self.where}: cannot make its folder ({err})") from None
+        self.engine = create_engine(parsed, connect_args=connect_args(parsed))
         if parsed.drivername.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._check_schema()
+        self._check_schema(parsed)
 
-    def _check_schema(self) -> None:
+    def _check_schema(self, parsed) -> None:
         try:
-            with store_lock(self.url):
+            with store_lock(parsed.render_as_string(hide_password=False)):
                 self._upgrade_if_needed()
         except SQLAlchemyError as err:
             if self.engine.dialect.name != "sqlite":  # a server: unreachable, or refused us
