@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml requirements.lock
 # Three tests at a time on 2 cores: the end-to-end ones spend much of their time waiting on
 # Ray, subprocesses and the disk, and more at once overload the cores (benchmarks/README.md
 # has the suite's times). loadfile runs each test file on one worker, so a module fixture (a
-# search, a Postgres server) is built once; tests/conftest.py hands out the files with
-# end-to-end tests first. (loadgroup does not group under pytest 9.2: xdist 3.8 renames a
-# test's node id in a way pytest 9.2 no longer reads.)
-PYTEST := $(BIN)/python -m pytest -n 3 --dist loadfile
+# search, a Postgres server) is built once; files go out in the order tests/conftest.py sorts
+# them (longest first), not xdist's default (most tests first). (loadgroup does not group
+# under pytest 9.2: xdist 3.8 renames a test's node id in a way pytest 9.2 no longer reads.)
+PYTEST := $(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 test: setup
 	$(PYTEST)

@@ -16,13 +16,39 @@ CACHE = Path(os.environ.get("RECNAS_CACHE_DIR") or REPO / "nas-runs" / "data").r
 os.environ["RECNAS_CACHE_DIR"] = str(CACHE)
 # Triton kernels run on CPU tensors only in the interpreter (set before triton is imported).
 os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Several test processes share the cores (make test: three on two). Torch's default of
+    # one thread per core then makes each process's OpenMP threads spin waiting for cores
+    # the others hold: a training test took 10x its time alone. One thread per process, and
+    # per `nas` process the tests start (they inherit it; a trial sets its own).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+# The test files whose end-to-end searches take longest in the suite, longest first (their
+# times: benchmarks/README.md, "The test suite's time").
+LONGEST_FILES = (
+    "test_search.py",
+    "test_setup_job_searches.py",
+    "test_early_stopping.py",
+    "test_retrain.py",
+    "test_reliability.py",
+    "test_team_setup.py",
+    "test_cost_model.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow end-to-end tests first (in their order), the rest after: xdist hands out
-    test files in this order, so the long files start at once and the short ones fill in
-    around them instead of a long one starting last."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest test files first, then the other files with slow end-to-end tests, then
+    the rest. xdist (``--dist loadfile --no-loadscope-reorder``) hands out whole files in
+    this order, so the long files start at once on every worker and the short ones fill in
+    around them, instead of a long one starting last and the others idling meanwhile."""
+
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        name = item.path.name
+        longest = LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+        return longest, item.get_closest_marker("slow") is None
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

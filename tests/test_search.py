@@ -209,6 +209,30 @@ def test_a_bad_flag_is_named_by_the_flag(tmp_path: Path) -> None:
     assert not runs.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["train", "spec.json", "--seed", str(2**64)], "--seed: expected an integer from 0 to"),
+        (["data", "prepare", "synthetic-criteo", "--seed", "-1"], "--seed: expected an integer"),
+        (["submit", "s.yaml", "--seed", str(2**32)], "--seed: expected an integer from 0 to"),
+        (["data", "prepare", "synthetic-criteo", "--rows", "0"], "--rows: expected an integer >="),
+        (["data", "prepare", "movielens-100k", "--cache-dir", "/proc/nope"], "cannot write in"),
+        (["data", "list", "--cache-dir", "{file}"], "is not a folder"),
+        (["train", "spec.json", "--cache-dir", "{file}/below"], "is a file)"),
+    ],
+)
+def test_bad_numbers_and_folders_on_flags_exit_2_before_anything(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("")
+    runs = tmp_path / "runs"
+    done = nas_here(runs, *[a.format(file=file) for a in args])
+    assert done.returncode == 2 and words in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing written
+
+
 def test_unknown_search_ids_are_named_and_nothing_is_written(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     for command in ("status", "pareto", "resume", "cancel", "retrain", "dashboard"):

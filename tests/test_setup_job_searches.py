@@ -60,7 +60,7 @@ def trials_of(runs: Path):
 @pytest.mark.slow
 def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path: Path) -> None:
     path = write(  # both jobs at once, both killed mid-run
-        tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 80, checkpoint_every: 20}", concurrency=2
+        tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 60, checkpoint_every: 15}", concurrency=2
     )
     runs = tmp_path / "runs"
     process = start_submit(runs, path, start_new_session=True)
@@ -75,7 +75,7 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     jobs = [t for t in trials if t.kind == "dnas"]
     assert jobs and all(t.status == "running" for t in jobs), "killed before the jobs ran"
     saved = torch.load(jobs[0].checkpoint, weights_only=True)["step"]
-    assert 0 < saved < 80
+    assert 0 < saved < 60
     done = nas(runs, "resume", search.id)
     assert done.returncode == 0, done.stderr
     search, trials = trials_of(runs)
@@ -103,7 +103,7 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     assert sorted(r.info.run_name for r in runs_) == ["dnas-l0", "dnas-l0.5"]
     for run in runs_:
         history = client.get_metric_history(run.info.run_id, "alpha.last.block.dcnv2")
-        assert [m.step for m in history] == list(range(10, 81, 10))
+        assert [m.step for m in history] == list(range(10, 61, 10))
         assert {"spec.json", "probabilities.json", "probabilities.html"} <= {
             a.path for a in client.list_artifacts(run.info.run_id)
         }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from nas.cli.flags import as_flags, common_flags, integer
+from nas.cli.flags import as_flags, common_flags, seed_number, whole_number
 from nas.cli.render import console, emit_json, out
 
 
@@ -27,13 +27,15 @@ def add_commands(commands) -> None:
         "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"
     )
     prepare.add_argument(
-        "--rows", type=integer, help="synthetic-criteo: rows to generate (default 100000)"
+        "--rows", type=whole_number(1), help="synthetic-criteo: rows to generate (default 100000)"
     )
     prepare.add_argument(
-        "--seed", type=integer, help="synthetic-criteo: generator seed (default 0)"
+        "--seed", type=seed_number, help="synthetic-criteo: generator seed (default 0)"
     )
     prepare.add_argument(
-        "--min-count", type=integer, help="criteo: keep categorical values seen this often in train"
+        "--min-count",
+        type=whole_number(1),
+        help="criteo: keep categorical values seen this often in train",
     )
     prepare.add_argument(
         "--force", action="store_true", help="rebuild even if a matching cache exists"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from nas.core.errors import ConfigError, shown
-from nas.service.config import default_registry_url
+from nas.service.config import SEED_MAX, default_registry_url
 
 
 def integer(text: str) -> int:
@@ -33,6 +34,34 @@ def whole_number(minimum: int):
     return parse
 
 
+def seed_number(text: str) -> int:
+    """A seed flag's value: numpy's and torch's range, as a search YAML's ``seed``."""
+    value = integer(text)
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 0 to {SEED_MAX}, got {shown(text)}"
+        )
+    return value
+
+
+def folder(text: str) -> Path:
+    """A folder flag's value: an existing folder, or one that can be made where it is named
+    (a write is tried in its nearest existing parent and undone; nothing is left behind)."""
+    path = Path(text).expanduser()
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        where = "" if existing == path.absolute() else f" ({existing} is a file)"
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a folder{where}")
+    try:
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)}: cannot write in {existing} ({reason})"
+        ) from None
+    return path
+
+
 def number(text: str) -> float:
     """A finite number flag's value."""
     try:
@@ -47,7 +76,7 @@ def number(text: str) -> float:
 def common_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache-dir",
-        type=Path,
+        type=folder,
         help="dataset cache (default $RECNAS_CACHE_DIR or ./nas-runs/data)",
     )
     parser.add_argument(

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from nas.cli.flags import integer, open_registry, registry_flag
+from nas.cli.flags import integer, open_registry, registry_flag, seed_number
 from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
 from nas.cli.retrain import run_retrain, status_of_retrain
 from nas.cli.signals import stop_on_sigterm
@@ -27,7 +27,7 @@ def add_commands(commands) -> None:
     submit.add_argument("config", type=Path, help="a search YAML (see examples/searches/)")
     submit.add_argument("--budget", type=integer, help="searched candidates (budget.candidates)")
     submit.add_argument("--steps", type=integer, help="training steps per candidate (budget.steps)")
-    submit.add_argument("--seed", type=integer, help="search and training seed")
+    submit.add_argument("--seed", type=seed_number, help="search and training seed")
     submit.add_argument("--concurrency", type=integer, help="candidates trained at once")
     submit.add_argument("--name", help="the search's name (MLflow experiment)")
     submit.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in nas-runs)")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from nas.cli.flags import as_flags, common_flags, integer, number
+from nas.cli.flags import as_flags, common_flags, integer, number, seed_number
 from nas.cli.render import console, emit_json, out, progress_bar, si
 from nas.core.errors import ConfigError
 from nas.search.objectives import SERVING_CANDIDATES
@@ -34,7 +34,7 @@ def add_commands(commands) -> None:
     train.add_argument("--lr", type=number, help="dense-weight learning rate (AdamW)")
     train.add_argument("--embedding-lr", type=number, help="embedding learning rate (lazy Adam)")
     train.add_argument(
-        "--seed", type=integer, default=0, help="seed for initialisation and shuffling"
+        "--seed", type=seed_number, default=0, help="seed for initialisation and shuffling"
     )
     train.add_argument(
         "--precision",

@@ -41,6 +41,8 @@ from workers.precision import TRAIN_PRECISIONS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
+SEED_MAX = 2**32 - 1  # numpy's and torch's seed range
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -155,7 +157,7 @@ class SearchConfig(Strict):
     train: TrainOptions = TrainOptions()
     resources: Resources = Resources()
     scheduler: SchedulerConfig | None = None  # early stopping; default: every candidate trains
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy's and torch's seed range
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     include_baselines: bool = True
     # A baseline this registry trained before with the same settings, data and code is
     # recorded from that training, not trained again (nas/service/trained_before.py).
