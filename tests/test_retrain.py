@@ -222,7 +222,7 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         with torch.no_grad():
             probabilities = torch.sigmoid(program(*inputs)).tolist()
         assert probabilities == pytest.approx(scores, abs=1e-5)
-        again = nas(runs, "export", registered["uri"], "--format", fmt, "--out", str(folder))
+        again = nas_here(runs, "export", registered["uri"], "--format", fmt, "--out", str(folder))
         assert again.returncode == 2 and "exists" in again.stderr
 
 

@@ -293,7 +293,7 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
     assert listed[0]["id"] == search.id and listed[0]["candidates"] == "4/4"
     status = nas(runs, "status", search.id)
     assert status.returncode == 0 and "Pareto front" in status.stdout
-    assert nas(runs, "resume", search.id).returncode == 2  # completed: nothing to resume
+    assert nas_here(runs, "resume", search.id).returncode == 2  # completed: nothing to resume
 
 
 @pytest.mark.slow
@@ -363,7 +363,7 @@ def test_a_wall_clock_limit_stops_the_search_for_good(tmp_path: Path) -> None:
     trials = registry_of(runs).trials(search.id)
     assert 0 < len(trials) < 50
     assert {t.status for t in trials} <= {"completed", "cancelled"}
-    again = nas(runs, "resume", search.id)
+    again = nas_here(runs, "resume", search.id)
     assert again.returncode == 2 and "larger max_minutes" in " ".join(again.stderr.split())
 
 
