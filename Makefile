@@ -8,12 +8,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# Re-install only when the declared or locked dependencies change. --no-compile: Python
-# compiles a module when it is first imported; compiling every installed file up front took
-# half the set-up's time (benchmarks/README.md).
+# Re-install only when the declared or locked dependencies change. (Not --no-compile: where
+# PYTHONDONTWRITEBYTECODE is set, as on CI's machines, every process would then compile every
+# module it imports, every time.)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile -c requirements.lock -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e ".[dev]"
 	touch $(STAMP)
 
 # Three tests at a time on 2 cores: the end-to-end ones spend much of their time waiting on
