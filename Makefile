@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 setup: $(STAMP)
 
 # Re-install only when the declared or locked dependencies change. (Not --no-compile: where
-# PYTHONDONTWRITEBYTECODE is set, as on CI's machines, every process would then compile every
+# PYTHONDONTWRITEBYTECODE is set (it is on this machine), every process would then compile every
 # module it imports, every time.)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
