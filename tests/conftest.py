@@ -51,6 +51,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+def runs_with_store(folder: Path) -> Path:
+    """``folder/runs`` holding an empty local MLflow store, as a search's first command makes
+    it. MLflow makes a new sqlite store by running its ~60 schema migrations one by one (about
+    3 CPU-s); end-to-end tests copy one made once instead. Tests of what a search writes into
+    a fresh folder (and of what bad input must not write) use a plain folder."""
+    import shutil
+
+    from filelock import FileLock
+    from mlflow import __version__ as mlflow_version
+
+    template = CACHE / f"mlflow-{mlflow_version}-empty.db"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{template}.lock"):
+        if not template.exists():
+            from mlflow import MlflowClient
+
+            made = template.with_suffix(f".{os.getpid()}.tmp")
+            MlflowClient(f"sqlite:///{made}").search_experiments(max_results=1)
+            made.rename(template)
+    runs = folder / "runs"
+    runs.mkdir(parents=True)
+    shutil.copyfile(template, runs / "mlflow.db")
+    return runs
+
+
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return CACHE

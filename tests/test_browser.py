@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from nas.service.registry import Registry
+from tests.conftest import runs_with_store
 from tests.test_search import REPO, env_for, nas, registry_of, write_search
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,7 @@ def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) ->
     from tests.test_reliability import _free_port
 
     browser_path = _chromium()
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(write_search(tmp_path, candidates=4, steps=40)))
     assert done.returncode == 0, done.stderr
     registry: Registry = registry_of(runs)

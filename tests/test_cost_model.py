@@ -19,6 +19,7 @@ from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.search.objectives import cost_values
 from nas.service.config import validate_config
+from tests.conftest import runs_with_store
 from tests.test_glm_model import STACKED
 
 GPUS = ("h100-sxm", "h200")
@@ -169,7 +170,7 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
         + "objectives: [ne, {name: latency, target: h100-sxm, precision: fp8-dispatch,"
         " batch: 65536}, {name: serving_latency, target: cpu}]\n"
     )
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(path), "--json")
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()

@@ -22,6 +22,7 @@ from nas.service.config import validate_config
 from nas.service.plan import Plan
 from nas.service.tune_glue import tune_scheduler
 from search_spaces import SpaceInputs, create_space
+from tests.conftest import runs_with_store
 from tests.test_search import (
     baselines_yaml,
     mlflow_children,
@@ -246,7 +247,7 @@ def _check_recorded(runs: Path, search_id: str, budget_steps: int = 160) -> list
 
 @pytest.mark.slow
 def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(write(tmp_path)))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()
@@ -274,7 +275,7 @@ def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: 
 
 @pytest.mark.slow
 def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write(
         tmp_path, strategy="optuna", candidates=8, objectives="[ne]", baselines="false", seed=1
     )
@@ -298,7 +299,7 @@ def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Pat
 
 @pytest.mark.slow
 def test_the_median_rule_runs_a_search_to_its_end(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write(
         tmp_path,
         scheduler="median",
@@ -324,7 +325,7 @@ def test_sigkill_then_resume_finishes_the_budget_once_each_and_asha_remembers(
     """kill -9 of the controller mid-search (Ray must fate-share), then ``nas resume``: the
     budget is met with each candidate trained and logged once, what the first session
     finished stays as it was, and the architectures are those an unbroken search asks."""
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write(tmp_path, strategy="random", candidates=12, seed=2)
     process = start_submit(runs, path, start_new_session=True)
     try:

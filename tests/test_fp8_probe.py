@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from nas.arch.cost import get_target
+from tests.conftest import runs_with_store
 from workers.fp8_probe import (
     ProbeResult,
     Site,
@@ -115,7 +116,7 @@ def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
 
     from tests.test_search import nas
 
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(
         runs, "fp8", "probe", "examples/specs/dcnv2.json", "--dataset", "movielens-100k",
         "--steps", "60", "--rows", "3000", "--json",

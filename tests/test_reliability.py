@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from nas.service.registry import display_status
+from tests.conftest import runs_with_store
 from tests.test_registry import _dead_pid
 from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
 
@@ -146,7 +147,7 @@ def test_searches_submitted_at_the_same_moment_on_a_fresh_folder_all_finish(
 
 @pytest.mark.slow
 def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=1, steps=800, baselines="false")
     submit = start_submit(runs, path)
     try:
@@ -196,7 +197,7 @@ def test_sigterm_to_the_whole_process_group_stops_the_search_as_interrupted(
 def _sigterm_the_group(folder: Path) -> int:
     """One search stopped by a group-wide SIGTERM while a candidate trains: its exit code."""
     folder.mkdir()
-    runs = folder / "runs"
+    runs = runs_with_store(folder)
     path = write_search(folder, candidates=2, steps=3000, baselines="false")
     submit = start_submit(runs, path, start_new_session=True)
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from tests.conftest import runs_with_store
 from tests.test_search import REPO, env_for, nas, nas_here, registry_of, write_search
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def searched(tmp_path_factory) -> tuple[Path, str]:
     """A finished tiny search (4 candidates + 2 baselines, 60 steps): its runs folder, id.
     Once per module: `make test` runs a test file on one worker (xdist's loadfile)."""
     folder = tmp_path_factory.mktemp("searched")
-    runs = folder / "runs"
+    runs = runs_with_store(folder)
     done = nas(runs, "submit", str(write_search(folder, candidates=4, steps=60)))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()

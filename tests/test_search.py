@@ -24,6 +24,7 @@ from mlflow import MlflowClient
 from nas.service.config import validate_config
 from nas.service.registry import Registry
 from nas.service.summary import summarize
+from tests.conftest import runs_with_store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -300,7 +301,7 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
 def test_failing_trials_are_recorded_with_their_reason_and_the_search_goes_on(
     tmp_path: Path,
 ) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=3, memory=0.05, baselines="false")
     done = nas(runs, "submit", str(path))
     assert done.returncode == 0, done.stderr
@@ -318,7 +319,7 @@ def test_failing_trials_are_recorded_with_their_reason_and_the_search_goes_on(
 def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Path) -> None:
     """Ctrl-C: exit 130, interrupted. Its resume, cancelled from another terminal:
     cancelled. A second resume finishes the budget, each candidate once."""
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=3, steps=300, baselines="false")
     process = start_submit(runs, path)
     search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
@@ -353,7 +354,7 @@ def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Pa
 
 @pytest.mark.slow
 def test_a_wall_clock_limit_stops_the_search_for_good(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=50, steps=300, baselines="false")
     path.write_text(path.read_text().replace("steps: 300}", "steps: 300, max_minutes: 0.2}"))
     done = nas(runs, "submit", str(path))
@@ -371,7 +372,7 @@ def test_a_wall_clock_limit_stops_the_search_for_good(tmp_path: Path) -> None:
 def test_a_rocs_search_trains_history_and_glm_models_through_ray(tmp_path: Path) -> None:
     """The history travels with the data through the object store; every member encodes it,
     and the request side it shares makes serving FLOPs smaller than per-example FLOPs."""
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     path = tmp_path / "rocs.yaml"
     path.write_text(
         "name: rocs_tiny\ndataset: movielens-100k\n"

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from nas.service.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
+from tests.conftest import runs_with_store
 from tests.test_search import env_for, start_submit, wait_for, write_search
 
 INTRUDER = """
@@ -70,7 +71,7 @@ def _loopback(ip: str) -> bool:
 def test_a_local_search_listens_on_loopback_or_behind_its_token_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     submit = start_submit(runs, write_search(tmp_path, candidates=2, steps=3000, baselines="false"))
     try:
         wait_for(runs, lambda trials: any(t.status == "running" for t in trials))

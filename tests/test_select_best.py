@@ -15,6 +15,7 @@ from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, TrainingError
 from nas.service.config import validate_config
+from tests.conftest import runs_with_store
 from tests.test_search import mlflow_children, nas, registry_of
 from workers.train import TrainConfig, train
 from workers.train import evaluate as evaluate_model
@@ -143,7 +144,7 @@ include_baselines: true
 
 @pytest.mark.slow
 def test_a_search_keeps_each_candidates_best_weights_and_logs_its_checks(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     (tmp_path / "s.yaml").write_text(SEARCH)
     done = nas(runs, "submit", str(tmp_path / "s.yaml"))
     assert done.returncode == 0, done.stderr

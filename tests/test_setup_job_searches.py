@@ -16,6 +16,7 @@ import torch
 from mlflow import MlflowClient
 
 from nas.data import load_dataset
+from tests.conftest import runs_with_store
 from tests.test_search import baselines_yaml, nas, nas_here, registry_of, start_submit
 from workers import dnas
 from workers.trial_data import TrialData
@@ -62,7 +63,7 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     path = write(  # both jobs at once, both killed mid-run
         tmp_path, "dnas", "{lambdas: [0.0, 0.5], steps: 60, checkpoint_every: 15}", concurrency=2
     )
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     process = start_submit(runs, path, start_new_session=True)
     try:
         deadline = time.time() + 300
@@ -112,7 +113,7 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
 @pytest.mark.slow
 def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> None:
     options = "{supernet_steps: 200, subnet_budget: 60, top_k: 3, eval_rows: 2048}"
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(write(tmp_path, "oneshot", options)), "--json")
     assert done.returncode == 0, done.stderr
     search, trials = trials_of(runs)
@@ -141,7 +142,7 @@ def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) -> None:
     options = "{lambdas: [0.0, 1.0], steps: 120, shards: 2, aggregate: vote}"
-    runs = tmp_path / "runs"
+    runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(write(tmp_path, "distdnas", options, baselines="two")))
     assert done.returncode == 0, done.stderr
     search, trials = trials_of(runs)
