@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, seed_number, whole_number
-from nas.cli.render import console, emit_json, out
+from nas.cli.render import console, emit_json, out, progress_bar
 
 
 def add_commands(commands) -> None:
@@ -21,7 +21,9 @@ def add_commands(commands) -> None:
         "prepare", help="build (or reuse) the cached views of a dataset"
     )
     prepare.add_argument(
-        "name", help="dataset: movielens-1m, movielens-100k, criteo, synthetic-criteo"
+        "name",
+        help="a built-in dataset (movielens-1m, movielens-100k, criteo, synthetic-criteo) or "
+        "a dataset schema file (FILE.yaml; docs/data.md)",
     )
     prepare.add_argument(
         "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"
@@ -45,10 +47,48 @@ def add_commands(commands) -> None:
     listing = data_commands.add_parser("list", help="datasets and what is cached")
     common_flags(listing)
     listing.set_defaults(run=cmd_data_list)
+    inspect = data_commands.add_parser(
+        "inspect",
+        help="rows per split, label rates, and per field its cardinality, missing and "
+        "out-of-vocabulary rates and list lengths",
+    )
+    inspect.add_argument("name", help="a dataset's name, or its schema file (FILE.yaml)")
+    common_flags(inspect)
+    inspect.set_defaults(run=cmd_data_inspect)
+
+
+class _PassesBar:
+    """``progress(what, rows, total)`` for ``prepare``: one bar per pass, with rows/s."""
+
+    def __init__(self, quiet: bool):
+        self.bar = None if quiet else progress_bar(fields="{task.fields[note]}", eta=True)
+        self.tasks: dict[str, int] = {}
+        self.started: dict[str, float] = {}
+
+    def __enter__(self) -> _PassesBar:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def __call__(self, what: str, rows: int, total: int | None) -> None:
+        if self.bar is None:
+            return
+        if what not in self.tasks:
+            self.tasks[what] = self.bar.add_task(what, total=total, note="")
+            self.started[what] = time.perf_counter()
+        task = self.tasks[what]
+        self.bar.advance(task, rows)
+        done = self.bar.tasks[task].completed
+        rate = done / max(time.perf_counter() - self.started[what], 1e-9)
+        self.bar.update(task, note=f"{rate:,.0f} rows/s")
 
 
 def cmd_data_prepare(args: argparse.Namespace) -> None:
-    from nas.data import PrepareRequest, prepare_dataset
+    from nas.data import PrepareRequest, is_schema_path, prepare_dataset
 
     request = PrepareRequest(
         source=str(Path(args.source).resolve()) if args.source else None,
@@ -57,13 +97,19 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
         min_count=args.min_count,
     )
     start = time.perf_counter()
-    with (
-        as_flags(),
-        console.status(f"Preparing {args.name} ...", spinner="dots")
-        if not args.json
-        else nullcontext(),
-    ):
-        dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
+    if is_schema_path(args.name):  # read in passes over the files: a bar per pass
+        with as_flags(), _PassesBar(quiet=args.json) as bar:
+            dataset, reused = prepare_dataset(
+                args.name, args.cache_dir, request, force=args.force, progress=bar
+            )
+    else:
+        with (
+            as_flags(),
+            console.status(f"Preparing {args.name} ...", spinner="dots")
+            if not args.json
+            else nullcontext(),
+        ):
+            dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
     seconds = time.perf_counter() - start
     summary = _dataset_summary(dataset)
     summary.update(reused_cache=reused, seconds=round(seconds, 2))
@@ -136,6 +182,19 @@ def cmd_data_list(args: argparse.Namespace) -> None:
                 "rows": dataset.manifest["rows"] if dataset else None,
             }
         )
+    found = sorted(cache_dir.glob("*/manifest.json")) if cache_dir.is_dir() else []
+    for manifest in found:  # schema files' datasets: known once prepared
+        dataset = open_prepared(manifest.parent)
+        if dataset is None or dataset.manifest["source"].get("kind") != "schema":
+            continue
+        rows.append(
+            {
+                "name": dataset.name,
+                "description": f"schema file {dataset.manifest['source']['file']}",
+                "prepared": True,
+                "rows": dataset.manifest["rows"],
+            }
+        )
     if args.json:
         emit_json({"cache": str(cache_dir), "datasets": rows})
         return
@@ -148,5 +207,50 @@ def cmd_data_list(args: argparse.Namespace) -> None:
             "yes" if row["prepared"] else "no",
             f"{row['rows']:,}" if row["rows"] else "",
             row["description"],
+        )
+    out.print(table)
+
+
+def cmd_data_inspect(args: argparse.Namespace) -> None:
+    from nas.data import load_dataset
+    from nas.data.profile import profile
+
+    with as_flags():
+        dataset = load_dataset(args.name, args.cache_dir)
+    figures = profile(dataset)
+    if args.json:
+        emit_json(figures)
+        return
+    head = Table(title=f"{figures['name']}: {figures['rows']:,} rows", title_justify="left")
+    head.add_column("split")
+    head.add_column("rows", justify="right")
+    for label in figures["labels"]:
+        head.add_column(f"{label} rate", justify="right")
+    for split, rows in figures["split_sizes"].items():
+        rates = [f"{figures['labels'][label][split]:.4f}" for label in figures["labels"]]
+        head.add_row(split, f"{rows:,}", *rates)
+    out.print(head)
+    out.print(f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]})")
+    table = Table(title="fields", title_justify="left")
+    for column in (
+        "field",
+        "kind",
+        "side",
+        "cardinality",
+        "missing",
+        "out of vocab",
+        "length p50/p90/p99/max",
+    ):
+        table.add_column(column, justify="left" if column in ("field", "kind", "side") else "right")
+    for f in figures["fields"]:
+        length = f.get("length")
+        table.add_row(
+            f["name"],
+            f["kind"],
+            f.get("side", ""),
+            f"{f['cardinality']:,}" if "cardinality" in f else "",
+            f"{f['missing']:.2%}" if "missing" in f else "",
+            f"{f['out_of_vocabulary']:.2%}" if "out_of_vocabulary" in f else "",
+            "/".join(f"{length[k]:g}" for k in ("p50", "p90", "p99", "max")) if length else "",
         )
     out.print(table)

@@ -16,11 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.catalog import Registry
-from nas.core.errors import ConfigError, NasError
+from nas.core.errors import ConfigError, NasError, UnknownNameError
 from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
+from nas.data.ingest import prepare_schema_file
 from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prepared
 from nas.data.schema import Features, Field, Schema
+from nas.data.schema_file import (
+    SchemaFile,
+    fingerprint,
+    is_schema_path,
+    load_schema_file,
+    source_files,
+)
 
 __all__ = [
     "DATASETS",
@@ -30,6 +38,8 @@ __all__ = [
     "PrepareRequest",
     "PreparedDataset",
     "Schema",
+    "check_dataset",
+    "is_schema_path",
     "load_dataset",
     "prepare_command",
     "prepare_dataset",
@@ -120,7 +130,41 @@ DATASETS: Registry[DatasetInfo] = Registry.of(
 
 
 def dataset_info(name: str) -> DatasetInfo:
-    return DATASETS.get(name)
+    """A built-in dataset; an unknown name's error also says a schema file's path will do."""
+    try:
+        return DATASETS.get(name)
+    except UnknownNameError as err:
+        message = f"{err.message.rstrip('.')}; or a dataset schema file's path (FILE.yaml)."
+        raise ConfigError(err.field, message) from None
+
+
+def check_dataset(name: str, cache_dir: Path | None = None) -> None:
+    """That ``name`` names a dataset: a built-in one, a schema file (its fields checked), or
+    a schema file's dataset prepared already. Prepares nothing."""
+    if is_schema_path(name):
+        _schema_at(name)
+    elif _prepared_schema(name, cache_dir) is None:
+        dataset_info(name)  # a built-in name, or an error that lists them
+
+
+def _schema_at(path_text: str) -> tuple[Path, SchemaFile]:
+    path = Path(path_text).expanduser()
+    schema = load_schema_file(path)
+    if schema.name in DATASETS:
+        raise ConfigError(
+            "name",
+            f"{schema.name!r} is a built-in dataset's name; give this dataset another",
+            str(path),
+        )
+    return path, schema
+
+
+def _prepared_schema(name: str, cache_dir: Path | None) -> PreparedDataset | None:
+    """The prepared dataset of a schema file named ``name``, if it is in the cache."""
+    found = open_prepared((cache_dir or data_cache_dir()) / name)
+    if found is not None and found.manifest.get("source", {}).get("kind") == "schema":
+        return found
+    return None
 
 
 def prepare_dataset(
@@ -128,10 +172,17 @@ def prepare_dataset(
     cache_dir: Path | None = None,
     request: PrepareRequest | None = None,
     force: bool = False,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> tuple[PreparedDataset, bool]:
-    """The prepared dataset and whether an existing cache was reused."""
-    info = dataset_info(name)
+    """The prepared dataset and whether an existing cache was reused. ``name``: a built-in
+    dataset, or a schema file's path. ``progress(what, rows, total)`` hears each batch read."""
     request = request or PrepareRequest()
+    cache_dir = cache_dir or data_cache_dir()
+    if is_schema_path(name):
+        for option in request.to_dict():
+            raise ConfigError(option, "does not apply to a schema file (declare it in the file)")
+        return _prepare_schema_file(name, cache_dir, force, progress)
+    info = dataset_info(name)
     for option in request.to_dict():
         if option not in info.options:
             valid = ", ".join(info.options) or "none"
@@ -142,7 +193,6 @@ def prepare_dataset(
         value = getattr(request, option)
         if value is not None and value < 1:
             raise ConfigError(option, f"must be a positive integer, got {value}")
-    cache_dir = cache_dir or data_cache_dir()
     root = cache_dir / name
     existing = open_prepared(root)
     if (
@@ -157,24 +207,59 @@ def prepare_dataset(
     return write_prepared(root, arrays, manifest), False
 
 
+def _prepare_schema_file(
+    path_text: str, cache_dir: Path, force: bool, progress
+) -> tuple[PreparedDataset, bool]:
+    path, schema = _schema_at(path_text)
+    files = source_files(schema, path)
+    key = fingerprint(schema, files)
+    root = cache_dir / schema.name
+    existing = open_prepared(root)
+    if (
+        not force
+        and existing is not None
+        and existing.manifest.get("source", {}).get("fingerprint") == key
+        and not existing.problems(checksums=False)
+    ):
+        return existing, True
+    source = {
+        "kind": "schema",
+        "file": str(path.resolve()),
+        "fingerprint": key,
+        "files": len(files),
+        "path": schema.source.path,
+        "format": schema.source.format,
+    }
+    prepare_schema_file(schema, files, root, source, progress)
+    return open_prepared(root), False
+
+
 def prepare_command(name: str) -> str:
     """The command that (re)builds the cache of dataset ``name``."""
+    if name not in DATASETS:
+        found = _prepared_schema(name, None)
+        return f"nas data prepare {found.manifest['source']['file'] if found else name}"
     source = " --source FILE" if dataset_info(name).needs_source else ""
     return f"nas data prepare {name}{source}"
 
 
 def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
-    """The prepared dataset ``name``, preparing it with its defaults if it is not cached."""
-    info = dataset_info(name)
+    """The prepared dataset ``name`` (a built-in dataset, a schema file's path, or the name
+    of a schema file's dataset prepared before), preparing it if it is not cached."""
+    if is_schema_path(name):
+        return prepare_dataset(name, cache_dir)[0]
     existing = open_prepared((cache_dir or data_cache_dir()) / name)
-    if existing is not None:
-        problems = existing.problems()  # its checksums, before anything trains on it
+    if existing is not None and (
+        name in DATASETS or existing.manifest["source"].get("kind") == "schema"
+    ):
+        problems = existing.problems(checksums=False)  # every byte: `nas doctor`
         if problems:
             raise NasError(
                 f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "
                 f"again: {prepare_command(name)}"
             )
         return existing
+    info = dataset_info(name)  # an unknown name: the error lists the built-in ones
     if info.needs_source:
         raise NasError(f"dataset {name!r} is not prepared; run: {prepare_command(name)}")
     return prepare_dataset(name, cache_dir)[0]

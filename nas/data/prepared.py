@@ -92,11 +92,15 @@ class PreparedDataset:
         """The events histories point into (empty without a sequence field)."""
         if self.schema.history is None:
             return {}
+        times = "event_time" if self.has("event_time") else "timestamp"  # MovieLens: its rows
         return {
             "item": self.array("event_item").astype(np.int64),
             "action": self.array("event_action").astype(np.int64),
-            "time": self.array("timestamp").astype(np.int64),
+            "time": self.array(times).astype(np.int64),
         }
+
+    def has(self, name: str) -> bool:
+        return f"{name}.npy" in self.manifest["files"]
 
     def feature_arrays(self, split: str) -> dict[str, np.ndarray]:
         """One split's row arrays, typed as ``Features`` wants them."""
@@ -107,7 +111,7 @@ class PreparedDataset:
         send them (``nas/data/raw.py``)."""
         rows = self.split_rows(split)[:count]
         features = Features.from_arrays(self._row_arrays(rows), self.event_arrays(), self.schema)
-        times = self.array("timestamp")[rows] if "timestamp.npy" in self.manifest["files"] else None
+        times = self.array("timestamp")[rows] if self.has("timestamp") else None
         return self.raw_form().decode(features, times)
 
     def _row_arrays(self, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -118,10 +122,11 @@ class PreparedDataset:
             "label": self.array("label")[rows].astype(np.float32),
         }
         if self.schema.history is not None:
+            now = "history_now" if self.has("history_now") else "timestamp"
             out |= {
                 "history_start": self.array("history_start")[rows].astype(np.int64),
                 "history_end": self.array("history_end")[rows].astype(np.int64),
-                "history_now": self.array("timestamp")[rows].astype(np.int64),
+                "history_now": self.array(now)[rows].astype(np.int64),
             }
         return out
 
@@ -133,14 +138,18 @@ class PreparedDataset:
     def positive_rate(self, split: str = "train") -> float:
         return self.manifest["positive_rate"][split]
 
-    def problems(self) -> list[str]:
-        """Files that are missing or do not match their checksum (empty when intact)."""
+    def problems(self, checksums: bool = True) -> list[str]:
+        """Files that are missing, or not of their size, or (with ``checksums``: every byte
+        read, seconds per GB) do not match their checksum. Empty when intact."""
         found = []
+        sizes = self.manifest.get("sizes", {})
         for name, expected in self.manifest["files"].items():
             path = self.root / name
             if not path.exists():
                 found.append(f"{path} is missing")
-            elif sha256_file(path) != expected:
+            elif name in sizes and path.stat().st_size != sizes[name]:
+                found.append(f"{path} is not of its size ({sizes[name]:,} bytes)")
+            elif checksums and sha256_file(path) != expected:
                 found.append(f"{path} does not match its checksum")
         return found
 
@@ -156,40 +165,72 @@ def open_prepared(root: Path) -> PreparedDataset | None:
     return PreparedDataset(root, manifest)
 
 
-def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) -> PreparedDataset:
-    """Write ``arrays``, the raw form (``manifest["raw_form"]``, kept in its own file) and
-    the completed manifest at ``root``, replacing what was there."""
-    split, label = arrays["split"], arrays["label"]
-    manifest = dict(manifest)
-    raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        **manifest,
-        "rows": int(len(label)),
-        "split_sizes": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
-        "positive_rate": {
-            name: float(label[split == i].mean()) if (split == i).any() else 0.0
-            for i, name in enumerate(SPLITS)
-        },
-        "split_checksum": split_checksum(split, arrays["source_row"]),
-    }
-    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-        (tmp / RAW_FORM).write_text(raw_form)
-        names = [f"{name}.npy" for name in arrays] + [RAW_FORM]
-        files = {name: sha256_file(tmp / name) for name in names}
-        manifest["files"] = files
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        old = root.with_name(f"{root.name}.old-{os.getpid()}")
-        if root.exists():
-            root.rename(old)
-        tmp.rename(root)
+class PreparedWriter:
+    """Writes a prepared dataset into a temporary folder beside ``root`` that replaces
+    ``root`` only when ``finish`` completes; leaving the ``with`` block any other way removes
+    it. Arrays are memory-mapped ``.npy`` files, filled in place (a dataset larger than RAM
+    is written batch by batch)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+        self.arrays: dict[str, np.memmap] = {}
+        self.done = False
+
+    def __enter__(self) -> PreparedWriter:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir(parents=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.arrays.clear()
+        if not self.done:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def array(self, name: str, shape: tuple[int, ...], dtype) -> np.memmap:
+        """A new array file of this shape, zero-filled, to write into."""
+        self.arrays[name] = np.lib.format.open_memmap(
+            self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=shape
+        )
+        return self.arrays[name]
+
+    def finish(self, manifest: dict) -> PreparedDataset:
+        """Flush the arrays, write the raw form (``manifest["raw_form"]``, kept in its own
+        file), the checksums and the completed manifest, then put the folder at ``root``."""
+        for array in self.arrays.values():
+            array.flush()
+        split, label = self.arrays["split"], self.arrays["label"]
+        manifest = dict(manifest)
+        raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            **manifest,
+            "rows": int(len(label)),
+            "split_sizes": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
+            "positive_rate": {
+                name: float(label[split == i].mean()) if (split == i).any() else 0.0
+                for i, name in enumerate(SPLITS)
+            },
+            "split_checksum": split_checksum(split, self.arrays["source_row"]),
+        }
+        self.arrays.clear()  # closes the maps before the files are hashed and moved
+        (self.tmp / RAW_FORM).write_text(raw_form)
+        names = sorted(p.name for p in self.tmp.iterdir())
+        manifest["files"] = {name: sha256_file(self.tmp / name) for name in names}
+        manifest["sizes"] = {name: (self.tmp / name).stat().st_size for name in names}
+        (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        old = self.root.with_name(f"{self.root.name}.old-{os.getpid()}")
+        if self.root.exists():
+            self.root.rename(old)
+        self.tmp.rename(self.root)
+        self.done = True
         shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return PreparedDataset(root, manifest)
+        return PreparedDataset(self.root, manifest)
+
+
+def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) -> PreparedDataset:
+    """Write in-memory ``arrays`` and ``manifest`` at ``root`` (``PreparedWriter``)."""
+    with PreparedWriter(root) as out:
+        for name, array in arrays.items():
+            out.array(name, array.shape, array.dtype)[...] = array
+        return out.finish(manifest)

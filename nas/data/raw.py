@@ -12,8 +12,13 @@ same to rows it has never seen, with the same vocabularies. ``RawForm`` keeps th
                  year, normalised), or a value derived from an integer unix time (hour,
                  weekday)
     multi_hot    one per multi-hot field: a lookup of each value of a "strings" column
-    dense        one per dense field: log(1 + max(x, 0)) of a "number" column
+    dense        one per dense field: log(1 + max(x, 0)) of a "number" column, or (schema
+                 files) the field's ``transform`` after its ``fill`` for a missing value
     history      the "events" column, its items looked up in a categorical field's vocabulary
+                 (schema files: a "strings" column of items, ``plain``)
+
+Schema-file datasets (``nas/data/ingest.py``) add to a lookup: ``missing`` (the id of an empty
+value), ``oov`` (of a value not in the vocabulary), or ``hash`` instead of a vocabulary.
 
 An unknown category maps to id 0, the unknown id every vocabulary reserves. A column that is
 missing, or has a value of the wrong type, raises ``RawInputError`` naming the row and the
@@ -22,6 +27,7 @@ column. Optional columns (the history, Criteo's sparse values) may be absent or 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -34,11 +40,22 @@ from nas.core.errors import NasError
 from nas.data.schema import Features, Schema
 
 COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
+OOV_TEXT = "<out of vocabulary>"  # what an input example shows for an out-of-vocabulary id
 INT64_LIMIT = 2**63  # integers are stored as int64
 DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
     "hour": lambda t: (t // 3600) % 24 + 1,
     "weekday": lambda t: (t // 86400 + 3) % 7 + 1,  # 1970-01-01 was a Thursday; Monday = 1
 }
+
+
+def stable_hash(values: list[str], salt: str = "") -> np.ndarray:
+    """uint64 per value: the first 8 bytes of blake2b (never Python's ``hash()``, which
+    changes from one process to the next)."""
+    out = np.empty(len(values), dtype=np.uint64)
+    for i, value in enumerate(values):
+        digest = hashlib.blake2b(f"{salt}{value}".encode(), digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little")
+    return out
 
 
 class RawInputError(NasError):
@@ -93,12 +110,12 @@ class RawForm:
         multi_hot = np.zeros((n, len(self.multi_hot), width), dtype=np.int64)
         for j, recipe in enumerate(self.multi_hot):
             for i, c in enumerate(cells):
-                ids = [recipe["vocab"].get(v, 0) for v in c[recipe["column"]]]
+                ids = [_lookup(recipe, v) for v in c[recipe["column"]] if v != ""]
                 ids = ids[: recipe["max_len"]]
                 multi_hot[i, j, : len(ids)] = ids
         dense = np.zeros((n, len(self.dense)), dtype=np.float32)
         for j, recipe in enumerate(self.dense):
-            dense[:, j] = [math.log1p(max(c[recipe["column"]], 0.0)) for c in cells]
+            dense[:, j] = [_dense(recipe, c[recipe["column"]]) for c in cells]
         arrays = {
             "categorical": categorical,
             "multi_hot": multi_hot,
@@ -115,12 +132,15 @@ class RawForm:
         "now" is its own time column when it has one (else its last event's time). An
         action outside 1..actions-1 is unknown (0), as an unknown item is."""
         recipe = self.history
-        items = next(c for c in self.categorical if c["field"] == recipe["items"])["vocab"]
+        items = next(c for c in self.categorical if c["field"] == recipe["items"])
         item, action, time, start, end, now = [], [], [], [], [], []
         for c in cells:
             start.append(len(item))
-            for key, act, when in c[recipe["column"]]:
-                item.append(items.get(key, 0))
+            found = c[recipe["column"]]
+            if recipe.get("plain"):  # items only: one kind of action, no times
+                found = [(key, 1, 0) for key in found if key != ""][-recipe["max_len"] :]
+            for key, act, when in found:
+                item.append(_lookup(items, key))
                 action.append(act if 0 < act < actions else 0)
                 time.append(when)
             end.append(len(item))
@@ -147,7 +167,7 @@ class RawForm:
             value = normalise_year(value)
         if recipe.get("prefix"):
             value = value[: recipe["prefix"]]
-        return recipe["vocab"].get(value, 0)
+        return _lookup(recipe, value)
 
     def _read(self, number: int, row: Mapping[str, Any]) -> dict[str, Any]:
         """One row's columns, checked and converted to their types."""
@@ -160,7 +180,7 @@ class RawForm:
                 if not column["optional"]:
                     raise RawInputError(number, name, f"is missing; expected {_wants(column)}")
                 value = None
-            out[name] = _convert(number, name, column["type"], value)
+            out[name] = _convert(number, name, column["type"], value, column.get("sep", "|"))
         return out
 
     # --- features -> raw rows (an input example) --------------------------------------------
@@ -176,24 +196,30 @@ class RawForm:
                 continue
             if recipe.get("prefix") and recipe["column"] in rows[0]:
                 continue  # the full value is there already
-            names = _inverse(recipe["vocab"])
+            names = _inverse(recipe)  # a hashed field cannot be read back
             for i, row in enumerate(rows):
                 row[recipe["column"]] = names.get(int(features.categorical[i, j]), "")
         for j, recipe in enumerate(self.multi_hot):
-            names = _inverse(recipe["vocab"])
+            names = _inverse(recipe)
+            sep = self.columns[recipe["column"]].get("sep", "|")
             for i, row in enumerate(rows):
                 ids = [int(v) for v in features.multi_hot[i, j] if v > 0]
-                row[recipe["column"]] = "|".join(names[v] for v in ids)
+                row[recipe["column"]] = sep.join(names[v] for v in ids if v in names)
         for j, recipe in enumerate(self.dense):
             for i, row in enumerate(rows):
-                row[recipe["column"]] = float(np.expm1(float(features.dense[i, j])))
+                row[recipe["column"]] = _undense(recipe, float(features.dense[i, j]))
         history = features.history
         if self.history is not None and history is not None:
             vocab = next(c for c in self.categorical if c["field"] == self.history["items"])
-            names = _inverse(vocab["vocab"])
+            names = _inverse(vocab)
             for i, row in enumerate(rows):
                 begin = max(int(history.start[i]), int(history.end[i]) - history.max_len)
                 events = range(begin, int(history.end[i]))
+                if self.history.get("plain"):
+                    row[self.history["column"]] = [
+                        names.get(int(history.item[e]), "") for e in events
+                    ]
+                    continue
                 row[self.history["column"]] = [
                     [
                         names.get(int(history.item[e]), ""),
@@ -205,8 +231,42 @@ class RawForm:
         return rows
 
 
-def _inverse(vocab: dict[str, int]) -> dict[int, str]:
-    return {v: k for k, v in vocab.items()}
+def _lookup(recipe: dict, value: str) -> int:
+    """A value's id: by the recipe's hash, or its vocabulary (unknown: ``oov``, else 0)."""
+    if "missing" in recipe and value == "":
+        return recipe["missing"]
+    if "hash" in recipe:
+        return 1 + int(stable_hash([value])[0] % np.uint64(recipe["hash"]))
+    return recipe["vocab"].get(value, recipe.get("oov", 0))
+
+
+def _dense(recipe: dict, value: float | None) -> float:
+    """A dense value as the model reads it (a missing one is None: the recipe's fill)."""
+    x = recipe.get("fill", 0.0) if value is None else value
+    transform = recipe.get("transform", "log1p")
+    if transform == "log1p":
+        return math.log1p(max(x, 0.0))
+    if transform == "standardize":
+        return (x - recipe["mean"]) / recipe["std"]
+    return x
+
+
+def _undense(recipe: dict, x: float) -> float:
+    """A raw value that ``_dense`` turns into ``x`` (a log1p of a negative value reads 0)."""
+    transform = recipe.get("transform", "log1p")
+    if transform == "log1p":
+        return float(np.expm1(x))
+    if transform == "standardize":
+        return x * recipe["std"] + recipe["mean"]
+    return x
+
+
+def _inverse(recipe: dict) -> dict[int, str]:
+    """id -> a value with that id (the out-of-vocabulary id: a value no vocabulary holds)."""
+    names = {v: k for k, v in recipe.get("vocab", {}).items()}
+    if "oov" in recipe:
+        names[recipe["oov"]] = OOV_TEXT
+    return names
 
 
 def _missing(value: Any) -> bool:
@@ -223,8 +283,9 @@ def _wants(column: dict) -> str:
     }[column["type"]]
 
 
-def _convert(number: int, name: str, kind: str, value: Any) -> Any:
-    """``value`` as column type ``kind`` (None: the optional column's empty value)."""
+def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> Any:
+    """``value`` as column type ``kind`` (an optional column's empty value: "" for a
+    string, None for a number, [] for a list); ``sep`` splits a "strings" column's text."""
     wants = _wants({"type": kind})
     bad = RawInputError(number, name, f"must be {wants}, got {value!r}")
     if kind == "string":
@@ -237,7 +298,7 @@ def _convert(number: int, name: str, kind: str, value: Any) -> Any:
         if value is None or value == "":
             if kind == "integer":
                 raise RawInputError(number, name, f"must be {wants}, got an empty value")
-            return 0.0
+            return None
         if isinstance(value, bool):
             raise bad
         try:
@@ -255,7 +316,7 @@ def _convert(number: int, name: str, kind: str, value: Any) -> Any:
         if value is None or value == "":
             return []
         if isinstance(value, str):
-            return value.split("|")
+            return value.split(sep)
         if isinstance(value, list | tuple | np.ndarray) and all(isinstance(v, str) for v in value):
             return list(value)
         raise bad

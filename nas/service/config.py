@@ -245,7 +245,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
     """A mapping (parsed YAML) as a SearchConfig, every name and option checked."""
     import nas.search.strategies
     import search_spaces
-    from nas.data import dataset_info
+    from nas.data import check_dataset
 
     if not isinstance(data, dict):
         raise ConfigError(
@@ -256,7 +256,7 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
     except ValidationError as err:
         raise config_error_from_pydantic(err, source, model=SearchConfig) from None
     try:
-        dataset_info(config.dataset)
+        check_dataset(config.dataset)
         search_spaces.check_options(config.space.name, config.space.options)
         nas.search.strategies.check_options(config.strategy.name, config.strategy.options)
         config.early_stopping()
@@ -307,6 +307,11 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Se
         for part in parents:
             node = node.setdefault(part, {}) if isinstance(node.get(part), dict | None) else {}
         node[leaf] = value
+    if isinstance(data, dict) and isinstance(data.get("dataset"), str):
+        from nas.data import is_schema_path
+
+        if is_schema_path(data["dataset"]):  # a schema file's path: from the config's folder
+            data["dataset"] = str((path.parent / Path(data["dataset"]).expanduser()).resolve())
     return validate_config(data, str(path))
 
 

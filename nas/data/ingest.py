@@ -1,0 +1,801 @@
+"""A schema file's source rows -> the prepared layout, in bounded memory.
+
+Three passes over the files, each in record batches (pyarrow), none holding the rows:
+
+1. the labels and keys: every row's split (``time`` and ``user_time`` need every timestamp
+   first), and each label checked;
+2. every declared column checked against its type (a wrong one fails here, before anything
+   is written, naming the file, the row and the column), and on the training split only:
+   the vocabularies (value counts, kept by ``min_freq`` and ``max_size``) and the dense
+   statistics;
+3. the rows encoded into memory-mapped ``.npy`` files (``nas/data/prepared.py``).
+
+Memory holds one batch, a few bytes per row (the split, the timestamps or user hashes the
+split needs) and the vocabularies' distinct values.
+
+Ids: 0 is padding and a missing value (null or ""); 1 is out of vocabulary (a value seen
+fewer than ``min_freq`` times in train, past ``max_size``, or unseen); the vocabulary starts
+at 2, most frequent first. A hashed field maps a value to ``1 + blake2b(value) mod hash``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nas.core.errors import DataError, shown
+from nas.data.prepared import PreparedWriter
+from nas.data.raw import RawForm, stable_hash
+from nas.data.schema import Field
+from nas.data.schema import Schema as ModelSchema
+from nas.data.schema_file import Feature, SchemaFile
+
+BATCH_ROWS = 65_536
+BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
+PAD, OOV, FIRST_ID = 0, 1, 2
+DEFAULT_MAX_LEN = {"multi_hot": 16, "sequence": 64}
+COMPACT_AT = 1 << 20  # value-count rows kept before merging them
+
+
+# --- reading ----------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    file: Path
+    first: int  # the batch's first row, counted from 0 within its file
+    start: int  # the same row, counted over every file
+    columns: dict[str, pa.Array]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def bad(self, column: str, index: int, problem: str) -> DataError:
+        """A ``DataError`` naming the file, the row (1-based, header excluded) and column."""
+        return DataError(self.file, f"row {self.first + index + 1}: column {column!r} {problem}")
+
+
+class Rows:
+    """The source's files, read a few columns at a time, each column converted to what its
+    declaration needs (``_convert``)."""
+
+    def __init__(self, schema: SchemaFile, files: list[Path]):
+        self.schema, self.files = schema, files
+        self._kinds = _kinds(schema)
+
+    def check_columns(self) -> None:
+        """Every declared column is in every file (before reading any row)."""
+        wanted = self.schema.columns()
+        for path in self.files:
+            present = self._file_columns(path)
+            missing = [c for c in wanted if c not in present]
+            if missing:
+                raise DataError(
+                    path,
+                    f"has no column {', '.join(map(repr, missing))} (the schema declares "
+                    f"it); its columns: {', '.join(present) or 'none'}",
+                )
+
+    def batches(self, columns: list[str]) -> Iterator[Batch]:
+        start = 0
+        for path in self.files:
+            first = 0
+            for record in self._read(path, columns):
+                n = record.num_rows
+                if n == 0:
+                    continue
+                raw = {c: record.column(c) for c in columns}
+                batch = Batch(path, first, start, {})
+                batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
+                yield batch
+                first += n
+                start += n
+
+    # -- formats
+
+    def _file_columns(self, path: Path) -> list[str]:
+        fmt = self.schema.source.format
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                return list(pq.ParquetFile(path).schema_arrow.names)
+            if fmt == "csv":
+                if not self.schema.source.header:
+                    return list(self.schema.source.columns or ())
+                return list(self._open_csv(path, None).schema.names)
+            return list(self._open_json(path).schema.names)
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
+
+    def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        fmt = self.schema.source.format
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                yield from pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
+            elif fmt == "csv":
+                yield from self._open_csv(path, columns)
+            else:
+                for record in self._open_json(path):
+                    yield record.select(columns)
+        except pa.ArrowInvalid as err:
+            raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
+
+    def _open_csv(self, path: Path, columns: list[str] | None):
+        import pyarrow.csv as pacsv
+
+        source = self.schema.source
+        read = pacsv.ReadOptions(
+            block_size=BLOCK_BYTES,
+            column_names=list(source.columns) if not source.header else None,
+        )
+        parse = pacsv.ParseOptions(delimiter=source.delimiter)
+        # Declared text stays text (an id column of digits in one block and letters in the
+        # next would otherwise change type mid-file); numbers are parsed by _convert.
+        types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
+        convert = pacsv.ConvertOptions(
+            include_columns=columns, column_types=types, strings_can_be_null=True
+        )
+        return pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+
+    @staticmethod
+    def _open_json(path: Path):
+        import pyarrow.json as pajson
+
+        return pajson.open_json(path, read_options=pajson.ReadOptions(block_size=BLOCK_BYTES))
+
+    # -- types
+
+    def _convert(self, batch: Batch, column: str, array: pa.Array) -> pa.Array:
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        kind = self._kinds[column]
+        if kind in ("label", "dense"):
+            return _numbers(batch, column, array, kind)
+        if kind == "timestamp":
+            return _seconds(batch, column, array)
+        if kind == "list":
+            return _lists(batch, column, array, self.schema.feature_of(column))
+        return _texts(batch, column, array)
+
+
+def _kinds(schema: SchemaFile) -> dict[str, str]:
+    kinds = {label: "label" for label in schema.labels}
+    for key in (schema.keys.user, schema.keys.request):
+        if key:
+            kinds[key] = "text"
+    if schema.keys.timestamp:
+        kinds[schema.keys.timestamp] = "timestamp"
+    for feature in schema.features:
+        kind = {"dense": "dense", "categorical": "text"}.get(feature.type, "list")
+        for column in feature.columns:
+            kinds[column] = kind
+    return kinds
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None:
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        index = (
+            _first(~np.asarray(array.is_null(), dtype=bool)) if array.null_count < len(array) else 0
+        )
+        raise batch.bad(
+            column, index, f"holds a list ({shown(array[index].as_py())}) where {wants} is declared"
+        )
+    if pa.types.is_struct(array.type) or pa.types.is_map(array.type):
+        raise batch.bad(column, 0, f"holds objects where {wants} is declared")
+
+
+def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
+    """float64 (nulls kept for dense; a label must be 0 or 1 on every row)."""
+    wants = "a 0/1 label" if kind == "label" else "a number"
+    _scalar_only(batch, column, array, wants)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        array = pc.if_else(pc.equal(pc.utf8_trim_whitespace(array), ""), None, array)
+    try:
+        values = pc.cast(array, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        texts = array.to_pylist()
+        for i, text in enumerate(texts):
+            try:
+                if text is not None:
+                    float(text)
+            except (TypeError, ValueError):
+                raise batch.bad(column, i, f"must be {wants}, got {shown(text)}") from None
+        raise batch.bad(column, 0, f"must be {wants}, got type {array.type}") from None
+    numbers = values.to_numpy(zero_copy_only=False)
+    if kind == "label":
+        bad = ~np.isin(numbers, (0.0, 1.0))  # NaN (a missing label) is not in it either
+        if bad.any():
+            i = _first(bad)
+            got = "an empty value" if values[i].as_py() is None else shown(texts_of(array, i))
+            raise batch.bad(column, i, f"must be 0 or 1 on every row, got {got}")
+    elif not np.isfinite(numbers[~np.isnan(numbers)]).all():
+        i = _first(np.isinf(numbers))
+        raise batch.bad(column, i, f"must be a finite number, got {numbers[i]}")
+    return values
+
+
+def texts_of(array: pa.Array, index: int) -> object:
+    return array[index].as_py()
+
+
+def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """Strings; "" and null both mean missing (null)."""
+    _scalar_only(batch, column, array, "one value")
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        try:
+            array = pc.cast(array, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise batch.bad(column, 0, f"of type {array.type} cannot be read as text") from None
+    array = pc.cast(array, pa.string())
+    return pc.if_else(pc.equal(array, ""), None, array)
+
+
+def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.Array:
+    """list<string>: a list column, or text split at the feature's ``sep``."""
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        if feature.sep is None:
+            i = (
+                _first(~np.asarray(array.is_null(), dtype=bool))
+                if array.null_count < len(array)
+                else 0
+            )
+            raise batch.bad(
+                column,
+                i,
+                f"holds text ({shown(array[i].as_py())}) where a list is declared; "
+                "give a list column, or sep: to split the text",
+            )
+        array = pc.split_pattern(pc.cast(array, pa.string()), feature.sep)
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        raise batch.bad(
+            column, 0, f"of type {array.type} is not a list (give a list column, or text with sep:)"
+        )
+    value_type = array.type.value_type
+    if not (
+        pa.types.is_string(value_type)
+        or pa.types.is_integer(value_type)
+        or pa.types.is_large_string(value_type)
+    ):
+        raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
+    return pc.cast(array, pa.list_(pa.string()))
+
+
+def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """int64 seconds: from integers, or from timestamps and dates (as UTC)."""
+    _scalar_only(batch, column, array, "a time")
+    if array.null_count:
+        raise batch.bad(
+            column,
+            _first(np.asarray(array.is_null(), dtype=bool)),
+            "is empty; every row needs its time",
+        )
+    try:
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            array = pc.cast(array, pa.timestamp("s"))
+        if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
+            array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
+        elif pa.types.is_floating(array.type):
+            array = pc.floor(array)
+        return pc.cast(array, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise batch.bad(
+            column,
+            0,
+            f"must be a unix time in seconds or a date-time, got type {array.type} "
+            f"({shown(array[0].as_py())})",
+        ) from None
+
+
+# --- the split --------------------------------------------------------------------------
+
+
+def hashed(array: pa.Array, salt: str = "") -> np.ndarray:
+    """``stable_hash`` of each value of a string array, computing each distinct value once;
+    a null hashes as the empty string."""
+    encoded = pc.dictionary_encode(pc.fill_null(array, ""))
+    return stable_hash(encoded.dictionary.to_pylist(), salt)[
+        encoded.indices.to_numpy(zero_copy_only=False)
+    ]
+
+
+def _cut(position: np.ndarray, count: np.ndarray | int, valid: float, test: float) -> np.ndarray:
+    """Of ``count`` ordered rows, the one at ``position`` trains below ceil((1 - valid -
+    test) count), validates below ceil((1 - test) count), tests after (codes 0, 1, 2).
+    In exact fractions: 0.1/0.1 gives today's 80/10/10 rule row for row."""
+    train, before_test = 1 - Fraction(str(valid)) - Fraction(str(test)), 1 - Fraction(str(test))
+    count = np.asarray(count, dtype=np.int64)
+    train_end = (count * train.numerator + train.denominator - 1) // train.denominator
+    valid_end = (count * before_test.numerator + before_test.denominator - 1) // (
+        before_test.denominator
+    )
+    return np.where(position < train_end, 0, np.where(position < valid_end, 1, 2)).astype(np.int8)
+
+
+def _by_fraction(h: np.ndarray, valid: float, test: float) -> np.ndarray:
+    """Split codes from uniform uint64 hashes."""
+    scale = 2**64
+    train_top = int(scale * (1 - Fraction(str(valid)) - Fraction(str(test))))
+    valid_top = int(scale * (1 - Fraction(str(test))))
+    train_top, valid_top = min(train_top, scale - 1), min(valid_top, scale - 1)
+    return np.where(h < np.uint64(train_top), 0, np.where(h < np.uint64(valid_top), 1, 2)).astype(
+        np.int8
+    )
+
+
+def _mix(rows: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of each row number: a uniform, seeded and order-free hash."""
+    with np.errstate(over="ignore"):
+        z = rows.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def assign_split(
+    schema: SchemaFile, rows: int, times: np.ndarray | None, users: np.ndarray | None
+) -> np.ndarray:
+    """Each row's split code (0 train, 1 valid, 2 test) by the schema's method."""
+    split = schema.split
+    method, valid, test = split.method, split.valid, split.test
+    index = np.arange(rows, dtype=np.int64)
+    if method == "order":
+        return _cut(index, rows, valid, test)
+    if method == "random":
+        return _by_fraction(_mix(index, split.seed), valid, test)
+    if method == "hash":
+        return _by_fraction(users, valid, test)
+    if method == "time":  # ties keep the files' order
+        order = np.argsort(times, kind="stable")
+        position = np.empty(rows, dtype=np.int64)
+        position[order] = index
+        return _cut(position, rows, valid, test)
+    # user_time: per user, by time, ties in the files' order
+    order = np.lexsort((index, times, users))
+    sorted_users = users[order]
+    starts = np.flatnonzero(np.r_[True, sorted_users[1:] != sorted_users[:-1]])
+    counts = np.diff(np.r_[starts, rows])
+    group_start = np.repeat(starts, counts)
+    out = np.empty(rows, dtype=np.int8)
+    out[order] = _cut(np.arange(rows) - group_start, np.repeat(counts, counts), valid, test)
+    return out
+
+
+# --- vocabularies -----------------------------------------------------------------------
+
+
+@dataclass
+class ValueCounts:
+    """Distinct values and their counts, merged batch by batch in Arrow."""
+
+    parts: list[pa.Table] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, values: pa.Array) -> None:
+        values = values.drop_null()
+        if len(values) == 0:
+            return
+        counted = pc.value_counts(values)
+        self.parts.append(pa.table({"value": counted.field(0), "count": counted.field(1)}))
+        self.size += len(counted)
+        if self.size > COMPACT_AT:
+            self._compact()
+
+    def _compact(self) -> pa.Table:
+        if not self.parts:
+            return pa.table({"value": pa.array([], pa.string()), "count": pa.array([], pa.int64())})
+        merged = pa.concat_tables(self.parts).group_by("value").aggregate([("count", "sum")])
+        merged = merged.rename_columns(["value", "count"])
+        self.parts, self.size = [merged], len(merged)
+        return merged
+
+    def vocabulary(self, min_freq: int, max_size: int | None) -> list[str]:
+        """Values seen at least ``min_freq`` times, most frequent first (ties by value),
+        the first ``max_size``."""
+        table = self._compact()
+        table = table.filter(pc.greater_equal(table["count"], min_freq))
+        table = table.sort_by([("count", "descending"), ("value", "ascending")])
+        if max_size is not None:
+            table = table.slice(0, max_size)
+        return table["value"].to_pylist()
+
+
+@dataclass
+class DenseStats:
+    count: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+
+    def add(self, values: np.ndarray) -> None:
+        self.count += len(values)
+        self.total += float(values.sum())
+        self.squares += float(np.square(values).sum())
+
+    def mean_std(self) -> tuple[float, float]:
+        if self.count == 0:
+            return 0.0, 1.0
+        mean = self.total / self.count
+        std = math.sqrt(max(self.squares / self.count - mean * mean, 0.0))
+        return mean, std if std > 1e-12 else 1.0
+
+
+# --- encoding ---------------------------------------------------------------------------
+
+
+@dataclass
+class Encoder:
+    """One feature column's recipe: a vocabulary (or a hash) and, for dense, its transform."""
+
+    column: str
+    feature: Feature
+    vocab: list[str] | None = None
+    value_set: pa.Array | None = None
+    mean: float = 0.0
+    std: float = 1.0
+
+    @property
+    def cardinality(self) -> int:
+        if self.feature.hash is not None:
+            return self.feature.hash + 1
+        return FIRST_ID + len(self.vocab or ())
+
+    def ids(self, values: pa.Array) -> np.ndarray:
+        """int64 ids of a string array (null -> 0)."""
+        missing = np.asarray(values.is_null(), dtype=bool)
+        if self.feature.hash is not None:
+            out = (hashed(values) % np.uint64(self.feature.hash)).astype(np.int64) + 1
+        else:
+            found = pc.index_in(values, value_set=self.value_set)
+            out = (
+                pc.fill_null(found, OOV - FIRST_ID).to_numpy(zero_copy_only=False).astype(np.int64)
+                + FIRST_ID
+            )
+        out[missing] = PAD
+        return out
+
+    def dense(self, values: pa.Array) -> np.ndarray:
+        x = values.to_numpy(zero_copy_only=False).astype(np.float64)
+        x = np.where(np.isnan(x), self.feature.fill or 0.0, x)
+        transform = self.feature.transform or "none"
+        if transform == "log1p":
+            x = np.log1p(np.maximum(x, 0.0))
+        elif transform == "standardize":
+            x = (x - self.mean) / self.std
+        return x.astype(np.float32)
+
+    def recipe(self) -> dict:
+        """This column's entry in the raw form (how serving encodes it)."""
+        if self.feature.type == "dense":
+            return {
+                "field": self.column,
+                "column": self.column,
+                "transform": self.feature.transform or "none",
+                "fill": self.feature.fill or 0.0,
+                "mean": self.mean,
+                "std": self.std,
+            }
+        entry = {"field": self.column, "column": self.column, "missing": PAD}
+        if self.feature.hash is not None:
+            entry["hash"] = self.feature.hash
+        else:
+            entry["vocab"] = {v: i + FIRST_ID for i, v in enumerate(self.vocab or ())}
+            entry["oov"] = OOV
+        return entry
+
+
+def _padded(
+    lists: pa.Array, encoder: Encoder, width: int, last: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's list as ids: [rows, width] (the first ``width`` values, or the last with
+    ``last``), and each row's kept length."""
+    rows = len(lists)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    lengths = lengths.astype(np.int64)
+    values = pc.list_flatten(lists)
+    ids = encoder.ids(values) if len(values) else np.zeros(0, dtype=np.int64)
+    ids[ids == PAD] = PAD  # an empty value inside a list is padding
+    row = np.repeat(np.arange(rows), lengths)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    position = np.arange(len(row)) - starts
+    if last:  # keep the last `width`, in order
+        position = position - np.maximum(np.repeat(lengths, lengths) - width, 0)
+    keep = (position >= 0) & (position < width)
+    out = np.zeros((rows, width), dtype=np.int64)
+    out[row[keep], position[keep]] = ids[keep]
+    return out, np.minimum(lengths, width)
+
+
+# --- the whole preparation ---------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What pass 2 fitted: each feature column's encoder."""
+
+    categorical: list[Encoder]
+    multi_hot: list[Encoder]
+    dense: list[Encoder]
+    sequence: Encoder | None
+    multi_hot_width: int
+    sequence_len: int
+
+
+def prepare_schema_file(
+    schema: SchemaFile, files: list[Path], root: Path, source: dict, progress=None
+) -> None:
+    """Read the source (three passes), then write the prepared dataset at ``root``."""
+    reader = Rows(schema, files)
+    reader.check_columns()
+    rows, split, times, users, requests = _first_pass(schema, reader, progress)
+    if rows == 0:
+        raise DataError(files[0], "has no rows")
+    plan = _fit(schema, reader, split, progress)
+    _write(schema, reader, rows, split, times, users, requests, plan, root, source, progress)
+
+
+def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
+    if progress is not None:
+        progress(what, rows, total)
+
+
+def _first_pass(schema: SchemaFile, reader: Rows, progress):
+    keys = schema.keys
+    columns = list(
+        dict.fromkeys(
+            [*schema.labels, *(k for k in (keys.user, keys.request, keys.timestamp) if k)]
+        )
+    )
+    times, users, requests, rows = [], [], [], 0
+    for batch in reader.batches(columns):
+        rows += len(batch)
+        if keys.timestamp:
+            times.append(batch.columns[keys.timestamp].to_numpy(zero_copy_only=False))
+        if keys.user:
+            users.append(hashed(batch.columns[keys.user], f"{schema.split.seed}:"))
+        if keys.request:
+            requests.append(hashed(batch.columns[keys.request]))
+        _tick(progress, "1/3 reading labels and keys", len(batch))
+
+    def joined(parts, dtype):
+        return np.concatenate(parts) if parts else None
+
+    times_all = joined(times, np.int64)
+    users_all = joined(users, np.uint64)
+    split = assign_split(schema, rows, times_all, users_all)
+    return rows, split, times_all, users_all, joined(requests, np.uint64)
+
+
+def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
+    counts: dict[str, ValueCounts] = {}
+    stats: dict[str, DenseStats] = {}
+    columns: list[str] = []
+    for feature in schema.features:
+        for column in feature.columns:
+            columns.append(column)
+            if feature.type == "dense":
+                stats[column] = DenseStats()
+            elif feature.type != "sequence" and feature.hash is None:
+                counts[column] = ValueCounts()
+    for batch in reader.batches(columns):  # every column checked, on every row
+        train = split[batch.start : batch.start + len(batch)] == 0
+        if train.any():
+            mask = pa.array(train)
+            for column, counter in counts.items():
+                values = batch.columns[column].filter(mask)
+                if schema.feature_of(column).type == "multi_hot":
+                    values = pc.list_flatten(values)
+                counter.add(values)
+            for column, stat in stats.items():
+                x = batch.columns[column].to_numpy(zero_copy_only=False)[train]
+                stat.add(np.where(np.isnan(x), schema.feature_of(column).fill or 0.0, x))
+        _tick(progress, "2/3 checking every column, fitting on train", len(batch), len(split))
+    encoders: dict[str, Encoder] = {}
+    for feature in schema.features:
+        for column in feature.columns:
+            encoder = Encoder(column, feature)
+            if column in counts:
+                encoder.vocab = counts[column].vocabulary(feature.min_freq or 1, feature.max_size)
+                encoder.value_set = pa.array(encoder.vocab, pa.string())
+            if column in stats:
+                encoder.mean, encoder.std = stats[column].mean_std()
+            encoders[column] = encoder
+    sequence = next((f for f in schema.features if f.type == "sequence"), None)
+    sequence_encoder = None
+    if sequence is not None:
+        items = encoders[sequence.vocab_of]
+        sequence_encoder = Encoder(sequence.columns[0], sequence, items.vocab, items.value_set)
+    multi_hot = [encoders[c] for f in schema.features if f.type == "multi_hot" for c in f.columns]
+    return Plan(
+        categorical=[
+            encoders[c] for f in schema.features if f.type == "categorical" for c in f.columns
+        ],
+        multi_hot=multi_hot,
+        dense=[encoders[c] for f in schema.features if f.type == "dense" for c in f.columns],
+        sequence=sequence_encoder,
+        multi_hot_width=max(
+            (e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"] for e in multi_hot), default=0
+        ),
+        sequence_len=(sequence.max_len or DEFAULT_MAX_LEN["sequence"]) if sequence else 0,
+    )
+
+
+def model_schema(plan: Plan) -> ModelSchema:
+    def side(encoder: Encoder, default: str = "candidate") -> str:
+        return encoder.feature.side or default
+
+    fields = [
+        Field(e.column, "categorical", max(2, e.cardinality), side=side(e))
+        for e in plan.categorical
+    ]
+    fields += [
+        Field(
+            e.column,
+            "multi_hot",
+            max(2, e.cardinality),
+            max_len=e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"],
+            side=side(e),
+        )
+        for e in plan.multi_hot
+    ]
+    fields += [Field(e.column, "dense") for e in plan.dense]
+    if plan.sequence is not None:
+        fields.append(
+            Field(
+                plan.sequence.column,
+                "sequence",
+                max(2, plan.sequence.cardinality),
+                max_len=plan.sequence_len,
+                side="request",
+                actions=2,
+            )
+        )
+    return ModelSchema(tuple(fields))
+
+
+def raw_form(plan: Plan) -> RawForm:
+    columns = {e.column: {"type": "string", "optional": True} for e in plan.categorical}
+    columns |= {
+        e.column: {"type": "strings", "optional": True, "sep": e.feature.sep or "|"}
+        for e in plan.multi_hot
+    }
+    columns |= {e.column: {"type": "number", "optional": True} for e in plan.dense}
+    history = None
+    if plan.sequence is not None:
+        column = plan.sequence.column
+        columns[column] = {
+            "type": "strings",
+            "optional": True,
+            "sep": plan.sequence.feature.sep or "|",
+        }
+        history = {
+            "column": column,
+            "items": plan.sequence.feature.vocab_of,
+            "max_len": plan.sequence_len,
+            "plain": True,
+        }
+    multi_hot = [
+        e.recipe() | {"max_len": e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"]}
+        for e in plan.multi_hot
+    ]
+    return RawForm(
+        columns=columns,
+        categorical=[e.recipe() for e in plan.categorical],
+        multi_hot=multi_hot,
+        dense=[e.recipe() for e in plan.dense],
+        history=history,
+    )
+
+
+def _write(
+    schema,
+    reader,
+    rows,
+    split,
+    times,
+    users,
+    requests,
+    plan: Plan,
+    root: Path,
+    source: dict,
+    progress,
+) -> None:
+    labels = list(schema.labels)
+    n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
+    columns = [*labels, *(e.column for e in plan.categorical + plan.multi_hot + plan.dense)]
+    if plan.sequence is not None:
+        columns.append(plan.sequence.column)
+    with PreparedWriter(root) as out:
+        categorical = out.array("categorical", (rows, n_cat), np.int32)
+        multi_hot = out.array("multi_hot", (rows, n_mh, plan.multi_hot_width), np.int32)
+        dense = out.array("dense", (rows, n_dense), np.float32)
+        label = out.array("label", (rows,), np.int8)
+        extra = out.array("labels", (rows, len(labels)), np.int8) if len(labels) > 1 else None
+        out.array("split", (rows,), np.int8)[:] = split
+        out.array("source_row", (rows,), np.int64)[:] = np.arange(rows, dtype=np.int64)
+        if times is not None:
+            out.array("timestamp", (rows,), np.int64)[:] = times
+        for name, keys in (("user_key", users), ("request_key", requests)):
+            if keys is not None:
+                out.array(name, (rows,), np.int64)[:] = keys.view(np.int64)
+        events: list[np.ndarray] = []
+        history_end = np.zeros(rows, dtype=np.int64) if plan.sequence is not None else None
+        for batch in reader.batches(columns):
+            at = slice(batch.start, batch.start + len(batch))
+            for j, name in enumerate(labels):
+                values = batch.columns[name].to_numpy(zero_copy_only=False).astype(np.int8)
+                if j == 0:
+                    label[at] = values
+                if extra is not None:
+                    extra[at, j] = values
+            for j, e in enumerate(plan.categorical):
+                categorical[at, j] = e.ids(batch.columns[e.column])
+            for j, e in enumerate(plan.multi_hot):
+                ids, _ = _padded(batch.columns[e.column], e, plan.multi_hot_width, last=False)
+                multi_hot[at, j, :] = ids
+            for j, e in enumerate(plan.dense):
+                dense[at, j] = e.dense(batch.columns[e.column])
+            if plan.sequence is not None:
+                ids, kept = _padded(
+                    batch.columns[plan.sequence.column], plan.sequence, plan.sequence_len, last=True
+                )
+                events.append(ids[np.arange(plan.sequence_len)[None, :] < kept[:, None]])
+                history_end[at] = kept
+            _tick(progress, "3/3 encoding", len(batch), rows)
+        if plan.sequence is not None:
+            ends = np.cumsum(history_end)
+            item = np.concatenate(events) if events else np.zeros(0, dtype=np.int64)
+            if len(item) == 0:  # History indexes its events: give it one padding event
+                item = np.zeros(1, dtype=np.int64)
+            out.array("event_item", item.shape, np.int32)[:] = item
+            out.array("event_action", item.shape, np.int8)[:] = (item > 0).astype(np.int8)
+            out.array("event_time", item.shape, np.int64)[:] = 0
+            out.array("history_start", (rows,), np.int64)[:] = ends - history_end
+            out.array("history_end", (rows,), np.int64)[:] = ends
+            out.array("history_now", (rows,), np.int64)[:] = 0
+        split_rule = _split_rule(schema)
+        out.finish(
+            {
+                "name": schema.name,
+                "source": source,
+                "schema": model_schema(plan).to_list(),
+                "labels": labels,
+                "ids": {"missing": PAD, "oov": OOV, "first": FIRST_ID},
+                "keys": schema.keys.model_dump(exclude_none=True),
+                "split_rule": split_rule,
+                "label_rule": f"column {labels[0]}"
+                + (f" (of {', '.join(labels)})" if len(labels) > 1 else ""),
+                "raw_form": raw_form(plan).to_dict(),
+            }
+        )
+
+
+def _split_rule(schema: SchemaFile) -> str:
+    s = schema.split
+    train = 1 - Fraction(str(s.valid)) - Fraction(str(s.test))
+    shares = f"{float(train):g}/{s.valid:g}/{s.test:g}"
+    return {
+        "order": f"the files' order: {shares} of the rows",
+        "time": f"by {schema.keys.timestamp}, oldest first: {shares}",
+        "random": f"random by row (seed {s.seed}): {shares}",
+        "hash": f"by a hash of {schema.keys.user} (seed {s.seed}): {shares} of the users",
+        "user_time": f"per {schema.keys.user}, by {schema.keys.timestamp}: {shares}",
+    }[s.method]

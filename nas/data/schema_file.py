@@ -1,0 +1,251 @@
+"""A dataset declared in a YAML schema file instead of coded: where its rows are, which
+columns are labels, keys and features, and how rows are split.
+
+    name: my_ctr
+    source: {format: parquet, path: data/*.parquet}    # parquet | csv | jsonl
+    labels: [click]                                     # one or more binary labels
+    keys: {user: user_id, request: request_id, timestamp: ts}      # each optional
+    split: {method: time, valid: 0.1, test: 0.1}
+    features:
+      - {name: [I1, I2], type: dense, transform: log1p, fill: 0}
+      - {name: [C1, C2], type: categorical, min_freq: 2, max_size: 1000000}
+      - {name: site_id, type: categorical, hash: 100000}
+      - {name: genres, type: multi_hot, sep: "|", max_len: 8}
+      - {name: hist_items, type: sequence, max_len: 64, vocab_of: item_id}
+      - {name: item_id, type: categorical, side: candidate}
+
+``source.path`` is relative to the schema file's folder and may be a glob; its files are read
+in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/data.md`` is the user's guide.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from nas.core.errors import ConfigError, config_error_from_pydantic
+from nas.core.user_files import parse_yaml, read_text
+
+FORMATS = ("parquet", "csv", "jsonl")
+SPLIT_METHODS = ("time", "random", "hash", "user_time", "order")
+TRANSFORMS = ("log1p", "standardize", "none")
+SCHEMA_SUFFIXES = (".yaml", ".yml")
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    format: Literal["parquet", "csv", "jsonl"]
+    path: Name
+    delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
+    header: bool = True  # csv: the first line names the columns
+    columns: tuple[Name, ...] | None = None  # csv without a header: the columns' names
+
+    @model_validator(mode="after")
+    def _csv_options(self) -> Source:
+        if self.format != "csv" and (
+            self.delimiter != "," or not self.header or self.columns is not None
+        ):
+            raise ValueError("delimiter, header and columns apply to format csv only")
+        if self.format == "csv" and not self.header and not self.columns:
+            raise ValueError("a csv file without a header needs columns: [its column names]")
+        if self.columns is not None and len(set(self.columns)) != len(self.columns):
+            raise ValueError("columns names a column twice")
+        return self
+
+
+class Keys(_Strict):
+    user: Name | None = None
+    request: Name | None = None
+    timestamp: Name | None = None
+
+
+class Split(_Strict):
+    """``time``: by the timestamp key, oldest rows train. ``random``: each row by a seeded
+    hash of its position. ``hash``: each user by a hash of the user key, so a user's rows
+    stay together. ``user_time``: per user, chronologically (MovieLens's split). ``order``:
+    the files' order, first rows train."""
+
+    method: Literal["time", "random", "hash", "user_time", "order"]
+    valid: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    test: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # random, hash
+
+    @model_validator(mode="after")
+    def _fractions(self) -> Split:
+        if self.valid + self.test >= 1:
+            raise ValueError(
+                f"valid + test must leave rows to train on, got {self.valid} + {self.test}"
+            )
+        return self
+
+
+class Feature(_Strict):
+    name: Name | tuple[Name, ...]
+    type: Literal["dense", "categorical", "multi_hot", "sequence"]
+    side: Literal["request", "candidate"] | None = None
+    # dense
+    transform: Literal["log1p", "standardize", "none"] | None = None
+    fill: float | None = None
+    # categorical, multi_hot
+    min_freq: Annotated[int, Field(ge=1)] | None = None
+    max_size: Annotated[int, Field(ge=1, le=2**31 - 3)] | None = None
+    hash: Annotated[int, Field(ge=1, le=2**31 - 2)] | None = None
+    # multi_hot, sequence
+    max_len: Annotated[int, Field(ge=1, le=4096)] | None = None
+    sep: Annotated[str, Field(min_length=1)] | None = None  # multi_hot in one string column
+    vocab_of: Name | None = None  # sequence: the categorical feature whose ids it holds
+
+    @field_validator("name")
+    @classmethod
+    def _names(cls, value):
+        if isinstance(value, tuple) and not value:
+            raise ValueError("names no column")
+        return value
+
+    @model_validator(mode="after")
+    def _options_of_type(self) -> Feature:
+        allowed = {
+            "dense": {"transform", "fill", "side"},
+            "categorical": {"min_freq", "max_size", "hash", "side"},
+            "multi_hot": {"min_freq", "max_size", "hash", "max_len", "sep", "side"},
+            "sequence": {"max_len", "vocab_of", "sep", "side"},
+        }[self.type]
+        options = {
+            "transform",
+            "fill",
+            "min_freq",
+            "max_size",
+            "hash",
+            "max_len",
+            "sep",
+            "vocab_of",
+            "side",
+        }
+        given = sorted(k for k in options if getattr(self, k) is not None)
+        wrong = [k for k in given if k not in allowed]
+        if wrong:
+            raise ValueError(
+                f"{', '.join(wrong)} does not apply to type {self.type} (its options: "
+                f"{', '.join(sorted(allowed))})"
+            )
+        if self.hash is not None and (self.min_freq is not None or self.max_size is not None):
+            raise ValueError("hash replaces the vocabulary: drop min_freq and max_size")
+        if self.type == "sequence" and self.vocab_of is None:
+            raise ValueError("a sequence needs vocab_of: the categorical feature of its items")
+        if self.type == "dense" and self.side == "request":
+            raise ValueError("dense features are candidate-side")
+        return self
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.name if isinstance(self.name, tuple) else (self.name,)
+
+
+class SchemaFile(_Strict):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+    description: str = ""
+    source: Source
+    labels: Annotated[tuple[Name, ...], Field(min_length=1, max_length=16)]
+    keys: Keys = Keys()
+    split: Split
+    features: Annotated[tuple[Feature, ...], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SchemaFile:
+        seen: dict[str, str] = {}
+        for label in self.labels:
+            _claim(seen, label, "a label")
+        for i, feature in enumerate(self.features):
+            for column in feature.columns:
+                _claim(seen, column, f"features[{i}]")
+        if self.name.endswith(SCHEMA_SUFFIXES):
+            raise ValueError("name is the dataset's name, not a file name")
+        needs = {"time": ("timestamp",), "hash": ("user",), "user_time": ("user", "timestamp")}
+        for key in needs.get(self.split.method, ()):
+            if getattr(self.keys, key) is None:
+                raise ValueError(f"split method {self.split.method} needs keys.{key}")
+        categorical = {c for f in self.features if f.type == "categorical" for c in f.columns}
+        sequences = [f for f in self.features if f.type == "sequence"]
+        if len(sequences) > 1 or (sequences and len(sequences[0].columns) > 1):
+            raise ValueError("one sequence feature at most (the row's history)")
+        for feature in sequences:
+            if feature.vocab_of not in categorical:
+                raise ValueError(
+                    f"sequence {feature.columns[0]}: vocab_of must name a categorical "
+                    f"feature, got {feature.vocab_of!r}"
+                )
+            owner = next(f for f in self.features if feature.vocab_of in f.columns)
+            if owner.hash is not None:
+                raise ValueError(
+                    f"vocab_of {feature.vocab_of!r} is hashed; a sequence needs a vocabulary"
+                )
+        if not any(f.type != "sequence" for f in self.features):
+            raise ValueError("features need at least one dense, categorical or multi_hot field")
+        return self
+
+    def feature_of(self, column: str) -> Feature:
+        return next(f for f in self.features if column in f.columns)
+
+    def columns(self) -> list[str]:
+        """Every column the dataset reads: labels, keys, features."""
+        keys = [k for k in (self.keys.user, self.keys.request, self.keys.timestamp) if k]
+        found = [*self.labels, *keys, *(c for f in self.features for c in f.columns)]
+        return list(dict.fromkeys(found))
+
+
+def _claim(seen: dict[str, str], column: str, owner: str) -> None:
+    if column in seen:
+        raise ValueError(f"column {column!r} is declared twice ({seen[column]} and {owner})")
+    seen[column] = owner
+
+
+def is_schema_path(text: str) -> bool:
+    """Whether a dataset argument names a schema file rather than a dataset."""
+    return text.endswith(SCHEMA_SUFFIXES) or "/" in text
+
+
+def load_schema_file(path: Path) -> SchemaFile:
+    """The schema file at ``path``, every field checked (``ConfigError`` naming the file)."""
+    source = str(path)
+    data = parse_yaml(read_text(path, "dataset schema file"), source)
+    if not isinstance(data, dict):
+        raise ConfigError("", "a dataset schema file must be a mapping", source)
+    try:
+        return SchemaFile.model_validate(data)
+    except ValidationError as err:
+        raise config_error_from_pydantic(err, source, model=SchemaFile) from None
+
+
+def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
+    """The source's files, sorted; ``ConfigError`` when the path matches none."""
+    pattern = Path(schema.source.path).expanduser()
+    if not pattern.is_absolute():
+        pattern = schema_path.resolve().parent / pattern
+    found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
+    files = [p for p in found if p.is_file()]
+    if not files:
+        raise ConfigError("source.path", f"matches no file ({pattern})", str(schema_path))
+    return files
+
+
+def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
+    """The cache key: the schema's content and each source file's path, size and mtime (a
+    changed file is read again; hashing every byte of a large log would take minutes)."""
+    digest = hashlib.sha256(json.dumps(schema.model_dump(mode="json"), sort_keys=True).encode())
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def describe(schema: SchemaFile) -> dict[str, Any]:
+    return schema.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,350 @@
+"""Datasets declared by a schema file: Parquet, CSV and JSONL sources prepared in batches,
+checked against an independent pandas computation of the same rules."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from nas.core.errors import ConfigError, DataError, NasError
+from nas.data import check_dataset, load_dataset, prepare_dataset
+
+ROWS = 600
+
+
+def logs(rows: int = ROWS, seed: int = 0) -> pd.DataFrame:
+    """Click logs with nulls, rare values, a list column, two labels and times."""
+    rng = np.random.default_rng(seed)
+    users = [f"u{i}" for i in rng.integers(0, 40, rows)]
+    sites = rng.choice(
+        ["a", "b", "c", "d", "e", "rare1", "rare2"], rows, p=[0.3, 0.25, 0.2, 0.1, 0.11, 0.02, 0.02]
+    )
+    sites = np.where(rng.random(rows) < 0.05, None, sites).tolist()
+    count = np.floor(rng.lognormal(1, 1, rows))
+    price = rng.normal(10, 3, rows)
+    genres_pool = ["x", "y", "z", "w"]
+    genres = [list(rng.choice(genres_pool, rng.integers(0, 4), replace=False)) for _ in range(rows)]
+    history = [[f"i{j}" for j in rng.integers(0, 30, rng.integers(0, 7))] for _ in range(rows)]
+    frame = pd.DataFrame(
+        {
+            "click": rng.integers(0, 2, rows),
+            "like": rng.integers(0, 2, rows),
+            "user_id": users,
+            "ts": rng.integers(1_600_000_000, 1_600_100_000, rows),
+            "site": sites,
+            "item_id": [f"i{j}" for j in rng.integers(0, 30, rows)],
+            "count": np.where(rng.random(rows) < 0.1, np.nan, count),
+            "price": price,
+            "genres": genres,
+            "hist": history,
+        }
+    )
+    return frame
+
+
+SCHEMA = """\
+name: {name}
+source: {source}
+labels: [click, like]
+keys: {{user: user_id, timestamp: ts}}
+split: {split}
+features:
+  - {{name: count, type: dense, transform: log1p, fill: 0}}
+  - {{name: price, type: dense, transform: standardize}}
+  - {{name: site, type: categorical, min_freq: 20}}
+  - {{name: [item_id], type: categorical, max_size: 20}}
+  - {{name: user_id, type: categorical, hash: 50, side: request}}
+  - {{name: genres, type: multi_hot, max_len: 3{sep}}}
+  - {{name: hist, type: sequence, max_len: 4, vocab_of: item_id{sep}}}
+"""
+
+
+def write_source(folder: Path, frame: pd.DataFrame, fmt: str) -> str:
+    """The frame as ``fmt`` files (two Parquet parts); the schema's source line."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        half = len(frame) // 2
+        pq.write_table(pa.Table.from_pandas(frame.iloc[:half]), folder / "part-0.parquet")
+        pq.write_table(pa.Table.from_pandas(frame.iloc[half:]), folder / "part-1.parquet")
+        return "{format: parquet, path: data/*.parquet}"
+    if fmt == "csv":
+        text = frame.copy()
+        text["genres"] = ["|".join(g) for g in frame["genres"]]
+        text["hist"] = ["|".join(h) for h in frame["hist"]]
+        text["count"] = [("" if math.isnan(c) else str(int(c))) for c in frame["count"]]
+        text.to_csv(folder / "logs.tsv", sep="\t", index=False)
+        return '{format: csv, path: data/logs.tsv, delimiter: "\\t"}'
+    with open(folder / "logs.jsonl", "w") as f:
+        for row in frame.to_dict("records"):
+            row = {
+                k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()
+            }
+            f.write(json.dumps(row, default=lambda v: v.item()) + "\n")
+    return "{format: jsonl, path: data/logs.jsonl}"
+
+
+def schema_file(
+    folder: Path,
+    fmt: str = "parquet",
+    frame: pd.DataFrame | None = None,
+    split: str = "{method: time, valid: 0.1, test: 0.1}",
+    name: str = "my_ctr",
+) -> Path:
+    frame = logs() if frame is None else frame
+    source = write_source(folder / "data", frame, fmt)
+    sep = ', sep: "|"' if fmt == "csv" else ""
+    path = folder / "my_ctr.yaml"
+    path.write_text(SCHEMA.format(name=name, source=source, split=split, sep=sep))
+    return path
+
+
+def ceil_fraction(count, numerator: int, denominator: int):
+    return (np.asarray(count) * numerator + denominator - 1) // denominator
+
+
+def expected_split_by_position(position, count):
+    """The 80/10/10 rule in integers."""
+    return np.where(
+        position < ceil_fraction(count, 8, 10),
+        0,
+        np.where(position < ceil_fraction(count, 9, 10), 1, 2),
+    )
+
+
+def expected_vocab(values: pd.Series, min_freq: int = 1, max_size: int | None = None) -> dict:
+    counts = values.dropna().value_counts()
+    counts = counts[counts >= min_freq]
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max_size]
+    return {value: i + 2 for i, (value, _) in enumerate(ordered)}
+
+
+def test_a_parquet_source_is_encoded_as_pandas_computes_it(tmp_path: Path) -> None:
+    frame = logs()
+    dataset, reused = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
+    assert not reused and dataset.name == "my_ctr"
+    split = dataset.array("split")
+    # time split: by ts, ties in file order, 80/10/10
+    order = np.argsort(frame["ts"].to_numpy(), kind="stable")
+    position = np.empty(ROWS, dtype=np.int64)
+    position[order] = np.arange(ROWS)
+    assert (split == expected_split_by_position(position, ROWS)).all()
+    train = frame[split == 0]
+    # labels
+    assert (dataset.array("label") == frame["click"]).all()
+    assert (dataset.array("labels") == frame[["click", "like"]].to_numpy()).all()
+    # categorical: fitted on train only, 0 missing, 1 out of vocabulary
+    fields = [f["name"] for f in dataset.manifest["schema"] if f["kind"] == "categorical"]
+    assert fields == ["site", "item_id", "user_id"]
+    categorical = dataset.array("categorical")
+    site = expected_vocab(train["site"], min_freq=20)
+    assert "rare1" not in site and len(site) >= 3
+    want = [0 if pd.isna(v) else site.get(v, 1) for v in frame["site"]]
+    assert categorical[:, 0].tolist() == want
+    items = expected_vocab(train["item_id"], max_size=20)
+    assert categorical[:, 1].tolist() == [items.get(v, 1) for v in frame["item_id"]]
+    hashed = categorical[:, 2]
+    assert hashed.min() >= 1 and hashed.max() <= 50
+    by_user = pd.Series(hashed).groupby(frame["user_id"]).nunique()
+    assert (by_user == 1).all() and len(set(hashed)) > 10  # stable per user, spread out
+    # dense: log1p with fill; standardize by train's mean and (population) std
+    dense = dataset.array("dense")
+    assert np.allclose(dense[:, 0], np.log1p(frame["count"].fillna(0).clip(lower=0)), atol=1e-6)
+    mean, std = train["price"].mean(), train["price"].std(ddof=0)
+    assert np.allclose(dense[:, 1], (frame["price"] - mean) / std, atol=1e-5)
+    # multi-hot: the first max_len values, vocab on train
+    genres = expected_vocab(train["genres"].explode())
+    multi_hot = dataset.array("multi_hot")
+    for i, values in enumerate(frame["genres"]):
+        ids = [genres.get(v, 1) for v in values][:3]
+        assert multi_hot[i, 0].tolist() == ids + [0] * (3 - len(ids))
+    # sequence: the last max_len items, by item_id's vocabulary
+    start, end = dataset.array("history_start"), dataset.array("history_end")
+    event_item = dataset.array("event_item")
+    for i, values in enumerate(frame["hist"]):
+        want = [items.get(v, 1) for v in values][-4:]
+        assert event_item[start[i] : end[i]].tolist() == want
+    # the model's view of it
+    train_features = dataset.features("train")
+    assert len(train_features) == (split == 0).sum()
+    assert train_features.history is not None and train_features.history.tensor().shape[1:] == (
+        4,
+        3,
+    )
+    schema = {f["name"]: f for f in dataset.manifest["schema"]}
+    assert schema["site"]["cardinality"] == len(site) + 2
+    assert schema["user_id"]["cardinality"] == 51 and schema["user_id"]["side"] == "request"
+    assert schema["hist"]["kind"] == "sequence"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_csv_and_jsonl_give_the_same_arrays_as_parquet(tmp_path: Path, fmt: str) -> None:
+    frame = logs(seed=3)
+    parquet, _ = prepare_dataset(str(schema_file(tmp_path / "p", frame=frame)), tmp_path / "c1")
+    other, _ = prepare_dataset(str(schema_file(tmp_path / "o", fmt, frame)), tmp_path / "c2")
+    for name in (
+        "categorical",
+        "multi_hot",
+        "dense",
+        "label",
+        "labels",
+        "split",
+        "event_item",
+        "history_start",
+        "history_end",
+        "timestamp",
+    ):
+        assert np.array_equal(parquet.array(name), other.array(name)), name
+    assert parquet.manifest["split_checksum"] == other.manifest["split_checksum"]
+
+
+@pytest.mark.parametrize("method", ["random", "hash", "user_time", "order"])
+def test_each_split_rule(tmp_path: Path, method: str) -> None:
+    frame = logs(rows=2000, seed=1)
+    split_text = f"{{method: {method}, valid: 0.2, test: 0.1, seed: 4}}"
+    dataset, _ = prepare_dataset(
+        str(schema_file(tmp_path, frame=frame, split=split_text)), tmp_path / "cache"
+    )
+    split = dataset.array("split")
+    shares = np.bincount(split, minlength=3) / len(split)
+    if method == "order":
+        position = np.arange(2000)
+        want = np.where(position < 1400, 0, np.where(position < 1800, 1, 2))
+        assert (split == want).all()
+    elif method == "user_time":
+        keyed = frame.assign(row=np.arange(2000)).sort_values(
+            ["user_id", "ts", "row"], kind="stable"
+        )
+        keyed["position"] = keyed.groupby("user_id").cumcount()
+        keyed["count"] = keyed.groupby("user_id")["row"].transform("size")
+        want = np.where(
+            keyed["position"] < ceil_fraction(keyed["count"], 7, 10),
+            0,
+            np.where(keyed["position"] < ceil_fraction(keyed["count"], 9, 10), 1, 2),
+        )
+        assert (split[keyed["row"].to_numpy()] == want).all()
+    elif method == "hash":
+        assert (pd.Series(split).groupby(frame["user_id"]).nunique() == 1).all()
+        assert len(set(split)) == 3  # 40 users land in every split
+    else:
+        assert abs(shares[0] - 0.7) < 0.04 and abs(shares[1] - 0.2) < 0.04
+        again, _ = prepare_dataset(
+            str(
+                schema_file(
+                    tmp_path / "b", frame=frame, split=split_text.replace("seed: 4", "seed: 5")
+                )
+            ),
+            tmp_path / "c2",
+        )
+        assert not np.array_equal(split, again.array("split"))  # the seed decides
+
+
+def test_a_prepared_schema_is_reused_then_found_by_name_and_by_path(tmp_path: Path) -> None:
+    path = schema_file(tmp_path)
+    cache = tmp_path / "cache"
+    first, reused = prepare_dataset(str(path), cache)
+    again, reused_again = prepare_dataset(str(path), cache)
+    assert not reused and reused_again
+    by_name = load_dataset("my_ctr", cache)
+    assert by_name.root == first.root
+    check_dataset(str(path))
+    # a changed source file is read again
+    pq.write_table(pa.Table.from_pandas(logs(seed=9).iloc[:300]), tmp_path / "data/part-0.parquet")
+    changed, reused = prepare_dataset(str(path), cache)
+    assert not reused and changed.manifest["split_checksum"] != first.manifest["split_checksum"]
+
+
+def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
+    raw = dataset.raw_rows("test", 20)
+    assert raw[0].keys() >= {"site", "item_id", "count", "price", "genres", "hist"}
+    again = dataset.raw_form().features(raw, dataset.schema)
+    want = dataset.features("test")[slice(0, 20)]
+    # hashed user ids cannot be read back from their ids: compare the other fields
+    assert (again.categorical[:, :2] == want.categorical[:, :2]).all()
+    assert (again.multi_hot == want.multi_hot).all()
+    assert np.allclose(again.dense.numpy(), want.dense.numpy(), atol=1e-4)
+    assert (again.history.tensor() == want.history.tensor()).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda s: s.replace("type: dense, transform: log1p", "type: numeric"), "features[0].type"),
+        (lambda s: s.replace("hash: 50", "hash: 50, min_freq: 2"), "hash replaces the vocabulary"),
+        (
+            lambda s: s.replace("max_size: 20", "max_len: 20"),
+            "max_len does not apply to type categorical",
+        ),
+        (
+            lambda s: s.replace("keys: {user: user_id, timestamp: ts}", "keys: {user: user_id}"),
+            "split method time needs keys.timestamp",
+        ),
+        (
+            lambda s: s.replace("vocab_of: item_id", "vocab_of: price"),
+            "vocab_of must name a categorical feature",
+        ),
+        (lambda s: s.replace("name: price,", "name: count,"), "column 'count' is declared twice"),
+        (lambda s: s.replace("valid: 0.1, test: 0.1", "valid: 0.5, test: 0.5"), "valid + test"),
+        (
+            lambda s: s.replace("data/*.parquet", "nowhere/*.parquet"),
+            "source.path: matches no file",
+        ),
+        (lambda s: s.replace("format: parquet", "format: xlsx"), "source.format"),
+        (lambda s: s.replace("labels: [click, like]", "labels: []"), "labels"),
+        (lambda s: s.replace("name: my_ctr", "name: movielens-1m"), "built-in dataset"),
+        (lambda s: s + "colour: red\n", "colour: unknown field"),
+    ],
+)
+def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) -> None:
+    path = schema_file(tmp_path)
+    path.write_text(change(path.read_text()))
+    with pytest.raises(ConfigError) as err:
+        prepare_dataset(str(path), tmp_path / "cache")
+    assert words in str(err.value) and str(path) in str(err.value)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("fmt", "damage", "words"),
+    [
+        ("parquet", lambda f: f.drop(columns=["price"]), "has no column 'price'"),
+        (
+            "csv",
+            lambda f: f.assign(price=["12.5"] * 300 + ["cheap"] + ["1"] * 299),
+            "row 301: column 'price' must be a number, got 'cheap'",
+        ),
+        ("parquet", lambda f: f.assign(site=[["a"]] * 600), "column 'site' holds a list"),
+        (
+            "jsonl",
+            lambda f: f.assign(click=[0] * 599 + [3]),
+            "row 600: column 'click' must be 0 or 1",
+        ),
+        ("parquet", lambda f: f.assign(genres=["x"] * 600), "holds text ('x') where a list"),
+    ],
+)
+def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
+    tmp_path: Path, fmt: str, damage, words: str
+) -> None:
+    frame = damage(logs())
+    if fmt == "csv":  # the damage is in the text itself
+        frame = frame.astype({"price": str})
+    path = schema_file(tmp_path, fmt, frame)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError) as err:
+        prepare_dataset(str(path), cache)
+    assert words in str(err.value), str(err.value)
+    assert "data/" in str(err.value)  # names the file
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_an_unknown_dataset_name_says_a_schema_file_will_do() -> None:
+    with pytest.raises(NasError) as err:
+        check_dataset("my_logs")
+    assert "movielens-1m" in str(err.value) and "schema file" in str(err.value)
