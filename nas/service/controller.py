@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError
 from nas.core.paths import tune_dir
+from nas.data.profile import profile
 from nas.search.objectives import cost_values, fp8_probe_settings
 from nas.search.strategies import SpaceExhausted, Strategy
 from nas.service.baselines import BaselineSchedule
@@ -159,7 +160,8 @@ class Controller:
         runs, the trials to run again, the baselines still to train. Its trials so far."""
         if search.strategy_state:
             self.strategy.load_state_dict(search.strategy_state)
-        self.search = self.recording.open(search)
+        figures = profile(self.plan.dataset) if search.mlflow_run_id is None else None
+        self.search = self.recording.open(search, figures)
         trials = self.registry.trials(search.id)
         self.recording.log_unlogged(trials)
         self.rerun = [

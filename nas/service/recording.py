@@ -71,11 +71,12 @@ class Recording:
         self.config, self.strategy = config, strategy
         self.search: Search | None = None  # set by open()
 
-    def open(self, search: Search) -> Search:
-        """The search's parent MLflow run: made on the first session, resumed after."""
+    def open(self, search: Search, dataset: dict | None = None) -> Search:
+        """The search's parent MLflow run: made on the first session (with ``dataset``, the
+        figures of the data it searches on: ``nas.data.profile``), resumed after."""
         if search.mlflow_run_id is None:
             experiment = self.tracker.experiment(search.name)
-            run_id = self.tracker.start_search(experiment, search.id, search.config)
+            run_id = self.tracker.start_search(experiment, search.id, search.config, dataset)
             search = self.registry.update_search(
                 search.id, mlflow_experiment_id=experiment, mlflow_run_id=run_id
             )

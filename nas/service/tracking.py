@@ -133,8 +133,15 @@ class Tracker:
             )
         return experiment_id
 
-    def start_search(self, experiment_id: str, search_id: str, config: dict[str, Any]) -> str:
-        """The parent run of a search: found by its tags if an earlier session made it."""
+    def start_search(
+        self,
+        experiment_id: str,
+        search_id: str,
+        config: dict[str, Any],
+        dataset: dict[str, Any] | None = None,
+    ) -> str:
+        """The parent run of a search: found by its tags if an earlier session made it.
+        ``dataset``: the data's figures, logged as ``dataset_profile.json``."""
         existing = self._find(
             experiment_id, f"tags.search_id = '{search_id}' and tags.kind = 'search'"
         )
@@ -150,6 +157,14 @@ class Tracker:
         run_id = run.info.run_id
         self._log(run_id, params=flatten_config(config))
         self.call("log config.json", self.client.log_dict, run_id, config, "config.json")
+        if dataset is not None:
+            self.call(
+                "log dataset_profile.json",
+                self.client.log_dict,
+                run_id,
+                dataset,
+                "dataset_profile.json",
+            )
         return run_id
 
     def _find(self, experiment_id: str, filter_string: str) -> str | None:

@@ -348,3 +348,70 @@ def test_an_unknown_dataset_name_says_a_schema_file_will_do() -> None:
     with pytest.raises(NasError) as err:
         check_dataset("my_logs")
     assert "movielens-1m" in str(err.value) and "schema file" in str(err.value)
+
+
+def test_the_cli_refuses_a_bad_schema_file_in_one_line(tmp_path: Path) -> None:
+    from tests.test_search import nas_here
+
+    path = schema_file(tmp_path)
+    path.write_text(path.read_text().replace("min_freq: 20", "min_freq: 0"))
+    cache = tmp_path / "cache"
+    done = nas_here(tmp_path / "runs", "data", "prepare", str(path), "--cache-dir", str(cache))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "features[2].min_freq" in done.stderr and str(path) in done.stderr
+    done = nas_here(tmp_path / "runs", "data", "prepare", str(path), "--rows", "5")
+    assert done.returncode == 2 and "rows: does not apply to a schema file" in done.stderr
+    assert not cache.exists()
+
+
+@pytest.mark.slow
+def test_a_team_prepares_inspects_and_searches_its_own_parquet_with_no_code(
+    tmp_path: Path,
+) -> None:
+    """`nas data prepare FILE`, `nas data inspect NAME --json`, then `nas submit` of a search
+    whose `dataset:` is the schema file's path, relative to the search file."""
+    import subprocess
+    import sys
+
+    from nas.service.registry import Registry
+    from tests.conftest import runs_with_store
+    from tests.test_search import REPO, env_for
+
+    frame = logs(rows=3000, seed=2)
+    path = schema_file(tmp_path / "team", frame=frame)
+    runs = runs_with_store(tmp_path)
+    env = env_for(runs) | {"RECNAS_CACHE_DIR": str(tmp_path / "cache")}
+
+    def nas(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "nas.cli", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+
+    done = nas("data", "prepare", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "my_ctr" in done.stdout and "3,000" in done.stdout
+    done = nas("data", "inspect", "my_ctr", "--json")
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    prepared = load_dataset("my_ctr", tmp_path / "cache")
+    split = prepared.array("split")
+    for i, name in enumerate(("train", "valid", "test")):
+        assert figures["split_sizes"][name] == (split == i).sum()
+        rate = frame["like"][split == i].mean()
+        assert figures["labels"]["like"][name] == pytest.approx(rate)
+    site = next(f for f in figures["fields"] if f["name"] == "site")
+    assert site["missing"] == pytest.approx(frame["site"].isna().mean())
+    search = tmp_path / "searches" / "own.yaml"
+    search.parent.mkdir()
+    search.write_text(
+        "name: own\ndataset: ../team/my_ctr.yaml\n"
+        "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
+        "budget: {candidates: 2, steps: 30}\ntrain: {batch_size: 256}\n"
+        "resources: {concurrency: 1, cpus_per_trial: 1}\ninclude_baselines: false\n"
+    )
+    done = nas("submit", str(search), "--json")
+    assert done.returncode == 0, done.stderr
+    registry = Registry(f"sqlite:///{runs / 'registry.db'}")
+    (found,) = registry.list_searches()
+    trials = registry.trials(found.id)
+    assert [t.status for t in trials] == ["completed", "completed"]
+    assert found.config["dataset"] == str(path.resolve())
