@@ -22,6 +22,7 @@ from blocks.registry import register_block
 from nas.core.errors import ConfigError
 
 INIT_STD = 0.01
+MAX_TABLE_ROWS = 2**31 - 2  # rows of one embedding table (a hashed field may declare millions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +34,7 @@ class EmbeddingConfig(BlockConfig):
         if not isinstance(self.cardinalities, tuple) or not self.cardinalities:
             raise ConfigError("cardinalities", "must be a non-empty tuple of table sizes")
         for i, size in enumerate(self.cardinalities):
-            check_int(f"cardinalities[{i}]", size, minimum=2)
+            check_int(f"cardinalities[{i}]", size, minimum=2, maximum=MAX_TABLE_ROWS)
         check_int("dim", self.dim)
 
     @classmethod
@@ -74,7 +75,7 @@ class EmbeddingBagConfig(BlockConfig):
     mode: str = "mean"
 
     def __post_init__(self) -> None:
-        check_int("cardinality", self.cardinality, minimum=2)
+        check_int("cardinality", self.cardinality, minimum=2, maximum=MAX_TABLE_ROWS)
         check_int("max_len", self.max_len)
         check_int("dim", self.dim)
         check_choice("mode", self.mode, ("mean", "sum"))

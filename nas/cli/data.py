@@ -134,7 +134,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     table.add_row("split rule", m["split_rule"])
     table.add_row("split checksum", m["split_checksum"][:16])
     table.add_row("fields", ", ".join(_field_label(f) for f in m["schema"]))
-    table.add_row("source", ", ".join(f"{k}={v}" for k, v in m["source"].items()))
+    source = {k: v for k, v in m["source"].items() if k != "fingerprint"}
+    table.add_row("source", ", ".join(f"{k}={v}" for k, v in source.items()))
     table.add_row("cache", str(dataset.root))
     out.print(table)
 
