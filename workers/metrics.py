@@ -47,6 +47,7 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def binary_metrics(labels: torch.Tensor, logits: torch.Tensor, train_positive_rate: float) -> dict:
+    labels = labels.float()  # memory-mapped labels are stored as int8
     loss = logloss(labels, logits)
     return {
         "logloss": loss,

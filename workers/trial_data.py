@@ -1,18 +1,26 @@
-"""What a trial needs from a dataset: its schema, the train split and one held-out split, as
-plain numpy arrays. Numpy arrays go through Ray's object store without a copy, so a search
-puts one ``TrialData`` there and every trial reads the same memory.
+"""What a trial needs from a dataset: its schema, the rows to train on and one held-out split.
+
+Two ways to carry the rows:
+- as plain numpy arrays, which go through Ray's object store without a copy: a search puts
+  one ``TrialData`` there and every trial reads the same memory (the built-in datasets);
+- as the prepared dataset's folder (``root``), whose splits are contiguous ranges: each
+  trial maps the files (``PreparedDataset.mapped_features``), nothing large goes through
+  the object store, and every trial on a node shares the OS page cache. Data larger than
+  RAM trains this way. The folder must be readable at the same path on every node.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from nas.core.errors import TrainingError
-from nas.data.prepared import PreparedDataset
+from nas.data.prepared import PreparedDataset, open_prepared
 from nas.data.schema import Features, Schema
 
 
@@ -23,13 +31,23 @@ class TrialData:
     train_positive_rate: float
     split: str  # the held-out split metrics are measured on
     arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}, "events": {...}}
+    root: str | None = None  # mapped: the prepared folder (then ``arrays`` is empty)
+    train_on: tuple[str, ...] = ("train",)
 
     @classmethod
     def from_prepared(
-        cls, dataset: PreparedDataset, split: str = "valid", train_on: tuple[str, ...] = ("train",)
+        cls,
+        dataset: PreparedDataset,
+        split: str = "valid",
+        train_on: tuple[str, ...] = ("train",),
+        mapped: bool = False,
     ) -> TrialData:
         """The rows of ``train_on`` (concatenated, in that order) to train on, ``split`` to
-        measure on."""
+        measure on; ``mapped``: each trial maps them from the dataset's folder (a dataset
+        whose splits are contiguous ranges)."""
+        if mapped and dataset.contiguous:
+            rate = _positive_rate(dataset, train_on)
+            return cls(dataset.name, dataset.schema, rate, split, {}, str(dataset.root), train_on)
         parts = [dataset.feature_arrays(part) for part in train_on]
         arrays = {
             "train": {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -40,23 +58,33 @@ class TrialData:
         }
         if split != "valid" and "valid" not in train_on:  # rows to select weights on
             arrays["valid"] = dataset.feature_arrays("valid")
-        rate = float(arrays["train"]["label"].mean()) if len(parts) > 1 else None
-        rate = dataset.positive_rate(train_on[0]) if rate is None else rate
-        return cls(dataset.name, dataset.schema, rate, split, arrays)
+        return cls(dataset.name, dataset.schema, _positive_rate(dataset, train_on), split, arrays)
 
     def features(self, part: str, history: bool = True) -> Features:
         """The rows of ``part``; ``history=False`` for a model that does not read the user
         history (gathering it builds a [batch, max_len, 3] tensor every step)."""
         with warnings.catch_warnings():
-            # Arrays from Ray's object store are read-only; training only reads them.
+            # Arrays from Ray's object store, and mapped files, are read-only; training only
+            # reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
+            if self.root is not None:
+                rows = _mapped(self.root).mapped_features(
+                    self.train_on if part == "train" else (part,)
+                )
+            else:
+                rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
+
+    @property
+    def parts(self) -> set[str]:
+        if self.root is not None:
+            return {"train", self.split} | ({"valid"} - set(self.train_on))
+        return set(self.arrays) - {"events"}
 
     def validation(self, history: bool = True) -> Features:
         """The validation rows a trial measures itself on while it trains (rungs, checks):
         never the split it is finally measured on, unless that is the validation split."""
-        if "valid" not in self.arrays:
+        if "valid" not in self.parts:
             raise TrainingError(
                 "no validation rows to check on while training: they were trained on "
                 "(train+valid); train on the train split only, or keep the last weights"
@@ -67,7 +95,7 @@ class TrialData:
         """Training rows of chronological slice ``index`` of ``count`` (by each row's time
         when the data has one, else in file order), standing in for a day of logs."""
         train = self.features("train", history)
-        times = self.arrays["train"].get("history_now")
+        times = self._train_times()
         order = (
             torch.from_numpy(np.argsort(times, kind="stable"))
             if times is not None
@@ -76,6 +104,40 @@ class TrialData:
         bounds = [len(train) * i // count for i in range(count + 1)]
         return train[order[bounds[index] : bounds[index + 1]]]
 
+    def _train_times(self) -> np.ndarray | None:
+        if self.root is None:
+            return self.arrays["train"].get("history_now")
+        dataset = _mapped(self.root)
+        if not dataset.has("timestamp"):
+            return None
+        rows = np.concatenate([dataset.split_rows(part) for part in self.train_on])
+        return np.asarray(dataset.array("timestamp")[rows])
+
     @property
     def nbytes(self) -> int:
+        """Bytes carried through the object store (none when mapped)."""
         return sum(a.nbytes for part in self.arrays.values() for a in part.values())
+
+
+def _positive_rate(dataset: PreparedDataset, train_on: tuple[str, ...]) -> float:
+    """The label rate of the rows trained on: the manifest's for one split, else the mean
+    of their labels (as float32, in order: one figure whichever way the rows travel)."""
+    if len(train_on) == 1:
+        return dataset.positive_rate(train_on[0])
+    labels = [
+        np.asarray(dataset.array("label")[dataset.split_rows(p)], np.float32) for p in train_on
+    ]
+    return float(np.concatenate(labels).mean())
+
+
+@functools.lru_cache(maxsize=4)
+def _mapped(root: str) -> PreparedDataset:
+    """The prepared dataset at ``root``, opened once per process."""
+    dataset = open_prepared(Path(root))
+    if dataset is None:
+        raise TrainingError(
+            f"the prepared dataset at {root} is not readable on this machine: a search over "
+            "memory-mapped data needs its cache at the same path on every node "
+            "(RECNAS_CACHE_DIR on a shared disk)"
+        )
+    return dataset

@@ -118,7 +118,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
     except ConfigError as err:
         raise err.within(source=f"{args.spec} (on {dataset.name})") from None
-    data = TrialData.from_prepared(dataset, args.split)
+    data = TrialData.from_prepared(dataset, args.split, mapped=True)
     if args.json:
         result = evaluate(spec, data, config)
         emit_json(result.to_dict() | {"precision": config.precision})

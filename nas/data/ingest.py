@@ -537,6 +537,7 @@ class Plan:
     sequence: Encoder | None
     multi_hot_width: int
     sequence_len: int
+    events: int = 0  # history events kept over every row
 
 
 def prepare_schema_file(
@@ -595,7 +596,13 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
                 stats[column] = DenseStats()
             elif feature.type != "sequence" and feature.hash is None:
                 counts[column] = ValueCounts()
+    sequence = next((f for f in schema.features if f.type == "sequence"), None)
+    keep = (sequence.max_len or DEFAULT_MAX_LEN["sequence"]) if sequence else 0
+    events = 0
     for batch in reader.batches(columns):  # every column checked, on every row
+        if sequence is not None:
+            lengths = pc.fill_null(pc.list_value_length(batch.columns[sequence.columns[0]]), 0)
+            events += int(np.minimum(lengths.to_numpy(zero_copy_only=False), keep).sum())
         train = split[batch.start : batch.start + len(batch)] == 0
         if train.any():
             mask = pa.array(train)
@@ -618,7 +625,6 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
             if column in stats:
                 encoder.mean, encoder.std = stats[column].mean_std()
             encoders[column] = encoder
-    sequence = next((f for f in schema.features if f.type == "sequence"), None)
     sequence_encoder = None
     if sequence is not None:
         items = encoders[sequence.vocab_of]
@@ -634,7 +640,8 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
         multi_hot_width=max(
             (e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"] for e in multi_hot), default=0
         ),
-        sequence_len=(sequence.max_len or DEFAULT_MAX_LEN["sequence"]) if sequence else 0,
+        sequence_len=keep,
+        events=events,
     )
 
 
@@ -723,23 +730,32 @@ def _write(
     columns = [*labels, *(e.column for e in plan.categorical + plan.multi_hot + plan.dense)]
     if plan.sequence is not None:
         columns.append(plan.sequence.column)
+    # Rows are stored split by split (train, valid, test), each in the files' order: a
+    # split is then one contiguous slice, which trainers map without reading it into memory.
+    order = np.argsort(split, kind="stable")  # stored position -> source row
+    where = np.empty(rows, dtype=np.int64)  # source row -> stored position
+    where[order] = np.arange(rows, dtype=np.int64)
     with PreparedWriter(root) as out:
         categorical = out.array("categorical", (rows, n_cat), np.int32)
         multi_hot = out.array("multi_hot", (rows, n_mh, plan.multi_hot_width), np.int32)
         dense = out.array("dense", (rows, n_dense), np.float32)
         label = out.array("label", (rows,), np.int8)
         extra = out.array("labels", (rows, len(labels)), np.int8) if len(labels) > 1 else None
-        out.array("split", (rows,), np.int8)[:] = split
-        out.array("source_row", (rows,), np.int64)[:] = np.arange(rows, dtype=np.int64)
+        out.array("split", (rows,), np.int8)[:] = split[order]
+        out.array("source_row", (rows,), np.int64)[:] = order
         if times is not None:
-            out.array("timestamp", (rows,), np.int64)[:] = times
+            out.array("timestamp", (rows,), np.int64)[:] = times[order]
         for name, keys in (("user_key", users), ("request_key", requests)):
             if keys is not None:
-                out.array(name, (rows,), np.int64)[:] = keys.view(np.int64)
-        events: list[np.ndarray] = []
-        history_end = np.zeros(rows, dtype=np.int64) if plan.sequence is not None else None
+                out.array(name, (rows,), np.int64)[:] = keys.view(np.int64)[order]
+        del order
+        if plan.sequence is not None:  # events in the files' order; rows point into them
+            event_item = out.array("event_item", (max(plan.events, 1),), np.int32)
+            history_start = out.array("history_start", (rows,), np.int64)
+            history_end = out.array("history_end", (rows,), np.int64)
+            cursor = 0
         for batch in reader.batches(columns):
-            at = slice(batch.start, batch.start + len(batch))
+            at = where[batch.start : batch.start + len(batch)]
             for j, name in enumerate(labels):
                 values = batch.columns[name].to_numpy(zero_copy_only=False).astype(np.int8)
                 if j == 0:
@@ -757,20 +773,18 @@ def _write(
                 ids, kept = _padded(
                     batch.columns[plan.sequence.column], plan.sequence, plan.sequence_len, last=True
                 )
-                events.append(ids[np.arange(plan.sequence_len)[None, :] < kept[:, None]])
-                history_end[at] = kept
+                found = ids[np.arange(plan.sequence_len)[None, :] < kept[:, None]]
+                event_item[cursor : cursor + len(found)] = found
+                ends = cursor + np.cumsum(kept)
+                history_start[at], history_end[at] = ends - kept, ends
+                cursor += len(found)
             _tick(progress, "3/3 encoding", len(batch), rows)
-        if plan.sequence is not None:
-            ends = np.cumsum(history_end)
-            item = np.concatenate(events) if events else np.zeros(0, dtype=np.int64)
-            if len(item) == 0:  # History indexes its events: give it one padding event
-                item = np.zeros(1, dtype=np.int64)
-            out.array("event_item", item.shape, np.int32)[:] = item
-            out.array("event_action", item.shape, np.int8)[:] = (item > 0).astype(np.int8)
-            out.array("event_time", item.shape, np.int64)[:] = 0
-            out.array("history_start", (rows,), np.int64)[:] = ends - history_end
-            out.array("history_end", (rows,), np.int64)[:] = ends
-            out.array("history_now", (rows,), np.int64)[:] = 0
+        if plan.sequence is not None:  # one kind of action; no times (ages are 0)
+            events = len(event_item)
+            out.array("event_action", (events,), np.int8)[:] = np.asarray(event_item) > 0
+            out.array("event_time", (events,), np.int64)
+            out.array("history_now", (rows,), np.int64)
+        sizes = np.bincount(split, minlength=3)
         split_rule = _split_rule(schema)
         out.finish(
             {
@@ -781,6 +795,10 @@ def _write(
                 "ids": {"missing": PAD, "oov": OOV, "first": FIRST_ID},
                 "keys": schema.keys.model_dump(exclude_none=True),
                 "split_rule": split_rule,
+                "split_ranges": {  # the rows of each split: [start, end)
+                    name: [int(sizes[:i].sum()), int(sizes[: i + 1].sum())]
+                    for i, name in enumerate(("train", "valid", "test"))
+                },
                 "label_rule": f"column {labels[0]}"
                 + (f" (of {', '.join(labels)})" if len(labels) > 1 else ""),
                 "raw_form": raw_form(plan).to_dict(),

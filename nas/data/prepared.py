@@ -82,7 +82,38 @@ class PreparedDataset:
         return self._cache[name]
 
     def split_rows(self, split: str) -> np.ndarray:
+        if self.contiguous:
+            return np.arange(*self.manifest["split_ranges"][split])
         return np.flatnonzero(self.array("split") == SPLITS.index(split))
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether each split is one range of rows (schema-file datasets): trainers then map
+        a split's files instead of reading its rows into memory (``mapped_features``)."""
+        return "split_ranges" in self.manifest
+
+    def mapped_features(self, splits: tuple[str, ...]) -> Features:
+        """The rows of adjacent ``splits`` (in ``SPLITS`` order, e.g. train+valid) as
+        tensors over the memory-mapped files: nothing is read until a batch gathers its
+        rows, and every process mapping them shares the OS page cache. Ids and labels keep
+        their stored types; ``Features`` widens each batch it gathers."""
+        ranges = [self.manifest["split_ranges"][s] for s in splits]
+        if any(a[1] != b[0] for a, b in zip(ranges, ranges[1:], strict=False)):
+            raise ValueError(f"splits {splits} are not adjacent")
+        rows = slice(ranges[0][0], ranges[-1][1])
+        arrays = {name: self.array(name)[rows] for name in ("categorical", "multi_hot", "dense")}
+        arrays["label"] = self.array("label")[rows]
+        if self.schema.history is not None:
+            for name in ("history_start", "history_end", "history_now"):
+                arrays[name] = self.array(name)[rows]
+        events = {}
+        if self.schema.history is not None:
+            events = {
+                "item": self.array("event_item"),
+                "action": self.array("event_action"),
+                "time": self.array("event_time"),
+            }
+        return Features.from_arrays(arrays, events, self.schema)
 
     def features(self, split: str) -> Features:
         """One split's rows as tensors in memory (cache order; trainers shuffle)."""

@@ -113,7 +113,7 @@ class History:
         valid = positions.view(1, -1) < length.view(-1, 1)  # [R, L]
         index = ((self.end - length).view(-1, 1) + positions).clamp(max=len(self.item) - 1)
         age = self.now.view(-1, 1) - self.time[index]
-        out = torch.stack([self.item[index], self.action[index], age], dim=-1)
+        out = torch.stack([self.item[index].long(), self.action[index].long(), age], dim=-1)
         return out * valid.unsqueeze(-1)
 
 
@@ -152,11 +152,13 @@ class Features:
         return self.label.shape[0]
 
     def __getitem__(self, rows: torch.Tensor | slice) -> Features:
+        """Rows as the model reads them: ids int64, labels float32 (memory-mapped rows are
+        stored narrower; widening a gathered batch costs nothing on rows already wide)."""
         return Features(
-            take_rows(self.categorical, rows),
-            take_rows(self.multi_hot, rows),
-            take_rows(self.dense, rows),
-            take_rows(self.label, rows),
+            take_rows(self.categorical, rows).long(),
+            take_rows(self.multi_hot, rows).long(),
+            take_rows(self.dense, rows).float(),
+            take_rows(self.label, rows).float(),
             None if self.history is None else self.history[rows],
         )
 

@@ -175,10 +175,13 @@ class Controller:
 
     @functools.cached_property
     def trial_data(self):
-        """What every trial and job reads: the splits as arrays (put in Ray's object store)."""
+        """What every trial and job reads: the splits as arrays put in Ray's object store,
+        or, for a dataset whose splits are contiguous on a local Ray, its folder, which each
+        trial maps (``workers/trial_data.py``)."""
         from workers.trial_data import TrialData
 
-        return TrialData.from_prepared(self.plan.dataset, "valid")
+        mapped = self.plan.ray_address is None
+        return TrialData.from_prepared(self.plan.dataset, "valid", mapped=mapped)
 
     def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
         """The strategy's setup jobs (if any), then the candidates, on one Ray session."""

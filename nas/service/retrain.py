@@ -236,7 +236,8 @@ class RetrainController(Controller):
     def trial_data(self):
         from workers.trial_data import TrialData
 
-        return TrialData.from_prepared(self.plan.dataset, "test", TRAIN_ON[self.retrain.train_on])
+        train_on, mapped = TRAIN_ON[self.retrain.train_on], self.plan.ray_address is None
+        return TrialData.from_prepared(self.plan.dataset, "test", train_on, mapped=mapped)
 
     def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
         self.reporter.phase("retraining", self._total())
