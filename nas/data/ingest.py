@@ -42,6 +42,8 @@ BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
 PAD, OOV, FIRST_ID = 0, 1, 2
 DEFAULT_MAX_LEN = {"multi_hot": 16, "sequence": 64}
 COMPACT_AT = 1 << 20  # value-count rows kept before merging them
+CHUNK = 1 << 20  # rows per step where a per-row computation would need a large temporary
+RELEASE_ROWS = 1 << 20  # rows written between two releases of the written pages
 
 
 # --- reading ----------------------------------------------------------------------------
@@ -318,16 +320,22 @@ def hashed(array: pa.Array, salt: str = "") -> np.ndarray:
     ]
 
 
-def _cut(position: np.ndarray, count: np.ndarray | int, valid: float, test: float) -> np.ndarray:
-    """Of ``count`` ordered rows, the one at ``position`` trains below ceil((1 - valid -
-    test) count), validates below ceil((1 - test) count), tests after (codes 0, 1, 2).
-    In exact fractions: 0.1/0.1 gives today's 80/10/10 rule row for row."""
+def _cut_points(count, valid: float, test: float):
+    """Of ``count`` ordered rows, the first ceil((1 - valid - test) count) train, up to
+    ceil((1 - test) count) validate, the rest test. In exact fractions: 0.1/0.1 gives
+    today's 80/10/10 rule row for row."""
     train, before_test = 1 - Fraction(str(valid)) - Fraction(str(test)), 1 - Fraction(str(test))
     count = np.asarray(count, dtype=np.int64)
     train_end = (count * train.numerator + train.denominator - 1) // train.denominator
     valid_end = (count * before_test.numerator + before_test.denominator - 1) // (
         before_test.denominator
     )
+    return train_end, valid_end
+
+
+def _cut(position: np.ndarray, count: np.ndarray | int, valid: float, test: float) -> np.ndarray:
+    """The split code of the row at ``position`` of ``count`` (``_cut_points``)."""
+    train_end, valid_end = _cut_points(count, valid, test)
     return np.where(position < train_end, 0, np.where(position < valid_end, 1, 2)).astype(np.int8)
 
 
@@ -351,32 +359,42 @@ def _mix(rows: np.ndarray, seed: int) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+def _codes(sizes: tuple[int, int, int]) -> np.ndarray:
+    return np.repeat(np.arange(3, dtype=np.int8), sizes)
+
+
 def assign_split(
     schema: SchemaFile, rows: int, times: np.ndarray | None, users: np.ndarray | None
 ) -> np.ndarray:
-    """Each row's split code (0 train, 1 valid, 2 test) by the schema's method."""
+    """Each row's split code (0 train, 1 valid, 2 test) by the schema's method. Memory: the
+    keys it is given, and for ``time`` one int64 per row more (the sort)."""
     split = schema.split
     method, valid, test = split.method, split.valid, split.test
-    index = np.arange(rows, dtype=np.int64)
-    if method == "order":
-        return _cut(index, rows, valid, test)
-    if method == "random":
-        return _by_fraction(_mix(index, split.seed), valid, test)
+    if method in ("order", "time"):
+        train_end, valid_end = (int(x) for x in _cut_points(rows, valid, test))
+        sizes = (train_end, valid_end - train_end, rows - valid_end)
+        if method == "order":
+            return _codes(sizes)
+        out = np.empty(rows, dtype=np.int8)  # by time; ties keep the files' order
+        out[np.argsort(times, kind="stable")] = _codes(sizes)
+        return out
+    if method == "random":  # chunk by chunk: no per-row int64 temporaries
+        out = np.empty(rows, dtype=np.int8)
+        for start in range(0, rows, CHUNK):
+            index = np.arange(start, min(start + CHUNK, rows), dtype=np.int64)
+            out[start : start + len(index)] = _by_fraction(_mix(index, split.seed), valid, test)
+        return out
     if method == "hash":
         return _by_fraction(users, valid, test)
-    if method == "time":  # ties keep the files' order
-        order = np.argsort(times, kind="stable")
-        position = np.empty(rows, dtype=np.int64)
-        position[order] = index
-        return _cut(position, rows, valid, test)
     # user_time: per user, by time, ties in the files' order
+    index = np.arange(rows, dtype=np.int64)
     order = np.lexsort((index, times, users))
     sorted_users = users[order]
     starts = np.flatnonzero(np.r_[True, sorted_users[1:] != sorted_users[:-1]])
     counts = np.diff(np.r_[starts, rows])
     group_start = np.repeat(starts, counts)
     out = np.empty(rows, dtype=np.int8)
-    out[order] = _cut(np.arange(rows) - group_start, np.repeat(counts, counts), valid, test)
+    out[order] = _cut(index - group_start, np.repeat(counts, counts), valid, test)
     return out
 
 
@@ -546,11 +564,11 @@ def prepare_schema_file(
     """Read the source (three passes), then write the prepared dataset at ``root``."""
     reader = Rows(schema, files)
     reader.check_columns()
-    rows, split, times, users, requests = _first_pass(schema, reader, progress)
+    rows, split = _first_pass(schema, reader, progress)
     if rows == 0:
         raise DataError(files[0], "has no rows")
     plan = _fit(schema, reader, split, progress)
-    _write(schema, reader, rows, split, times, users, requests, plan, root, source, progress)
+    _write(schema, reader, split, plan, root, source, progress)
 
 
 def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
@@ -558,31 +576,25 @@ def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
         progress(what, rows, total)
 
 
-def _first_pass(schema: SchemaFile, reader: Rows, progress):
-    keys = schema.keys
-    columns = list(
-        dict.fromkeys(
-            [*schema.labels, *(k for k in (keys.user, keys.request, keys.timestamp) if k)]
-        )
-    )
-    times, users, requests, rows = [], [], [], 0
+def _first_pass(schema: SchemaFile, reader: Rows, progress) -> tuple[int, np.ndarray]:
+    """Every row's split: reads the labels (each checked) and the keys the split needs."""
+    method, keys = schema.split.method, schema.keys
+    time_key = keys.timestamp if method in ("time", "user_time") else None
+    user_key = keys.user if method in ("hash", "user_time") else None
+    columns = list(dict.fromkeys([*schema.labels, *(k for k in (time_key, user_key) if k)]))
+    times, users, rows = [], [], 0
     for batch in reader.batches(columns):
         rows += len(batch)
-        if keys.timestamp:
-            times.append(batch.columns[keys.timestamp].to_numpy(zero_copy_only=False))
-        if keys.user:
-            users.append(hashed(batch.columns[keys.user], f"{schema.split.seed}:"))
-        if keys.request:
-            requests.append(hashed(batch.columns[keys.request]))
+        if time_key:
+            times.append(batch.columns[time_key].to_numpy(zero_copy_only=False))
+        if user_key:
+            users.append(hashed(batch.columns[user_key], f"{schema.split.seed}:"))
         _tick(progress, "1/3 reading labels and keys", len(batch))
-
-    def joined(parts, dtype):
-        return np.concatenate(parts) if parts else None
-
-    times_all = joined(times, np.int64)
-    users_all = joined(users, np.uint64)
-    split = assign_split(schema, rows, times_all, users_all)
-    return rows, split, times_all, users_all, joined(requests, np.uint64)
+    all_times = np.concatenate(times) if times else None
+    del times
+    all_users = np.concatenate(users) if users else None
+    del users
+    return rows, assign_split(schema, rows, all_times, all_users)
 
 
 def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
@@ -713,49 +725,59 @@ def raw_form(plan: Plan) -> RawForm:
 
 
 def _write(
-    schema,
-    reader,
-    rows,
-    split,
-    times,
-    users,
-    requests,
+    schema: SchemaFile,
+    reader: Rows,
+    split: np.ndarray,
     plan: Plan,
     root: Path,
     source: dict,
     progress,
 ) -> None:
-    labels = list(schema.labels)
+    rows, labels, keys = len(split), list(schema.labels), schema.keys
     n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
     columns = [*labels, *(e.column for e in plan.categorical + plan.multi_hot + plan.dense)]
     if plan.sequence is not None:
         columns.append(plan.sequence.column)
+    key_files = {"timestamp": keys.timestamp, "user_key": keys.user, "request_key": keys.request}
+    key_files = {name: column for name, column in key_files.items() if column}
+    columns = list(dict.fromkeys([*columns, *key_files.values()]))
     # Rows are stored split by split (train, valid, test), each in the files' order: a
     # split is then one contiguous slice, which trainers map without reading it into memory.
-    order = np.argsort(split, kind="stable")  # stored position -> source row
-    where = np.empty(rows, dtype=np.int64)  # source row -> stored position
-    where[order] = np.arange(rows, dtype=np.int64)
+    sizes = np.bincount(split, minlength=3)
+    cursor = np.array([0, sizes[0], sizes[0] + sizes[1]], dtype=np.int64)  # next free row
     with PreparedWriter(root) as out:
         categorical = out.array("categorical", (rows, n_cat), np.int32)
         multi_hot = out.array("multi_hot", (rows, n_mh, plan.multi_hot_width), np.int32)
         dense = out.array("dense", (rows, n_dense), np.float32)
         label = out.array("label", (rows,), np.int8)
         extra = out.array("labels", (rows, len(labels)), np.int8) if len(labels) > 1 else None
-        out.array("split", (rows,), np.int8)[:] = split[order]
-        out.array("source_row", (rows,), np.int64)[:] = order
-        if times is not None:
-            out.array("timestamp", (rows,), np.int64)[:] = times[order]
-        for name, keys in (("user_key", users), ("request_key", requests)):
-            if keys is not None:
-                out.array(name, (rows,), np.int64)[:] = keys.view(np.int64)[order]
-        del order
+        out.array("split", (rows,), np.int8)[:] = _codes(tuple(sizes))
+        source_row = out.array("source_row", (rows,), np.int64)
+        key_arrays = {name: out.array(name, (rows,), np.int64) for name in key_files}
         if plan.sequence is not None:  # events in the files' order; rows point into them
             event_item = out.array("event_item", (max(plan.events, 1),), np.int32)
+            event_action = out.array("event_action", (max(plan.events, 1),), np.int8)
             history_start = out.array("history_start", (rows,), np.int64)
             history_end = out.array("history_end", (rows,), np.int64)
-            cursor = 0
+            events = 0
+        written = 0
         for batch in reader.batches(columns):
-            at = where[batch.start : batch.start + len(batch)]
+            n = len(batch)
+            codes = split[batch.start : batch.start + n]
+            at = np.empty(n, dtype=np.int64)  # where each row of the batch is stored
+            for code in range(3):
+                mine = codes == code
+                count = int(mine.sum())
+                at[mine] = cursor[code] + np.arange(count)
+                cursor[code] += count
+            source_row[at] = batch.start + np.arange(n)
+            for name, column in key_files.items():
+                values = batch.columns[column]
+                key_arrays[name][at] = (
+                    values.to_numpy(zero_copy_only=False)
+                    if name == "timestamp"
+                    else hashed(values).view(np.int64)
+                )
             for j, name in enumerate(labels):
                 values = batch.columns[name].to_numpy(zero_copy_only=False).astype(np.int8)
                 if j == 0:
@@ -774,17 +796,19 @@ def _write(
                     batch.columns[plan.sequence.column], plan.sequence, plan.sequence_len, last=True
                 )
                 found = ids[np.arange(plan.sequence_len)[None, :] < kept[:, None]]
-                event_item[cursor : cursor + len(found)] = found
-                ends = cursor + np.cumsum(kept)
+                event_item[events : events + len(found)] = found
+                event_action[events : events + len(found)] = found > 0  # one kind of action
+                ends = events + np.cumsum(kept)
                 history_start[at], history_end[at] = ends - kept, ends
-                cursor += len(found)
-            _tick(progress, "3/3 encoding", len(batch), rows)
-        if plan.sequence is not None:  # one kind of action; no times (ages are 0)
-            events = len(event_item)
-            out.array("event_action", (events,), np.int8)[:] = np.asarray(event_item) > 0
-            out.array("event_time", (events,), np.int64)
+                events += len(found)
+            written += n
+            if written >= RELEASE_ROWS:
+                out.release()
+                written = 0
+            _tick(progress, "3/3 encoding", n, rows)
+        if plan.sequence is not None:  # no times: ages are 0
+            out.array("event_time", (len(event_item),), np.int64)
             out.array("history_now", (rows,), np.int64)
-        sizes = np.bincount(split, minlength=3)
         split_rule = _split_rule(schema)
         out.finish(
             {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -53,13 +54,40 @@ def assign_splits(position: np.ndarray, count: np.ndarray) -> np.ndarray:
     return np.where(position < train_end, 0, np.where(position < valid_end, 1, 2)).astype(np.int8)
 
 
+CHUNK_ROWS = 1 << 20  # rows read at a time from (mapped) arrays
+
+
+def _chunks(rows: int):
+    for start in range(0, rows, CHUNK_ROWS):
+        yield slice(start, min(start + CHUNK_ROWS, rows))
+
+
 def split_checksum(split: np.ndarray, source_row: np.ndarray) -> str:
     """Hash of which source rows land in which split, in order: the split's identity."""
     digest = hashlib.sha256()
     for code, name in enumerate(SPLITS):
         digest.update(name.encode())
-        digest.update(np.ascontiguousarray(source_row[split == code], dtype=np.int64).tobytes())
+        for part in _chunks(len(split)):
+            mine = source_row[part][split[part] == code]
+            digest.update(np.ascontiguousarray(mine, dtype=np.int64).tobytes())
     return digest.hexdigest()
+
+
+def _split_figures(split: np.ndarray, label: np.ndarray) -> tuple[dict, dict]:
+    """Rows and positive rate per split, a chunk at a time (the rate: the exact count of
+    positives over the rows, as ``np.mean`` of 0/1 labels gives it)."""
+    rows, positives = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    for part in _chunks(len(split)):
+        codes = np.asarray(split[part], dtype=np.int64)
+        rows += np.bincount(codes, minlength=3)[:3]
+        positives += np.bincount(codes, weights=np.asarray(label[part]), minlength=3)[:3].astype(
+            np.int64
+        )
+    sizes = {name: int(rows[i]) for i, name in enumerate(SPLITS)}
+    rates = {
+        name: float(positives[i] / rows[i]) if rows[i] else 0.0 for i, name in enumerate(SPLITS)
+    }
+    return sizes, rates
 
 
 @dataclass
@@ -225,23 +253,30 @@ class PreparedWriter:
         )
         return self.arrays[name]
 
+    def release(self) -> None:
+        """Write the arrays' changed pages to their files and drop them from this process's
+        memory: a large dataset is written with the memory of a few batches."""
+        for array in self.arrays.values():
+            array.flush()
+            mapping = getattr(array, "_mmap", None)  # numpy has no public madvise
+            if mapping is not None:
+                mapping.madvise(mmap.MADV_DONTNEED)
+
     def finish(self, manifest: dict) -> PreparedDataset:
         """Flush the arrays, write the raw form (``manifest["raw_form"]``, kept in its own
         file), the checksums and the completed manifest, then put the folder at ``root``."""
         for array in self.arrays.values():
             array.flush()
         split, label = self.arrays["split"], self.arrays["label"]
+        sizes, rates = _split_figures(split, label)
         manifest = dict(manifest)
         raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
         manifest = {
             "format_version": FORMAT_VERSION,
             **manifest,
             "rows": int(len(label)),
-            "split_sizes": {name: int((split == i).sum()) for i, name in enumerate(SPLITS)},
-            "positive_rate": {
-                name: float(label[split == i].mean()) if (split == i).any() else 0.0
-                for i, name in enumerate(SPLITS)
-            },
+            "split_sizes": sizes,
+            "positive_rate": rates,
             "split_checksum": split_checksum(split, self.arrays["source_row"]),
         }
         self.arrays.clear()  # closes the maps before the files are hashed and moved
