@@ -90,7 +90,7 @@ def as_flags() -> Iterator[None]:
     try:
         yield
     except ConfigError as err:
-        if err.field in FLAG_FIELDS:
+        if err.field in FLAG_FIELDS and err.source is None:  # not a field of a file
             raise ConfigError("--" + err.field.replace("_", "-"), err.message) from None
         raise
 

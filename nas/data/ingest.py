@@ -194,11 +194,16 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _first_value(array: pa.Array) -> int:
+    """The first row with a value (0 when all are null): the sample an error shows."""
+    if array.null_count == len(array):
+        return 0
+    return _first(~np.asarray(array.is_null(), dtype=bool))
+
+
 def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None:
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        index = (
-            _first(~np.asarray(array.is_null(), dtype=bool)) if array.null_count < len(array) else 0
-        )
+        index = _first_value(array)
         raise batch.bad(
             column, index, f"holds a list ({shown(array[index].as_py())}) where {wants} is declared"
         )
@@ -228,16 +233,12 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
         bad = ~np.isin(numbers, (0.0, 1.0))  # NaN (a missing label) is not in it either
         if bad.any():
             i = _first(bad)
-            got = "an empty value" if values[i].as_py() is None else shown(texts_of(array, i))
+            got = "an empty value" if values[i].as_py() is None else shown(array[i].as_py())
             raise batch.bad(column, i, f"must be 0 or 1 on every row, got {got}")
     elif not np.isfinite(numbers[~np.isnan(numbers)]).all():
         i = _first(np.isinf(numbers))
         raise batch.bad(column, i, f"must be a finite number, got {numbers[i]}")
     return values
-
-
-def texts_of(array: pa.Array, index: int) -> object:
-    return array[index].as_py()
 
 
 def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
@@ -256,11 +257,7 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     """list<string>: a list column, or text split at the feature's ``sep``."""
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         if feature.sep is None:
-            i = (
-                _first(~np.asarray(array.is_null(), dtype=bool))
-                if array.null_count < len(array)
-                else 0
-            )
+            i = _first_value(array)
             raise batch.bad(
                 column,
                 i,
@@ -530,7 +527,6 @@ def _padded(
     lengths = lengths.astype(np.int64)
     values = pc.list_flatten(lists)
     ids = encoder.ids(values) if len(values) else np.zeros(0, dtype=np.int64)
-    ids[ids == PAD] = PAD  # an empty value inside a list is padding
     row = np.repeat(np.arange(rows), lengths)
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
     position = np.arange(len(row)) - starts

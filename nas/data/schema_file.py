@@ -24,7 +24,7 @@ import glob
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -245,7 +245,3 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
         stat = path.stat()
         digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
-
-
-def describe(schema: SchemaFile) -> dict[str, Any]:
-    return schema.model_dump(mode="json", exclude_none=True)

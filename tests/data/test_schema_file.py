@@ -372,6 +372,10 @@ def test_the_cli_refuses_a_bad_schema_file_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "features[2].min_freq" in done.stderr
     assert str(path) in "".join(done.stderr.split())  # wrapped at the terminal's width
+    path.write_text("name: x\nlabels: [y]\n")  # a field of the file, not a flag
+    done = nas_here(tmp_path / "runs", "data", "prepare", str(path), "--cache-dir", str(cache))
+    assert done.returncode == 2 and "source: is required" in done.stderr
+    assert "--source" not in done.stderr
     done = nas_here(tmp_path / "runs", "data", "prepare", str(path), "--rows", "5")
     assert done.returncode == 2 and "rows: does not apply to a schema file" in done.stderr
     assert not cache.exists()
