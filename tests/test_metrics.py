@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from workers.metrics import auc, base_entropy, binary_metrics
+from workers.metrics import auc, base_entropy, binary_metrics, grouped_auc
 
 
 def _brute_auc(labels, scores):
@@ -51,3 +51,39 @@ def test_ne_of_the_base_rate_predictor_is_one():
 def test_base_entropy_rejects_degenerate_rates():
     with pytest.raises(ValueError):
         base_entropy(1.0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gauc_is_each_users_auc_weighted_by_rows(seed):
+    """Against pair counting per user, with pandas grouping; users with one class left out."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = 2000
+    frame = pd.DataFrame(
+        {
+            "user": rng.integers(0, 60, rows),
+            "label": rng.integers(0, 2, rows),
+            "score": rng.integers(0, 10, rows).astype(float),
+        }
+    )
+    frame.loc[frame["user"] == 7, "label"] = 1  # one class only: no AUC, left out
+    total = weight = 0.0
+    for _, part in frame.groupby("user"):
+        if part["label"].nunique() == 2:
+            total += _brute_auc(part["label"].to_numpy(), part["score"].to_numpy()) * len(part)
+            weight += len(part)
+    got = grouped_auc(
+        frame["label"].to_numpy(), frame["score"].to_numpy(), frame["user"].to_numpy()
+    )
+    assert got == pytest.approx(total / weight, abs=1e-12)
+    metrics = binary_metrics(
+        torch.tensor(frame["label"].to_numpy(), dtype=torch.int8),
+        torch.tensor(frame["score"].to_numpy()),
+        0.5,
+        frame["user"].to_numpy(),
+    )
+    assert metrics["gauc"] == got and "gauc" not in binary_metrics(
+        torch.tensor(frame["label"].to_numpy()), torch.tensor(frame["score"].to_numpy()), 0.5
+    )
+    assert math.isnan(grouped_auc(np.ones(4), np.arange(4.0), np.zeros(4)))

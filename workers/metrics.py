@@ -1,4 +1,4 @@
-"""Ranking metrics: logloss, normalized entropy (NE) and AUC.
+"""Ranking metrics: logloss, normalized entropy (NE), AUC and grouped AUC (gAUC).
 
 NE (He et al. 2014, "Practical lessons from predicting clicks on ads at Facebook") is the
 logloss divided by the entropy of the training positive rate p:
@@ -46,11 +46,38 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((rank_sum - positives * (positives + 1) / 2) / (positives * negatives))
 
 
-def binary_metrics(labels: torch.Tensor, logits: torch.Tensor, train_positive_rate: float) -> dict:
+def grouped_auc(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> float:
+    """gAUC: the AUC within each group (a user), averaged weighted by the group's rows. A
+    group whose rows are all of one class has no AUC and is left out (NaN if all are)."""
+    labels, scores = np.asarray(labels).astype(bool), np.asarray(scores, dtype=np.float64)
+    order = np.argsort(groups, kind="stable")
+    sorted_groups = np.asarray(groups)[order]
+    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    positives = np.add.reduceat(labels[order].astype(np.int64), starts) if len(order) else []
+    total, weight = 0.0, 0
+    for start, end, hits in zip(starts, ends, positives, strict=True):
+        if 0 < hits < end - start:
+            rows = order[start:end]
+            total += auc(labels[rows], scores[rows]) * (end - start)
+            weight += end - start
+    return total / weight if weight else float("nan")
+
+
+def binary_metrics(
+    labels: torch.Tensor,
+    logits: torch.Tensor,
+    train_positive_rate: float,
+    groups: np.ndarray | None = None,
+) -> dict:
+    """logloss, NE and AUC; with ``groups`` (each row's user), gAUC too."""
     labels = labels.float()  # memory-mapped labels are stored as int8
     loss = logloss(labels, logits)
-    return {
+    metrics = {
         "logloss": loss,
         "ne": loss / base_entropy(train_positive_rate),
         "auc": auc(labels.numpy(), logits.double().numpy()),
     }
+    if groups is not None:
+        metrics["gauc"] = grouped_auc(labels.numpy(), logits.double().numpy(), groups)
+    return metrics

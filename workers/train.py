@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -329,9 +330,16 @@ def predict(model: nn.Module, data: Features, batch_size: int) -> torch.Tensor:
     return torch.cat(logits)
 
 
-def evaluate(model: nn.Module, data: Features, train_positive_rate: float, batch_size: int) -> dict:
-    """logloss, NE (against the training positive rate) and AUC of ``model`` on ``data``."""
+def evaluate(
+    model: nn.Module,
+    data: Features,
+    train_positive_rate: float,
+    batch_size: int,
+    groups: np.ndarray | None = None,
+) -> dict:
+    """logloss, NE (against the training positive rate) and AUC of ``model`` on ``data``;
+    with ``groups`` (each row's user), gAUC."""
     logits = predict(model, data, batch_size)
     if not torch.isfinite(logits).all():
         raise TrainingError("the model predicts NaN/Inf logits")
-    return binary_metrics(data.label, logits, train_positive_rate)
+    return binary_metrics(data.label, logits, train_positive_rate, groups)

@@ -31,6 +31,7 @@ class TrialResult:
     ne: float
     auc: float
     logloss: float
+    gauc: float | None  # AUC per user, weighted by rows (None: the dataset has no users)
     flops: float  # per example, measured (fvcore; 2 per multiply-add)
     serving_flops: float  # per candidate, request side shared by SERVING_CANDIDATES (analytic)
     params: int
@@ -174,6 +175,7 @@ def evaluate(
             ne=metrics["ne"],
             auc=metrics["auc"],
             logloss=metrics["logloss"],
+            gauc=metrics.get("gauc"),
             flops=flops(),
             serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
             params=sum(p.numel() for p in model.parameters()),
@@ -233,7 +235,9 @@ def evaluate(
     if save_weights is not None:
         checkpoint.save(save_weights, model.state_dict())
     eval_start = time.perf_counter()
-    metrics = evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)
+    metrics = evaluate_model(
+        model, held_out, data.train_positive_rate, config.eval_batch_size, data.groups()
+    )
     eval_seconds = time.perf_counter() - eval_start
     if rungs is not None:  # the end: the kept weights' figures, or the last step's
         if validation.best is not None:

@@ -15,6 +15,7 @@ import functools
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,7 +31,8 @@ class TrialData:
     schema: Schema
     train_positive_rate: float
     split: str  # the held-out split metrics are measured on
-    arrays: dict[str, dict[str, np.ndarray]]  # {"train": {...}, split: {...}, "events": {...}}
+    # {"train": {...}, split: {...}, "events": {...}} and "groups": the held-out rows' users
+    arrays: dict[str, Any]
     root: str | None = None  # mapped: the prepared folder (then ``arrays`` is empty)
     train_on: tuple[str, ...] = ("train",)
 
@@ -58,6 +60,9 @@ class TrialData:
         }
         if split != "valid" and "valid" not in train_on:  # rows to select weights on
             arrays["valid"] = dataset.feature_arrays("valid")
+        groups = dataset.groups(split)
+        if groups is not None:
+            arrays["groups"] = groups
         return cls(dataset.name, dataset.schema, _positive_rate(dataset, train_on), split, arrays)
 
     def features(self, part: str, history: bool = True) -> Features:
@@ -75,11 +80,17 @@ class TrialData:
                 rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
 
+    def groups(self) -> np.ndarray | None:
+        """The held-out rows' users, for gAUC (None: the dataset declares none)."""
+        if self.root is not None:
+            return _mapped(self.root).groups(self.split)
+        return self.arrays.get("groups")
+
     @property
     def parts(self) -> set[str]:
         if self.root is not None:
             return {"train", self.split} | ({"valid"} - set(self.train_on))
-        return set(self.arrays) - {"events"}
+        return set(self.arrays) - {"events", "groups"}
 
     def validation(self, history: bool = True) -> Features:
         """The validation rows a trial measures itself on while it trains (rungs, checks):
@@ -116,7 +127,11 @@ class TrialData:
     @property
     def nbytes(self) -> int:
         """Bytes carried through the object store (none when mapped)."""
-        return sum(a.nbytes for part in self.arrays.values() for a in part.values())
+        parts = [p for p in self.arrays.values() if isinstance(p, dict)]
+        groups = self.arrays.get("groups")
+        return sum(a.nbytes for p in parts for a in p.values()) + (
+            0 if groups is None else groups.nbytes
+        )
 
 
 def _positive_rate(dataset: PreparedDataset, train_on: tuple[str, ...]) -> float:

@@ -162,6 +162,11 @@ def _print_result(result, precision: str) -> None:
             "logloss / entropy of the training positive rate; lower is better",
         ),
         ("AUC", f"{result.auc:.4f}", ""),
+        *(
+            [("gAUC", f"{result.gauc:.4f}", "AUC per user, weighted by rows")]
+            if result.gauc is not None
+            else []
+        ),
         ("logloss", f"{result.logloss:.4f}", ""),
         ("FLOPs / example", si(result.flops), "2 per multiply-add, measured with fvcore"),
         (

@@ -158,6 +158,17 @@ class PreparedDataset:
             "time": self.array(times).astype(np.int64),
         }
 
+    def groups(self, split: str) -> np.ndarray | None:
+        """Each row's user in ``split``, for gAUC: the schema file's ``keys.user`` (hashed),
+        or a categorical field named ``user`` (MovieLens); None when there is neither."""
+        rows = self.split_rows(split)
+        if self.has("user_key"):
+            return np.asarray(self.array("user_key")[rows])
+        names = [f.name for f in self.schema.of_kind("categorical")]
+        if "user" in names:
+            return np.asarray(self.array("categorical")[rows, names.index("user")], np.int64)
+        return None
+
     def has(self, name: str) -> bool:
         return f"{name}.npy" in self.manifest["files"]
 

@@ -41,6 +41,13 @@ OBJECTIVES: Registry[Objective] = Registry.of(
         Objective("ne", "min", "normalized entropy on the held-out split", 1.0),
         Objective("auc", "max", "ROC AUC on the held-out split", 0.5),
         Objective("logloss", "min", "log loss on the held-out split"),
+        Objective(
+            "gauc",
+            "max",
+            "AUC per user on the held-out split, weighted by rows (a dataset with users: "
+            "keys.user in its schema file, or MovieLens)",
+            0.5,
+        ),
         Objective("flops", "min", "FLOPs per example (2 per multiply-add, fvcore)"),
         Objective(
             "serving_flops",

@@ -89,9 +89,15 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     from nas.search.strategies import check_options, get_strategy
 
     dataset = load_dataset(config.dataset)
-    for o in config.objectives:  # the cpu target is measured here once, then cached
+    for i, o in enumerate(config.objectives):  # the cpu target is measured here once, cached
         if o.name in COST_OBJECTIVES:
             get_target(o.target, config.resources.cpus_per_trial)
+        if o.name == "gauc" and dataset.groups("valid") is None:
+            raise ConfigError(
+                f"objectives[{i}]",
+                f"gauc needs each row's user, and dataset {dataset.name!r} has none "
+                "(declare keys.user in its schema file)",
+            )
     space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
     strategy = config.strategy
     get_strategy(strategy.name).check(

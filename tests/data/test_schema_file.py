@@ -469,4 +469,21 @@ def test_training_from_the_mapped_files_matches_training_in_memory(
         assert mapped.train_positive_rate == pytest.approx(arrays.train_positive_rate)
         one = evaluate(architecture, arrays, config)
         other = evaluate(architecture, mapped, config)
-        assert (one.ne, one.auc) == (other.ne, other.auc)
+        assert (one.ne, one.auc, one.gauc) == (other.ne, other.auc, other.gauc)
+        assert one.gauc is not None  # keys.user: AUC per user
+
+
+def test_a_gauc_objective_needs_users_in_the_dataset(tmp_path: Path) -> None:
+    from tests.test_search import nas_here
+
+    path = schema_file(tmp_path, split="{method: order}")
+    path.write_text(path.read_text().replace("keys: {user: user_id, timestamp: ts}", "keys: {}"))
+    search = tmp_path / "s.yaml"
+    search.write_text(
+        f"name: g\ndataset: {path}\nspace: {{name: ctr_stack}}\nobjectives: [gauc, flops]\n"
+    )
+    runs = tmp_path / "runs"
+    done = nas_here(runs, "submit", str(search), RECNAS_CACHE_DIR=str(tmp_path / "cache"))
+    assert done.returncode == 2, done.stderr
+    assert "objectives[0]: gauc needs each row's user" in " ".join(done.stderr.split())
+    assert not (runs / "registry.db").exists()
