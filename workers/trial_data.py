@@ -127,11 +127,10 @@ class TrialData:
     @property
     def nbytes(self) -> int:
         """Bytes carried through the object store (none when mapped)."""
-        parts = [p for p in self.arrays.values() if isinstance(p, dict)]
-        groups = self.arrays.get("groups")
-        return sum(a.nbytes for p in parts for a in p.values()) + (
-            0 if groups is None else groups.nbytes
-        )
+        values = [
+            v for p in self.arrays.values() for v in (p.values() if isinstance(p, dict) else [p])
+        ]
+        return sum(a.nbytes for a in values)
 
 
 def _positive_rate(dataset: PreparedDataset, train_on: tuple[str, ...]) -> float:

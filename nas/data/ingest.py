@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nas.core.errors import DataError, shown
-from nas.data.prepared import PreparedWriter
+from nas.data.prepared import PreparedWriter, row_chunks
 from nas.data.raw import RawForm, stable_hash
 from nas.data.schema import Field
 from nas.data.schema import Schema as ModelSchema
@@ -42,7 +42,6 @@ BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
 PAD, OOV, FIRST_ID = 0, 1, 2
 DEFAULT_MAX_LEN = {"multi_hot": 16, "sequence": 64}
 COMPACT_AT = 1 << 20  # value-count rows kept before merging them
-CHUNK = 1 << 20  # rows per step where a per-row computation would need a large temporary
 RELEASE_ROWS = 1 << 20  # rows written between two releases of the written pages
 
 
@@ -377,9 +376,9 @@ def assign_split(
         return out
     if method == "random":  # chunk by chunk: no per-row int64 temporaries
         out = np.empty(rows, dtype=np.int8)
-        for start in range(0, rows, CHUNK):
-            index = np.arange(start, min(start + CHUNK, rows), dtype=np.int64)
-            out[start : start + len(index)] = _by_fraction(_mix(index, split.seed), valid, test)
+        for part in row_chunks(rows):
+            index = np.arange(part.start, part.stop, dtype=np.int64)
+            out[part] = _by_fraction(_mix(index, split.seed), valid, test)
         return out
     if method == "hash":
         return _by_fraction(users, valid, test)

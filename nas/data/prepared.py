@@ -57,7 +57,9 @@ def assign_splits(position: np.ndarray, count: np.ndarray) -> np.ndarray:
 CHUNK_ROWS = 1 << 20  # rows read at a time from (mapped) arrays
 
 
-def _chunks(rows: int):
+def row_chunks(rows: int):
+    """Slices of at most ``CHUNK_ROWS`` rows covering ``rows``: per-row work on a large
+    (mapped) array without a full-size temporary."""
     for start in range(0, rows, CHUNK_ROWS):
         yield slice(start, min(start + CHUNK_ROWS, rows))
 
@@ -67,17 +69,17 @@ def split_checksum(split: np.ndarray, source_row: np.ndarray) -> str:
     digest = hashlib.sha256()
     for code, name in enumerate(SPLITS):
         digest.update(name.encode())
-        for part in _chunks(len(split)):
+        for part in row_chunks(len(split)):
             mine = source_row[part][split[part] == code]
             digest.update(np.ascontiguousarray(mine, dtype=np.int64).tobytes())
     return digest.hexdigest()
 
 
-def _split_figures(split: np.ndarray, label: np.ndarray) -> tuple[dict, dict]:
+def split_figures(split: np.ndarray, label: np.ndarray) -> tuple[dict, dict]:
     """Rows and positive rate per split, a chunk at a time (the rate: the exact count of
     positives over the rows, as ``np.mean`` of 0/1 labels gives it)."""
     rows, positives = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
-    for part in _chunks(len(split)):
+    for part in row_chunks(len(split)):
         codes = np.asarray(split[part], dtype=np.int64)
         rows += np.bincount(codes, minlength=3)[:3]
         positives += np.bincount(codes, weights=np.asarray(label[part]), minlength=3)[:3].astype(
@@ -279,7 +281,7 @@ class PreparedWriter:
         for array in self.arrays.values():
             array.flush()
         split, label = self.arrays["split"], self.arrays["label"]
-        sizes, rates = _split_figures(split, label)
+        sizes, rates = split_figures(split, label)
         manifest = dict(manifest)
         raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
         manifest = {

@@ -3,34 +3,44 @@ its cardinality, missing and out-of-vocabulary rates and (lists) lengths. ``nas 
 inspect`` prints them; every search logs them to MLflow.
 
 Ids: 0 is a missing value in every dataset; schema-file datasets also keep 1 for values out
-of the vocabulary (``manifest["ids"]["oov"]``), where the built-in ones map those to 0 too.
-Arrays are read memory-mapped, a chunk of rows at a time.
+of the vocabulary (``manifest["ids"]["oov"]``; its rate is the share of the field's values),
+where the built-in ones map those to 0 too. Arrays are read memory-mapped, a chunk of rows
+at a time.
 """
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 
-from nas.data.prepared import SPLITS, PreparedDataset
+from nas.data.prepared import PreparedDataset, row_chunks, split_figures
 
-CHUNK_ROWS = 1 << 20
-
-
-def _chunks(rows: int):
-    for start in range(0, rows, CHUNK_ROWS):
-        yield slice(start, min(start + CHUNK_ROWS, rows))
+PROFILE = "profile.json"  # derived, not checksummed; a new `prepare` replaces the folder with it
 
 
-def _rates(ids: np.memmap, rows: int, oov: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per column of a [rows, F] id array: the share of missing ids, and of out of vocabulary."""
-    missing = np.zeros(ids.shape[1])
-    unknown = np.zeros(ids.shape[1])
-    for part in _chunks(rows):
+def _id_figures(ids: np.memmap, rows: int, oov: int | None) -> tuple[np.ndarray, ...]:
+    """Per field of a [rows, F] or [rows, F, L] id array, a chunk at a time: the share of
+    rows missing it (an empty list), the share of its values out of vocabulary, and each
+    row's length (lists; else None)."""
+    fields = ids.shape[1]
+    missing, unknown, present = np.zeros(fields), np.zeros(fields), np.zeros(fields)
+    lengths = [] if ids.ndim == 3 else None
+    for part in row_chunks(rows):
         block = np.asarray(ids[part])
-        missing += (block == 0).sum(axis=0)
+        if block.ndim == 3:
+            counts = (block > 0).sum(axis=2)  # [chunk, F]
+            lengths.append(counts)
+            block_missing = counts == 0
+        else:
+            block_missing = block == 0
+        missing += block_missing.sum(axis=0)
+        present += (block > 0).reshape(len(block), fields, -1).sum(axis=(0, 2))
         if oov is not None:
-            unknown += (block == oov).sum(axis=0)
-    return missing / max(rows, 1), unknown / max(rows, 1)
+            unknown += (block == oov).reshape(len(block), fields, -1).sum(axis=(0, 2))
+    lengths = np.concatenate(lengths) if lengths else None
+    return missing / max(rows, 1), unknown / np.maximum(present, 1), lengths
 
 
 def _percentiles(lengths: np.ndarray) -> dict[str, float]:
@@ -41,34 +51,45 @@ def _percentiles(lengths: np.ndarray) -> dict[str, float]:
 
 
 def profile(dataset: PreparedDataset) -> dict:
-    """The figures, as plain JSON-ready values."""
+    """The figures, as plain JSON-ready values: computed once (a pass over the id arrays,
+    seconds on tens of millions of rows), then kept beside the dataset in ``profile.json``."""
+    kept = dataset.root / PROFILE
+    try:
+        found = json.loads(kept.read_text())
+        if found.get("split_checksum") == dataset.manifest["split_checksum"]:
+            return found
+    except (OSError, ValueError):
+        pass
+    figures = _figures(dataset)
+    tmp = kept.with_name(f"{PROFILE}.{os.getpid()}.tmp")
+    try:  # a read-only cache still answers, computing each time
+        tmp.write_text(json.dumps(figures, indent=1))
+        tmp.replace(kept)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return figures
+
+
+def _figures(dataset: PreparedDataset) -> dict:
     m = dataset.manifest
     rows = m["rows"]
     oov = m.get("ids", {}).get("oov")
     split = dataset.array("split")
     labels = m.get("labels") or ["label"]
-    label_rates: dict[str, dict[str, float]] = {}
     stacked = dataset.array("labels") if dataset.has("labels") else None
-    for j, name in enumerate(labels):
-        column = stacked[:, j] if stacked is not None else dataset.array("label")
-        label_rates[name] = {
-            s: float(column[split == i].mean()) if (split == i).any() else 0.0
-            for i, s in enumerate(SPLITS)
-        }
+    label_rates = {
+        name: split_figures(
+            split, stacked[:, j] if stacked is not None else dataset.array("label")
+        )[1]
+        for j, name in enumerate(labels)
+    }
     fields = []
     schema = dataset.schema
-    for kind, array in (("categorical", "categorical"), ("multi_hot", "multi_hot")):
+    for kind in ("categorical", "multi_hot"):
         declared = schema.of_kind(kind)
         if not declared:
             continue
-        ids = dataset.array(array)
-        if kind == "multi_hot":  # a row is missing a field when its list is empty
-            first = ids[:, :, 0] if ids.shape[2] else np.zeros((rows, len(declared)), np.int32)
-            missing, unknown = _rates(first, rows, None)
-            _, unknown = _rates(ids.reshape(rows, -1), rows, oov)
-            unknown = unknown.reshape(len(declared), -1).sum(axis=1) if ids.shape[2] else unknown
-        else:
-            missing, unknown = _rates(ids, rows, oov)
+        missing, unknown, lengths = _id_figures(dataset.array(kind), rows, oov)
         for j, f in enumerate(declared):
             entry = {
                 "name": f.name,
@@ -79,9 +100,8 @@ def profile(dataset: PreparedDataset) -> dict:
             }
             if oov is not None:
                 entry["out_of_vocabulary"] = float(unknown[j])
-            if kind == "multi_hot":
-                lengths = (np.asarray(ids[:, j, :]) > 0).sum(axis=1)
-                entry["length"] = _percentiles(lengths)
+            if lengths is not None:
+                entry["length"] = _percentiles(lengths[:, j])
             fields.append(entry)
     for f in schema.of_kind("dense"):
         fields.append({"name": f.name, "kind": "dense"})

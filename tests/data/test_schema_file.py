@@ -487,3 +487,32 @@ def test_a_gauc_objective_needs_users_in_the_dataset(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "objectives[0]: gauc needs each row's user" in " ".join(done.stderr.split())
     assert not (runs / "registry.db").exists()
+
+
+def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
+    """`nas data inspect`'s figures: label rates per split, a field's missing and
+    out-of-vocabulary rates, a list's empty share, lengths and its values out of vocabulary."""
+    from nas.data.profile import profile
+
+    frame = logs()
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
+    figures = profile(dataset)
+    split = by_source(dataset, "split")
+    train = frame[split == 0]
+    for i, name in enumerate(("train", "valid", "test")):
+        assert figures["labels"]["like"][name] == pytest.approx(frame["like"][split == i].mean())
+    fields = {f["name"]: f for f in figures["fields"]}
+    items = expected_vocab(train["item_id"], max_size=20)
+    assert fields["item_id"]["out_of_vocabulary"] == pytest.approx(
+        (~frame["item_id"].isin(list(items))).mean()
+    )
+    assert fields["site"]["missing"] == pytest.approx(frame["site"].isna().mean())
+    lengths = frame["genres"].map(lambda g: min(len(g), 3))
+    assert fields["genres"]["missing"] == pytest.approx((lengths == 0).mean())
+    assert fields["genres"]["length"]["p50"] == pytest.approx(lengths.median())
+    assert fields["genres"]["length"]["max"] == lengths.max()
+    kept = frame["genres"].map(lambda g: g[:3]).explode().dropna()
+    genres = expected_vocab(train["genres"].explode())
+    assert fields["genres"]["out_of_vocabulary"] == pytest.approx((~kept.isin(list(genres))).mean())
+    hist = frame["hist"].map(lambda h: min(len(h), 4))
+    assert fields["hist"]["missing"] == pytest.approx((hist == 0).mean())
