@@ -18,7 +18,7 @@ def add_commands(commands) -> None:
     data.set_defaults(group=data)
     data_commands = data.add_subparsers(title="data commands", metavar="COMMAND")
     prepare = data_commands.add_parser(
-        "prepare", help="build (or reuse) the cached views of a dataset"
+        "prepare", help="build (or reuse) a dataset's cache: a built-in one, or a schema file's"
     )
     prepare.add_argument(
         "name",
