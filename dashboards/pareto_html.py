@@ -221,31 +221,33 @@ def page(title: str, *figures) -> str:
 
 def retrain_figure(report: dict):
     """A retrain's comparison: test NE per architecture, mean with one standard deviation
-    over seeds as error bars, baselines and picks in two colours (from ``retrain.json``)."""
+    over seeds as error bars, baselines and picks in two colours (from ``retrain.json``); the
+    NE it ranks by (one label's, ``ne:click``, when the search named one)."""
     import plotly.graph_objects as go
 
-    rows = report["rows"]
+    rows, key = report["rows"], report.get("ranked_by", "ne")
+    shown = "test NE" if key == "ne" else f"test NE of {key.partition(':')[2]}"
     figure = go.Figure()
     for baseline, name, color in ((False, "picked", "#4e79a7"), (True, "baselines", "#f28e2b")):
         group = [r for r in rows if r["baseline"] == baseline]
         figure.add_trace(
             go.Bar(
                 x=[r["label"] for r in group],
-                y=[r["ne_mean"] for r in group],
-                error_y={"type": "data", "array": [r["ne_std"] for r in group]},
+                y=[r[f"{key}_mean"] for r in group],
+                error_y={"type": "data", "array": [r[f"{key}_std"] for r in group]},
                 name=name,
                 marker_color=color,
-                text=[f"{r['ne_mean']:.4f}" for r in group],
+                text=[f"{r[f'{key}_mean']:.4f}" for r in group],
                 hovertemplate="%{x}: NE %{y:.4f}<extra></extra>",
             )
         )
-    low = min((r["ne_mean"] - r["ne_std"] for r in rows), default=0.0)
-    high = max((r["ne_mean"] + r["ne_std"] for r in rows), default=1.0)
+    low = min((r[f"{key}_mean"] - r[f"{key}_std"] for r in rows), default=0.0)
+    high = max((r[f"{key}_mean"] + r[f"{key}_std"] for r in rows), default=1.0)
     pad = (high - low) * 0.5 or 0.01
     figure.update_layout(
-        title=f"retrain of {report['retrain_of']}: test NE over {report['seeds']} seeds, "
+        title=f"retrain of {report['retrain_of']}: {shown} over {report['seeds']} seeds, "
         f"{report['steps']} steps (lower is better)",
-        yaxis={"title": {"text": "test NE"}, "range": [low - pad, high + pad]},
+        yaxis={"title": {"text": shown}, "range": [low - pad, high + pad]},
         template="plotly_white",
     )
     return figure

@@ -42,7 +42,7 @@ def test_ne_of_the_base_rate_predictor_is_one():
     labels = torch.tensor([1.0, 0, 0, 1, 1, 0, 1, 1])
     p = labels.mean().item()
     logits = torch.full((8,), math.log(p / (1 - p)))
-    metrics = binary_metrics(labels, logits, train_positive_rate=p)
+    metrics = binary_metrics(labels, logits, rates=p)
     assert metrics["ne"] == pytest.approx(1.0)
     assert metrics["logloss"] == pytest.approx(base_entropy(p))
     assert metrics["auc"] == pytest.approx(0.5)

@@ -35,7 +35,7 @@ def trained_until(data: TrialData, config: TrainConfig, stop_at: int) -> float:
     rows = data.features("train", model.reads_history)
     train(model, rows, config, lambda step, _: step == stop_at)
     held_out = data.features(data.split, model.reads_history)
-    return evaluate_model(model, held_out, data.train_positive_rate, config.eval_batch_size)["ne"]
+    return evaluate_model(model, held_out, data.train_rates, config.eval_batch_size)["ne"]
 
 
 def test_the_kept_weights_are_those_of_the_best_check(ml100k) -> None:

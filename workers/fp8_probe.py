@@ -40,6 +40,7 @@ from nas.arch.cost.targets import Target
 from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError
+from workers.metrics import Rates
 from workers.train import TrainConfig, evaluate, train
 from workers.trial_data import TrialData
 
@@ -250,7 +251,7 @@ def probe_candidate(
         model,
         train_rows,
         held_out[:rows],
-        data.train_positive_rate,
+        data.train_rates,
         config,
         threshold,
         target,
@@ -259,7 +260,7 @@ def probe_candidate(
 
 
 def probe_trained(
-    model, train_rows, held_out, positive_rate: float, config: TrainConfig, threshold, target, batch
+    model, train_rows, held_out, rates: Rates, config: TrainConfig, threshold, target, batch
 ) -> ProbeResult:
     """Probe a trained ``model``: activations from the first batches of ``train_rows``, NE
     on ``held_out``."""
@@ -271,6 +272,6 @@ def probe_trained(
     ]
 
     def ne(candidate) -> float:
-        return evaluate(candidate, held_out, positive_rate, config.eval_batch_size)["ne"]
+        return evaluate(candidate, held_out, rates, config.eval_batch_size)["ne"]
 
     return probe(model, batches, ne, threshold, target, batch)

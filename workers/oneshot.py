@@ -167,7 +167,7 @@ class SubnetScorer:
         held = data.features(data.split, net.reads_history)
         order = torch.randperm(len(held), generator=torch.Generator().manual_seed(seed))
         self.batch = held[order[:rows]]
-        self.net, self.positive_rate = net, data.train_positive_rate
+        self.net, self.rates = net, data.train_rates
         with torch.no_grad():
             self.tokens = net.embed(*self.batch.inputs())
 
@@ -175,7 +175,7 @@ class SubnetScorer:
     def __call__(self, spec: ArchSpec) -> dict[str, float]:
         self.net.eval()
         logits = self.net.logits(spec, self.tokens)
-        metrics = binary_metrics(self.batch.label, logits, self.positive_rate)
+        metrics = binary_metrics(self.batch.label, logits, self.rates)
         return metrics | analytic(spec, self.net)
 
 

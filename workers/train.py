@@ -24,7 +24,7 @@ from kernels import rowwise_adam
 from kernels.backends import NATIVE_BACKENDS, check_backend
 from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
-from workers.metrics import binary_metrics
+from workers.metrics import Rates, binary_metrics
 from workers.precision import TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
@@ -333,13 +333,14 @@ def predict(model: nn.Module, data: Features, batch_size: int) -> torch.Tensor:
 def evaluate(
     model: nn.Module,
     data: Features,
-    train_positive_rate: float,
+    rates: Rates,
     batch_size: int,
     groups: np.ndarray | None = None,
 ) -> dict:
-    """logloss, NE (against the training positive rate) and AUC of ``model`` on ``data``;
-    with ``groups`` (each row's user), gAUC."""
+    """logloss, NE (against the training positive ``rates``) and AUC of ``model`` on
+    ``data``; with ``groups`` (each row's user), gAUC; each label's and their mean for
+    several labels (``workers.metrics.binary_metrics``)."""
     logits = predict(model, data, batch_size)
     if not torch.isfinite(logits).all():
         raise TrainingError("the model predicts NaN/Inf logits")
-    return binary_metrics(data.label, logits, train_positive_rate, groups)
+    return binary_metrics(data.label, logits, rates, groups)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
 import torch
 
 from nas.arch.flops import measure_flops_per_example
@@ -20,6 +21,12 @@ from workers.train import evaluate as evaluate_model
 from workers.trial_data import TrialData
 
 FLOPS_BATCH = 8
+VALIDATION_FIGURES = ("ne", "auc", "logloss", "gauc")  # at rungs and checks (and per label)
+
+
+def is_validation_figure(key: str) -> bool:
+    """Whether ``key`` (``ne``, ``ne:<label>``...) is one of the figures a rung measures."""
+    return key.split(":", 1)[0] in VALIDATION_FIGURES
 
 
 @dataclass(frozen=True)
@@ -28,7 +35,7 @@ class TrialResult:
     name: str | None
     dataset: str
     split: str  # where the metrics were measured
-    ne: float
+    ne: float  # with several labels: the mean over labels, as are auc, logloss and gauc
     auc: float
     logloss: float
     gauc: float | None  # AUC per user, weighted by rows (None: the dataset has no users)
@@ -55,9 +62,13 @@ class TrialResult:
     # validation checks while training (rungs, select_best) and each rung report's hand-over
     # to Tune: neither train_seconds nor eval_seconds
     check_seconds: float = 0.0
+    # several labels: each one's figures, "ne:<label>", "auc:<label>"... (objectives name them)
+    per_label: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Its fields, each label's figures among them as ``ne:<label>``... keys."""
+        out = asdict(self)
+        return out | out.pop("per_label")
 
 
 @dataclass(frozen=True)
@@ -87,9 +98,18 @@ class _Validation:
     """Measures a training model on a fixed validation subsample (the same rows for every
     trial with the same seed) at its rungs and checks; keeps the best check's weights."""
 
-    def __init__(self, rows: Features, count: int, seed: int, select: SelectBest | None):
+    def __init__(
+        self,
+        rows: Features,
+        groups: np.ndarray | None,
+        count: int,
+        seed: int,
+        select: SelectBest | None,
+    ):
         order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
-        self.rows = rows[order[: min(count, len(rows))].sort().values]
+        kept = order[: min(count, len(rows))].sort().values
+        self.rows = rows[kept]
+        self.groups = None if groups is None else groups[kept.numpy()]
         self.select = select
         self.rungs: list[dict[str, float]] = []  # the figures reported at each rung
         self.checks: list[dict[str, float]] = []  # every check's own figures (selecting)
@@ -99,9 +119,11 @@ class _Validation:
         self.paused = 0.0  # seconds training stood still for measuring and reporting
 
     def measure(self, model, step: int, data: TrialData, config: TrainConfig) -> dict:
-        metrics = evaluate_model(model, self.rows, data.train_positive_rate, config.eval_batch_size)
+        metrics = evaluate_model(
+            model, self.rows, data.train_rates, config.eval_batch_size, self.groups
+        )
         model.train()
-        return {"step": step, **{k: metrics[k] for k in ("ne", "auc", "logloss")}}
+        return {"step": step, **{k: v for k, v in metrics.items() if is_validation_figure(k)}}
 
     def check(self, model, step: int, data: TrialData, config: TrainConfig) -> dict:
         """The figures at ``step``: the model's own, or when selecting, those of the best
@@ -176,6 +198,7 @@ def evaluate(
             auc=metrics["auc"],
             logloss=metrics["logloss"],
             gauc=metrics.get("gauc"),
+            per_label={k: v for k, v in metrics.items() if ":" in k},
             flops=flops(),
             serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
             params=sum(p.numel() for p in model.parameters()),
@@ -193,7 +216,7 @@ def evaluate(
     if rungs is not None or select is not None:
         count = rungs.rows if rungs is not None else select.rows
         rows = data.validation(model.reads_history)
-        validation = _Validation(rows, count, config.seed, select)
+        validation = _Validation(rows, data.groups("valid"), count, config.seed, select)
     rung_steps = set(rungs.steps) if rungs is not None else set()
 
     def callback(step: int, loss: float) -> bool:
@@ -236,7 +259,7 @@ def evaluate(
         checkpoint.save(save_weights, model.state_dict())
     eval_start = time.perf_counter()
     metrics = evaluate_model(
-        model, held_out, data.train_positive_rate, config.eval_batch_size, data.groups()
+        model, held_out, data.train_rates, config.eval_batch_size, data.groups()
     )
     eval_seconds = time.perf_counter() - eval_start
     if rungs is not None:  # the end: the kept weights' figures, or the last step's
@@ -274,7 +297,7 @@ def _probe(model, train_rows, held_out, data: TrialData, config: TrainConfig, se
         model,
         train_rows,
         held_out[: settings["rows"]],
-        data.train_positive_rate,
+        data.train_rates,
         config,
         settings["threshold"],
         get_target(settings["target"]),

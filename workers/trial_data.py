@@ -23,15 +23,17 @@ import torch
 from nas.core.errors import TrainingError
 from nas.data.prepared import PreparedDataset, open_prepared
 from nas.data.schema import Features, Schema
+from workers.metrics import Rates
 
 
 @dataclass(frozen=True)
 class TrialData:
     name: str
     schema: Schema
-    train_positive_rate: float
+    train_rates: Rates  # the rows trained on: the label rate, or each label's by name
     split: str  # the held-out split metrics are measured on
-    # {"train": {...}, split: {...}, "events": {...}} and "groups": the held-out rows' users
+    # {"train": {...}, split: {...}, "events": {...}}, and "groups": {part: each row's user}
+    # for the held-out split and the validation rows (a dataset with users)
     arrays: dict[str, Any]
     root: str | None = None  # mapped: the prepared folder (then ``arrays`` is empty)
     train_on: tuple[str, ...] = ("train",)
@@ -48,7 +50,7 @@ class TrialData:
         measure on; ``mapped``: each trial maps them from the dataset's folder (a dataset
         whose splits are contiguous ranges)."""
         if mapped and dataset.contiguous:
-            rate = _positive_rate(dataset, train_on)
+            rate = _train_rates(dataset, train_on)
             return cls(dataset.name, dataset.schema, rate, split, {}, str(dataset.root), train_on)
         parts = [dataset.feature_arrays(part) for part in train_on]
         arrays = {
@@ -60,10 +62,11 @@ class TrialData:
         }
         if split != "valid" and "valid" not in train_on:  # rows to select weights on
             arrays["valid"] = dataset.feature_arrays("valid")
-        groups = dataset.groups(split)
-        if groups is not None:
-            arrays["groups"] = groups
-        return cls(dataset.name, dataset.schema, _positive_rate(dataset, train_on), split, arrays)
+        if dataset.groups("valid") is not None:
+            arrays["groups"] = {
+                part: dataset.groups(part) for part in {split, "valid"} & set(arrays)
+            }
+        return cls(dataset.name, dataset.schema, _train_rates(dataset, train_on), split, arrays)
 
     def features(self, part: str, history: bool = True) -> Features:
         """The rows of ``part``; ``history=False`` for a model that does not read the user
@@ -80,11 +83,13 @@ class TrialData:
                 rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
 
-    def groups(self) -> np.ndarray | None:
-        """The held-out rows' users, for gAUC (None: the dataset declares none)."""
+    def groups(self, part: str | None = None) -> np.ndarray | None:
+        """Each row's user in ``part`` (default: the held-out split; or "valid"), for gAUC;
+        None when the dataset declares none."""
+        part = part or self.split
         if self.root is not None:
-            return _mapped(self.root).groups(self.split)
-        return self.arrays.get("groups")
+            return _mapped(self.root).groups(part)
+        return self.arrays.get("groups", {}).get(part)
 
     @property
     def parts(self) -> set[str]:
@@ -133,15 +138,19 @@ class TrialData:
         return sum(a.nbytes for a in values)
 
 
-def _positive_rate(dataset: PreparedDataset, train_on: tuple[str, ...]) -> float:
-    """The label rate of the rows trained on: the manifest's for one split, else the mean
-    of their labels (as float32, in order: one figure whichever way the rows travel)."""
+def _train_rates(dataset: PreparedDataset, train_on: tuple[str, ...]) -> Rates:
+    """The label rate of the rows trained on (each label's, by name, for several): the
+    manifest's for one split, else the mean of their labels (as float32, in order: one
+    figure whichever way the rows travel)."""
     if len(train_on) == 1:
-        return dataset.positive_rate(train_on[0])
-    labels = [
-        np.asarray(dataset.array("label")[dataset.split_rows(p)], np.float32) for p in train_on
-    ]
-    return float(np.concatenate(labels).mean())
+        rates = dataset.positive_rates(train_on[0])
+    else:
+        labels = np.concatenate(
+            [np.asarray(dataset.label_array()[dataset.split_rows(p)], np.float32) for p in train_on]
+        )
+        rates = tuple(np.atleast_1d(labels.mean(axis=0)).tolist())
+    names = dataset.schema.labels
+    return dict(zip(names, rates, strict=True)) if names else float(rates[0])
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,4 +1,5 @@
-"""ArchSpec + dataset schema -> a ranking model (``nn.Module`` returning one logit per example).
+"""ArchSpec + dataset schema -> a ranking model (``nn.Module`` returning one logit per example,
+or one per label: [B, K], for a dataset of K labels).
 
 Every part is a registered block, so the model's analytic cost is the sum of its blocks':
 
@@ -9,7 +10,11 @@ Every part is a registered block, so the model's analytic cost is the sum of its
     history_embedding  the history's (item, action) ids        -> [B, L, D]  (summed)
     sequence{i}        sequence blocks over the history        -> pooled to [B, 1, D]
     interaction{i}     tokens_0 [B, N_0, D] (request tokens first) -> ... -> tokens_L
-    top (mlp)          top input (see ArchSpec)                -> [B, 1, 1] -> logit [B]
+    top (mlp)          top input (see ArchSpec)                -> [B, 1, K] -> logits [B] (K=1)
+                                                                   or [B, K]
+
+With several labels (``Schema.labels``) the top MLP is the shared trunk up to its last
+layer, and its last layer holds one linear head per label: K outputs instead of one.
 
 Two ways to score, one computation (``blocks.glm.Split``):
 
@@ -190,6 +195,7 @@ class RankingModel(nn.Module):
         )
         self.feed_all = spec.top_input == "all"
         self.top_request_features = top_request_features(self.configs, spec, schema)
+        self.heads = schema.heads
 
     @property
     def history(self) -> HistoryEncoder | None:
@@ -209,15 +215,16 @@ class RankingModel(nn.Module):
         dense: torch.Tensor,
         history: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One row per candidate (each with its own copy of the request): logits [B]."""
+        """One row per candidate (each with its own copy of the request): logits [B], or
+        [B, K] for K labels."""
         request, candidates = self.split_inputs(categorical, multi_hot, dense, history)
         return self.score_requests(request, candidates, owner=None)
 
     def score_requests(
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
     ) -> torch.Tensor:
-        """Logits [C] for C candidates of R requests; ``owner`` [C] gives each candidate's
-        request row (None: row-aligned, R == C)."""
+        """Logits [C] (or [C, K]) for C candidates of R requests; ``owner`` [C] gives each
+        candidate's request row (None: row-aligned, R == C)."""
         return self._score(self.stages(request, candidates, owner))
 
     def score_candidates(
@@ -234,16 +241,16 @@ class RankingModel(nn.Module):
         return self._score(self.stages_from(x))
 
     def _score(self, stages: list[Split]) -> torch.Tensor:
-        """Logits [C] from tokens_0 and every interaction layer's output."""
+        """Logits [C] (or [C, K]) from tokens_0 and every interaction layer's output."""
         fed = stages if self.feed_all else stages[-1:]
         requests, candidates = [s.request for s in fed], [s.candidate for s in fed]
         if self.training and stages[0].owner is None:
             # Training, row-aligned: one GEMM over both sides' features. Scoring keeps the
             # split, so that the request share is a GEMM of its own (request-oriented serving,
             # the FP8 probe's and the cost model's sites); the sums are the same.
-            return self.top(_flat_cat(requests + candidates)).view(-1)
+            return head_logits(self.top(_flat_cat(requests + candidates)), self.heads)
         split = Split(_flat_cat(requests), _flat_cat(candidates), stages[0].owner)
-        return self._top(split).view(-1)
+        return head_logits(self._top(split), self.heads)
 
     def stages(
         self, request: RequestInputs, candidates: CandidateInputs, owner: torch.Tensor | None
@@ -300,6 +307,11 @@ class RankingModel(nn.Module):
     def flops_per_request(self, num_candidates: int) -> int:
         request, candidate = self.flops_by_side()
         return request + num_candidates * candidate
+
+
+def head_logits(out: torch.Tensor, heads: int) -> torch.Tensor:
+    """A top MLP's output [C, K] -> logits [C] for one label (K = 1), [C, K] for K."""
+    return out.view(-1) if heads == 1 else out.view(-1, heads)
 
 
 def _flat_cat(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -360,7 +372,7 @@ def model_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
         stages.append(cfg.out_shape())
     fed = stages if spec.top_input == "all" else stages[-1:]
     configs["top"] = blocks.get_block("mlp").config(
-        {"widths": (*spec.top_mlp, 1), "activate_last": False},
+        {"widths": (*spec.top_mlp, schema.heads), "activate_last": False},
         num_tokens=1,
         dim=sum(s.numel for s in fed),
     )

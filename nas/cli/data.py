@@ -129,11 +129,16 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
         if key in m:
             table.add_row(key, f"{m[key]:,}")
     table.add_row("label", m["label_rule"])
-    table.add_row("positive rate", "  ".join(f"{k} {v:.4f}" for k, v in m["positive_rate"].items()))
+    rates = {f"{k} rate": v for k, v in m.get("label_rates", {}).items()}
+    for name, by_split in (rates or {"positive rate": m["positive_rate"]}).items():
+        table.add_row(name, "  ".join(f"{k} {v:.4f}" for k, v in by_split.items()))
     table.add_row("splits", "  ".join(f"{k} {v:,}" for k, v in m["split_sizes"].items()))
     table.add_row("split rule", m["split_rule"])
     table.add_row("split checksum", m["split_checksum"][:16])
-    table.add_row("fields", ", ".join(_field_label(f) for f in m["schema"]))
+    from nas.data.schema import LABEL
+
+    inputs = [f for f in m["schema"] if f["kind"] != LABEL]
+    table.add_row("fields", ", ".join(_field_label(f) for f in inputs))
     source = {k: v for k, v in m["source"].items() if k != "fingerprint"}
     table.add_row("source", ", ".join(f"{k}={v}" for k, v in source.items()))
     table.add_row("cache", str(dataset.root))
@@ -156,6 +161,7 @@ def _dataset_summary(dataset) -> dict:
         "items",
         "requests",
         "positive_rate",
+        "label_rates",
         "split_sizes",
         "split_rule",
         "split_checksum",

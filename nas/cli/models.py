@@ -156,17 +156,22 @@ def cmd_predict(args: argparse.Namespace) -> None:
     with console.status(f"Scoring {len(rows):,} rows with {args.model_uri} ..."):
         scores = predict_rows(_tracking(args), args.model_uri, rows)
     if args.json:
-        for row, score in zip(rows, scores, strict=True):
-            print(json.dumps({"row": row, "probability": float(score)}))
+        for i, row in enumerate(rows):
+            print(json.dumps({"row": row, **{k: float(v[i]) for k, v in scores.items()}}))
         return
-    table = Table(box=box.SIMPLE_HEAD, title=f"{args.model_uri}: click probability")
+    table = Table(box=box.SIMPLE_HEAD, title=f"{args.model_uri}: probabilities")
     table.add_column("row", justify="right")
     shown = [c for c in list(rows[0])[:4] if c != "history"]
     for column in shown:
         table.add_column(column, overflow="ellipsis", max_width=24)
-    table.add_column("probability", justify="right")
-    for i, (row, score) in enumerate(zip(rows, scores, strict=True), start=1):
-        table.add_row(str(i), *(str(row.get(c, "")) for c in shown), f"{score:.4f}")
+    for name in scores:
+        table.add_column(name, justify="right")
+    for i, row in enumerate(rows):
+        table.add_row(
+            str(i + 1),
+            *(str(row.get(c, "")) for c in shown),
+            *(f"{v[i]:.4f}" for v in scores.values()),
+        )
     out.print(table)
 
 

@@ -161,8 +161,13 @@ def print_retrain(report) -> None:
         f"retrain of {report.of}: test split, {report.steps} steps on {report.train_on}, "
         f"{report.seeds} seeds"
     )
+    key = report.ranked_by  # "ne", or one label's: "ne:click"
+    label = key.partition(":")[2]
+    ne_name = f"NE {label}" if label else "NE"
+    labels = [lb for lb in (report.rows[0].labels if report.rows else []) if lb != label]
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("architecture", "picked as", "NE (mean ± std)", "AUC", "FLOPs"):
+    columns = ["architecture", "picked as", f"{ne_name} (mean ± std)", f"AUC {label}".strip()]
+    for column in [*columns, *(f"NE {lb}" for lb in labels), "FLOPs"]:
         table.add_column(
             column,
             justify="left" if column in ("architecture", "picked as") else "right",
@@ -170,9 +175,10 @@ def print_retrain(report) -> None:
             min_width=len("baseline") if column == "picked as" else None,
         )
     best = report.best_baseline or "best baseline"
-    table.add_column(f"NE - {best}\n(95% CI)", justify="right", no_wrap=True)
+    table.add_column(f"{ne_name} - {best}\n(95% CI)", justify="right", no_wrap=True)
+    auc_key = f"auc:{label}" if label else "auc"
     for row in report.rows:
-        ne, auc = row.metrics["ne"], row.metrics["auc"]
+        ne, auc = row.metrics[key], row.metrics[auc_key]
         diff = "-"
         if row.vs_best is not None:
             mean, half = row.vs_best
@@ -182,6 +188,7 @@ def print_retrain(report) -> None:
             ", ".join(row.picked_as),
             f"{ne[0]:.4f} ± {ne[1]:.4f}",
             f"{auc[0]:.4f}",
+            *(f"{row.metrics[f'ne:{lb}'][0]:.4f}" for lb in labels),
             format_value("flops", row.costs.get("flops")),
             diff,
         )

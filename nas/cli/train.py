@@ -154,12 +154,14 @@ def _print_result(result, precision: str) -> None:
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_column(style="dim")
+    labels = _labels(result)
+    mean = f" (the mean over {len(labels)} labels)" if labels else ""
     for label, value, note in (
         ("arch_id", result.arch_id, ""),
         (
             "NE",
             f"{result.ne:.4f}",
-            "logloss / entropy of the training positive rate; lower is better",
+            "logloss / entropy of the training positive rate; lower is better" + mean,
         ),
         ("AUC", f"{result.auc:.4f}", ""),
         *(
@@ -184,3 +186,22 @@ def _print_result(result, precision: str) -> None:
     ):
         table.add_row(label, value, note)
     out.print(table)
+    if labels:
+        out.print(_by_label(result, labels))
+
+
+def _labels(result) -> list[str]:
+    """The labels of a result on a dataset of several (each has its ``ne:<label>``)."""
+    return [key.split(":", 1)[1] for key in result.per_label if key.startswith("ne:")]
+
+
+def _by_label(result, labels: list[str]) -> Table:
+    table = Table(title="by label (one head each)", title_justify="left")
+    figures = [("NE", "ne"), ("AUC", "auc"), ("gAUC", "gauc"), ("logloss", "logloss")]
+    figures = [(h, k) for h, k in figures if f"{k}:{labels[0]}" in result.per_label]
+    table.add_column("label", style="bold")
+    for header, _ in figures:
+        table.add_column(header, justify="right")
+    for label in labels:
+        table.add_row(label, *(f"{result.per_label[f'{k}:{label}']:.4f}" for _, k in figures))
+    return table

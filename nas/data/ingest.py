@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from nas.core.errors import DataError, shown
 from nas.data.prepared import PreparedWriter, row_chunks
 from nas.data.raw import RawForm, stable_hash
-from nas.data.schema import Field
+from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile
 
@@ -652,7 +652,7 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
     )
 
 
-def model_schema(plan: Plan) -> ModelSchema:
+def model_schema(plan: Plan, labels: list[str]) -> ModelSchema:
     def side(encoder: Encoder, default: str = "candidate") -> str:
         return encoder.feature.side or default
 
@@ -682,6 +682,8 @@ def model_schema(plan: Plan) -> ModelSchema:
                 actions=2,
             )
         )
+    if len(labels) > 1:  # one head per label
+        fields += [Field(name, LABEL) for name in labels]
     return ModelSchema(tuple(fields))
 
 
@@ -809,7 +811,7 @@ def _write(
             {
                 "name": schema.name,
                 "source": source,
-                "schema": model_schema(plan).to_list(),
+                "schema": model_schema(plan, labels).to_list(),
                 "labels": labels,
                 "ids": {"missing": PAD, "oov": OOV, "first": FIRST_ID},
                 "keys": schema.keys.model_dump(exclude_none=True),
@@ -819,7 +821,8 @@ def _write(
                     for i, name in enumerate(("train", "valid", "test"))
                 },
                 "label_rule": f"column {labels[0]}"
-                + (f" (of {', '.join(labels)})" if len(labels) > 1 else ""),
+                if len(labels) == 1
+                else f"columns {', '.join(labels)} (one head each)",
                 "raw_form": raw_form(plan).to_dict(),
             }
         )

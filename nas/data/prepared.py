@@ -132,7 +132,7 @@ class PreparedDataset:
             raise ValueError(f"splits {splits} are not adjacent")
         rows = slice(ranges[0][0], ranges[-1][1])
         arrays = {name: self.array(name)[rows] for name in ("categorical", "multi_hot", "dense")}
-        arrays["label"] = self.array("label")[rows]
+        arrays["label"] = self.label_array()[rows]
         if self.schema.history is not None:
             for name in ("history_start", "history_end", "history_now"):
                 arrays[name] = self.array(name)[rows]
@@ -191,7 +191,7 @@ class PreparedDataset:
             "categorical": self.array("categorical")[rows].astype(np.int64),
             "multi_hot": self.array("multi_hot")[rows].astype(np.int64),
             "dense": np.asarray(self.array("dense")[rows], dtype=np.float32),
-            "label": self.array("label")[rows].astype(np.float32),
+            "label": self.label_array()[rows].astype(np.float32),
         }
         if self.schema.history is not None:
             now = "history_now" if self.has("history_now") else "timestamp"
@@ -208,7 +208,19 @@ class PreparedDataset:
         return RawForm.from_dict(json.loads((self.root / RAW_FORM).read_text()))
 
     def positive_rate(self, split: str = "train") -> float:
+        """The (first) label's rate in ``split``."""
         return self.manifest["positive_rate"][split]
+
+    def positive_rates(self, split: str = "train") -> tuple[float, ...]:
+        """Each label's rate in ``split``, in ``schema.labels`` order (one for one label)."""
+        by_label = self.manifest.get("label_rates")
+        if not by_label or not self.schema.labels:
+            return (self.positive_rate(split),)
+        return tuple(by_label[name][split] for name in self.schema.labels)
+
+    def label_array(self) -> np.ndarray:
+        """Every row's labels: [R] for one label, [R, K] for K (``schema.labels``)."""
+        return self.array("labels" if self.schema.labels else "label")
 
     def problems(self, checksums: bool = True) -> list[str]:
         """Files that are missing, or not of their size, or (with ``checksums``: every byte
@@ -280,9 +292,15 @@ class PreparedWriter:
         file), the checksums and the completed manifest, then put the folder at ``root``."""
         for array in self.arrays.values():
             array.flush()
+        manifest = dict(manifest)
         split, label = self.arrays["split"], self.arrays["label"]
         sizes, rates = split_figures(split, label)
-        manifest = dict(manifest)
+        if "labels" in self.arrays:  # several labels: each one's rate per split
+            stacked = self.arrays["labels"]
+            manifest["label_rates"] = {
+                name: split_figures(split, stacked[:, j])[1]
+                for j, name in enumerate(manifest["labels"])
+            }
         raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
         manifest = {
             "format_version": FORMAT_VERSION,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-KINDS = ("categorical", "multi_hot", "dense", "sequence")
+KINDS = ("categorical", "multi_hot", "dense", "sequence")  # the model's inputs
+LABEL = "label"  # the kind of a field the model predicts, one head each (not an input)
 SIDES = ("request", "candidate")
 
 
@@ -19,7 +20,8 @@ class Field:
 
     ``side``: request-side fields (the user, the context, the history) are the same for every
     candidate of a request; candidate-side fields (the item) are not. A ``sequence`` field is
-    a row's history of (item, action, time) events, its last ``max_len`` at most."""
+    a row's history of (item, action, time) events, its last ``max_len`` at most. A dataset
+    of several labels lists each as a field of kind ``label`` (``Schema.labels``)."""
 
     name: str
     kind: str
@@ -52,6 +54,17 @@ class Schema:
         return len(self.of_kind("categorical", "request")) + len(
             self.of_kind("multi_hot", "request")
         )
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The labels a model predicts, one head each, when the dataset names several (a
+        schema file's ``labels``); empty for a dataset of one label (one logit per row)."""
+        return tuple(f.name for f in self.fields if f.kind == LABEL)
+
+    @property
+    def heads(self) -> int:
+        """Logits per row: one per label."""
+        return max(1, len(self.labels))
 
     @property
     def history(self) -> Field | None:
@@ -125,7 +138,7 @@ class Features:
     categorical: torch.Tensor  # [R, F] int64
     multi_hot: torch.Tensor  # [R, M, L] int64, 0-padded
     dense: torch.Tensor  # [R, Dn] float32
-    label: torch.Tensor  # [R] float32 (0/1)
+    label: torch.Tensor  # [R] float32 (0/1); [R, K] with K labels (``Schema.labels``)
     history: History | None = None  # datasets with a sequence field
 
     @classmethod

@@ -237,10 +237,16 @@ def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
     return files
 
 
+# What ``nas data prepare`` writes from a schema file, in versions: a new one prepares every
+# schema-file dataset again. 2: several labels as label fields, with their rates.
+INGEST_VERSION = 2
+
+
 def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
-    digest = hashlib.sha256(json.dumps(schema.model_dump(mode="json"), sort_keys=True).encode())
+    digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
+    digest.update(json.dumps(schema.model_dump(mode="json"), sort_keys=True).encode())
     for path in files:
         stat = path.stat()
         digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

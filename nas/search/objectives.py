@@ -5,15 +5,18 @@ default reference point bounds the hypervolume: a value no candidate should be w
 NE 1.0 is "no better than predicting the training positive rate"; AUC 0.5 is chance. FLOPs
 and parameter counts have no natural bound, so their reference is 1.1x the worst value seen
 unless the search config states one.
+
+On a dataset of several labels the quality objectives (``PER_LABEL``) name a label after a
+colon, ``ne:click`` or ``auc:like``; without one they are the mean over the labels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nas.core.catalog import Registry
-from nas.core.errors import UnknownNameError
+from nas.core.errors import ConfigError, UnknownNameError
 
 SERVING_CANDIDATES = 100  # candidates per request that ``serving_flops`` assumes
 
@@ -82,7 +85,6 @@ def check_cost_options(objective, where: str) -> None:
     """An objective config's cost fields (target, precision, batch, candidates): only on
     latency objectives, with a known target and a precision it prices; ``ConfigError``."""
     from nas.arch.cost.targets import GPU_PRECISIONS, TARGET_NAMES
-    from nas.core.errors import ConfigError
 
     given = [f for f in COST_FIELDS if getattr(objective, f) is not None]
     if objective.name not in COST_OBJECTIVES:
@@ -161,5 +163,35 @@ def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dic
     return values
 
 
+PER_LABEL = ("ne", "auc", "logloss", "gauc")  # measured per label: "ne:click"
+LABEL_SEP = ":"
+
+
+def split_label(name: str) -> tuple[str, str | None]:
+    """``ne:click`` -> (``ne``, ``click``); ``ne`` -> (``ne``, None)."""
+    base, sep, label = name.partition(LABEL_SEP)
+    return base, (label if sep else None)
+
+
+def is_objective(name: str) -> bool:
+    """Whether ``name`` is an objective's name (``ne:click`` among them)."""
+    base, label = split_label(name)
+    return base in OBJECTIVES.names() and (label is None or (base in PER_LABEL and bool(label)))
+
+
 def get_objective(name: str, field: str = "objectives") -> Objective:
-    return OBJECTIVES.get(name, field)
+    """The objective ``name``: a registered one, or a quality objective of one label
+    (``ne:click``; whether the dataset has that label is the search plan's check)."""
+    base, label = split_label(name)
+    if label is None:
+        return OBJECTIVES.get(name, field)
+    objective = OBJECTIVES.get(base, field)
+    if base not in PER_LABEL or not label.strip():
+        raise ConfigError(
+            field,
+            f"{name!r}: only {', '.join(PER_LABEL)} name a label (e.g. ne:click, a label of "
+            "the dataset's schema file)",
+        )
+    return replace(
+        objective, name=name, description=f"{objective.description}, of label {label}"
+    )

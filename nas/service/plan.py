@@ -14,7 +14,7 @@ from typing import Any
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.core.paths import artifacts_dir
-from nas.search.objectives import COST_OBJECTIVES
+from nas.search.objectives import COST_OBJECTIVES, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
 from nas.service.config import SearchConfig
 from search_spaces.base import SearchSpace
@@ -92,7 +92,19 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     for i, o in enumerate(config.objectives):  # the cpu target is measured here once, cached
         if o.name in COST_OBJECTIVES:
             get_target(o.target, config.resources.cpus_per_trial)
-        if o.name == "gauc" and dataset.groups("valid") is None:
+        base, label = split_label(o.name)
+        if label is not None and label not in dataset.schema.labels:
+            named = dataset.schema.labels
+            raise ConfigError(
+                f"objectives[{i}]",
+                f"{o.name!r} names label {label!r}, but dataset {dataset.name!r} "
+                + (
+                    f"has labels {', '.join(named)} ({base}:{named[0]}, or {base} for their mean)"
+                    if named
+                    else f"has one label: write {base}"
+                ),
+            )
+        if base == "gauc" and dataset.groups("valid") is None:
             raise ConfigError(
                 f"objectives[{i}]",
                 f"gauc needs each row's user, and dataset {dataset.name!r} has none "

@@ -1,7 +1,10 @@
 """The report of a retrain (``nas retrain``, ``nas status`` of a retrain, registering its
-best): per architecture, test NE, AUC and logloss as mean and standard deviation over
-seeds, its costs, and its NE difference from the best baseline (lowest mean test NE)
-paired by seed, with a 95% t-interval.
+best): per architecture, test NE, AUC and logloss (each label's too, on a dataset of
+several) as mean and standard deviation over seeds, its costs, and its NE difference from
+the best baseline (lowest mean test NE) paired by seed, with a 95% t-interval.
+
+The NE it ranks by (``ranked_by``) is the search's first NE objective: ``ne``, or one
+label's, ``ne:click``.
 
 Its own module, read from the registry's rows alone, so that showing a retrain does not load
 the controller, Ray or torch (``nas/service/retrain.py`` runs one).
@@ -19,6 +22,7 @@ from nas.service.registry import Trial
 from nas.service.registry.models import RETRAIN_KIND
 
 COSTS = ("flops", "serving_flops", "params", "latency", "serving_latency")  # those measured
+QUALITY = ("ne", "auc", "logloss", "gauc")  # averaged over seeds (and ne:click...)
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,7 @@ class RetrainRow:
     picked_as: list[str]
     baseline: bool
     seeds: list[int]  # those that completed
-    metrics: dict[str, tuple[float, float]]  # ne, auc, logloss: (mean, std over seeds)
+    metrics: dict[str, tuple[float, float]]  # ne, auc, ne:click...: (mean, std over seeds)
     costs: dict[str, float]
     vs_best: tuple[float, float] | None  # NE minus the best baseline's, paired: (mean, 95% half)
 
@@ -46,6 +50,11 @@ class RetrainRow:
             "ne_minus_best_baseline_ci95": None if self.vs_best is None else self.vs_best[1],
         }
 
+    @property
+    def labels(self) -> list[str]:
+        """The labels measured one by one (a dataset of several), else empty."""
+        return [k.split(":", 1)[1] for k in self.metrics if k.startswith("ne:")]
+
 
 @dataclass(frozen=True)
 class RetrainReport:
@@ -53,9 +62,10 @@ class RetrainReport:
     steps: int
     seeds: int
     train_on: str
-    rows: list[RetrainRow]  # by mean test NE
+    rows: list[RetrainRow]  # by mean test NE (``ranked_by``)
     best_baseline: str | None
     counts: dict[str, int]
+    ranked_by: str = "ne"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,13 +75,21 @@ class RetrainReport:
             "train_on": self.train_on,
             "split": "test",
             "best_baseline": self.best_baseline,
+            "ranked_by": self.ranked_by,
             "counts": self.counts,
             "rows": [r.to_dict() for r in self.rows],
         }
 
 
+def ranked_by(config: SearchConfig) -> str:
+    """The NE a retrain ranks by: the search's first NE objective (``ne``, ``ne:click``)."""
+    names = [o.name for o in config.objectives]
+    return next((n for n in names if n.partition(":")[0] == "ne"), "ne")
+
+
 def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
     retrain = config.retrain
+    key = ranked_by(config)
     done: dict[int, dict[int, dict]] = {}  # pick -> seed -> metrics
     for t in trials:
         if t.kind == RETRAIN_KIND and t.status == "completed":
@@ -82,8 +100,13 @@ def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
         runs = done.get(i, {})
         if not runs:
             continue
-        metrics = {k: _mean_std([m[k] for m in runs.values()]) for k in ("ne", "auc", "logloss")}
         first = next(iter(runs.values()))
+        measured = [k for k in first if k.partition(":")[0] in QUALITY]
+        metrics = {
+            k: _mean_std([m[k] for m in runs.values()])
+            for k in measured
+            if all(m.get(k) is not None for m in runs.values())
+        }
         costs = {k: first[k] for k in COSTS if k in first}
         rows.append(
             RetrainRow(
@@ -98,15 +121,15 @@ def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
             )
         )
     baselines = [r for r in rows if r.baseline]
-    best = min(baselines, key=lambda r: r.metrics["ne"][0]) if baselines else None
+    best = min(baselines, key=lambda r: r.metrics[key][0]) if baselines else None
     if best is not None:
         index = {p.label: i for i, p in enumerate(retrain.picks)}
         best_runs = done[index[best.label]]
         rows = [
-            r if r is best else replace(r, vs_best=_paired(done[index[r.label]], best_runs))
+            r if r is best else replace(r, vs_best=_paired(done[index[r.label]], best_runs, key))
             for r in rows
         ]
-    rows.sort(key=lambda r: r.metrics["ne"][0])
+    rows.sort(key=lambda r: r.metrics[key][0])
     return RetrainReport(
         retrain.of,
         config.budget.steps,
@@ -115,6 +138,7 @@ def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
         rows,
         best.label if best else None,
         counts,
+        key,
     )
 
 
@@ -122,15 +146,15 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _paired(runs: dict[int, dict], base: dict[int, dict]) -> tuple[float, float] | None:
-    """Mean NE difference over the seeds both completed, with a 95% t-interval's half-width
-    (NaN with one seed: no spread to go on)."""
+def _paired(runs: dict[int, dict], base: dict[int, dict], key: str) -> tuple[float, float] | None:
+    """Mean difference of figure ``key`` over the seeds both completed, with a 95%
+    t-interval's half-width (NaN with one seed: no spread to go on)."""
     from scipy import stats
 
     seeds = sorted(set(runs) & set(base))
     if not seeds:
         return None
-    diffs = [runs[s]["ne"] - base[s]["ne"] for s in seeds]
+    diffs = [runs[s][key] - base[s][key] for s in seeds]
     if len(diffs) < 2:
         return diffs[0], math.nan
     half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))

@@ -8,7 +8,8 @@ A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two a
 
 Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
 sends, with "strings" columns as one string with "|" between values and the history as a
-JSON string. ``predict`` returns the click probability of each row. The model is logged
+JSON string. ``predict`` returns the click probability of each row (``probability``), or,
+for a dataset of several labels, one column per label (``probability_click``...). The model is logged
 "from code" (``nas/service/pyfunc_entry.py``), so nothing pickled is stored; loading it needs
 recnas installed (the model's code is recnas's ``build_model``). MLflow's own loaders work:
 
@@ -92,19 +93,34 @@ class LoadedModel:
         model.eval()
         return cls(model, schema, RawForm.from_dict(info["raw_form"]), info)
 
+    @property
+    def outputs(self) -> list[str]:
+        """The columns ``predict`` returns: ``probability``, or one per label."""
+        return output_columns(self.schema)
+
     def features(self, rows: list[Mapping[str, Any]]) -> Features:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column)."""
         features = self.raw_form.features(rows, self.schema)
         return features if self.model.reads_history else features.without_history()
 
     @torch.no_grad()
-    def probabilities(self, rows: list[Mapping[str, Any]]) -> np.ndarray:
+    def probabilities(self, rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        """Each output column (``outputs``) over ``rows``."""
         features = self.features(rows)
         out = [
             torch.sigmoid(self.model(*features[i : i + PREDICT_BATCH].inputs()))
             for i in range(0, len(features), PREDICT_BATCH)
         ]
-        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+        heads = len(self.outputs)
+        values = torch.cat(out).numpy() if out else np.zeros((0, heads), dtype=np.float32)
+        values = values.reshape(len(rows), heads)
+        return {name: values[:, j] for j, name in enumerate(self.outputs)}
+
+
+def output_columns(schema: Schema) -> list[str]:
+    """What a model of ``schema`` predicts per row: ``probability``, or for several labels
+    one column each, ``probability_<label>``."""
+    return [f"probability_{label}" for label in schema.labels] or ["probability"]
 
 
 def pyfunc_model():
@@ -128,12 +144,12 @@ def pyfunc_model():
             import pandas as pd
 
             rows = model_input.to_dict(orient="records")
-            return pd.DataFrame({"probability": self.loaded.probabilities(rows)})
+            return pd.DataFrame(self.loaded.probabilities(rows))
 
     return RecnasModel()
 
 
-def signature(form: RawForm):
+def signature(form: RawForm, outputs: list[str]):
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec
     from mlflow.types import Schema as MlflowSchema
@@ -144,7 +160,7 @@ def signature(form: RawForm):
             for name, c in form.columns.items()
         ]
     )
-    return ModelSignature(inputs, MlflowSchema([ColSpec("double", "probability")]))
+    return ModelSignature(inputs, MlflowSchema([ColSpec("double", name) for name in outputs]))
 
 
 def as_frame(rows: list[Mapping[str, Any]], form: RawForm):
@@ -222,7 +238,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "search_id": config.retrain.of,
         "retrain_id": search.id,
         "steps": config.budget.steps,
-        "test_ne": best.metrics["ne"][0],
+        "test_ne": best.metrics[report.ranked_by][0],
     }
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
@@ -270,7 +286,7 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
             name="model",
             python_model=str(Path(__file__).with_name("pyfunc_entry.py")),
             artifacts={"model": str(model_file), "weights": str(weights)},
-            signature=signature(form),
+            signature=signature(form, output_columns(dataset.schema)),
             input_example=as_frame(dataset.raw_rows("test", EXAMPLE_ROWS), form),
             pip_requirements=_requirements(),
         )
@@ -329,11 +345,15 @@ def _open(tracking_uri: str, model_uri: str):
     return pyfunc, inner.loaded
 
 
-def predict_rows(tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]) -> np.ndarray:
-    """Click probabilities of raw ``rows``, through the registered pyfunc model."""
+def predict_rows(
+    tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]
+) -> dict[str, np.ndarray]:
+    """The probabilities of raw ``rows`` through the registered pyfunc model: a column
+    ``probability``, or one per label (``output_columns``)."""
     pyfunc, loaded = _open(tracking_uri, model_uri)
     frame = as_frame(rows, loaded.raw_form)  # checks every row before MLflow sees one
-    return pyfunc.predict(frame)["probability"].to_numpy()
+    predicted = pyfunc.predict(frame)
+    return {name: predicted[name].to_numpy() for name in loaded.outputs}
 
 
 def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
@@ -408,7 +428,10 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
             "format": fmt,
             "model_uri": model_uri,
             "inputs": {n: list(t.shape[1:]) for n, t in zip(names, example, strict=True)},
-            "output": "logit per row; probability = sigmoid(logit)",
+            "output": "logit per row; probability = sigmoid(logit)"
+            if not loaded.schema.labels
+            else f"logits [B, {loaded.schema.heads}], one per label "
+            f"({', '.join(loaded.schema.labels)}); probability = sigmoid(logit)",
             "max_abs_difference_from_eager": error,
             **split,
         }

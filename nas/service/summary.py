@@ -72,13 +72,23 @@ def summarize(
     config: SearchConfig, trials: list[Trial], objectives: list[str] | None = None
 ) -> SearchSummary:
     """The front over ``objectives`` (default: the search's own) of the completed trials."""
-    from nas.search.objectives import get_objective
+    from nas.search.objectives import get_objective, is_objective
 
     trials = [t for t in trials if t.is_candidate]  # setup jobs are not on the front
     names = objectives or [o.name for o in config.objectives]
     specs = [get_objective(n) for n in names]
     directions = [o.direction for o in specs]
     done = [t for t in trials if t.status == "completed" and t.metrics]
+    for name in names if objectives else ():  # asked for: each measured on every trial
+        if any(t.metrics.get(name) is None for t in done):
+            from nas.core.errors import ConfigError
+
+            measured = [k for k, v in done[0].metrics.items() if v is not None and is_objective(k)]
+            raise ConfigError(
+                "--objectives",
+                f"{name} was not measured by this search's trials; they have "
+                + ", ".join(sorted(measured)),
+            )
     candidates = [
         Candidate(
             t.number,

@@ -286,21 +286,26 @@ class Tracker:
         return run_id
 
     def _log_stepped(self, run_id: str, prefix: str, figures: list[dict] | None) -> None:
-        """A trial's NE, AUC and logloss on the validation subsample as it trained, as
-        stepped metrics: ``rung_ne``... at each rung (with budget.select_best, the best
-        check's so far), ``val_ne``... at each check of budget.select_best (the run's ``ne``
-        is the whole split's, at the end)."""
+        """A trial's NE, AUC and logloss (each label's too) on the validation subsample as
+        it trained, as stepped metrics: ``rung_ne``... at each rung (with
+        budget.select_best, the best check's so far), ``val_ne``... at each check of
+        budget.select_best (the run's ``ne`` is the whole split's, at the end)."""
         if not figures:
             return
         from mlflow.entities import Metric
+
+        from workers.trial import is_validation_figure
 
         now = int(time.time() * 1000)
         points = [
             Metric(f"{prefix}_{key}", float(f[key]), now, int(f["step"]))
             for f in figures
-            for key in ("ne", "auc", "logloss")
+            for key in f
+            if is_validation_figure(key)
         ]
-        self.call(f"log the {prefix} figures", self.client.log_batch, run_id, metrics=points)
+        for start in range(0, len(points), METRICS_PER_BATCH):
+            chunk = points[start : start + METRICS_PER_BATCH]
+            self.call(f"log the {prefix} figures", self.client.log_batch, run_id, metrics=chunk)
 
     def _log_trajectory(self, run_id: str, trajectory: dict | None) -> None:
         if not trajectory:
@@ -369,11 +374,12 @@ class Tracker:
 
     def log_retrain(self, run_id: str, report: dict[str, Any]) -> None:
         """A retrain's comparison on its run: ``retrain.json``, and per architecture its
-        mean test NE and its paired difference from the best baseline as metrics."""
-        metrics = {}
+        mean test NE (the one it ranks by) and its paired difference from the best baseline
+        as metrics."""
+        metrics, ranked_by = {}, report.get("ranked_by", "ne")
         for row in report["rows"]:
             key = "".join(c if c.isalnum() or c in "-_." else "_" for c in row["label"])
-            metrics[f"{key}.test_ne"] = row["ne_mean"]
+            metrics[f"{key}.test_{ranked_by}"] = row[f"{ranked_by}_mean"]
             if row["ne_minus_best_baseline"] is not None:
                 metrics[f"{key}.ne_minus_best_baseline"] = row["ne_minus_best_baseline"]
         self._log(run_id, metrics=metrics)

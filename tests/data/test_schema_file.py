@@ -466,7 +466,7 @@ def test_training_from_the_mapped_files_matches_training_in_memory(
         arrays = TrialData.from_prepared(dataset, "test", train_on)
         mapped = TrialData.from_prepared(dataset, "test", train_on, mapped=True)
         assert mapped.root is not None and mapped.nbytes == 0 < arrays.nbytes
-        assert mapped.train_positive_rate == pytest.approx(arrays.train_positive_rate)
+        assert mapped.train_rates == pytest.approx(arrays.train_rates)
         one = evaluate(architecture, arrays, config)
         other = evaluate(architecture, mapped, config)
         assert (one.ne, one.auc, one.gauc) == (other.ne, other.auc, other.gauc)

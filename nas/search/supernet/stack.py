@@ -46,7 +46,14 @@ from torch import nn
 import blocks
 from blocks.base import BlockConfig, Gemm, TokenShape
 from blocks.glm import Split
-from nas.arch.model import FeatureTokens, RankingModel, apply_layer, is_token_part, model_configs
+from nas.arch.model import (
+    FeatureTokens,
+    RankingModel,
+    apply_layer,
+    head_logits,
+    is_token_part,
+    model_configs,
+)
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.data.schema import Schema
@@ -175,7 +182,7 @@ class StackSupernet(nn.Module):
             for config in members:
                 self._group[(key[0], config)] = name
 
-        self.top = SharedTop(plan.top_mlps, self.outputs, cost)
+        self.top = SharedTop(plan.top_mlps, self.outputs, cost, schema.heads)
 
     # --- candidates -------------------------------------------------------------------------
 
@@ -271,7 +278,7 @@ class StackSupernet(nn.Module):
     def forward(
         self, spec: ArchSpec, *inputs: torch.Tensor, gates: Mapping[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
-        """Logits [B] of member ``spec`` (the inputs of ``RankingModel.forward``)."""
+        """Logits [B] (or [B, K] for K labels) of member ``spec`` (the inputs of ``RankingModel.forward``)."""
         return self.logits(spec, self.embed(*inputs), gates)
 
     def logits(
@@ -282,7 +289,7 @@ class StackSupernet(nn.Module):
         slots = self.slots(spec)
         fed = range(len(stages)) if spec.top_input == "all" else [len(stages) - 1]
         parts = [(slots[j], _shape_of(stages[j]), stages[j].merged().flatten(1)) for j in fed]
-        logit = self.top(spec.top_mlp, parts).view(-1)
+        logit = head_logits(self.top(spec.top_mlp, parts), self.schema.heads)
         gate = (gates or {}).get("logit")
         return logit if gate is None else logit * gate
 
@@ -427,7 +434,7 @@ class StackSupernet(nn.Module):
                         every = every + reach[i] * self.top.mixed(widths, position, after[i + 1])
                 hidden = hidden + p_all * every
             logit = logit + p["top_mlp"][t] * self.top.tails[_key(label(widths))](hidden)
-        return logit.view(-1)
+        return head_logits(logit, self.schema.heads)
 
     def relaxed_evaluations(self) -> int:
         """Candidate evaluations one relaxed forward makes when every choice has mass."""
@@ -472,7 +479,9 @@ class SharedTop(nn.Module):
     which is the column order ``RankingModel`` feeds its top (request part first: only
     tokens_0 has one in a stack space)."""
 
-    def __init__(self, top_mlps, slots: Mapping[str, set[tuple[int, int]]], cost: CostFn):
+    def __init__(
+        self, top_mlps, slots: Mapping[str, set[tuple[int, int]]], cost: CostFn, heads: int = 1
+    ):
         super().__init__()
         self.first = nn.ParameterDict()
         self.bias = nn.ParameterDict()
@@ -483,7 +492,7 @@ class SharedTop(nn.Module):
             key = _key(label(widths))
             mlp = blocks.build_block(
                 blocks.get_block("mlp").config(
-                    {"widths": [*widths, 1], "activate_last": False}, num_tokens=1, dim=1
+                    {"widths": [*widths, heads], "activate_last": False}, num_tokens=1, dim=1
                 )
             )
             self.tails[key] = mlp.layers[1:]
@@ -506,7 +515,7 @@ class SharedTop(nn.Module):
         return self._first_cost[(label(widths), slot, shape)]
 
     def forward(self, widths, parts: list[tuple[str, tuple[int, int], torch.Tensor]]):
-        """Logits [B, 1] from (slot, token shape, flattened stage [B, n*d]) triples."""
+        """Logits [B, heads] from (slot, token shape, flattened stage [B, n*d]) triples."""
         key = label(widths)
         hidden = self.bias[_key(key)]
         for slot, (n, d), x in parts:
