@@ -192,6 +192,4 @@ def get_objective(name: str, field: str = "objectives") -> Objective:
             f"{name!r}: only {', '.join(PER_LABEL)} name a label (e.g. ne:click, a label of "
             "the dataset's schema file)",
         )
-    return replace(
-        objective, name=name, description=f"{objective.description}, of label {label}"
-    )
+    return replace(objective, name=name, description=f"{objective.description}, of label {label}")

@@ -9,9 +9,10 @@ A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two a
 Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
 sends, with "strings" columns as one string with "|" between values and the history as a
 JSON string. ``predict`` returns the click probability of each row (``probability``), or,
-for a dataset of several labels, one column per label (``probability_click``...). The model is logged
-"from code" (``nas/service/pyfunc_entry.py``), so nothing pickled is stored; loading it needs
-recnas installed (the model's code is recnas's ``build_model``). MLflow's own loaders work:
+for a dataset of several labels, one column per label (``probability_click``...). The
+model is logged "from code" (``nas/service/pyfunc_entry.py``), so nothing pickled is
+stored; loading it needs recnas installed (the model's code is recnas's ``build_model``).
+MLflow's own loaders work:
 
     mlflow.pyfunc.load_model("models:/recnas-ml1m@champion").predict(df)
 

@@ -278,7 +278,8 @@ class StackSupernet(nn.Module):
     def forward(
         self, spec: ArchSpec, *inputs: torch.Tensor, gates: Mapping[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
-        """Logits [B] (or [B, K] for K labels) of member ``spec`` (the inputs of ``RankingModel.forward``)."""
+        """Logits [B] (or [B, K] for K labels) of member ``spec`` (the inputs of
+        ``RankingModel.forward``)."""
         return self.logits(spec, self.embed(*inputs), gates)
 
     def logits(
