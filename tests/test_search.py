@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from nas.cli.render import format_value
 from nas.service.config import validate_config
 from nas.service.registry import Registry
 from nas.service.summary import summarize
@@ -290,6 +291,13 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
         nas(runs, "pareto", search.id, "--objectives", "auc,params", "--json").stdout
     )
     assert other["objectives"] == {"auc": "max", "params": "min"}
+    table = nas_here(runs, "pareto", search.id, "--objectives", "auc,params", COLUMNS="200")
+    lines = table.stdout.splitlines()
+    header = [c.strip() for c in next(x for x in lines if "trial" in x).split("┃")[1:-1]]
+    assert header[2:] == ["auc", "params", "flops"]  # the front's, then the other figures
+    flops = {t.number: format_value("flops", t.metrics["flops"]) for t in trials if t.metrics}
+    for row in (x.split("│")[1:-1] for x in lines if x.startswith("│")):
+        assert row[-1].strip() == flops[int(row[0])]
     listed = json.loads(nas(runs, "list", "--json").stdout)
     assert listed[0]["id"] == search.id and listed[0]["candidates"] == "4/4"
     status = nas(runs, "status", search.id)

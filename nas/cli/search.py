@@ -536,11 +536,7 @@ def print_front(search, summary) -> None:
         if len(summary.objectives) > 1 and summary.knee and c.number == summary.knee.number:
             label += " [red]* knee[/]"
         cells = [format_value(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
-        extra = [
-            format_value(n, c.metrics.get(n))
-            for n in ("auc", "params")
-            if n not in summary.objectives
-        ]
+        extra = [format_value(n, c.metrics.get(n)) for n in extras]
         table.add_row(str(c.number), label, *cells, *extra)
     out.print(table)
 
