@@ -81,7 +81,7 @@ def test_gauc_is_each_users_auc_weighted_by_rows(seed):
         torch.tensor(frame["label"].to_numpy(), dtype=torch.int8),
         torch.tensor(frame["score"].to_numpy()),
         0.5,
-        frame["user"].to_numpy(),
+        {"gauc": frame["user"].to_numpy()},
     )
     assert metrics["gauc"] == got and "gauc" not in binary_metrics(
         torch.tensor(frame["label"].to_numpy()), torch.tensor(frame["score"].to_numpy()), 0.5

@@ -83,14 +83,14 @@ def test_each_labels_figures_are_those_of_the_label_alone() -> None:
     generator = torch.Generator().manual_seed(0)
     labels = (torch.rand(500, 2, generator=generator) < torch.tensor([0.3, 0.6])).float()
     logits = torch.randn(500, 2, generator=generator) + labels
-    groups = np.arange(500) % 17
+    groups = {"gauc": np.arange(500) % 17, "gauc_request": np.arange(500) // 5}
     rates = {"click": 0.25, "like": 0.55}
     both = binary_metrics(labels, logits, rates, groups)
     for j, (name, rate) in enumerate(rates.items()):
         alone = binary_metrics(labels[:, j], logits[:, j], rate, groups)
         for key, value in alone.items():
             assert both[f"{key}:{name}"] == value
-    for key in ("ne", "auc", "logloss", "gauc"):
+    for key in ("ne", "auc", "logloss", "gauc", "gauc_request"):
         assert both[key] == pytest.approx((both[f"{key}:click"] + both[f"{key}:like"]) / 2)
     with pytest.raises(ValueError, match="one positive rate each"):
         binary_metrics(labels, logits, 0.3)
@@ -132,7 +132,7 @@ def test_training_learns_each_label_and_measures_it_against_its_own_rate(prepare
     ("objective", "words"),
     [
         ("ne:share", "'ne:share' names label 'share', but dataset 'my_ctr' has labels click"),
-        ("flops:click", "only ne, auc, logloss, gauc name a label"),
+        ("flops:click", "only ne, auc, logloss, gauc, gauc_request name a label"),
     ],
 )
 def test_an_objective_naming_a_label_the_dataset_lacks_exits_2(

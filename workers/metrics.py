@@ -83,12 +83,16 @@ def grouped_auc(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> f
 # The training positive rate a model's NE is measured against: one figure for one label,
 # each label's by name for several (their order: the logits').
 Rates = float | Mapping[str, float]
+# The AUCs per group: each figure's name and the key its groups are (PreparedDataset.groups).
+GROUPED = {"gauc": "user", "gauc_request": "request"}
+Groups = Mapping[str, np.ndarray]  # a GROUPED figure's name -> each row's group
 
 
 def binary_metrics(
-    labels: torch.Tensor, logits: torch.Tensor, rates: Rates, groups: np.ndarray | None = None
+    labels: torch.Tensor, logits: torch.Tensor, rates: Rates, groups: Groups | None = None
 ) -> dict:
-    """logloss, NE and AUC; with ``groups`` (each row's user), gAUC too.
+    """logloss, NE and AUC; with ``groups`` (each row's user, or request), ``gauc`` (or
+    ``gauc_request``): the AUC per group.
 
     Several labels (``labels`` and ``logits`` [R, K], ``rates`` by label name): each label's
     figures as ``ne:<name>``..., and ``ne``... their mean."""
@@ -112,7 +116,7 @@ def binary_metrics(
 
 
 def _one_label(
-    labels: torch.Tensor, logits: torch.Tensor, positive_rate: float, groups: np.ndarray | None
+    labels: torch.Tensor, logits: torch.Tensor, positive_rate: float, groups: Groups | None
 ) -> dict:
     labels = labels.float()  # memory-mapped labels are stored as int8
     loss = logloss(labels, logits)
@@ -122,6 +126,6 @@ def _one_label(
         "ne": loss / base_entropy(positive_rate),
         "auc": auc(labels.numpy(), scores),
     }
-    if groups is not None:
-        metrics["gauc"] = grouped_auc(labels.numpy(), scores, groups)
+    for name, keys in (groups or {}).items():
+        metrics[name] = grouped_auc(labels.numpy(), scores, keys)
     return metrics

@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,7 +23,7 @@ from kernels import rowwise_adam
 from kernels.backends import NATIVE_BACKENDS, check_backend
 from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
-from workers.metrics import Rates, binary_metrics
+from workers.metrics import Groups, Rates, binary_metrics
 from workers.precision import TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
@@ -335,11 +334,11 @@ def evaluate(
     data: Features,
     rates: Rates,
     batch_size: int,
-    groups: np.ndarray | None = None,
+    groups: Groups | None = None,
 ) -> dict:
     """logloss, NE (against the training positive ``rates``) and AUC of ``model`` on
-    ``data``; with ``groups`` (each row's user), gAUC; each label's and their mean for
-    several labels (``workers.metrics.binary_metrics``)."""
+    ``data``; with ``groups`` (each row's user or request), the AUC per group; each label's
+    and their mean for several labels (``workers.metrics.binary_metrics``)."""
     logits = predict(model, data, batch_size)
     if not torch.isfinite(logits).all():
         raise TrainingError("the model predicts NaN/Inf logits")

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-import numpy as np
 import torch
 
 from nas.arch.flops import measure_flops_per_example
@@ -16,12 +15,13 @@ from nas.arch.spec import ArchSpec
 from nas.data.schema import Features
 from nas.search.objectives import SERVING_CANDIDATES
 from workers import checkpoint
+from workers.metrics import GROUPED, Groups
 from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
 from workers.trial_data import TrialData
 
 FLOPS_BATCH = 8
-VALIDATION_FIGURES = ("ne", "auc", "logloss", "gauc")  # at rungs and checks (and per label)
+VALIDATION_FIGURES = ("ne", "auc", "logloss", *GROUPED)  # at rungs and checks (and per label)
 
 
 def is_validation_figure(key: str) -> bool:
@@ -39,6 +39,7 @@ class TrialResult:
     auc: float
     logloss: float
     gauc: float | None  # AUC per user, weighted by rows (None: the dataset has no users)
+    gauc_request: float | None  # AUC per request, likewise (None: no requests)
     flops: float  # per example, measured (fvcore; 2 per multiply-add)
     serving_flops: float  # per candidate, request side shared by SERVING_CANDIDATES (analytic)
     params: int
@@ -101,7 +102,7 @@ class _Validation:
     def __init__(
         self,
         rows: Features,
-        groups: np.ndarray | None,
+        groups: Groups,
         count: int,
         seed: int,
         select: SelectBest | None,
@@ -109,7 +110,7 @@ class _Validation:
         order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
         kept = order[: min(count, len(rows))].sort().values
         self.rows = rows[kept]
-        self.groups = None if groups is None else groups[kept.numpy()]
+        self.groups = {name: keys[kept.numpy()] for name, keys in groups.items()}
         self.select = select
         self.rungs: list[dict[str, float]] = []  # the figures reported at each rung
         self.checks: list[dict[str, float]] = []  # every check's own figures (selecting)
@@ -198,6 +199,7 @@ def evaluate(
             auc=metrics["auc"],
             logloss=metrics["logloss"],
             gauc=metrics.get("gauc"),
+            gauc_request=metrics.get("gauc_request"),
             per_label={k: v for k, v in metrics.items() if ":" in k},
             flops=flops(),
             serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,

@@ -23,7 +23,7 @@ import torch
 from nas.core.errors import TrainingError
 from nas.data.prepared import PreparedDataset, open_prepared
 from nas.data.schema import Features, Schema
-from workers.metrics import Rates
+from workers.metrics import GROUPED, Groups, Rates
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class TrialData:
     schema: Schema
     train_rates: Rates  # the rows trained on: the label rate, or each label's by name
     split: str  # the held-out split metrics are measured on
-    # {"train": {...}, split: {...}, "events": {...}}, and "groups": {part: each row's user}
-    # for the held-out split and the validation rows (a dataset with users)
+    # {"train": {...}, split: {...}, "events": {...}}, and "groups": {part: Groups} for the
+    # held-out split and the validation rows (a dataset with users or requests)
     arrays: dict[str, Any]
     root: str | None = None  # mapped: the prepared folder (then ``arrays`` is empty)
     train_on: tuple[str, ...] = ("train",)
@@ -62,10 +62,7 @@ class TrialData:
         }
         if split != "valid" and "valid" not in train_on:  # rows to select weights on
             arrays["valid"] = dataset.feature_arrays("valid")
-        if dataset.groups("valid") is not None:
-            arrays["groups"] = {
-                part: dataset.groups(part) for part in {split, "valid"} & set(arrays)
-            }
+        arrays["groups"] = {part: _groups(dataset, part) for part in {split, "valid"} & set(arrays)}
         return cls(dataset.name, dataset.schema, _train_rates(dataset, train_on), split, arrays)
 
     def features(self, part: str, history: bool = True) -> Features:
@@ -83,13 +80,13 @@ class TrialData:
                 rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
 
-    def groups(self, part: str | None = None) -> np.ndarray | None:
-        """Each row's user in ``part`` (default: the held-out split; or "valid"), for gAUC;
-        None when the dataset declares none."""
+    def groups(self, part: str | None = None) -> Groups:
+        """Each row's group in ``part`` (default: the held-out split; or "valid") for every
+        AUC per group the dataset has keys for (``workers.metrics.GROUPED``)."""
         part = part or self.split
         if self.root is not None:
-            return _mapped(self.root).groups(part)
-        return self.arrays.get("groups", {}).get(part)
+            return _groups(_mapped(self.root), part)
+        return self.arrays.get("groups", {}).get(part, {})
 
     @property
     def parts(self) -> set[str]:
@@ -132,10 +129,18 @@ class TrialData:
     @property
     def nbytes(self) -> int:
         """Bytes carried through the object store (none when mapped)."""
-        values = [
-            v for p in self.arrays.values() for v in (p.values() if isinstance(p, dict) else [p])
-        ]
-        return sum(a.nbytes for a in values)
+
+        def total(value) -> int:
+            if isinstance(value, dict):
+                return sum(total(v) for v in value.values())
+            return value.nbytes
+
+        return total(self.arrays)
+
+
+def _groups(dataset: PreparedDataset, part: str) -> Groups:
+    found = {name: dataset.groups(part, by) for name, by in GROUPED.items()}
+    return {name: keys for name, keys in found.items() if keys is not None}
 
 
 def _train_rates(dataset: PreparedDataset, train_on: tuple[str, ...]) -> Rates:

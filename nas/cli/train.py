@@ -169,6 +169,11 @@ def _print_result(result, precision: str) -> None:
             if result.gauc is not None
             else []
         ),
+        *(
+            [("gAUC per request", f"{result.gauc_request:.4f}", "AUC per request, likewise")]
+            if result.gauc_request is not None
+            else []
+        ),
         ("logloss", f"{result.logloss:.4f}", ""),
         ("FLOPs / example", si(result.flops), "2 per multiply-add, measured with fvcore"),
         (
@@ -197,7 +202,8 @@ def _labels(result) -> list[str]:
 
 def _by_label(result, labels: list[str]) -> Table:
     table = Table(title="by label (one head each)", title_justify="left")
-    figures = [("NE", "ne"), ("AUC", "auc"), ("gAUC", "gauc"), ("logloss", "logloss")]
+    figures = [("NE", "ne"), ("AUC", "auc"), ("gAUC", "gauc"), ("per request", "gauc_request")]
+    figures.append(("logloss", "logloss"))
     figures = [(h, k) for h, k in figures if f"{k}:{labels[0]}" in result.per_label]
     table.add_column("label", style="bold")
     for header, _ in figures:

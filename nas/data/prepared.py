@@ -160,14 +160,19 @@ class PreparedDataset:
             "time": self.array(times).astype(np.int64),
         }
 
-    def groups(self, split: str) -> np.ndarray | None:
-        """Each row's user in ``split``, for gAUC: the schema file's ``keys.user`` (hashed),
-        or a categorical field named ``user`` (MovieLens); None when there is neither."""
+    def groups(self, split: str, by: str = "user") -> np.ndarray | None:
+        """Each row's user (``by="user"``) or request (``by="request"``) in ``split``, for
+        AUC per group: the schema file's ``keys.user`` / ``keys.request`` (hashed); for
+        MovieLens, its ``user`` field / its requests (a user's ratings at one timestamp).
+        None when the dataset has no such key."""
         rows = self.split_rows(split)
-        if self.has("user_key"):
-            return np.asarray(self.array("user_key")[rows])
+        if self.has(f"{by}_key"):
+            return np.asarray(self.array(f"{by}_key")[rows])
+        if by == "request" and self.has("request_offsets"):  # rows in request order
+            offsets = np.asarray(self.array("request_offsets"))
+            return np.searchsorted(offsets, rows, side="right") - 1
         names = [f.name for f in self.schema.of_kind("categorical")]
-        if "user" in names:
+        if by == "user" and "user" in names:
             return np.asarray(self.array("categorical")[rows, names.index("user")], np.int64)
         return None
 

@@ -51,6 +51,13 @@ OBJECTIVES: Registry[Objective] = Registry.of(
             "keys.user in its schema file, or MovieLens)",
             0.5,
         ),
+        Objective(
+            "gauc_request",
+            "max",
+            "AUC per request on the held-out split, weighted by rows (a dataset with requests: "
+            "keys.request in its schema file, or MovieLens: a user's ratings at one time)",
+            0.5,
+        ),
         Objective("flops", "min", "FLOPs per example (2 per multiply-add, fvcore)"),
         Objective(
             "serving_flops",
@@ -163,7 +170,7 @@ def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dic
     return values
 
 
-PER_LABEL = ("ne", "auc", "logloss", "gauc")  # measured per label: "ne:click"
+PER_LABEL = ("ne", "auc", "logloss", "gauc", "gauc_request")  # measured per label: "ne:click"
 LABEL_SEP = ":"
 
 

@@ -18,6 +18,7 @@ from nas.search.objectives import COST_OBJECTIVES, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
 from nas.service.config import SearchConfig
 from search_spaces.base import SearchSpace
+from workers.metrics import GROUPED
 
 
 @dataclass
@@ -104,11 +105,12 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
                     else f"has one label: write {base}"
                 ),
             )
-        if base == "gauc" and dataset.groups("valid") is None:
+        by = GROUPED.get(base)
+        if by is not None and dataset.groups("valid", by) is None:
             raise ConfigError(
                 f"objectives[{i}]",
-                f"gauc needs each row's user, and dataset {dataset.name!r} has none "
-                "(declare keys.user in its schema file)",
+                f"{base} needs each row's {by}, and dataset {dataset.name!r} has none "
+                f"(declare keys.{by} in its schema file)",
             )
     space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
     strategy = config.strategy

@@ -22,7 +22,7 @@ from nas.service.registry import Trial
 from nas.service.registry.models import RETRAIN_KIND
 
 COSTS = ("flops", "serving_flops", "params", "latency", "serving_latency")  # those measured
-QUALITY = ("ne", "auc", "logloss", "gauc")  # averaged over seeds (and ne:click...)
+QUALITY = ("ne", "auc", "logloss", "gauc", "gauc_request")  # averaged over seeds (and ne:click...)
 
 
 @dataclass(frozen=True)

@@ -473,20 +473,50 @@ def test_training_from_the_mapped_files_matches_training_in_memory(
         assert one.gauc is not None  # keys.user: AUC per user
 
 
-def test_a_gauc_objective_needs_users_in_the_dataset(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("objective", "key"), [("gauc", "user"), ("gauc_request", "request")])
+def test_an_auc_per_group_needs_its_key_in_the_dataset(
+    tmp_path: Path, objective: str, key: str
+) -> None:
     from tests.test_search import nas_here
 
     path = schema_file(tmp_path, split="{method: order}")
     path.write_text(path.read_text().replace("keys: {user: user_id, timestamp: ts}", "keys: {}"))
     search = tmp_path / "s.yaml"
     search.write_text(
-        f"name: g\ndataset: {path}\nspace: {{name: ctr_stack}}\nobjectives: [gauc, flops]\n"
+        f"name: g\ndataset: {path}\nspace: {{name: ctr_stack}}\nobjectives: [{objective}, flops]\n"
     )
     runs = tmp_path / "runs"
     done = nas_here(runs, "submit", str(search), RECNAS_CACHE_DIR=str(tmp_path / "cache"))
     assert done.returncode == 2, done.stderr
-    assert "objectives[0]: gauc needs each row's user" in " ".join(done.stderr.split())
+    assert f"objectives[0]: {objective} needs each row's {key}" in " ".join(done.stderr.split())
     assert not (runs / "registry.db").exists()
+
+
+def test_the_auc_per_request_groups_rows_by_the_request_key(tmp_path: Path) -> None:
+    """keys.request: rows of one request id share a group, rows of two never do; the AUC
+    per request is measured on those groups."""
+    from workers.metrics import grouped_auc
+    from workers.trial_data import TrialData
+
+    frame = logs()
+    frame["request_id"] = [f"r{i // 3}" for i in range(ROWS)]  # three candidates a request
+    path = schema_file(tmp_path, frame=frame, split="{method: random}")
+    path.write_text(
+        path.read_text().replace("timestamp: ts}", "timestamp: ts, request: request_id}")
+    )
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    valid = np.asarray(dataset.array("source_row"))[dataset.split_rows("valid")]
+    groups = dataset.groups("valid", "request")
+    pairs = pd.DataFrame({"group": groups, "request": frame["request_id"].to_numpy()[valid]})
+    assert (pairs.groupby("request")["group"].nunique() == 1).all()
+    assert (pairs.groupby("group")["request"].nunique() == 1).all()
+    data = TrialData.from_prepared(dataset, "valid", mapped=True)
+    assert set(data.groups()) == {"gauc", "gauc_request"}
+    scores = np.arange(len(valid), dtype=float)
+    labels = frame["click"].to_numpy()[valid]
+    assert grouped_auc(labels, scores, data.groups()["gauc_request"]) == grouped_auc(
+        labels, scores, pairs["request"].to_numpy()
+    )
 
 
 def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
