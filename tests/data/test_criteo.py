@@ -7,7 +7,7 @@ import pytest
 
 from nas.core.errors import ConfigError, DataError
 from nas.data import PrepareRequest, prepare_dataset
-from nas.data.criteo import NUM_CATEGORICAL, NUM_DENSE, from_tsv, write_synthetic_criteo
+from nas.data.criteo import NUM_CATEGORICAL, NUM_DENSE, write_synthetic_criteo
 
 
 def _line(label="0", dense=None, cats=None) -> str:
@@ -37,51 +37,70 @@ def test_synthetic_prepares_with_the_criteo_schema(tmp_path):
     assert 0.05 < ds.positive_rate() < 0.95
 
 
+def _prepared(tmp_path, lines, min_count=None):
+    path = tmp_path / "c.tsv"
+    path.write_text("".join(lines))
+    request = PrepareRequest(source=str(path), min_count=min_count)
+    return prepare_dataset("criteo", tmp_path / "cache", request)[0]
+
+
 def test_vocabulary_comes_from_train_rows_only(tmp_path):
     lines = [_line(cats=["seen"] * NUM_CATEGORICAL) for _ in range(8)]
     lines += [_line(cats=["late"] * NUM_CATEGORICAL) for _ in range(2)]  # valid + test only
-    path = tmp_path / "c.tsv"
-    path.write_text("".join(lines))
-    arrays, manifest = from_tsv("criteo", path)
-    assert (arrays["categorical"][:8] == 1).all()
-    assert (arrays["categorical"][8:] == 0).all(), "a value first seen after train got an id"
-    assert manifest["schema"][0]["cardinality"] == 2
+    ds = _prepared(tmp_path, lines)
+    categorical = np.asarray(ds.array("categorical"))
+    assert (categorical[:8] == 2).all()  # the first id of a vocabulary
+    assert (categorical[8:] == 1).all(), "a value first seen after train got its own id"
+    assert ds.schema.of_kind("categorical")[0].cardinality == 3  # padding, unknown, "seen"
 
 
-def test_min_count_drops_rare_values(tmp_path):
-    lines = [_line(cats=["common"] * NUM_CATEGORICAL) for _ in range(9)] + [
-        _line(cats=["rare"] * 26)
-    ]
-    path = tmp_path / "c.tsv"
-    path.write_text("".join(lines[::-1]))
-    arrays, _ = from_tsv("criteo", path, min_count=2)
-    assert arrays["categorical"][0, 0] == 0 and arrays["categorical"][1, 0] == 1
+def test_min_count_drops_rare_values_and_empty_is_missing(tmp_path):
+    lines = [_line(cats=["rare"] + [""] * (NUM_CATEGORICAL - 1))]  # once, in train
+    lines += [_line(cats=["common"] * NUM_CATEGORICAL) for _ in range(9)]
+    ds = _prepared(tmp_path, lines, min_count=2)
+    categorical = np.asarray(ds.array("categorical")[ds.split_rows("train")])
+    assert categorical[0, 0] == 1 and categorical[0, 1] == 0 and categorical[1, 0] == 2
 
 
 def test_dense_transform(tmp_path):
-    path = tmp_path / "c.tsv"
-    path.write_text(_line(dense=["3", "", "-2"] + ["0"] * (NUM_DENSE - 3)))
-    arrays, _ = from_tsv("criteo", path)
-    np.testing.assert_allclose(arrays["dense"][0, :3], [np.log(4), 0, 0], rtol=1e-6)
+    ds = _prepared(tmp_path, [_line(dense=["3", "", "-2"] + ["0"] * (NUM_DENSE - 3))])
+    np.testing.assert_allclose(ds.array("dense")[0, :3], [np.log(4), 0, 0], rtol=1e-6)
 
 
 @pytest.mark.parametrize(
     ("bad", "words"),
     [
-        ("1\t2\n", "expected 40"),
-        (_line(label="yes"), "label must be 0 or 1"),
-        (_line(dense=["x"] + [""] * (NUM_DENSE - 1)), "dense values must be numbers, got 'x'"),
+        ("1\t2\n", "Expected 40 columns, got 2"),
+        (_line(label="yes"), "column 'label'"),
+        (_line(dense=["x"] + [""] * (NUM_DENSE - 1)), "column 'I1'"),
     ],
 )
-def test_malformed_lines_name_file_and_line(tmp_path, bad, words):
+def test_malformed_lines_name_file_row_and_column(tmp_path, bad, words):
     path = tmp_path / "c.tsv"
-    path.write_text(_line() + bad)
+    path.write_text(_line() * 3 + bad)
     with pytest.raises(DataError) as err:
         prepare_dataset("criteo", tmp_path / "cache", PrepareRequest(source=str(path)))
-    assert err.value.line == 2 and words in str(err.value) and "c.tsv" in str(err.value)
+    assert words in str(err.value) and "c.tsv" in str(err.value)
     assert not (tmp_path / "cache" / "criteo").exists()
 
 
-def test_criteo_needs_a_source(tmp_path):
+def test_criteo_reads_a_gzipped_file_as_the_plain_one(tmp_path):
+    import gzip
+
+    write_synthetic_criteo(tmp_path / "s.tsv", rows=500, seed=2)
+    (tmp_path / "s.tsv.gz").write_bytes(gzip.compress((tmp_path / "s.tsv").read_bytes()))
+    plain, _ = prepare_dataset(
+        "criteo", tmp_path / "a", PrepareRequest(source=str(tmp_path / "s.tsv"))
+    )
+    packed, _ = prepare_dataset(
+        "criteo", tmp_path / "b", PrepareRequest(source=str(tmp_path / "s.tsv.gz"))
+    )
+    for name in ("categorical", "dense", "label", "split"):
+        assert (np.asarray(plain.array(name)) == np.asarray(packed.array(name))).all()
+
+
+def test_criteo_needs_a_source_that_is_a_file(tmp_path):
     with pytest.raises(ConfigError, match="needs --source"):
         prepare_dataset("criteo", tmp_path)
+    with pytest.raises(ConfigError, match="no Criteo-format file at"):
+        prepare_dataset("criteo", tmp_path, PrepareRequest(source=str(tmp_path / "nope.tsv")))
