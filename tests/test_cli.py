@@ -124,7 +124,8 @@ def test_bad_dataset_options(tmp_path):
     assert done.returncode == 2 and "--source" in done.stderr
     _no_traceback(done)
     done = nas("data", "prepare", "criteo", "--source", str(tmp_path / "none.tsv"), cache=tmp_path)
-    assert done.returncode == 2 and "none.tsv: file not found" in done.stderr
+    assert done.returncode == 2 and "no Criteo-format file at" in done.stderr
+    assert "none.tsv" in done.stderr
     assert not (tmp_path / "criteo").exists()
 
 
