@@ -41,9 +41,20 @@ class TrialSettings:
     rungs: RungPlan | None = None
     select: SelectBest | None = None
     fp8_probe: dict[str, Any] | None = None  # nas.search.objectives.fp8_probe_settings
+    gpus: float = 0.0  # resources.gpus_per_trial: above 0, the trial trains on its GPU
+
+    @property
+    def device(self) -> str:
+        """Where the trial trains: Ray shows a trial only the GPU it gave it (``cuda``)."""
+        return "cuda" if self.gpus > 0 else "cpu"
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Its fields (``gpus`` only when above 0: the keys of figures trained on the CPU
+        stay what they were before it existed)."""
+        found = dataclasses.asdict(self)
+        if not self.gpus:
+            del found["gpus"]
+        return found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSettings:
@@ -54,6 +65,7 @@ class TrialSettings:
             rungs=RungPlan(tuple(rungs["steps"]), rungs["rows"]) if rungs else None,
             select=SelectBest(**select) if select else None,
             fp8_probe=data.get("fp8_probe"),
+            gpus=data.get("gpus", 0.0),
         )
 
 

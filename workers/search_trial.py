@@ -121,6 +121,7 @@ def _run(request: TrialRequest, data: TrialData, started: float | None = None):
         request.save_weights,
         settings.fp8_probe,
         settings.select,
+        settings.device,
     )
     check_memory("by the end of training and evaluation")  # trials of any length
     return result

@@ -5,6 +5,11 @@ are gathered from in-memory tensors with a seeded permutation per epoch: no per-
 in the hot loop. Embedding tables have sparse gradients and their own optimizer (lazy Adam,
 ``RowwiseAdam``: only the rows a batch used move); dense weights use AdamW. Both learning
 rates warm up linearly, then decay with a cosine to 10% by the last step.
+
+A model trains on the device it is on (``workers.device``). On a GPU the training rows move
+to it once when they fit (``DeviceRows``), else each batch is gathered on the host and
+copied; the loss is read back every ``LOSS_READ_EVERY`` steps, not every step (each read
+waits for the GPU); held-out logits come back to the host once per evaluation.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from workers.precision import TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
+LOSS_READ_EVERY = 25  # steps between reads of the loss on a GPU (on the CPU: every step)
+RESIDENT_SHARE = 0.5  # of a GPU's free memory the training rows may take to live on it
 
 
 @dataclass(frozen=True)
@@ -269,11 +276,71 @@ class Optimizers:
             opt.load_state_dict(state)
 
 
-def batch_loss(model, batch: Features, precision: str = "fp32") -> torch.Tensor:
-    device = batch.label.device.type
-    with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-        logits = model(*batch.inputs())
-    return F.binary_cross_entropy_with_logits(logits.float(), batch.label)
+def batch_loss(model, inputs, label: torch.Tensor, precision: str = "fp32") -> torch.Tensor:
+    """The mean logloss of one batch (over its labels too, for several)."""
+    with torch.autocast(label.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        logits = model(*inputs)
+    return F.binary_cross_entropy_with_logits(logits.float(), label)
+
+
+class DeviceRows:
+    """The training rows as a model on ``device`` reads each step's batch: on the CPU, as
+    they are; on a GPU, moved there once when they take at most ``RESIDENT_SHARE`` of its
+    free memory (each batch then gathered on the GPU), else each batch gathered on the host
+    and its inputs copied."""
+
+    def __init__(self, data: Features, device: torch.device):
+        self.device = device
+        self.resident = device.type == "cpu" or _fits(data, device)
+        self.data = data.to(device) if self.resident and device.type != "cpu" else data
+
+    def batch(self, rows: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """(the model's inputs, the labels) of ``rows`` (row ids on the host)."""
+        if self.resident:
+            batch = self.data[rows.to(self.device)]
+            return batch.inputs(), batch.label
+        batch = self.data[rows]
+        return tuple(t.to(self.device) for t in batch.inputs()), batch.label.to(self.device)
+
+
+def _fits(data: Features, device: torch.device) -> bool:
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return data.nbytes <= RESIDENT_SHARE * free
+
+
+class _Losses:
+    """The training loss as it goes: read back from the device every ``every`` steps (one
+    wait for the device each; a NaN/Inf loss is a ``TrainingError`` naming its step), its
+    running mean, and the last 10% of the budget's steps."""
+
+    def __init__(self, steps: int, every: int):
+        self.every = every
+        self.pending: list[torch.Tensor] = []
+        self.first = 0  # the step of pending[0]
+        self.running = float("nan")
+        self.tail: deque[float] = deque(maxlen=max(1, steps // 10))
+
+    def add(self, loss: torch.Tensor, step: int) -> None:
+        if not self.pending:
+            self.first = step
+        self.pending.append(loss.detach())
+        if len(self.pending) >= self.every:
+            self.read()
+
+    def read(self) -> None:
+        if not self.pending:
+            return
+        values = torch.stack(self.pending).tolist() if len(self.pending) > 1 else None
+        values = values or [self.pending[0].item()]
+        for i, value in enumerate(values):
+            step = self.first + i
+            if not math.isfinite(value):
+                raise TrainingError(f"training diverged: loss is {value} at step {step + 1}")
+            self.running = value if step == 0 else 0.98 * self.running + 0.02 * value
+            self.tail.append(value)
+        self.pending.clear()
 
 
 def checked(loss: torch.Tensor, step: int) -> float:
@@ -299,34 +366,54 @@ class TrainStats:
 def train(
     model: nn.Module, data: Features, config: TrainConfig, on_step: StepCallback | None = None
 ) -> TrainStats:
-    """Train ``model`` for ``config.steps`` steps, or until ``on_step`` says to stop."""
+    """Train ``model`` for ``config.steps`` steps, or until ``on_step`` says to stop, on the
+    device the model is on (``data`` on the host)."""
+    device = _device_of(model)
     batches = Batches(len(data), config.batch_size, config.seed)
+    rows = DeviceRows(data, device)
     optimizers = Optimizers(model, config)
-    tail: deque[float] = deque(maxlen=max(1, config.steps // 10))
-    running, done = 0.0, 0
+    losses = _Losses(config.steps, read_every(device))
+    done = 0
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
-        batch = data[batches.next()]
+        inputs, label = rows.batch(batches.next())
         optimizers.zero_grad(step)
-        loss = batch_loss(model, batch, config.precision)
-        value = checked(loss, step)
+        loss = batch_loss(model, inputs, label, config.precision)
+        losses.add(loss, step)  # on the CPU, read (and checked) before the step is taken
         loss.backward()
         optimizers.step()
-        running = value if step == 0 else 0.98 * running + 0.02 * value
-        tail.append(value)
         done = step + 1
-        if on_step is not None and on_step(done, running):
+        if on_step is not None and on_step(done, losses.running):
             break
+    losses.read()
     seconds = time.perf_counter() - start
+    tail = losses.tail
     return TrainStats(done, done * config.batch_size, seconds, sum(tail) / len(tail))
+
+
+def read_every(device: torch.device) -> int:
+    """Steps between reads of the loss: every step on the CPU (a read costs nothing there),
+    ``LOSS_READ_EVERY`` on a GPU."""
+    return 1 if device.type == "cpu" else LOSS_READ_EVERY
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 @torch.no_grad()
 def predict(model: nn.Module, data: Features, batch_size: int) -> torch.Tensor:
+    """The model's logits over ``data`` (on the host), computed on the model's device and
+    brought back once."""
     model.eval()
-    logits = [model(*data[i : i + batch_size].inputs()) for i in range(0, len(data), batch_size)]
-    return torch.cat(logits)
+    device = _device_of(model)
+    logits = [
+        model(*(t.to(device) for t in data[i : i + batch_size].inputs()))
+        for i in range(0, len(data), batch_size)
+    ]
+    return torch.cat(logits).cpu()
 
 
 def evaluate(

@@ -169,15 +169,18 @@ def evaluate(
     save_weights: str | None = None,
     fp8_probe: dict | None = None,
     select: SelectBest | None = None,
+    device: torch.device | str = "cpu",
 ) -> TrialResult:
     """Train ``spec`` on the train split of ``data`` and measure it on ``data.split``
     (and, with ``rungs``, on a validation subsample at each rung while it trains); with
     ``save_weights``, keep the trained state dict at that path; with ``fp8_probe`` (target,
     batch, threshold, rows), probe the trained model and plan its FP8 dispatch; with
-    ``select``, keep the weights of its best validation check, and stop on its patience)."""
+    ``select``, keep the weights of its best validation check, and stop on its patience).
+    It trains on ``device`` (the model is made on the CPU first: the same weights for a
+    seed wherever it trains)."""
     start = time.perf_counter()
     torch.manual_seed(config.seed)
-    model = build_model(spec, data.schema)
+    model = build_model(spec, data.schema).to(device)
     train_rows = data.features("train", model.reads_history)
     held_out = data.features(data.split, model.reads_history)
     counted: dict[str, float] = {}
@@ -185,7 +188,8 @@ def evaluate(
     def flops() -> float:  # once per trial: at the first rung, or at the end
         if "flops" not in counted:
             begin = time.perf_counter()
-            counted["flops"] = measure_flops_per_example(model, held_out[:FLOPS_BATCH].inputs())
+            example = tuple(t.to(device) for t in held_out[:FLOPS_BATCH].inputs())
+            counted["flops"] = measure_flops_per_example(model, example)
             counted["seconds"] = time.perf_counter() - begin
         return counted["flops"]
 
@@ -257,8 +261,8 @@ def evaluate(
     if validation is not None:
         validation.finish(model, stats.steps, data, config)
         paused = validation.paused
-    if save_weights is not None:
-        checkpoint.save(save_weights, model.state_dict())
+    if save_weights is not None:  # host tensors: they load on a machine without a GPU
+        checkpoint.save(save_weights, {k: v.cpu() for k, v in model.state_dict().items()})
     eval_start = time.perf_counter()
     metrics = evaluate_model(
         model, held_out, data.train_rates, config.eval_batch_size, data.groups()
@@ -272,8 +276,8 @@ def evaluate(
         validation.rungs.append(end)
     flops()
     fp8 = None
-    if fp8_probe is not None:
-        fp8 = _probe(model, train_rows, held_out, data, config, fp8_probe)
+    if fp8_probe is not None:  # the probe simulates FP8 on the host
+        fp8 = _probe(model.cpu(), train_rows, held_out, data, config, fp8_probe)
     final = result(
         stats.steps,
         metrics,

@@ -44,8 +44,9 @@ def _touched_rows(rows: int, parts: Parts, dense_below: float) -> tuple[torch.Te
         )  # ids in range: they index the tables' rows
         coalesced = sparse.coalesce()  # one value per row: the update is not linear
         return coalesced._indices()[0], coalesced._values()
-    summed = torch.zeros((rows, *grads[0].shape[1:]), dtype=grads[0].dtype)
-    looked_up = torch.zeros(rows, dtype=torch.bool)
+    device = grads[0].device
+    summed = torch.zeros((rows, *grads[0].shape[1:]), dtype=grads[0].dtype, device=device)
+    looked_up = torch.zeros(rows, dtype=torch.bool, device=device)
     for start, grad in parts:
         ids = grad._indices()[0] + start
         summed.index_add_(0, ids, grad._values())  # repeats summed
@@ -77,7 +78,7 @@ def reference(
         [rows_m],
         [rows_v],
         [],
-        [torch.tensor(float(step))],  # the kernel's bias correction reads it
+        [torch.tensor(float(step), device=weights.device)],  # its bias correction reads it
         lr=adam.lr,
         beta1=beta1,
         beta2=beta2,

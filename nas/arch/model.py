@@ -76,10 +76,13 @@ class HistoryEncoder(nn.Module):
     def forward(self, history: torch.Tensor) -> tuple[torch.Tensor, Memory]:
         """history [R, L_h, 3], left-aligned, item 0 = padding."""
         lengths = (history[..., 0] > 0).sum(1)  # [R]
+        device = history.device
         k = self.max_len
         if history.shape[1] > k:  # keep each row's last k events, still left-aligned
             start = (lengths - k).clamp(min=0)
-            index = (start.view(-1, 1) + torch.arange(k)).clamp(max=history.shape[1] - 1)
+            index = (start.view(-1, 1) + torch.arange(k, device=device)).clamp(
+                max=history.shape[1] - 1
+            )
             history = history.gather(1, index.unsqueeze(-1).expand(-1, -1, 3))
             lengths = lengths.clamp(max=k)
         r, length, _ = history.shape
@@ -88,16 +91,17 @@ class HistoryEncoder(nn.Module):
         times = -history[..., 2]  # ages -> increasing timestamps; the request is at 0
         # Each event's output is queried at the next event's time, the last one's at the
         # request's: the time bias then sees how long before the query each event was.
-        is_last = torch.arange(length).view(1, -1) == (lengths - 1).view(-1, 1)
+        positions = torch.arange(length, device=device).view(1, -1)
+        is_last = positions == (lengths - 1).view(-1, 1)
         queries = times.roll(-1, dims=1) * ~is_last  # the request is at time 0
         for layer in self.layers:
             x = layer(x, lengths, times, query_timestamps=queries)
-        valid = (torch.arange(length).view(1, -1) < lengths.view(-1, 1)).unsqueeze(-1)
+        valid = (positions < lengths.view(-1, 1)).unsqueeze(-1)
         if self.pooling == "mean":
             pooled = (x * valid).sum(1) / lengths.clamp(min=1).view(-1, 1)
         else:  # the last event's output (zeros for an empty history)
             last = (lengths - 1).clamp(min=0)
-            pooled = x[torch.arange(r), last] * (lengths > 0).view(-1, 1)
+            pooled = x[torch.arange(r, device=device), last] * (lengths > 0).view(-1, 1)
         return pooled.unsqueeze(1), Memory(x, lengths)
 
 
@@ -159,7 +163,8 @@ class FeatureTokens(nn.Module):
             token, memory = self.history(request.history)
             req.append(token)
         rows = request.categorical.shape[0]
-        return (torch.cat(req, dim=1) if req else torch.zeros(rows, 0, self.dim)), memory
+        none = request.categorical.new_zeros(rows, 0, self.dim, dtype=torch.float32)
+        return (torch.cat(req, dim=1) if req else none), memory
 
     def candidate_tokens(self, candidates: CandidateInputs) -> torch.Tensor:
         """The candidate side's tokens [C, N_c, D]."""

@@ -44,6 +44,13 @@ def add_commands(commands) -> None:
         "with native bfloat16)",
     )
     train.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where to train: auto (default: a CUDA GPU when one is visible, else the CPU), "
+        "cpu or cuda",
+    )
+    train.add_argument(
         "--split",
         choices=("valid", "test"),
         default="valid",
@@ -96,10 +103,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     from nas.arch.model import model_configs
     from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
+    from workers.device import resolve_device
     from workers.train import TrainConfig
     from workers.trial import evaluate
     from workers.trial_data import TrialData
 
+    device = resolve_device(args.device)
     spec = ArchSpec.load(args.spec)
     overrides = {
         k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None
@@ -120,14 +129,20 @@ def cmd_train(args: argparse.Namespace) -> None:
         raise err.within(source=f"{args.spec} (on {dataset.name})") from None
     data = TrialData.from_prepared(dataset, args.split, mapped=True)
     if args.json:
-        result = evaluate(spec, data, config)
-        emit_json(result.to_dict() | {"precision": config.precision})
+        result = evaluate(spec, data, config, device=device)
+        emit_json(result.to_dict() | {"precision": config.precision, "device": device.type})
         return
-    result = _train_with_progress(spec, data, config)
-    _print_result(result, config.precision)
+    result = _train_with_progress(spec, data, config, device)
+    _print_result(result, f"{config.precision} on {_device_name(device)}")
 
 
-def _train_with_progress(spec, data, config):
+def _device_name(device) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "the CPU"
+
+
+def _train_with_progress(spec, data, config, device):
 
     from workers.trial import evaluate
 
@@ -142,7 +157,7 @@ def _train_with_progress(spec, data, config):
             if step == config.steps:
                 progress.update(task, description=f"evaluate {label} on {data.split}")
 
-        return evaluate(spec, data, config, on_step=on_step)
+        return evaluate(spec, data, config, on_step=on_step, device=device)
 
 
 def _print_result(result, precision: str) -> None:

@@ -107,6 +107,16 @@ class History:
     now: torch.Tensor  # [R] int64: the row's timestamp
     max_len: int
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> History:
+        """The same history with every tensor on ``device``."""
+        return History(
+            *(
+                t.to(device, non_blocking=non_blocking)
+                for t in (self.item, self.action, self.time, self.start, self.end, self.now)
+            ),
+            self.max_len,
+        )
+
     def __getitem__(self, rows: torch.Tensor | slice) -> History:
         return History(
             self.item,
@@ -122,7 +132,7 @@ class History:
         """[R, max_len, 3] int64 (item, action, age): the last ``max_len`` events, oldest first,
         left-aligned; padding rows are all 0 (item 0)."""
         length = (self.end - self.start).clamp(max=self.max_len)  # [R]
-        positions = torch.arange(self.max_len)
+        positions = torch.arange(self.max_len, device=length.device)
         valid = positions.view(1, -1) < length.view(-1, 1)  # [R, L]
         index = ((self.end - length).view(-1, 1) + positions).clamp(max=len(self.item) - 1)
         age = self.now.view(-1, 1) - self.time[index]
@@ -174,6 +184,26 @@ class Features:
             take_rows(self.label, rows).float(),
             None if self.history is None else self.history[rows],
         )
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Features:
+        """The same rows with every tensor on ``device`` (pinned host rows copy without
+        blocking with ``non_blocking``)."""
+        return Features(
+            *(
+                t.to(device, non_blocking=non_blocking)
+                for t in (self.categorical, self.multi_hot, self.dense, self.label)
+            ),
+            None if self.history is None else self.history.to(device, non_blocking),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its tensors (the history's events included)."""
+        tensors = [self.categorical, self.multi_hot, self.dense, self.label]
+        if self.history is not None:
+            h = self.history
+            tensors += [h.item, h.action, h.time, h.start, h.end, h.now]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def without_history(self) -> Features:
         """The same rows without the history, for a model that does not read it: gathering

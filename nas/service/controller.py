@@ -47,6 +47,7 @@ from nas.service.tune_glue import (
     Recorder,
     StrategySearcher,
     WorkerCrash,
+    check_gpus,
     init_ray,
     shutdown_ray,
     tune_scheduler,
@@ -131,6 +132,7 @@ class Controller:
             finished = sum(t.status in FINISHED for t in trials)
             self.reporter.start(search, total, finished)
             started_ray = init_ray(self.plan.ray_address)
+            check_gpus(self.config.resources.gpus_per_trial)
             self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
         except KeyboardInterrupt:
@@ -207,7 +209,7 @@ class Controller:
         resources = self.config.resources
         trainable = tune.with_resources(
             tune.with_parameters(run_candidate, data=self.trial_data),
-            {"cpu": resources.cpus_per_trial},
+            {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial},
         )
         scheduler = None
         if self.rungs.scheduler is not None:
@@ -311,6 +313,7 @@ class Controller:
             rungs=rungs,
             select=self.selection,
             fp8_probe=fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
+            gpus=self.config.resources.gpus_per_trial,
         )
 
     def _ask(self) -> ArchSpec:

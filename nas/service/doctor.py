@@ -136,6 +136,25 @@ def kernels_check() -> Check:
     return Check("kernels", True, f"{found}; training uses the slower PyTorch path", status.fix)
 
 
+def gpus_check() -> Check:
+    """The CUDA GPUs this machine's torch sees: where trials with resources.gpus_per_trial
+    and ``nas train --device auto`` train. None is not a failure: they train on the CPU."""
+    import torch
+
+    from workers.device import gpu_count
+
+    count = gpu_count()
+    if not count:
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        return Check(
+            "gpus",
+            True,
+            f"none visible to torch {torch.__version__} ({build}): candidates train on the CPU",
+        )
+    names = [torch.cuda.get_device_name(i) for i in range(count)]
+    return Check("gpus", True, f"{count}: {', '.join(names)} (resources.gpus_per_trial)")
+
+
 def run_checks(
     address: str | None, registry_url: str | None, tracking_uri: str | None, cache: Path | None
 ) -> list[Check]:
@@ -146,6 +165,7 @@ def run_checks(
         "data": lambda: data_check(cache),
         "runs": runs_check,
         "kernels": kernels_check,
+        "gpus": gpus_check,
     }
     found = []
     for name, check in checks.items():

@@ -18,6 +18,7 @@ from nas.search.objectives import COST_OBJECTIVES, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
 from nas.service.config import SearchConfig
 from search_spaces.base import SearchSpace
+from workers.device import gpu_count
 from workers.metrics import GROUPED
 
 
@@ -85,6 +86,13 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
             "resources.cpus_per_trial",
             f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
+        )
+    gpus = config.resources.gpus_per_trial
+    if address is None and gpus > gpu_count():
+        raise ConfigError(
+            "resources.gpus_per_trial",
+            f"{gpus:g} GPUs per trial, but this machine has {gpu_count()} that torch can use; "
+            "no trial could ever start (use 0 to train on the CPU, or a Ray cluster with GPUs)",
         )
     from nas.arch.cost import get_target
     from nas.search.strategies import check_options, get_strategy

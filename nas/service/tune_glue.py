@@ -105,6 +105,21 @@ def init_ray(address: str | None) -> bool:
     return True
 
 
+def check_gpus(per_trial: float) -> None:
+    """That the Ray this process joined has a GPU for a trial asking ``per_trial``
+    (``resources.gpus_per_trial``); else a ``NasError``: no trial could ever start."""
+    if per_trial <= 0:
+        return
+    import ray
+
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if gpus < per_trial:
+        raise NasError(
+            f"resources.gpus_per_trial is {per_trial:g}, but the Ray cluster has {gpus:g} "
+            "GPUs: no trial could start (set it to 0 to train on CPUs)"
+        )
+
+
 def shutdown_ray() -> None:
     """Stop the Ray that ``init_ray`` started or joined, then kill what is left of a local
     one. After a SIGTERM to the whole process group, a worker that Ray was starting at that
