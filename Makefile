@@ -4,7 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup compiled test test-fast demo lint lock clean
+.PHONY: setup compiled test test-fast demo lint lock lock-cuda check-cuda-lock clean
+
+# The pinned environment: requirements.lock (the CPU wheel of torch), or on a Linux machine
+# with NVIDIA GPUs `make setup LOCK=requirements-cuda.lock` (PyPI's CUDA build of torch).
+LOCK ?= requirements.lock
+PYPI := --no-config --index-url https://pypi.org/simple
+LINUX_GPU := --python-version 3.11 --python-platform x86_64-manylinux_2_28
 
 setup: $(STAMP)
 
@@ -12,11 +18,11 @@ setup: $(STAMP)
 # finds the CPU wheel on this machine's disk; uv would not) and uv, which installs the rest:
 # about 25 s where pip took 85. Compiled to bytecode: where PYTHONDONTWRITEBYTECODE is set (it
 # is on this machine), every process would otherwise compile every module it imports.
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c requirements.lock torch uv
+	$(BIN)/python -m pip install --quiet -c $(LOCK) torch uv
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
-		-c requirements.lock -e ".[dev]"
+		-c $(LOCK) -e ".[dev]"
 	touch $(STAMP)
 
 # Three tests at a time on 2 cores: the end-to-end ones spend much of their time waiting on
@@ -56,6 +62,21 @@ lock:
 	rm -rf /tmp/recnas-lock && $(PYTHON) -m venv /tmp/recnas-lock
 	/tmp/recnas-lock/bin/python -m pip install --quiet -e ".[dev]"
 	/tmp/recnas-lock/bin/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > requirements.lock
+
+# requirements-cuda.lock: requirements.lock's pins, with PyPI's CUDA torch and the triton and
+# NVIDIA libraries it needs, resolved for Linux x86_64 (no GPU needed here).
+lock-cuda: setup
+	grep -v '^torch==\|^triton==' requirements.lock > /tmp/recnas-cpu-pins.txt
+	head -4 requirements-cuda.lock > /tmp/recnas-cuda-header.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev $(PYPI) $(LINUX_GPU) --quiet --no-annotate \
+		--no-header -c /tmp/recnas-cpu-pins.txt -o /tmp/recnas-cuda.lock
+	cat /tmp/recnas-cuda-header.txt /tmp/recnas-cuda.lock > requirements-cuda.lock
+
+# That requirements-cuda.lock installs on Linux x86_64 from PyPI (a dry run: nothing is
+# downloaded but metadata).
+check-cuda-lock: setup
+	$(BIN)/uv pip install --dry-run $(PYPI) $(LINUX_GPU) --target /tmp/recnas-cuda-target \
+		-r requirements-cuda.lock
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
