@@ -1,0 +1,104 @@
+"""The trainer on a GPU against the same trainer on the CPU, on MovieLens-1M, without Ray.
+
+    python benchmarks/gpu_check.py --out DIR    # on a machine with a CUDA GPU (gpu_check.sh)
+    python benchmarks/gpu_check.py --smoke      # here: the CPU only, a few steps
+
+Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32 and bf16 at a large
+batch, against the CPU's at the same batch; and, at a short budget in fp32, the NE the GPU
+reaches against the CPU's from the same seed (the same weights at the start; float rounding
+apart, the same training). Prints a table; with ``--out``, writes ``gpu_check.json`` there.
+Not measured yet: fp8-dispatch training (not on the training path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = ("dcnv2.json", "modern/wukong.json", "modern/hstu_seq.json")
+
+
+def _trained(spec, data, steps: int, batch: int, precision: str, device: str) -> dict:
+    from workers.train import TrainConfig
+    from workers.trial import evaluate
+
+    config = TrainConfig(
+        steps=steps, batch_size=batch, precision=precision, warmup_steps=min(100, steps // 5)
+    )
+    began = time.perf_counter()
+    result = evaluate(spec, data, config, device=device)
+    return {
+        "device": device,
+        "precision": precision,
+        "steps": steps,
+        "batch_size": batch,
+        "examples_per_s": result.train_examples_per_s,
+        "ne": result.ne,
+        "auc": result.auc,
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="movielens-1m")
+    parser.add_argument("--batch", type=int, default=8192, help="the throughput runs' batch")
+    parser.add_argument("--steps", type=int, default=300, help="GPU throughput steps")
+    parser.add_argument("--cpu-steps", type=int, default=20, help="CPU throughput steps")
+    parser.add_argument("--agree-steps", type=int, default=40, help="the CPU/GPU NE runs")
+    parser.add_argument("--smoke", action="store_true", help="the CPU only, a few steps")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from nas.arch.spec import ArchSpec
+    from nas.data import load_dataset
+    from workers.trial_data import TrialData
+
+    cuda = torch.cuda.is_available() and not args.smoke
+    if args.smoke:
+        args.batch, args.steps, args.cpu_steps, args.agree_steps = 256, 3, 3, 3
+    dataset = load_dataset(args.dataset)
+    data = TrialData.from_prepared(dataset, "valid", mapped=True)
+    devices = ["cuda", "cpu"] if cuda else ["cpu"]
+    rows = []
+    for name in SPECS:
+        spec = ArchSpec.load(REPO / "examples" / "specs" / name)
+        for device in devices:
+            steps = args.steps if device == "cuda" else args.cpu_steps
+            for precision in ("fp32", "bf16") if device == "cuda" else ("fp32",):
+                run = _trained(spec, data, steps, args.batch, precision, device)
+                rows.append({"spec": name, "kind": "throughput", **run})
+        for device in devices:  # the same seed, the same short budget: do they agree?
+            run = _trained(spec, data, args.agree_steps, 1024, "fp32", device)
+            rows.append({"spec": name, "kind": "agreement", **run})
+    gpu = torch.cuda.get_device_name(0) if cuda else None
+    report = {"gpu": gpu, "torch": torch.__version__, "dataset": args.dataset, "rows": rows}
+    table = Table(title=f"{args.dataset} on {gpu or 'the CPU only'} (torch {torch.__version__})")
+    for column in ("spec", "kind", "device", "precision", "steps x batch", "examples/s", "NE"):
+        table.add_column(column, justify="left" if column in ("spec", "kind") else "right")
+    for r in rows:
+        table.add_row(
+            r["spec"],
+            r["kind"],
+            r["device"],
+            r["precision"],
+            f"{r['steps']} x {r['batch_size']}",
+            f"{r['examples_per_s']:,.0f}",
+            f"{r['ne']:.5f}",
+        )
+    Console(width=140).print(table)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
