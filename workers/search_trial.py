@@ -14,8 +14,8 @@ the trial also checks itself every N steps, ends with its best check's weights, 
 early on its patience: completed.
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
-resident memory exceeds the search's ``memory_gb_per_trial`` (checked at the first step,
-every 25 steps and at the end). A worker the OS or Ray kills outright is recorded by the
+resident memory (or, on a GPU, the most GPU memory PyTorch allocated) exceeds the search's
+``memory_gb_per_trial`` (checked at the first step, every 25 steps and at the end). A worker the OS or Ray kills outright is recorded by the
 controller from Ray's error, and its candidate run again (``resources.max_retries``).
 """
 
@@ -98,11 +98,14 @@ def _run(request: TrialRequest, data: TrialData, started: float | None = None):
 
     def check_memory(when: str) -> None:
         rss = process.memory_info().rss
-        if rss > limit:
-            raise TrainingError(
-                f"used {rss / 2**30:.2f} GiB {when}, over the limit of "
-                f"{limit / 2**30:.2f} GiB per trial (resources.memory_gb_per_trial)"
-            )
+        # On a GPU the limit bounds its memory too (the most PyTorch allocated at once).
+        gpu = torch.cuda.max_memory_allocated() if settings.device == "cuda" else 0
+        for used, where in ((rss, ""), (gpu, " of GPU memory")):
+            if used > limit:
+                raise TrainingError(
+                    f"used {used / 2**30:.2f} GiB{where} {when}, over the limit of "
+                    f"{limit / 2**30:.2f} GiB per trial (resources.memory_gb_per_trial)"
+                )
 
     def on_step(step: int, loss: float) -> None:
         if step == 1 or step % MEMORY_CHECK_EVERY == 0:
