@@ -15,8 +15,9 @@ early on its patience: completed.
 
 A trial fails on a NaN/Inf loss or prediction, on an exception, and when the worker's
 resident memory (or, on a GPU, the most GPU memory PyTorch allocated) exceeds the search's
-``memory_gb_per_trial`` (checked at the first step, every 25 steps and at the end). A worker the OS or Ray kills outright is recorded by the
-controller from Ray's error, and its candidate run again (``resources.max_retries``).
+``memory_gb_per_trial`` (checked at the first step, every 25 steps and at the end). A worker
+the OS or Ray kills outright is recorded by the controller from Ray's error, and its
+candidate run again (``resources.max_retries``).
 """
 
 from __future__ import annotations
