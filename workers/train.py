@@ -28,6 +28,7 @@ from kernels import rowwise_adam
 from kernels.backends import NATIVE_BACKENDS, check_backend
 from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
+from workers.data_parallel import check_batch, mean_across, my_rows, reduce_gradients, world
 from workers.metrics import Groups, Rates, binary_metrics
 from workers.precision import TRAIN_PRECISIONS
 
@@ -367,8 +368,11 @@ def train(
     model: nn.Module, data: Features, config: TrainConfig, on_step: StepCallback | None = None
 ) -> TrainStats:
     """Train ``model`` for ``config.steps`` steps, or until ``on_step`` says to stop, on the
-    device the model is on (``data`` on the host)."""
+    device the model is on (``data`` on the host). In a process group (data parallel,
+    ``workers.data_parallel``), this process trains on its slice of each step's batch and
+    the gradients are reduced across the group before each step."""
     device = _device_of(model)
+    check_batch(config.batch_size, world()[1])
     batches = Batches(len(data), config.batch_size, config.seed)
     rows = DeviceRows(data, device)
     optimizers = Optimizers(model, config)
@@ -377,11 +381,12 @@ def train(
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
-        inputs, label = rows.batch(batches.next())
+        inputs, label = rows.batch(my_rows(batches.next()))
         optimizers.zero_grad(step)
         loss = batch_loss(model, inputs, label, config.precision)
-        losses.add(loss, step)  # on the CPU, read (and checked) before the step is taken
+        losses.add(mean_across(loss), step)  # on the CPU, read before the step is taken
         loss.backward()
+        reduce_gradients(model)
         optimizers.step()
         done = step + 1
         if on_step is not None and on_step(done, losses.running):

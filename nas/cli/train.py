@@ -51,6 +51,13 @@ def add_commands(commands) -> None:
         "cpu or cuda",
     )
     train.add_argument(
+        "--workers",
+        type=integer,
+        default=1,
+        help="processes that train it together, data parallel (default 1): each takes an "
+        "equal slice of every step's --batch-size rows; the CPU only, for now",
+    )
+    train.add_argument(
         "--split",
         choices=("valid", "test"),
         default="valid",
@@ -109,6 +116,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     from workers.trial_data import TrialData
 
     device = resolve_device(args.device)
+    if args.workers < 1 or args.workers > 64:
+        raise ConfigError("--workers", f"must be an integer from 1 to 64, got {args.workers}")
+    if args.workers > 1 and device.type != "cpu":
+        raise ConfigError(
+            "--workers", "data-parallel training runs on CPUs only for now; add --device cpu"
+        )
     spec = ArchSpec.load(args.spec)
     overrides = {
         k: v for k, v in (("lr", args.lr), ("embedding_lr", args.embedding_lr)) if v is not None
@@ -127,6 +140,17 @@ def cmd_train(args: argparse.Namespace) -> None:
         model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
     except ConfigError as err:
         raise err.within(source=f"{args.spec} (on {dataset.name})") from None
+    if args.workers > 1:
+        from workers.data_parallel import check_batch
+
+        with as_flags():
+            check_batch(config.batch_size, args.workers)
+        result = _train_in_processes(spec, dataset, args, config)
+        if args.json:
+            emit_json(result.to_dict() | {"precision": config.precision, "device": "cpu"})
+        else:
+            _print_result(result, f"{config.precision} on {args.workers} CPU processes")
+        return
     data = TrialData.from_prepared(dataset, args.split, mapped=True)
     if args.json:
         result = evaluate(spec, data, config, device=device)
@@ -134,6 +158,32 @@ def cmd_train(args: argparse.Namespace) -> None:
         return
     result = _train_with_progress(spec, data, config, device)
     _print_result(result, f"{config.precision} on {_device_name(device)}")
+
+
+def _train_in_processes(spec, dataset, args, config):
+    """``nas train --workers N``: N processes of one gloo group train it, rank 0 reports."""
+    import os
+
+    from workers.data_parallel import run_processes
+
+    threads = max(1, (os.cpu_count() or 1) // args.workers)
+    task = (spec.to_dict(), str(dataset.root), args.split, config)
+    with console.status(f"Training {spec.name or spec.arch_id} on {args.workers} processes ..."):
+        return run_processes(args.workers, _trained_here, task, threads)[0]
+
+
+def _trained_here(spec: dict, root: str, split: str, config):
+    """One process's share of ``nas train --workers N`` (every process ends with the same
+    weights and figures)."""
+    from pathlib import Path
+
+    from nas.arch.spec import ArchSpec
+    from nas.data.prepared import open_prepared
+    from workers.trial import evaluate
+    from workers.trial_data import TrialData
+
+    data = TrialData.from_prepared(open_prepared(Path(root)), split, mapped=True)
+    return evaluate(ArchSpec.from_dict(spec), data, config)
 
 
 def _device_name(device) -> str:

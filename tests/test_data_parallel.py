@@ -1,0 +1,76 @@
+"""Data-parallel training: two gloo processes, each on half of every step's batch, train to
+the weights one process reaches on the whole batch (to float rounding), and to the same
+weights as each other; a failure in one process ends both and says why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from nas.core.errors import NasError, TrainingError
+from tests.test_search import REPO, nas_here
+from workers.data_parallel import run_processes
+
+STEPS, BATCH = 12, 512
+
+
+def _trained(spec_name: str) -> tuple[float, dict[str, torch.Tensor]]:
+    """Train ``spec_name`` on MovieLens-100k (in this process, or as one of a group)."""
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
+    from nas.data import load_dataset
+    from workers.train import TrainConfig, train
+
+    dataset = load_dataset("movielens-100k")
+    spec = ArchSpec.load(REPO / "examples" / "specs" / spec_name)
+    torch.manual_seed(0)
+    model = build_model(spec, dataset.schema)
+    rows = dataset.features("train")
+    if not model.reads_history:
+        rows = rows.without_history()
+    stats = train(model, rows, TrainConfig(steps=STEPS, batch_size=BATCH, warmup_steps=3))
+    return stats.final_loss, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _fails_on_rank_one() -> None:
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise TrainingError("rank 1 ran out of luck")
+    dist.barrier()  # rank 0 waits on rank 1, which is gone: the parent ends it
+
+
+@pytest.mark.parametrize("spec", ["dcnv2.json", "modern/hstu_seq.json"])
+def test_two_processes_train_to_what_one_process_does(ml100k, spec: str) -> None:
+    threads = torch.get_num_threads()
+    alone_loss, alone = _trained(spec)
+    torch.set_num_threads(threads)
+    (loss_0, weights_0), (loss_1, weights_1) = run_processes(2, _trained, (spec,))
+    assert all(torch.equal(weights_0[k], weights_1[k]) for k in weights_0)
+    assert loss_0 == loss_1 == pytest.approx(alone_loss, abs=1e-6)
+    # Float rounding apart (the group sums each gradient in another order), the same
+    # training. Adam magnifies rounding where a row's gradient nearly cancels (a few
+    # elements in 10,000 of HSTU's history table, by up to 1e-4), so: nearly all elements
+    # within 1e-5, and none far off.
+    differ = sum(int(((weights_0[k] - v).abs() > 1e-5).sum()) for k, v in alone.items())
+    assert differ <= 1e-3 * sum(v.numel() for v in alone.values())
+    assert max(float((weights_0[k] - v).abs().max()) for k, v in alone.items()) < 1e-3
+    moved = [k for k in alone if not torch.equal(alone[k], weights_0[k])]
+    assert moved, "the group's weights are the lone process's to the bit: no reduction ran?"
+
+
+def test_a_failure_in_one_process_ends_the_group_with_its_reason() -> None:
+    with pytest.raises(NasError, match="rank 1 ran out of luck"):
+        run_processes(2, _fails_on_rank_one, ())
+
+
+def test_a_batch_that_does_not_split_over_the_workers_exits_2(tmp_path: Path) -> None:
+    spec = str(REPO / "examples" / "specs" / "dcnv2.json")
+    done = nas_here(tmp_path / "runs", "train", spec, "--dataset", "movielens-100k",
+                    "--workers", "3", "--batch-size", "1000")  # fmt: skip
+    assert done.returncode == 2
+    assert "--batch-size: 1000 rows a step do not split evenly over 3" in " ".join(
+        done.stderr.split()
+    )
