@@ -124,9 +124,12 @@ def test_bad_select_best_settings_are_named(budget, scheduler, words) -> None:
 def test_the_rows_checked_on_are_the_schedulers_when_it_has_them() -> None:
     data = {"name": "t", "space": {"name": "ctr_stack"}, "budget": {"steps": 400}}
     data["budget"]["select_best"] = {"every_steps": 50, "patience": 3}
-    assert validate_config(data).selection() == {"every_steps": 50, "patience": 3, "rows": 50_000}
+    want = {"every_steps": 50, "patience": 3, "rows": 50_000, "metric": "ne"}
+    assert validate_config(data).selection() == want
     data["scheduler"] = {"name": "asha", "options": {"eval_rows": 7000}}
     assert validate_config(data).selection()["rows"] == 7000
+    data["objectives"] = ["flops", "auc:like", "ne:click", "ne"]  # the first NE objective
+    assert validate_config(data).selection()["metric"] == "ne:click"
 
 
 SEARCH = """\

@@ -113,7 +113,8 @@ def test_training_learns_each_label_and_measures_it_against_its_own_rate(prepare
     }
     spec = ArchSpec.load(REPO / "examples" / "specs" / "dcnv2.json")
     config = TrainConfig(steps=150, batch_size=128, eval_batch_size=1000, warmup_steps=10)
-    result = evaluate(spec, data, config, select=SelectBest(every_steps=50, rows=400))
+    select = SelectBest(every_steps=50, rows=400, metric="ne:like")  # best by one label
+    result = evaluate(spec, data, config, select=select)
     figures = result.to_dict()
     for name in ("click", "like"):
         rate = data.train_rates[name]
@@ -125,6 +126,7 @@ def test_training_learns_each_label_and_measures_it_against_its_own_rate(prepare
     assert figures["ne"] == pytest.approx((figures["ne:click"] + figures["ne:like"]) / 2)
     # the checks measure each label too (a search's rungs and objectives read them)
     assert {"ne:like", "auc:click", "gauc"} <= set(result.checks[0])
+    assert result.best_step == min(result.checks, key=lambda c: c["ne:like"])["step"]
     assert math.isfinite(figures["gauc"])
 
 
@@ -243,3 +245,23 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     for name in ("probability_click", "probability_like"):
         assert [line[name] for line in lines] == pytest.approx(expected[name], abs=1e-6)
     assert expected["probability_click"].tolist() != expected["probability_like"].tolist()
+
+
+def test_the_best_weights_are_those_of_the_named_labels_best_check(monkeypatch) -> None:
+    """Checks whose mean NE and like NE disagree: select_best keeps the step its metric
+    says (the search's first NE objective: here the like head's)."""
+    from workers.trial import SelectBest, _Validation
+
+    model = torch.nn.Linear(2, 1)
+    for metric, kept in (("ne:like", 50), ("ne", 100)):
+        figures = iter([{"ne": 0.9, "ne:like": 0.8}, {"ne": 0.85, "ne:like": 0.9}])
+        monkeypatch.setattr(
+            _Validation,
+            "measure",
+            lambda self, m, step, d, c, f=figures: {"step": step, **next(f)},
+        )
+        select = SelectBest(every_steps=50, rows=4, metric=metric)
+        validation = _Validation(torch.zeros(4), {}, 4, 0, select)
+        for step in (50, 100):
+            validation.check(model, step, None, None)
+        assert validation.best["step"] == kept

@@ -49,12 +49,7 @@ class TrialSettings:
         return "cuda" if self.gpus > 0 else "cpu"
 
     def as_dict(self) -> dict[str, Any]:
-        """Its fields (``gpus`` only when above 0: the keys of figures trained on the CPU
-        stay what they were before it existed)."""
-        found = dataclasses.asdict(self)
-        if not self.gpus:
-            del found["gpus"]
-        return found
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialSettings:

@@ -93,6 +93,7 @@ class SelectBest:
     every_steps: int
     rows: int
     patience: int | None = None
+    metric: str = "ne"  # the figure a check is best by: ne, or one label's (ne:click)
 
 
 class _Validation:
@@ -133,7 +134,8 @@ class _Validation:
         if self.select is None:
             return figures
         self.checks.append(figures)
-        if self.best is None or figures["ne"] < self.best["ne"]:
+        metric = self.select.metric
+        if self.best is None or figures[metric] < self.best[metric]:
             self.best, self.stale = figures, 0
             self.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:

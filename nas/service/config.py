@@ -217,9 +217,17 @@ class SearchConfig(Strict):
             return None
         return create_scheduler(self.scheduler.name, self.scheduler.options, self.budget.steps)
 
-    def selection(self) -> dict[str, int | None] | None:
+    @property
+    def ne_objective(self) -> str:
+        """The NE this search ranks by where it needs one figure (best weights, a retrain):
+        its first NE objective (``ne``, or one label's, ``ne:click``), else ``ne``."""
+        names = [o.name for o in self.objectives]
+        return next((n for n in names if n.partition(":")[0] == "ne"), "ne")
+
+    def selection(self) -> dict[str, int | str | None] | None:
         """How trials select their best weights (``budget.select_best``), as the worker
-        reads it: ``{"every_steps", "patience", "rows"}``; None when they keep the last."""
+        reads it: ``{"every_steps", "patience", "rows", "metric"}``; None when they keep
+        the last."""
         select = self.budget.select_best
         if select is None:
             return None
@@ -240,7 +248,12 @@ class SearchConfig(Strict):
                 "in scheduler.options.eval_rows only",
             )
         rows = select.eval_rows or rows or DEFAULT_EVAL_ROWS
-        return {"every_steps": select.every_steps, "patience": select.patience, "rows": rows}
+        return {
+            "every_steps": select.every_steps,
+            "patience": select.patience,
+            "rows": rows,
+            "metric": self.ne_objective,
+        }
 
     def baseline_paths(self, base: Path) -> list[Path]:
         if not self.include_baselines:

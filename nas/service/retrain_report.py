@@ -81,15 +81,9 @@ class RetrainReport:
         }
 
 
-def ranked_by(config: SearchConfig) -> str:
-    """The NE a retrain ranks by: the search's first NE objective (``ne``, ``ne:click``)."""
-    names = [o.name for o in config.objectives]
-    return next((n for n in names if n.partition(":")[0] == "ne"), "ne")
-
-
 def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
     retrain = config.retrain
-    key = ranked_by(config)
+    key = config.ne_objective
     done: dict[int, dict[int, dict]] = {}  # pick -> seed -> metrics
     for t in trials:
         if t.kind == RETRAIN_KIND and t.status == "completed":
