@@ -81,6 +81,8 @@ def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
         ({"budget": {"candidates": "many"}}, "budget.candidates", "valid integer"),
         ({"objectives": ["ne", "flop"]}, "objectives[1].name", "Did you mean 'flops'"),
         ({"objectives": ["ne", "ne"]}, "objectives", "twice"),
+        ({"objectives": [{"ne": "click"}]}, "objectives[0]", "write ne:click (no space"),
+        ({"objectives": ["flops:click"]}, "objectives[0].name", "only ne, auc, logloss"),
         ({"objectives": []}, "objectives", "at least one"),
         (
             {"objectives": [{"name": "auc", "direction": "min"}]},

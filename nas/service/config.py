@@ -36,7 +36,7 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.paths import BASELINES_DIR, registry_file, tracking_file
 from nas.search.early_stopping import DEFAULT_EVAL_ROWS
-from nas.search.objectives import Objective, check_cost_options, get_objective
+from nas.search.objectives import PER_LABEL, Objective, check_cost_options, get_objective
 from workers.precision import TRAIN_PRECISIONS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -194,9 +194,18 @@ class SearchConfig(Strict):
     @field_validator("objectives", mode="before")
     @classmethod
     def _names_to_objects(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": v} if isinstance(v, str) else v for v in value]
-        return value
+        if not isinstance(value, list):
+            return value
+        for i, v in enumerate(value):  # YAML reads `ne: click` (a space) as a mapping
+            if isinstance(v, dict) and len(v) == 1 and "name" not in v:
+                ((key, label),) = v.items()
+                if isinstance(label, str) and key in PER_LABEL:
+                    raise ConfigError(
+                        f"objectives[{i}]",
+                        f"'{key}: {label}' reads as a mapping in YAML; write {key}:{label} "
+                        "(no space after the colon)",
+                    )
+        return [{"name": v} if isinstance(v, str) else v for v in value]
 
     # --- derived ------------------------------------------------------------------------
 
