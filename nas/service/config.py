@@ -194,18 +194,9 @@ class SearchConfig(Strict):
     @field_validator("objectives", mode="before")
     @classmethod
     def _names_to_objects(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        for i, v in enumerate(value):  # YAML reads `ne: click` (a space) as a mapping
-            if isinstance(v, dict) and len(v) == 1 and "name" not in v:
-                ((key, label),) = v.items()
-                if isinstance(label, str) and key in PER_LABEL:
-                    raise ConfigError(
-                        f"objectives[{i}]",
-                        f"'{key}: {label}' reads as a mapping in YAML; write {key}:{label} "
-                        "(no space after the colon)",
-                    )
-        return [{"name": v} if isinstance(v, str) else v for v in value]
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
 
     # --- derived ------------------------------------------------------------------------
 
@@ -286,9 +277,12 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
             "", f"a search config must be a mapping, got {type(data).__name__}", source
         )
     try:
+        _check_label_objectives(data.get("objectives"))
         config = SearchConfig.model_validate(data)
     except ValidationError as err:
         raise config_error_from_pydantic(err, source, model=SearchConfig) from None
+    except ConfigError as err:
+        raise err.within(source=source) from None
     try:
         check_dataset(config.dataset)
         search_spaces.check_options(config.space.name, config.space.options)
@@ -312,6 +306,19 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
     except ConfigError as err:
         raise err.within(source=source) from None
     return config
+
+
+def _check_label_objectives(objectives: Any) -> None:
+    """YAML reads ``ne: click`` (a space after the colon) in a list as a mapping: say so."""
+    for i, item in enumerate(objectives if isinstance(objectives, list) else ()):
+        if isinstance(item, dict) and len(item) == 1 and "name" not in item:
+            ((key, label),) = item.items()
+            if key in PER_LABEL and isinstance(label, str):
+                raise ConfigError(
+                    f"objectives[{i}]",
+                    f"'{key}: {label}' reads as a mapping in YAML; write {key}:{label} "
+                    "(no space after the colon)",
+                )
 
 
 def stored_config(data: dict[str, Any], source: str | None = None) -> SearchConfig:
