@@ -13,20 +13,20 @@ from nas.arch.flops import measure_flops_per_example
 from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.data.schema import Features
-from nas.search.objectives import SERVING_CANDIDATES
+from nas.search.objectives import PER_LABEL, SERVING_CANDIDATES, split_label
 from workers import checkpoint
-from workers.metrics import GROUPED, Groups
+from workers.metrics import Groups
 from workers.train import StepCallback, TrainConfig, train
 from workers.train import evaluate as evaluate_model
 from workers.trial_data import TrialData
 
 FLOPS_BATCH = 8
-VALIDATION_FIGURES = ("ne", "auc", "logloss", *GROUPED)  # at rungs and checks (and per label)
 
 
 def is_validation_figure(key: str) -> bool:
-    """Whether ``key`` (``ne``, ``ne:<label>``...) is one of the figures a rung measures."""
-    return key.split(":", 1)[0] in VALIDATION_FIGURES
+    """Whether ``key`` (``ne``, ``ne:<label>``...) is one of the quality figures a rung or a
+    check measures (``nas.search.objectives.PER_LABEL``)."""
+    return split_label(key)[0] in PER_LABEL
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nas.search.objectives import PER_LABEL, split_label
 from nas.service.config import SearchConfig
 from nas.service.registry import Trial
 from nas.service.registry.models import RETRAIN_KIND
 
 COSTS = ("flops", "serving_flops", "params", "latency", "serving_latency")  # those measured
-QUALITY = ("ne", "auc", "logloss", "gauc", "gauc_request")  # averaged over seeds (and ne:click...)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def retrain_report(config: SearchConfig, trials: list[Trial]) -> RetrainReport:
         if not runs:
             continue
         first = next(iter(runs.values()))
-        measured = [k for k in first if k.partition(":")[0] in QUALITY]
+        measured = [k for k in first if split_label(k)[0] in PER_LABEL]  # ne, ne:click...
         metrics = {
             k: _mean_std([m[k] for m in runs.values()])
             for k in measured
