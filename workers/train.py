@@ -337,8 +337,7 @@ class _Losses:
         values = values or [self.pending[0].item()]
         for i, value in enumerate(values):
             step = self.first + i
-            if not math.isfinite(value):
-                raise TrainingError(f"training diverged: loss is {value} at step {step + 1}")
+            finite(value, step)
             self.running = value if step == 0 else 0.98 * self.running + 0.02 * value
             self.tail.append(value)
         self.pending.clear()
@@ -346,7 +345,11 @@ class _Losses:
 
 def checked(loss: torch.Tensor, step: int) -> float:
     """The loss as a float; a NaN/Inf loss is a ``TrainingError``."""
-    value = loss.item()
+    return finite(loss.item(), step)
+
+
+def finite(value: float, step: int) -> float:
+    """``value``, the loss of (0-based) ``step``, unless it is NaN/Inf: a ``TrainingError``."""
     if not math.isfinite(value):
         raise TrainingError(f"training diverged: loss is {value} at step {step + 1}")
     return value
