@@ -113,7 +113,7 @@ def run_processes(
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
 
-    port = _free_port()
+    port = free_port("127.0.0.1")
     context = mp.get_context("spawn")
     with context.Manager() as manager:
         results = manager.dict()
@@ -144,7 +144,8 @@ def _process(rank, processes, port, threads, target, args, results) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
+def free_port(host: str = "") -> int:
+    """A TCP port free on ``host`` (every interface by default) for a group's rendezvous."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]

@@ -42,6 +42,7 @@ class TrialSettings:
     select: SelectBest | None = None
     fp8_probe: dict[str, Any] | None = None  # nas.search.objectives.fp8_probe_settings
     gpus: float = 0.0  # resources.gpus_per_trial: above 0, the trial trains on its GPU
+    workers: int = 1  # resources.workers_per_trial: above 1, a data-parallel group
 
     @property
     def device(self) -> str:
@@ -61,6 +62,7 @@ class TrialSettings:
             select=SelectBest(**select) if select else None,
             fp8_probe=data.get("fp8_probe"),
             gpus=data.get("gpus", 0.0),
+            workers=data.get("workers", 1),
         )
 
 

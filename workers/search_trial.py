@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -33,6 +34,7 @@ import torch
 from nas.arch.model import training_bytes
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError, TrainingError
+from workers.data_parallel import free_port
 from workers.messages import TrialReport, TrialRequest
 from workers.trial import Rungs, TrialResult, evaluate
 from workers.trial_data import TrialData
@@ -47,7 +49,11 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
     rung: dict[str, Any] = {}
     try:
         request = TrialRequest.from_config(config)
-        result = _run(request, data, started)
+        if request.settings.workers > 1:
+            with _Group(config, data, request.settings) as group:
+                result = _run(request, data, started, watch=group.check)
+        else:
+            result = _run(request, data, started)
         outcome, payload = "completed", json.dumps(result.to_dict())
         # The last rung is the full budget's: the scheduler files it at its top rung.
         if result.rungs and request.settings.rungs:
@@ -83,7 +89,16 @@ def rung_reporter(started: float):
     return report
 
 
-def _run(request: TrialRequest, data: TrialData, started: float | None = None):
+def _run(
+    request: TrialRequest,
+    data: TrialData,
+    started: float | None = None,
+    watch: Callable[[], None] | None = None,
+    report_rungs: bool = True,
+):
+    """Train and measure the candidate of ``request`` in this process. ``watch``: called
+    every step (a data-parallel group's rank 0 checks on the other ranks); without
+    ``report_rungs`` (the other ranks) its rungs are measured but not reported."""
     settings = request.settings
     torch.set_num_threads(settings.threads)
     spec = ArchSpec.from_dict(request.spec)
@@ -111,10 +126,12 @@ def _run(request: TrialRequest, data: TrialData, started: float | None = None):
     def on_step(step: int, loss: float) -> None:
         if step == 1 or step % MEMORY_CHECK_EVERY == 0:
             check_memory(f"at step {step}")
+        if watch is not None:
+            watch()
 
     rungs = None
     if settings.rungs is not None:
-        report = rung_reporter(started or time.time())
+        report = rung_reporter(started or time.time()) if report_rungs else lambda result: None
         rungs = Rungs(settings.rungs.steps, settings.rungs.rows, report)
     result = evaluate(
         spec,
@@ -129,3 +146,70 @@ def _run(request: TrialRequest, data: TrialData, started: float | None = None):
     )
     check_memory("by the end of training and evaluation")  # trials of any length
     return result
+
+
+class _Group:
+    """A data-parallel candidate (``resources.workers_per_trial``): this trial's process is
+    rank 0, which reports to Tune; ranks 1..N-1 are Ray tasks in the trial's own placement
+    group (one bundle of ``cpus_per_trial`` CPUs per rank), which Tune removes when the
+    trial ends, however it ends (completed, failed, or stopped at a rung): the tasks go
+    with it. Every rank trains the same way (``workers/data_parallel.py``) and checks
+    itself on the same rows, so they stop at the same step.
+
+    Written here rather than with Ray Train's ``TorchTrainer``: in Ray 2.60 a Train run
+    inside a Tune trial that the scheduler stops keeps its workers' CPUs (its cleaner
+    needs the State API, so the dashboard and ``ray[default]``), and it starts a
+    controller and a worker group per trial (about 12 s each here)."""
+
+    def __init__(self, config: dict[str, Any], data: TrialData, settings):
+        self.config, self.data, self.settings = config, data, settings
+        self.refs: list = []
+
+    def __enter__(self) -> _Group:
+        import ray
+        import torch.distributed as dist
+        from ray.util.placement_group import get_current_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        size = self.settings.workers
+        address = f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
+        group = get_current_placement_group()
+        rank_task = ray.remote(_other_rank)
+        data = ray.put(self.data)
+        for rank in range(1, size):
+            where = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)
+            self.refs.append(
+                rank_task.options(
+                    num_cpus=self.settings.threads, scheduling_strategy=where, max_retries=0
+                ).remote(self.config, data, address, rank, size)
+            )
+        dist.init_process_group("gloo", init_method=address, rank=0, world_size=size)
+        return self
+
+    def check(self) -> None:
+        """Raise what a rank that ended early raised (it would leave rank 0 waiting)."""
+        import ray
+
+        done, _ = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)
+        for ref in done:
+            ray.get(ref)  # a rank that failed: its error, here
+            raise TrainingError("a data-parallel rank ended before rank 0")
+
+    def __exit__(self, kind, error, trace) -> None:
+        import ray
+        import torch.distributed as dist
+
+        if error is None:
+            ray.get(self.refs)
+        dist.destroy_process_group()
+
+
+def _other_rank(config: dict[str, Any], data, address: str, rank: int, size: int) -> None:
+    """Rank ``rank`` of a data-parallel candidate (``_Group``)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
+    try:
+        _run(TrialRequest.from_config(config), data, report_rungs=False)
+    finally:
+        dist.destroy_process_group()

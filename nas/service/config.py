@@ -123,6 +123,9 @@ class Resources(Strict):
     # GPUs each trial trains on: a share of one (0.25: four trials to a GPU) or whole ones;
     # 0 (the default): the CPU
     gpus_per_trial: float = Field(default=0.0, ge=0, le=64)
+    # processes that train one candidate together, data parallel, each with cpus_per_trial
+    # CPUs (on any nodes); CPUs only for now
+    workers_per_trial: int = Field(default=1, ge=1, le=256)
 
     @field_validator("gpus_per_trial")
     @classmethod

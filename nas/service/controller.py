@@ -207,9 +207,12 @@ class Controller:
         from workers.search_trial import run_candidate
 
         resources = self.config.resources
+        needs: Any = {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial}
+        if resources.workers_per_trial > 1:  # one bundle per rank (workers/search_trial.py)
+            bundle = {"CPU": resources.cpus_per_trial}
+            needs = tune.PlacementGroupFactory([bundle] * resources.workers_per_trial)
         trainable = tune.with_resources(
-            tune.with_parameters(run_candidate, data=self.trial_data),
-            {"cpu": resources.cpus_per_trial, "gpu": resources.gpus_per_trial},
+            tune.with_parameters(run_candidate, data=self.trial_data), needs
         )
         scheduler = None
         if self.rungs.scheduler is not None:
@@ -314,6 +317,7 @@ class Controller:
             select=self.selection,
             fp8_probe=fp8_probe_settings(self.config.objectives, self.config.fp8_probe),
             gpus=self.config.resources.gpus_per_trial,
+            workers=self.config.resources.workers_per_trial,
         )
 
     def _ask(self) -> ArchSpec:

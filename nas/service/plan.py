@@ -87,6 +87,21 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
             f"{config.resources.cpus_per_trial} CPUs per trial, but this machine has {cpus}; "
             "no trial could ever start (use at most the machine's CPUs, or a Ray cluster)",
         )
+    resources = config.resources
+    if resources.workers_per_trial > 1:
+        if resources.gpus_per_trial > 0:
+            raise ConfigError(
+                "resources.workers_per_trial",
+                "data-parallel candidates train on CPUs only for now; set gpus_per_trial: 0",
+            )
+        group = resources.workers_per_trial * resources.cpus_per_trial
+        if address is None and group > cpus:
+            raise ConfigError(
+                "resources.workers_per_trial",
+                f"{resources.workers_per_trial} workers x {resources.cpus_per_trial} CPUs is "
+                f"{group} CPUs a candidate, and this machine has {cpus}; no candidate could "
+                "start (use fewer, or a Ray cluster)",
+            )
     gpus = config.resources.gpus_per_trial
     if address is None and gpus > gpu_count():
         raise ConfigError(
