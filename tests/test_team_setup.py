@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from mlflow import MlflowClient
 
 from nas.service.registry import Registry
@@ -214,6 +215,25 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         assert [t.status for t in trials] == ["completed"] * 4
         assert len({t.timings["node"] for t in trials}) == 2, "trials ran on both nodes"
         assert not (runs / "ray").exists(), "a cluster search must not start a local Ray"
+        # Data parallel across the nodes: a candidate's two ranks take a CPU on each.
+        data = yaml.safe_load(path.read_text())
+        data["name"] = "parallel"
+        data["budget"] |= {"candidates": 2, "steps": 40}
+        data["resources"] |= {"concurrency": 1, "workers_per_trial": 2}
+        parallel = tmp_path / "parallel.yaml"
+        parallel.write_text(yaml.safe_dump(data))
+        done = subprocess.run(
+            [sys.executable, "-m", "nas.cli", "submit", str(parallel)]
+            + ["--address", f"127.0.0.1:{port}", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        found = next(s for s in registry.list_searches() if s.name == "parallel")
+        assert [t.status for t in registry.trials(found.id)] == ["completed"] * 2
         registry.engine.dispose()
     finally:
         _stop_marked(mark)
