@@ -76,40 +76,6 @@ def test_a_batch_that_does_not_split_over_the_workers_exits_2(tmp_path: Path) ->
     )
 
 
-@pytest.mark.slow
-def test_a_search_with_two_workers_per_candidate_measures_what_one_worker_does(
-    tmp_path: Path,
-) -> None:
-    """`resources.workers_per_trial: 2`: each candidate a gloo group of the trial's process
-    and a Ray task in its placement group; ASHA stops one at a rung (the group goes with
-    the trial) and the next candidate starts. The same candidates and figures, to float
-    rounding, as the same search on one worker."""
-    from tests.conftest import runs_with_store
-    from tests.test_search import nas, registry_of
-
-    figures = {}
-    for workers in (1, 2):
-        runs = runs_with_store(tmp_path / f"w{workers}")
-        search = tmp_path / f"w{workers}.yaml"
-        search.write_text(
-            "name: dp\ndataset: movielens-100k\n"
-            "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
-            "budget: {candidates: 2, steps: 40, select_best: {every_steps: 20}}\n"
-            "scheduler: {name: asha, options: {grace_steps: 20, reduction_factor: 2}}\n"
-            "train: {batch_size: 256}\ninclude_baselines: false\n"
-            f"resources: {{concurrency: 1, cpus_per_trial: 1, workers_per_trial: {workers}}}\n"
-        )
-        done = nas(runs, "submit", str(search), "--json")
-        assert done.returncode == 0, done.stderr
-        (found,) = registry_of(runs).list_searches()
-        trials = registry_of(runs).trials(found.id)
-        figures[workers] = [(t.arch_id, t.status, t.metrics["ne"]) for t in trials]
-    assert [(a, s) for a, s, _ in figures[2]] == [(a, s) for a, s, _ in figures[1]]
-    assert {s for _, s, _ in figures[2]} == {"completed", "stopped"}
-    for (_, _, two), (_, _, one) in zip(figures[2], figures[1], strict=True):
-        assert two == pytest.approx(one, abs=1e-6)
-
-
 def test_a_data_parallel_search_that_cannot_start_exits_2(tmp_path: Path) -> None:
     for resources, words in (
         ("{workers_per_trial: 256}", "256 workers x 1 CPUs is 256 CPUs a candidate"),

@@ -215,11 +215,14 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         assert [t.status for t in trials] == ["completed"] * 4
         assert len({t.timings["node"] for t in trials}) == 2, "trials ran on both nodes"
         assert not (runs / "ray").exists(), "a cluster search must not start a local Ray"
-        # Data parallel across the nodes: a candidate's two ranks take a CPU on each.
+        # Data parallel across the nodes: a candidate's two ranks take a CPU on each. ASHA
+        # stops one candidate at its rung: its ranks must go with it, or the next one
+        # could never start (each node's only CPU would stay taken).
         data = yaml.safe_load(path.read_text())
         data["name"] = "parallel"
-        data["budget"] |= {"candidates": 2, "steps": 40}
+        data["budget"] |= {"candidates": 2, "steps": 40, "select_best": {"every_steps": 20}}
         data["resources"] |= {"concurrency": 1, "workers_per_trial": 2}
+        data["scheduler"] = {"name": "asha", "options": {"grace_steps": 20, "reduction_factor": 2}}
         parallel = tmp_path / "parallel.yaml"
         parallel.write_text(yaml.safe_dump(data))
         done = subprocess.run(
@@ -233,7 +236,7 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         found = next(s for s in registry.list_searches() if s.name == "parallel")
-        assert [t.status for t in registry.trials(found.id)] == ["completed"] * 2
+        assert sorted(t.status for t in registry.trials(found.id)) == ["completed", "stopped"]
         registry.engine.dispose()
     finally:
         _stop_marked(mark)
