@@ -239,6 +239,8 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         (["--steps", "-3"], "--steps: must be a positive integer"),
         (["--steps", "10", "--epochs", "2"], "not allowed with argument"),
         (["--select-every", "-1"], "--select-every: must be 0 or a positive integer"),
+        (["--workers", "0"], "--workers: must be an integer from 1 to 256"),
+        (["--workers", "256"], "resources.workers_per_trial: 256 workers x 1 CPUs"),
         (
             ["--select-every", "20", "--train-on", "train+valid"],
             "--train-on: train+valid leaves no validation rows to select the best weights on",

@@ -54,6 +54,12 @@ def add_commands(commands) -> None:
         "--alias", default="champion", help="the registered version's alias (default champion)"
     )
     retrain.add_argument("--concurrency", type=integer, help="trainings at once")
+    retrain.add_argument(
+        "--workers",
+        type=integer,
+        help="processes that train each architecture together, data parallel "
+        "(resources.workers_per_trial; default: the search's)",
+    )
     registry_flag(retrain)
     retrain.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else local)")
     retrain.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -85,6 +91,11 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         RegisterConfig(name=args.register, alias=args.alias) if args.register else None,
         args.select_every,
     )
+    if args.workers is not None:
+        if not 1 <= args.workers <= 256:
+            raise ConfigError("--workers", f"must be an integer from 1 to 256, got {args.workers}")
+        resources = {**config.resources.model_dump(), "workers_per_trial": args.workers}
+        config = validate_config({**config.to_dict(), "resources": resources}, "--workers")
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking the retrain of {search.id} ..."):
         checked = plan(config, base, args.address)
