@@ -192,21 +192,21 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         )
 
     ray_start("--head", "--port", str(port), "--temp-dir", temp, "--include-dashboard", "false")
+
+    def submit(search: Path) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "nas.cli", "submit", str(search)]
+        command += ["--address", f"127.0.0.1:{port}", "--json"]
+        return subprocess.run(
+            command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600
+        )
+
     try:
         ray_start("--address", f"127.0.0.1:{port}")
         runs = tmp_path / "runs"
         path = write_search(
             tmp_path, candidates=4, steps=200, baselines="false", concurrency=2
         )  # a trial on each node
-        done = subprocess.run(
-            [sys.executable, "-m", "nas.cli", "submit", str(path)]
-            + ["--address", f"127.0.0.1:{port}", "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=600,
-        )
+        done = submit(path)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["status"] == "completed"
         registry = Registry(f"sqlite:///{runs / 'registry.db'}")
@@ -225,15 +225,7 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         data["scheduler"] = {"name": "asha", "options": {"grace_steps": 20, "reduction_factor": 2}}
         parallel = tmp_path / "parallel.yaml"
         parallel.write_text(yaml.safe_dump(data))
-        done = subprocess.run(
-            [sys.executable, "-m", "nas.cli", "submit", str(parallel)]
-            + ["--address", f"127.0.0.1:{port}", "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=600,
-        )
+        done = submit(parallel)
         assert done.returncode == 0, done.stderr
         found = next(s for s in registry.list_searches() if s.name == "parallel")
         assert sorted(t.status for t in registry.trials(found.id)) == ["completed", "stopped"]

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from nas.search.objectives import LABEL_SEP
+
 
 def base_entropy(positive_rate: float) -> float:
     p = positive_rate
@@ -111,7 +113,7 @@ def binary_metrics(
     first = next(iter(each.values()))
     metrics = {key: float(np.mean([m[key] for m in each.values()])) for key in first}
     for name, figures in each.items():
-        metrics |= {f"{key}:{name}": value for key, value in figures.items()}
+        metrics |= {f"{key}{LABEL_SEP}{name}": value for key, value in figures.items()}
     return metrics
 
 

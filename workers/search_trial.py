@@ -97,7 +97,8 @@ def _run(
     report_rungs: bool = True,
 ):
     """Train and measure the candidate of ``request`` in this process. ``watch``: called
-    every step (a data-parallel group's rank 0 checks on the other ranks); without
+    with the memory checks (a data-parallel group's rank 0 checks on the other ranks: a
+    call to Ray each, so not every step); without
     ``report_rungs`` (the other ranks) its rungs are measured but not reported."""
     settings = request.settings
     torch.set_num_threads(settings.threads)
@@ -126,8 +127,8 @@ def _run(
     def on_step(step: int, loss: float) -> None:
         if step == 1 or step % MEMORY_CHECK_EVERY == 0:
             check_memory(f"at step {step}")
-        if watch is not None:
-            watch()
+            if watch is not None:
+                watch()
 
     rungs = None
     if settings.rungs is not None:

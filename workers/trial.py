@@ -206,7 +206,7 @@ def evaluate(
             logloss=metrics["logloss"],
             gauc=metrics.get("gauc"),
             gauc_request=metrics.get("gauc_request"),
-            per_label={k: v for k, v in metrics.items() if ":" in k},
+            per_label={k: v for k, v in metrics.items() if split_label(k)[1] is not None},
             flops=flops(),
             serving_flops=model.flops_per_request(SERVING_CANDIDATES) / SERVING_CANDIDATES,
             params=sum(p.numel() for p in model.parameters()),

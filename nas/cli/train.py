@@ -262,7 +262,10 @@ def _print_result(result, precision: str) -> None:
 
 def _labels(result) -> list[str]:
     """The labels of a result on a dataset of several (each has its ``ne:<label>``)."""
-    return [key.split(":", 1)[1] for key in result.per_label if key.startswith("ne:")]
+    from nas.search.objectives import split_label
+
+    found = [split_label(key) for key in result.per_label]
+    return [label for base, label in found if base == "ne"]
 
 
 def _by_label(result, labels: list[str]) -> Table:

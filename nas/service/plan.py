@@ -102,11 +102,11 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
                 f"{group} CPUs a candidate, and this machine has {cpus}; no candidate could "
                 "start (use fewer, or a Ray cluster)",
             )
-    gpus = config.resources.gpus_per_trial
-    if address is None and gpus > gpu_count():
+    gpus, visible = resources.gpus_per_trial, gpu_count()
+    if address is None and gpus > visible:
         raise ConfigError(
             "resources.gpus_per_trial",
-            f"{gpus:g} GPUs per trial, but this machine has {gpu_count()} that torch can use; "
+            f"{gpus:g} GPUs per trial, but this machine has {visible} that torch can use; "
             "no trial could ever start (use 0 to train on the CPU, or a Ray cluster with GPUs)",
         )
     from nas.arch.cost import get_target

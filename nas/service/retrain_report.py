@@ -53,7 +53,8 @@ class RetrainRow:
     @property
     def labels(self) -> list[str]:
         """The labels measured one by one (a dataset of several), else empty."""
-        return [k.split(":", 1)[1] for k in self.metrics if k.startswith("ne:")]
+        found = [split_label(k) for k in self.metrics]
+        return [label for base, label in found if base == "ne" and label is not None]
 
 
 @dataclass(frozen=True)
