@@ -129,6 +129,17 @@ def test_bad_dataset_options(tmp_path):
     assert not (tmp_path / "criteo").exists()
 
 
+def test_an_error_prints_the_users_text_as_it_is(tmp_path):
+    """Rich would print an emoji for ``:x:`` (a passwd line's, say): not in our messages."""
+    from tests.test_search import nas_here
+
+    source = tmp_path / "passwd.tsv"
+    source.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    done = nas_here(tmp_path / "runs", "data", "prepare", "criteo", "--source", str(source),
+                    "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    assert done.returncode == 2 and "root:x:0:0" in done.stderr
+
+
 def test_blocks_listing():
     done = nas("blocks", "--json")
     names = {b["name"] for b in json.loads(done.stdout)}

@@ -17,7 +17,9 @@ from rich.progress import (
 )
 from rich.table import Column
 
-console = Console(stderr=True)  # progress and messages; stdout carries results
+# Progress and messages; stdout carries results. No emoji codes: user text such as a
+# passwd line's ":x:" would print as an emoji (rich's default).
+console = Console(stderr=True, emoji=False)
 
 PIPED_WIDTH = 10_000  # wider than any table: rich would otherwise wrap and cut at 80 columns
 
@@ -25,10 +27,10 @@ PIPED_WIDTH = 10_000  # wider than any table: rich would otherwise wrap and cut 
 def _results_console() -> Console:
     """Results on stdout: a terminal's own width; piped or redirected to a file, tables at
     their full width, never cut (unless $COLUMNS asks for a width)."""
-    console = Console()
+    console = Console(emoji=False)
     if console.is_terminal or "COLUMNS" in os.environ:
         return console
-    return Console(width=PIPED_WIDTH)
+    return Console(width=PIPED_WIDTH, emoji=False)
 
 
 out = _results_console()
