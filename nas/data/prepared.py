@@ -47,13 +47,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def assign_splits(position: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """The 80/10/10 rule, in integers: of ``count`` ordered rows, the row at ``position`` is
-    train below ceil(0.8 count), valid below ceil(0.9 count), test after (codes 0, 1, 2)."""
-    train_end, valid_end = (8 * count + 9) // 10, (9 * count + 9) // 10
-    return np.where(position < train_end, 0, np.where(position < valid_end, 1, 2)).astype(np.int8)
-
-
 CHUNK_ROWS = 1 << 20  # rows read at a time from (mapped) arrays
 
 
@@ -328,11 +321,3 @@ class PreparedWriter:
         self.done = True
         shutil.rmtree(old, ignore_errors=True)
         return PreparedDataset(self.root, manifest)
-
-
-def write_prepared(root: Path, arrays: dict[str, np.ndarray], manifest: dict) -> PreparedDataset:
-    """Write in-memory ``arrays`` and ``manifest`` at ``root`` (``PreparedWriter``)."""
-    with PreparedWriter(root) as out:
-        for name, array in arrays.items():
-            out.array(name, array.shape, array.dtype)[...] = array
-        return out.finish(manifest)

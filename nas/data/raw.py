@@ -162,7 +162,10 @@ class RawForm:
     @staticmethod
     def _category(recipe: dict, value: Any) -> int:
         if "derive" in recipe:
-            return int(DERIVED[recipe["derive"]](value))
+            derived = int(DERIVED[recipe["derive"]](value))
+            if "vocab" not in recipe:  # a raw form written before derived fields had one
+                return derived
+            value = str(derived)
         if recipe.get("year"):
             value = normalise_year(value)
         if recipe.get("prefix"):

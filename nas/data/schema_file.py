@@ -14,6 +14,17 @@ columns are labels, keys and features, and how rows are split.
       - {name: hist_items, type: sequence, max_len: 64, vocab_of: item_id}
       - {name: item_id, type: categorical, side: candidate}
 
+Fields may also be made from other columns (``from:``), so the built-in MovieLens is a schema
+file too (``builtin/movielens.yaml``):
+
+    labels: [{name: like, column: rating, at_least: 4}]        # 1 where rating >= 4
+      - {name: hour, type: categorical, from: ts, derive: hour}   # or weekday; year: of text
+      - {name: zip_prefix, type: categorical, from: zip, prefix: 3}
+      - {name: history, type: sequence, from: rows, vocab_of: item, action: rating}
+
+A sequence ``from: rows`` is each row's history made of the log itself: its user's earlier
+rows (by ``keys.timestamp``; rows of the same time excluded), their items and actions.
+
 ``source.path`` is relative to the schema file's folder and may be a glob; its files are read
 in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/data.md`` is the user's guide.
 """
@@ -62,6 +73,14 @@ class Source(_Strict):
         return self
 
 
+class LabelRule(_Strict):
+    """A label made from a numeric column: 1 where it is at least ``at_least``, else 0."""
+
+    name: Name
+    column: Name
+    at_least: Annotated[float, Field(allow_inf_nan=False)]
+
+
 class Keys(_Strict):
     user: Name | None = None
     request: Name | None = None
@@ -88,10 +107,20 @@ class Split(_Strict):
         return self
 
 
+FROM_ROWS = "rows"  # a sequence's ``from``: the history made of the log's own rows
+DERIVE = ("hour", "weekday", "year")  # hour, weekday: of keys.timestamp (UTC); year: of text
+
+
 class Feature(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
     name: Name | tuple[Name, ...]
     type: Literal["dense", "categorical", "multi_hot", "sequence"]
     side: Literal["request", "candidate"] | None = None
+    source: Name | None = Field(None, alias="from")  # the column it is made from (or rows)
+    derive: Literal["hour", "weekday", "year"] | None = None  # categorical
+    prefix: Annotated[int, Field(ge=1, le=1000)] | None = None  # categorical: first N chars
+    action: Name | None = None  # a sequence from rows: the integer column of each event's kind
     # dense
     transform: Literal["log1p", "standardize", "none"] | None = None
     fill: float | None = None
@@ -114,10 +143,10 @@ class Feature(_Strict):
     @model_validator(mode="after")
     def _options_of_type(self) -> Feature:
         allowed = {
-            "dense": {"transform", "fill", "side"},
-            "categorical": {"min_freq", "max_size", "hash", "side"},
-            "multi_hot": {"min_freq", "max_size", "hash", "max_len", "sep", "side"},
-            "sequence": {"max_len", "vocab_of", "sep", "side"},
+            "dense": {"transform", "fill", "side", "from"},
+            "categorical": {"min_freq", "max_size", "hash", "side", "from", "derive", "prefix"},
+            "multi_hot": {"min_freq", "max_size", "hash", "max_len", "sep", "side", "from"},
+            "sequence": {"max_len", "vocab_of", "sep", "side", "from", "action"},
         }[self.type]
         options = {
             "transform",
@@ -129,14 +158,29 @@ class Feature(_Strict):
             "sep",
             "vocab_of",
             "side",
+            "derive",
+            "prefix",
+            "action",
         }
         given = sorted(k for k in options if getattr(self, k) is not None)
+        given += ["from"] if self.source is not None else []
         wrong = [k for k in given if k not in allowed]
         if wrong:
             raise ValueError(
                 f"{', '.join(wrong)} does not apply to type {self.type} (its options: "
                 f"{', '.join(sorted(allowed))})"
             )
+        if self.source is not None and isinstance(self.name, tuple):
+            raise ValueError("from: makes one field; give name as one name")
+        if (self.derive is not None or self.prefix is not None) and self.source is None:
+            raise ValueError("derive and prefix need from: the column they are made from")
+        if self.derive is not None and self.prefix is not None:
+            raise ValueError("give derive or prefix, not both")
+        from_rows = self.source == FROM_ROWS and self.type == "sequence"
+        if self.action is not None and not from_rows:
+            raise ValueError("action applies to a sequence from: rows")
+        if from_rows and self.sep is not None:
+            raise ValueError("a sequence from: rows reads no list column: drop sep")
         if self.hash is not None and (self.min_freq is not None or self.max_size is not None):
             raise ValueError("hash replaces the vocabulary: drop min_freq and max_size")
         if self.type == "sequence" and self.vocab_of is None:
@@ -146,15 +190,31 @@ class Feature(_Strict):
         return self
 
     @property
-    def columns(self) -> tuple[str, ...]:
+    def fields(self) -> tuple[str, ...]:
+        """The fields it makes (the model's names for them)."""
         return self.name if isinstance(self.name, tuple) else (self.name,)
+
+    @property
+    def from_rows(self) -> bool:
+        return self.type == "sequence" and self.source == FROM_ROWS
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The source columns it reads (none for a sequence from rows: see ``SchemaFile``)."""
+        if self.from_rows:
+            return ()
+        return (self.source,) if self.source is not None else self.fields
+
+    def column_of(self, field: str) -> str:
+        """The source column of one of its fields."""
+        return self.source if self.source is not None else field
 
 
 class SchemaFile(_Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
     description: str = ""
     source: Source
-    labels: Annotated[tuple[Name, ...], Field(min_length=1, max_length=16)]
+    labels: Annotated[tuple[Name | LabelRule, ...], Field(min_length=1, max_length=16)]
     keys: Keys = Keys()
     split: Split
     features: Annotated[tuple[Feature, ...], Field(min_length=1)]
@@ -162,49 +222,118 @@ class SchemaFile(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> SchemaFile:
         seen: dict[str, str] = {}
-        for label in self.labels:
-            _claim(seen, label, "a label")
+        for name in self.label_names:
+            _claim(seen, name, "a label")
         for i, feature in enumerate(self.features):
-            for column in feature.columns:
-                _claim(seen, column, f"features[{i}]")
+            for name in feature.fields:
+                _claim(seen, name, f"features[{i}]")
         if self.name.endswith(SCHEMA_SUFFIXES):
             raise ValueError("name is the dataset's name, not a file name")
         needs = {"time": ("timestamp",), "hash": ("user",), "user_time": ("user", "timestamp")}
         for key in needs.get(self.split.method, ()):
             if getattr(self.keys, key) is None:
                 raise ValueError(f"split method {self.split.method} needs keys.{key}")
-        categorical = {c for f in self.features if f.type == "categorical" for c in f.columns}
-        sequences = [f for f in self.features if f.type == "sequence"]
-        if len(sequences) > 1 or (sequences and len(sequences[0].columns) > 1):
-            raise ValueError("one sequence feature at most (the row's history)")
-        for feature in sequences:
-            if feature.vocab_of not in categorical:
+        label_columns = {column for _, column, _ in self.label_columns()}
+        for i, feature in enumerate(self.features):
+            leaked = label_columns & set(feature.columns)
+            if leaked:
+                raise ValueError(f"features[{i}] reads the label column {sorted(leaked)[0]!r}")
+            if feature.derive in ("hour", "weekday") and feature.source != self.keys.timestamp:
                 raise ValueError(
-                    f"sequence {feature.columns[0]}: vocab_of must name a categorical "
-                    f"feature, got {feature.vocab_of!r}"
+                    f"features[{i}]: derive {feature.derive} reads keys.timestamp; give "
+                    f"from: {self.keys.timestamp or '(declare keys.timestamp)'}"
                 )
-            owner = next(f for f in self.features if feature.vocab_of in f.columns)
-            if owner.hash is not None:
-                raise ValueError(
-                    f"vocab_of {feature.vocab_of!r} is hashed; a sequence needs a vocabulary"
-                )
+        self.column_kinds()
+        self._check_sequence()
         if not any(f.type != "sequence" for f in self.features):
             raise ValueError("features need at least one dense, categorical or multi_hot field")
         return self
 
-    def feature_of(self, column: str) -> Feature:
+    def _check_sequence(self) -> None:
+        categorical = {n: f for f in self.features if f.type == "categorical" for n in f.fields}
+        sequences = [f for f in self.features if f.type == "sequence"]
+        if len(sequences) > 1 or (sequences and len(sequences[0].fields) > 1):
+            raise ValueError("one sequence feature at most (the row's history)")
+        for feature in sequences:
+            owner = categorical.get(feature.vocab_of)
+            if owner is None:
+                raise ValueError(
+                    f"sequence {feature.fields[0]}: vocab_of must name a categorical "
+                    f"feature, got {feature.vocab_of!r}"
+                )
+            if owner.hash is not None:
+                raise ValueError(
+                    f"vocab_of {feature.vocab_of!r} is hashed; a sequence needs a vocabulary"
+                )
+            if feature.from_rows and not (self.keys.user and self.keys.timestamp):
+                raise ValueError(
+                    "a sequence from: rows is each user's earlier rows: it needs keys.user "
+                    "and keys.timestamp"
+                )
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(label if isinstance(label, str) else label.name for label in self.labels)
+
+    def label_columns(self) -> list[tuple[str, str, float | None]]:
+        """Each label's name, its column, and its threshold (None: the column is 0/1)."""
+        return [
+            (x, x, None) if isinstance(x, str) else (x.name, x.column, x.at_least)
+            for x in self.labels
+        ]
+
+    @property
+    def history(self) -> Feature | None:
+        return next((f for f in self.features if f.type == "sequence"), None)
+
+    def column_kinds(self) -> dict[str, str]:
+        """How each source column is read: ``label`` (0/1), ``number``, ``text``,
+        ``timestamp`` (int64 seconds) or ``list``; a column read two ways is an error."""
+        kinds: dict[str, tuple[str, str]] = {}
+
+        def read(column: str, kind: str, owner: str) -> None:
+            if column in kinds and kinds[column][0] != kind:
+                raise ValueError(
+                    f"column {column!r} is read as {kinds[column][0]} ({kinds[column][1]}) "
+                    f"and as {kind} ({owner})"
+                )
+            kinds[column] = (kind, owner)
+
+        for name, column, at_least in self.label_columns():
+            read(column, "label" if at_least is None else "number", f"label {name}")
+        for key in ("user", "request"):
+            if getattr(self.keys, key):
+                read(getattr(self.keys, key), "text", f"keys.{key}")
+        if self.keys.timestamp:
+            read(self.keys.timestamp, "timestamp", "keys.timestamp")
+        for i, feature in enumerate(self.features):
+            kind = {"dense": "number", "categorical": "text"}.get(feature.type, "list")
+            if feature.derive in ("hour", "weekday"):
+                kind = "timestamp"
+            for column in feature.columns:
+                read(column, kind, f"features[{i}]")
+            if feature.action:
+                read(feature.action, "number", f"features[{i}].action")
+        return {column: kind for column, (kind, _) in kinds.items()}
+
+    def feature_of(self, field: str) -> Feature:
+        return next(f for f in self.features if field in f.fields)
+
+    def reading(self, column: str) -> Feature:
+        """The (first) feature that reads source ``column``."""
         return next(f for f in self.features if column in f.columns)
 
     def columns(self) -> list[str]:
-        """Every column the dataset reads: labels, keys, features."""
+        """Every column the dataset reads: labels, keys, features (and a history's action)."""
         keys = [k for k in (self.keys.user, self.keys.request, self.keys.timestamp) if k]
-        found = [*self.labels, *keys, *(c for f in self.features for c in f.columns)]
+        found = [c for _, c, _ in self.label_columns()] + keys
+        found += [c for f in self.features for c in (*f.columns, *([f.action] if f.action else []))]
         return list(dict.fromkeys(found))
 
 
 def _claim(seen: dict[str, str], column: str, owner: str) -> None:
     if column in seen:
-        raise ValueError(f"column {column!r} is declared twice ({seen[column]} and {owner})")
+        raise ValueError(f"{column!r} is declared twice ({seen[column]} and {owner})")
     seen[column] = owner
 
 
@@ -238,8 +367,9 @@ def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
 
 
 # What ``nas data prepare`` writes from a schema file, in versions: a new one prepares every
-# schema-file dataset again. 2: several labels as label fields, with their rates.
-INGEST_VERSION = 2
+# schema-file dataset again. 2: several labels as label fields, with their rates. 3: fields
+# from other columns (from, derive, prefix), labels by a threshold, a history from rows.
+INGEST_VERSION = 3
 
 
 def fingerprint(schema: SchemaFile, files: list[Path]) -> str:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nas.core.errors import DataError, NasError
-from nas.data import PrepareRequest, load_dataset, prepare_dataset
+from nas.data import PrepareRequest, load_dataset, movielens, prepare_dataset
 from nas.data.movielens import read_recbole
 from nas.data.prepared import split_checksum
 from nas.data.sources import fetch_wheel, open_file, open_in_wheel
@@ -42,14 +42,14 @@ def test_movielens_1m_counts(ml1m):
 
 def _check_split_rule(ds):
     """Per user, in (timestamp, file order): train rows, then valid, then test; 80/10/10."""
-    offsets, split = ds.array("user_offsets"), ds.array("split")
-    stamps, source = ds.array("timestamp"), ds.array("source_row")
-    users = ds.array("categorical")[:, 0]
-    for u in range(len(offsets) - 1):
-        lo, hi = offsets[u], offsets[u + 1]
-        assert (users[lo:hi] == u + 1).all()
-        key = stamps[lo:hi] * 10**7 + source[lo:hi]
-        assert (np.diff(key) > 0).all(), "not ordered by (timestamp, file order)"
+    users, stamps = np.asarray(ds.array("user_key")), np.asarray(ds.array("timestamp"))
+    source, split = np.asarray(ds.array("source_row")), np.asarray(ds.array("split"))
+    assert np.array_equal(np.sort(source), np.arange(len(source))), "a rating is lost or twice"
+    order = np.lexsort((source, stamps, users))
+    users, split = users[order], split[order]
+    starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
+    assert len(starts) == ds.manifest["users"]
+    for lo, hi in zip(starts, np.r_[starts[1:], len(users)], strict=True):
         s = split[lo:hi]
         assert (np.diff(s) >= 0).all(), "a later rating is in an earlier split"
         n = hi - lo
@@ -61,22 +61,27 @@ def test_split_rule_holds_for_every_user(ml100k):
     _check_split_rule(ml100k)
 
 
-def test_split_rule_holds_on_movielens_1m_sample(ml1m):
+def test_split_rule_holds_on_movielens_1m(ml1m):
     _check_split_rule(ml1m)
 
 
-def test_request_view_groups_one_user_at_one_time(ml100k):
-    offsets = ml100k.array("request_offsets")
-    users, stamps = ml100k.array("categorical")[:, 0], ml100k.array("timestamp")
-    starts = offsets[:-1]
-    assert offsets[-1] == ml100k.manifest["rows"] and ml100k.manifest["requests"] == len(starts)
-    key = users.astype(np.int64) * 10**10 + stamps
-    group = np.repeat(np.arange(len(starts)), np.diff(offsets))
-    assert (np.diff(key)[np.diff(group) == 0] == 0).all(), "a request mixes users or times"
-    assert (key[starts[1:]] != key[starts[1:] - 1]).all(), "a request was split in two"
+def test_requests_group_one_user_at_one_time(ml100k):
+    users, stamps = np.asarray(ml100k.array("user_key")), np.asarray(ml100k.array("timestamp"))
+    requests = np.asarray(ml100k.array("request_key"))
+    pairs = np.unique(np.stack([users, stamps]), axis=1).shape[1]
+    assert len(np.unique(requests)) == pairs == ml100k.manifest["requests"]
+    same = np.unique(np.stack([users, stamps, requests]), axis=1).shape[1]
+    assert same == pairs, "a request mixes users or times, or one is split in two"
 
 
-def test_features_are_consistent_with_the_tables(ml100k):
+def _table(cache_dir):
+    """MovieLens-100k's ratings joined as the reader joins them, indexed by source row."""
+    wheel = fetch_wheel("recbole==1.2.1", cache_dir / "downloads")
+    tables = read_recbole(lambda s: open_in_wheel(wheel, ML100K + s), "ml-100k")
+    return movielens.table(tables).to_pandas()
+
+
+def test_features_are_consistent_with_the_tables(ml100k, cache_dir):
     train = ml100k.features("train")
     assert len(train) == ml100k.manifest["split_sizes"]["train"]
     schema = ml100k.schema
@@ -84,10 +89,22 @@ def test_features_are_consistent_with_the_tables(ml100k):
     assert (train.categorical >= 0).all() and (train.categorical < torch.tensor(cards)).all()
     assert train.multi_hot.shape[1:] == (1, schema.of_kind("multi_hot")[0].max_len)
     assert (train.multi_hot[:, 0, 0] > 0).all(), "every movie has a genre"
-    rating = ml100k.array("rating")[ml100k.split_rows("train")]
-    assert np.array_equal(train.label.numpy(), (rating >= 4).astype(np.float32))
-    hours = train.categorical[:, 8]
-    assert hours.min() >= 1 and hours.max() <= 24
+    rows = ml100k.split_rows("train")
+    ratings = _table(cache_dir).iloc[ml100k.array("source_row")[rows]]
+    assert np.array_equal(train.label.numpy(), (ratings["rating"] >= 4).to_numpy(np.float32))
+    recipes = {r["field"]: r for r in ml100k.raw_form().categorical}
+    names = [f.name for f in schema.of_kind("categorical")]
+    for field in ("hour", "weekday", "user", "item"):
+        vocab = {i: v for v, i in recipes[field]["vocab"].items()}
+        got = [vocab.get(int(i)) for i in train.categorical[:, names.index(field)]]
+        stamps = ratings["timestamp"].to_numpy()
+        want = {
+            "hour": (stamps // 3600) % 24 + 1,
+            "weekday": (stamps // 86400 + 3) % 7 + 1,
+            "user": ratings["user_id"].to_numpy(),
+            "item": ratings["item_id"].to_numpy(),
+        }[field]
+        assert got == [str(w) for w in want], field
 
 
 def test_preparation_is_deterministic_and_reuses_its_cache(fresh_cache, ml100k):
@@ -157,7 +174,8 @@ def test_grouplens_files_give_the_same_dataset(fresh_cache, ml100k, tmp_path):
     ds, _ = prepare_dataset("movielens-1m", fresh_cache, PrepareRequest(source=str(folder)))
     assert ds.manifest["source"]["kind"] == "grouplens"
     assert ds.manifest["split_checksum"] == ml100k.manifest["split_checksum"]
-    for name in ("categorical", "multi_hot", "label", "split", "user_offsets", "request_offsets"):
+    names = ("categorical", "multi_hot", "label", "split", "user_offsets", "request_key")
+    for name in (*names, "event_item", "event_action", "history_start", "history_end"):
         assert np.array_equal(ds.array(name), ml100k.array(name)), name
 
 
@@ -223,19 +241,22 @@ def test_recbole_file_without_a_needed_column(tmp_path):
         read_recbole(_opener(tmp_path, files), "ml")
 
 
-def test_history_view_is_the_users_earlier_ratings(ml100k):
+def test_history_view_is_the_users_earlier_ratings(ml100k, cache_dir):
     """Each row's history: its user's ratings strictly before its timestamp, oldest first,
     the last max_len kept; (item, rating, age > 0) per event; padding all zero."""
     features = ml100k.features("valid")
     max_len = ml100k.schema.history.max_len
-    users, stamps = ml100k.array("categorical")[:, 0], ml100k.array("timestamp")
-    items, ratings = ml100k.array("categorical")[:, 1], ml100k.array("rating")
+    users, stamps = np.asarray(ml100k.array("user_key")), np.asarray(ml100k.array("timestamp"))
+    source = np.asarray(ml100k.array("source_row"))
+    items = np.asarray(ml100k.array("categorical")[:, 1])
+    ratings = _table(cache_dir)["rating"].to_numpy()[source]
     rows = ml100k.split_rows("valid")
     picked = np.random.default_rng(0).choice(len(rows), 200, replace=False)
     history = features[torch.from_numpy(picked)].history.tensor().numpy()
     for out, i in zip(history, picked, strict=True):
         row = rows[i]
-        earlier = np.flatnonzero((users == users[row]) & (stamps < stamps[row]))[-max_len:]
+        earlier = np.flatnonzero((users == users[row]) & (stamps < stamps[row]))
+        earlier = earlier[np.lexsort((source[earlier], stamps[earlier]))][-max_len:]
         n = len(earlier)
         assert (out[:n, 0] == items[earlier]).all() and (out[:n, 1] == ratings[earlier]).all()
         assert (out[:n, 2] == stamps[row] - stamps[earlier]).all() and (out[:n, 2] > 0).all()

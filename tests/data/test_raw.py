@@ -42,22 +42,25 @@ def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
     form = ml100k.raw_form()
     row = dict(rows[0], item_id="no such film", gender="?", genres="Nothing|Drama")
     row["history"] = [["no such film", 9, 1], rows[0]["history"][-1]]
-    encoded = form.features([row], ml100k.schema)
+    missing = {k: v for k, v in row.items() if k != "occupation"}
+    encoded = form.features([row, missing], ml100k.schema)
     names = [f.name for f in ml100k.schema.of_kind("categorical")]
-    assert encoded.categorical[0, names.index("item")] == 0
-    assert encoded.categorical[0, names.index("gender")] == 0
-    assert encoded.categorical[0, names.index("user")] > 0
+    oov = ml100k.manifest["ids"]["oov"]
+    assert encoded.categorical[0, names.index("item")] == oov
+    assert encoded.categorical[0, names.index("gender")] == oov
+    assert encoded.categorical[0, names.index("user")] > oov
+    assert encoded.categorical[1, names.index("occupation")] == 0  # missing: id 0
     drama = form.multi_hot[0]["vocab"]["Drama"]
-    assert encoded.multi_hot[0, 0, :2].tolist() == [0, drama]
+    assert encoded.multi_hot[0, 0, :2].tolist() == [oov, drama]
     history = encoded.history.tensor()[0]
-    assert history[0, :2].tolist() == [0, 0]  # unknown item, an action out of range
-    assert history[1, 0] > 0
+    assert history[0, :2].tolist() == [oov, 0]  # unknown item, an action out of range
+    assert history[1, 0] > oov
 
 
 @pytest.mark.parametrize(
     ("change", "row", "column", "words"),
     [
-        ({"gender": None}, 2, "gender", "is missing"),
+        ({"timestamp": None}, 2, "timestamp", "is missing"),
         ({"timestamp": "yesterday"}, 2, "timestamp", "must be an integer"),
         ({"timestamp": 1.5}, 2, "timestamp", "must be an integer"),
         ({"timestamp": True}, 2, "timestamp", "must be an integer"),

@@ -302,7 +302,7 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
             lambda s: s.replace("vocab_of: item_id", "vocab_of: price"),
             "vocab_of must name a categorical feature",
         ),
-        (lambda s: s.replace("name: price,", "name: count,"), "column 'count' is declared twice"),
+        (lambda s: s.replace("name: price,", "name: count,"), "'count' is declared twice"),
         (lambda s: s.replace("valid: 0.1, test: 0.1", "valid: 0.5, test: 0.5"), "valid + test"),
         (
             lambda s: s.replace("data/*.parquet", "nowhere/*.parquet"),
