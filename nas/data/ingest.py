@@ -566,7 +566,7 @@ class Plan:
     multi_hot_width: int
     sequence_len: int
     events: int = 0  # history events kept over every row
-    actions: int = 2  # a history's kinds of action (0: unknown); a list column has one
+    actions: int = 2  # a history's kinds of action, 0 (unknown) included
     items: int = 0  # a history from rows: distinct items over every row
 
     def encoder(self, field: str) -> Encoder:
@@ -658,9 +658,13 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
     sequence = schema.history
     from_rows = sequence is not None and sequence.from_rows
     keep = (sequence.max_len or DEFAULT_MAX_LEN["sequence"]) if sequence else 0
-    columns = list(dict.fromkeys(c for f in schema.features for c in f.columns))
-    events, items = 0, ValueCounts()
+    action = sequence.action if sequence is not None else None
+    columns = [c for f in schema.features for c in f.columns] + ([action] if action else [])
+    columns = list(dict.fromkeys(columns))
+    events, items, actions = 0, ValueCounts(), 1
     for batch in reader.batches(columns):  # every column checked, on every row
+        if action:
+            actions = max(actions, int(_actions(batch, action).max()))
         if sequence is not None and not from_rows:
             lengths = pc.fill_null(pc.list_value_length(batch.columns[sequence.columns[0]]), 0)
             events += int(np.minimum(lengths.to_numpy(zero_copy_only=False), keep).sum())
@@ -704,6 +708,7 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
         ),
         sequence_len=keep,
         events=len(split) if from_rows else events,
+        actions=actions + 1,
         items=len(items.vocabulary(1, None)) if from_rows else 0,
     )
 
@@ -843,7 +848,6 @@ def _write(
             events = 0
         if chronology is not None:
             item_column = plan.categorical.index(plan.encoder(sequence.feature.vocab_of))
-        actions = 1
         written = 0
         for batch in reader.batches(columns):
             n = len(batch)
@@ -884,7 +888,6 @@ def _write(
                 event = chronology.event_of_row[mine]
                 event_item[event] = ids[:, item_column]
                 kinds = _actions(batch, action) if action else np.ones(n, dtype=np.int8)
-                actions = max(actions, int(kinds.max()))
                 event_action[event] = kinds
                 history_start[at] = chronology.history_start[event]
                 history_end[at] = chronology.history_end[event]
@@ -911,7 +914,6 @@ def _write(
             out.array("user_offsets", (chronology.users + 1,), np.int64)[:] = (
                 chronology.user_offsets
             )
-            plan.actions = actions + 1
             extra = {
                 "users": chronology.users,
                 "items": plan.items,

@@ -6,10 +6,10 @@ Every dataset is written in the same layout, so trainers never care where it cam
     label [R] int8              split [R] int8 (0 train, 1 valid, 2 test)
     source_row [R] int64        the row's line in the source file (0-based, header excluded)
 
-plus views that some datasets add (MovieLens: ``timestamp``, ``rating``, ``user_offsets`` for
-per-user sequences, ``request_offsets`` for (user, timestamp) requests, and for a schema with
-a sequence field ``event_item``/``event_action`` [R] with each row's ``history_start`` and
-``history_end`` into them).
+plus what some datasets add: their keys (``timestamp``, ``user_key``, ``request_key``), and
+with a sequence field the events (``event_item``, ``event_action``, ``event_time``) with each
+row's ``history_start`` and ``history_end`` into them; a history made of the rows themselves
+(MovieLens) also has ``user_offsets``, each user's events.
 
 Beside them, ``raw_form.json`` keeps the vocabularies and recipes that turn rows in the
 dataset's raw form (as a serving system sends them) into the same ids (``nas/data/raw.py``).
@@ -127,8 +127,9 @@ class PreparedDataset:
         arrays = {name: self.array(name)[rows] for name in ("categorical", "multi_hot", "dense")}
         arrays["label"] = self.label_array()[rows]
         if self.schema.history is not None:
-            for name in ("history_start", "history_end", "history_now"):
+            for name in ("history_start", "history_end"):
                 arrays[name] = self.array(name)[rows]
+            arrays["history_now"] = self.array(self._now)[rows]
         events = {}
         if self.schema.history is not None:
             events = {
@@ -146,12 +147,17 @@ class PreparedDataset:
         """The events histories point into (empty without a sequence field)."""
         if self.schema.history is None:
             return {}
-        times = "event_time" if self.has("event_time") else "timestamp"  # MovieLens: its rows
         return {
             "item": self.array("event_item").astype(np.int64),
             "action": self.array("event_action").astype(np.int64),
-            "time": self.array(times).astype(np.int64),
+            "time": self.array("event_time").astype(np.int64),
         }
+
+    @property
+    def _now(self) -> str:
+        """The array of each row's time, histories' ages are counted from: its own time
+        (a history from rows), else ``history_now`` (zeros: a list column has no times)."""
+        return "history_now" if self.has("history_now") else "timestamp"
 
     def groups(self, split: str, by: str = "user") -> np.ndarray | None:
         """Each row's user (``by="user"``) or request (``by="request"``) in ``split``, for
@@ -192,11 +198,10 @@ class PreparedDataset:
             "label": self.label_array()[rows].astype(np.float32),
         }
         if self.schema.history is not None:
-            now = "history_now" if self.has("history_now") else "timestamp"
             out |= {
                 "history_start": self.array("history_start")[rows].astype(np.int64),
                 "history_end": self.array("history_end")[rows].astype(np.int64),
-                "history_now": self.array(now)[rows].astype(np.int64),
+                "history_now": self.array(self._now)[rows].astype(np.int64),
             }
         return out
 

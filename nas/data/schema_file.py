@@ -73,12 +73,24 @@ class Source(_Strict):
         return self
 
 
-class LabelRule(_Strict):
-    """A label made from a numeric column: 1 where it is at least ``at_least``, else 0."""
+class Label(_Strict):
+    """A 0/1 column (written as its name), or a label made from a numeric column: 1 where
+    it is at least ``at_least``, else 0."""
 
     name: Name
-    column: Name
-    at_least: Annotated[float, Field(allow_inf_nan=False)]
+    column: Name | None = None  # default: the column of that name
+    at_least: Annotated[float, Field(allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_name(cls, value):
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _a_rule(self) -> Label:
+        if self.column is not None and self.at_least is None:
+            raise ValueError("a label from another column needs at_least: its threshold")
+        return self
 
 
 class Keys(_Strict):
@@ -214,7 +226,7 @@ class SchemaFile(_Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
     description: str = ""
     source: Source
-    labels: Annotated[tuple[Name | LabelRule, ...], Field(min_length=1, max_length=16)]
+    labels: Annotated[tuple[Label, ...], Field(min_length=1, max_length=16)]
     keys: Keys = Keys()
     split: Split
     features: Annotated[tuple[Feature, ...], Field(min_length=1)]
@@ -273,14 +285,11 @@ class SchemaFile(_Strict):
 
     @property
     def label_names(self) -> tuple[str, ...]:
-        return tuple(label if isinstance(label, str) else label.name for label in self.labels)
+        return tuple(label.name for label in self.labels)
 
     def label_columns(self) -> list[tuple[str, str, float | None]]:
         """Each label's name, its column, and its threshold (None: the column is 0/1)."""
-        return [
-            (x, x, None) if isinstance(x, str) else (x.name, x.column, x.at_least)
-            for x in self.labels
-        ]
+        return [(x.name, x.column or x.name, x.at_least) for x in self.labels]
 
     @property
     def history(self) -> Feature | None:
