@@ -68,9 +68,9 @@ def test_reading_the_loss_every_n_steps_trains_to_the_same_result(ml100k, monkey
 
 
 def test_a_diverging_loss_read_late_is_named_by_its_step() -> None:
-    from workers.train import _Losses
+    from workers.train import Losses
 
-    losses = _Losses(steps=100, every=5)
+    losses = Losses(steps=100, every=5)
     for step, value in enumerate([0.7, 0.6, float("nan"), 0.5]):
         losses.add(torch.tensor(value), step)
     with pytest.raises(TrainingError, match="loss is nan at step 3"):
@@ -100,3 +100,36 @@ def test_asking_for_a_gpu_without_one_exits_2(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert words in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
     assert not runs.exists()
+
+
+def test_setup_jobs_train_on_another_device(xor, monkeypatch) -> None:
+    """The supernet's and DNAS's steps on ``meta``: the rows, the weights, the optimizers and
+    DNAS's architecture logits all on the device. Reading a value back (a loss, a drawn
+    choice, whether a mixture weight is zero) is what ``meta`` cannot do: the loss reads are
+    skipped here, and DNAS's relaxed steps, which read the others, are left to the GPU check
+    (``benchmarks/gpu_check.py``). Before the fix this found, a supernet's block templates
+    kept their buffers on the host."""
+    import torch.fx.experimental._config
+
+    from tests.workers.test_dnas import settings as dnas_settings
+    from tests.workers.test_oneshot import settings as oneshot_settings
+    from workers import dnas, oneshot
+    from workers.supernet_job import job_supernet
+    from workers.train import Losses
+
+    monkeypatch.setattr(Losses, "read", lambda self: self.pending.clear())
+    # the embeddings' optimizer finds the rows a batch touched: a shape meta cannot know
+    monkeypatch.setattr(torch.fx.experimental._config, "meta_nonzero_assume_all_nonzero", True)
+    meta = torch.device("meta")
+    settings = oneshot_settings(steps=3)
+    net = job_supernet(settings, xor).to(meta)
+    oneshot.train_supernet(net, xor, oneshot.OneShotSettings(**settings), None, lambda *_: None)
+    assert {p.device for p in net.parameters()} == {meta}
+
+    settings = dnas_settings(steps=4, warmup=0.5, relaxation="softmax", cost_reference=1.0)
+    job = dnas.Dnas(job_supernet(settings, xor).to(meta), xor, dnas.DnasSettings(**settings))
+    for _ in range(2):  # the warm-up: uniform members, weights only
+        job.one_step()
+    job.penalty_term().backward()  # the expected cost, differentiated to the logits
+    assert all(a.device == meta for a in job.alpha.values())
+    assert any(a.grad is not None and a.grad.device == meta for a in job.alpha.values())

@@ -31,7 +31,8 @@ def load(path: str | Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        return torch.load(path, weights_only=True)
+        # on the host: a job trained on a GPU resumes, or is read back, on any machine
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a torn or foreign file: say which, do not guess
         raise NasError(
             f"{path}: cannot read this checkpoint ({type(err).__name__}: {err}); "

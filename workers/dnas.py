@@ -58,7 +58,16 @@ from nas.search.supernet.distributions import check_relaxation, decode
 from search_spaces.decisions import label
 from workers import checkpoint as checkpoints
 from workers.supernet_job import Progress, job_supernet
-from workers.train import Batches, Optimizers, TrainConfig, checked
+from workers.train import (
+    CPU,
+    Batches,
+    DeviceRows,
+    Losses,
+    Optimizers,
+    TrainConfig,
+    device_of,
+    read_every,
+)
 from workers.trial_data import TrialData
 
 
@@ -89,9 +98,15 @@ class DnasSettings:
     cost_batch: int = 4096
 
 
-def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progress) -> dict:
+def run(
+    settings: dict,
+    data: TrialData,
+    checkpoint: str | None,
+    progress: Progress,
+    device: torch.device = CPU,
+) -> dict:
     s = DnasSettings(**settings)
-    net = job_supernet(settings, data)
+    net = job_supernet(settings, data).to(device)  # made on the host: the same weights
     check_relaxation(net, s.relaxation)
     return Dnas(net, data, s).run(checkpoint, progress)
 
@@ -100,13 +115,17 @@ class Dnas:
     def __init__(self, net: StackSupernet, data: TrialData, s: DnasSettings):
         self.net, self.s = net, s
         self.decisions = list(net.space.decisions)
-        history = net.reads_history
+        history, device = net.reads_history, device_of(net)
         if s.shard is None:
-            self.train = data.features("train", history)
+            train = data.features("train", history)
         else:
-            self.train = data.shard(*s.shard, history=history)
+            train = data.shard(*s.shard, history=history)
+        self.train = DeviceRows(train, device)
         # The logits' batches: held-out rows (bilevel) or training rows (single-level).
-        self.arch_rows = data.features(data.split, history) if s.bilevel else self.train
+        self.arch_rows = (
+            DeviceRows(data.features(data.split, history), device) if s.bilevel else self.train
+        )
+        self.losses = Losses(s.steps, read_every(device))
         config = TrainConfig(
             steps=s.steps,
             batch_size=s.batch_size,
@@ -116,13 +135,17 @@ class Dnas:
         )
         self.optimizers = Optimizers(net, config)
         self.alpha = torch.nn.ParameterDict(
-            {_name(d.name): torch.nn.Parameter(torch.zeros(len(d.choices))) for d in self.decisions}
+            {
+                _name(d.name): torch.nn.Parameter(torch.zeros(len(d.choices), device=device))
+                for d in self.decisions
+            }
         )
         self.alpha_optimizer = torch.optim.Adam(
             self.alpha.parameters(), lr=s.alpha_lr, betas=(0.5, 0.999), weight_decay=1e-3
         )
-        self.train_batches = Batches(len(self.train), s.batch_size, s.seed)
-        self.arch_batches = Batches(len(self.arch_rows), s.arch_batch_size, s.seed + 1)
+        self.train_batches = Batches(len(self.train.data), s.batch_size, s.seed)
+        self.arch_batches = Batches(len(self.arch_rows.data), s.arch_batch_size, s.seed + 1)
+        # on the host, whatever the device: the same draws (and resumes) everywhere
         self.noise = torch.Generator().manual_seed(s.seed + 2)
         self.uniform = np.random.default_rng(s.seed + 3)  # members of the warm-up
         with torch.no_grad():
@@ -156,16 +179,20 @@ class Dnas:
     def draw(self, tau: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """A member by Gumbel-max on the logits (its active decisions' values), and each
         decision's Gumbel-softmax sample softmax((alpha + g) / tau), for the same noise."""
-        values: dict[str, Any] = {}
         soft: dict[str, torch.Tensor] = {}
         for d in self.decisions:
             u = torch.rand(len(d.choices), generator=self.noise).clamp(1e-10, 1 - 1e-10)
+            u = u.to(self.logits(d.name).device)
             soft[d.name] = torch.softmax((self.logits(d.name) - torch.log(-torch.log(u))) / tau, 0)
+        # every decision's choice read back at once: one wait for the device a draw
+        chosen = torch.stack([soft[d.name].argmax() for d in self.decisions]).tolist()
+        values: dict[str, Any] = {}
+        for d, index in zip(self.decisions, chosen, strict=True):
             if d.active(values):
-                values[d.name] = d.choices[int(soft[d.name].argmax())]
+                values[d.name] = d.choices[index]
         return values, soft
 
-    def weights_loss(self, batch) -> torch.Tensor:
+    def weights_loss(self, inputs, label: torch.Tensor) -> torch.Tensor:
         """The logloss of one member on a training batch: drawn from softmax(alpha), or
         uniformly during the warm-up."""
         if self.moving:
@@ -173,11 +200,11 @@ class Dnas:
             spec = self.net.space.decode(values)
         else:
             spec = self.net.space.sample(self.uniform)
-        return F.binary_cross_entropy_with_logits(self.net(spec, *batch.inputs()), batch.label)
+        return F.binary_cross_entropy_with_logits(self.net(spec, *inputs), label)
 
-    def arch_loss(self, batch) -> torch.Tensor:
+    def arch_loss(self, inputs, label: torch.Tensor) -> torch.Tensor:
         """The relaxed logloss of a batch (see the module docstring)."""
-        tokens = self.net.embed(*batch.inputs())
+        tokens = self.net.embed(*inputs)
         tau = self.tau()
         if self.s.relaxation == "softmax":
             logits = self.net.relaxed(self.probabilities(tau), tokens)
@@ -188,7 +215,7 @@ class Dnas:
             logits = self.net.logits(
                 self.net.space.decode(values), tokens, self.gates(values, soft)
             )
-        return F.binary_cross_entropy_with_logits(logits, batch.label)
+        return F.binary_cross_entropy_with_logits(logits, label)
 
     def gates(self, values: Mapping, soft: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Straight-through gates (value 1, the gradient of each active decision's soft
@@ -206,24 +233,23 @@ class Dnas:
     def moving(self) -> bool:
         return self.step >= self.s.warmup * self.s.steps
 
-    def one_step(self) -> float:
-        batch = self.train[self.train_batches.next()]
+    def one_step(self) -> None:
+        inputs, label = self.train.batch(self.train_batches.next())
         self.optimizers.zero_grad(self.step)
-        loss = self.weights_loss(batch)
-        value = checked(loss, self.step)
+        loss = self.weights_loss(inputs, label)
+        self.losses.add(loss, self.step)  # on the CPU, read (and checked) before the step
         loss.backward()
         self.optimizers.step()
         if self.moving:
-            arch = self.arch_rows[self.arch_batches.next()]
+            inputs, label = self.arch_rows.batch(self.arch_batches.next())
             self.alpha_optimizer.zero_grad(set_to_none=True)
             self.net.requires_grad_(False)  # the logits' half: no weight gradients to compute
             try:
-                (self.arch_loss(arch) + self.penalty_term()).backward()
+                (self.arch_loss(inputs, label) + self.penalty_term()).backward()
             finally:
                 self.net.requires_grad_(True)
             self.alpha_optimizer.step()
         self.step += 1
-        return value
 
     # --- the job --------------------------------------------------------------------------------
 
@@ -232,12 +258,15 @@ class Dnas:
         self.net.train()
         while self.step < self.s.steps:
             began = time.perf_counter()
-            loss = self.one_step()
+            self.one_step()
             self.seconds += time.perf_counter() - began
-            if self.step % self.s.log_every == 0 or self.step == self.s.steps:
-                self.record(loss)
+            last = self.step == self.s.steps
+            if self.step % self.s.log_every == 0 or last:
+                self.losses.read()  # a wait for the device every log_every steps
+                self.record(self.losses.tail[-1])
             progress("dnas training", self.step, self.s.steps)
-            if path and (self.step % self.s.checkpoint_every == 0 or self.step == self.s.steps):
+            if path and (self.step % self.s.checkpoint_every == 0 or last):
+                self.losses.read()  # a diverged loss fails before its weights are kept
                 self.save(path)
         return self.result()
 

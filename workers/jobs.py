@@ -1,7 +1,7 @@
 """A strategy's setup job as it runs inside a Ray task: the worker of its kind, its progress
 sent back to the controller.
 
-    run_job("dnas", settings, data, checkpoint, progress_queue, "dnas-l0.05") -> result
+    run_job("dnas", settings, data, checkpoint, progress_queue, "dnas-l0.05", "cuda") -> result
 
 Progress goes through a Ray queue (so it reaches the controller from any node of a
 cluster), at most once a second per job plus the last step of each phase.
@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import time
 from typing import Any
+
+import torch
 
 from workers import dnas, oneshot
 from workers.trial_data import TrialData
@@ -27,7 +29,9 @@ def run_job(
     checkpoint: str | None,
     queue,
     name: str,
+    device: str = "cpu",
 ) -> dict[str, Any]:
+    """Run the job on ``device`` ("cuda": the GPU Ray gave this task)."""
     last = 0.0
 
     def progress(phase: str, done: int, total: int) -> None:
@@ -39,4 +43,4 @@ def run_job(
             with contextlib.suppress(Exception):
                 queue.put_nowait((name, phase, done, total))
 
-    return RUNNERS[kind](settings, data, checkpoint, progress)
+    return RUNNERS[kind](settings, data, checkpoint, progress, torch.device(device))

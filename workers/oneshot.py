@@ -33,7 +33,16 @@ from nas.search.supernet import StackSupernet
 from workers import checkpoint as checkpoints
 from workers.metrics import binary_metrics
 from workers.supernet_job import Progress, job_supernet
-from workers.train import Batches, Optimizers, TrainConfig, checked
+from workers.train import (
+    CPU,
+    Batches,
+    DeviceRows,
+    Losses,
+    Optimizers,
+    TrainConfig,
+    device_of,
+    read_every,
+)
 from workers.trial_data import TrialData
 
 EXTREME_DRAWS = 256  # members drawn to find the sandwich's largest and smallest
@@ -58,9 +67,15 @@ class OneShotSettings:
     picks: int
 
 
-def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progress) -> dict:
+def run(
+    settings: dict,
+    data: TrialData,
+    checkpoint: str | None,
+    progress: Progress,
+    device: torch.device = CPU,
+) -> dict:
     s = OneShotSettings(**settings)
-    net = job_supernet(settings, data)
+    net = job_supernet(settings, data).to(device)  # made on the host: the same weights
     train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
     scored = search_subnets(net, data, s, progress)
@@ -82,12 +97,15 @@ def run(settings: dict, data: TrialData, checkpoint: str | None, progress: Progr
 def train_supernet(
     net: StackSupernet, data: TrialData, s: OneShotSettings, path: str | None, progress: Progress
 ) -> float:
-    """Train ``net`` for ``s.steps`` steps (resuming from ``path``); the training seconds."""
-    train = data.features("train", net.reads_history)
+    """Train ``net`` for ``s.steps`` steps on the device it is on (resuming from ``path``);
+    the training seconds."""
+    device = device_of(net)
+    rows = DeviceRows(data.features("train", net.reads_history), device)
+    losses = Losses(s.steps, read_every(device))
     config = TrainConfig(
         steps=s.steps, batch_size=s.batch_size, lr=s.lr, embedding_lr=s.embedding_lr, seed=s.seed
     )
-    batches = Batches(len(train), s.batch_size, s.seed)
+    batches = Batches(len(rows.data), s.batch_size, s.seed)
     optimizers = Optimizers(net, config)
     rng = np.random.default_rng(s.seed)
     extremes = sandwich_extremes(net) if s.sampling == "sandwich" else []
@@ -102,23 +120,22 @@ def train_supernet(
     net.train()
     while step < s.steps:
         began = time.perf_counter()
-        batch = train[batches.next()]
+        inputs, label = rows.batch(batches.next())
         optimizers.zero_grad(step)
         paths = extremes + [net.space.sample(rng) for _ in range(_random_paths(s))]
-        tokens = net.embed(*batch.inputs())
+        tokens = net.embed(*inputs)
         loss = sum(
-            torch.nn.functional.binary_cross_entropy_with_logits(
-                net.logits(spec, tokens), batch.label
-            )
+            torch.nn.functional.binary_cross_entropy_with_logits(net.logits(spec, tokens), label)
             for spec in paths
         ) / len(paths)
-        checked(loss, step)
+        losses.add(loss, step)  # on the CPU, read (and checked) before the step is taken
         loss.backward()
         optimizers.step()
         step += 1
         seconds += time.perf_counter() - began
         progress("supernet training", step, s.steps)
         if path and (step % s.checkpoint_every == 0 or step == s.steps):
+            losses.read()  # a diverged loss fails before its weights are kept
             checkpoints.save(
                 path,
                 {
@@ -130,6 +147,7 @@ def train_supernet(
                     "seconds": seconds,
                 },
             )
+    losses.read()
     return seconds
 
 
@@ -166,16 +184,17 @@ class SubnetScorer:
     def __init__(self, net: StackSupernet, data: TrialData, rows: int, seed: int):
         held = data.features(data.split, net.reads_history)
         order = torch.randperm(len(held), generator=torch.Generator().manual_seed(seed))
-        self.batch = held[order[:rows]]
+        batch = held[order[:rows]]
+        self.label = batch.label
         self.net, self.rates = net, data.train_rates
         with torch.no_grad():
-            self.tokens = net.embed(*self.batch.inputs())
+            self.tokens = net.embed(*batch.to(device_of(net)).inputs())
 
     @torch.no_grad()
     def __call__(self, spec: ArchSpec) -> dict[str, float]:
         self.net.eval()
-        logits = self.net.logits(spec, self.tokens)
-        metrics = binary_metrics(self.batch.label, logits, self.rates)
+        logits = self.net.logits(spec, self.tokens).cpu()  # one copy back per member
+        metrics = binary_metrics(self.label, logits, self.rates)
         return metrics | analytic(spec, self.net)
 
 

@@ -35,6 +35,7 @@ from workers.precision import TRAIN_PRECISIONS
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
 LOSS_READ_EVERY = 25  # steps between reads of the loss on a GPU (on the CPU: every step)
+CPU = torch.device("cpu")
 RESIDENT_SHARE = 0.5  # of a GPU's free memory the training rows may take to live on it
 
 
@@ -202,8 +203,9 @@ def make_optimizers(model: nn.Module, config: TrainConfig) -> list[torch.optim.O
     dense = [p for p in model.parameters() if id(p) not in sparse_ids]
     optimizers: list[torch.optim.Optimizer] = []
     if dense:
+        fused = device_of(model).type in ("cpu", "cuda")  # where PyTorch has the fused kernel
         optimizers.append(
-            torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.weight_decay, fused=True)
+            torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.weight_decay, fused=fused)
         )
     if sparse:
         optimizers.append(RowwiseAdam(sparse, lr=config.embedding_lr))
@@ -311,7 +313,7 @@ def _fits(data: Features, device: torch.device) -> bool:
     return data.nbytes <= RESIDENT_SHARE * free
 
 
-class _Losses:
+class Losses:
     """The training loss as it goes: read back from the device every ``every`` steps (one
     wait for the device each; a NaN/Inf loss is a ``TrainingError`` naming its step), its
     running mean, and the last 10% of the budget's steps."""
@@ -374,12 +376,12 @@ def train(
     device the model is on (``data`` on the host). In a process group (data parallel,
     ``workers.data_parallel``), this process trains on its slice of each step's batch and
     the gradients are reduced across the group before each step."""
-    device = _device_of(model)
+    device = device_of(model)
     check_batch(config.batch_size, world()[1])
     batches = Batches(len(data), config.batch_size, config.seed)
     rows = DeviceRows(data, device)
     optimizers = Optimizers(model, config)
-    losses = _Losses(config.steps, read_every(device))
+    losses = Losses(config.steps, read_every(device))
     done = 0
     model.train()
     start = time.perf_counter()
@@ -406,7 +408,7 @@ def read_every(device: torch.device) -> int:
     return 1 if device.type == "cpu" else LOSS_READ_EVERY
 
 
-def _device_of(model: nn.Module) -> torch.device:
+def device_of(model: nn.Module) -> torch.device:
     first = next(model.parameters(), None)
     return first.device if first is not None else torch.device("cpu")
 
@@ -416,7 +418,7 @@ def predict(model: nn.Module, data: Features, batch_size: int) -> torch.Tensor:
     """The model's logits over ``data`` (on the host), computed on the model's device and
     brought back once."""
     model.eval()
-    device = _device_of(model)
+    device = device_of(model)
     logits = [
         model(*(t.to(device) for t in data[i : i + batch_size].inputs()))
         for i in range(0, len(data), batch_size)

@@ -120,8 +120,8 @@ class Resources(Strict):
     cpus_per_trial: int = Field(default=1, ge=1, le=1024)  # also the trial's torch thread count
     memory_gb_per_trial: float = Field(default=4.0, gt=0, le=4096)  # a trial above it fails
     max_retries: int = Field(default=2, ge=0, le=10)  # a candidate whose worker died
-    # GPUs each trial trains on: a share of one (0.25: four trials to a GPU) or whole ones;
-    # 0 (the default): the CPU
+    # GPUs each trial (and each setup job: supernet, DNAS) trains on: a share of one (0.25:
+    # four trials to a GPU) or whole ones; 0 (the default): the CPU
     gpus_per_trial: float = Field(default=0.0, ge=0, le=64)
     # processes that train one candidate together, data parallel, each with cpus_per_trial
     # CPUs (on any nodes); CPUs only for now

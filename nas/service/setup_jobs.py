@@ -92,11 +92,18 @@ class SetupPhase:
                     job = jobs.pop(0)
                     trial = self._open(job)
                     cpus = min(job.settings["threads"], largest)
+                    gpus = resources.gpus_per_trial  # as a trial's: the job trains on it
                     # A worker that dies (not a job that raises) is retried by Ray; the
                     # job picks up from its last checkpoint.
                     retries = resources.max_retries
-                    ref = task.options(num_cpus=cpus, max_retries=retries).remote(
-                        job.kind, job.settings, data, trial.checkpoint, queue, job.name
+                    ref = task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries).remote(
+                        job.kind,
+                        job.settings,
+                        data,
+                        trial.checkpoint,
+                        queue,
+                        job.name,
+                        "cuda" if gpus > 0 else "cpu",
                     )
                     self.running[ref] = _Running(job, trial, time.time())
                     self.c.reporter.job_started(job)

@@ -64,7 +64,7 @@ class SharedBlock(nn.Module):
             value = owners[owner][name].detach()
             full[tuple(slice(0, n) for n in value.shape)] = value
             self.weights[_stored(name)] = nn.Parameter(full)
-        self._templates: dict[BlockConfig, nn.Module] = {}  # built on first use
+        self._templates: dict[tuple, nn.Module] = {}  # (config, device): built on first use
 
     @property
     def configs(self) -> list[BlockConfig]:
@@ -79,27 +79,33 @@ class SharedBlock(nn.Module):
 
     def forward(self, config: BlockConfig, *args, **kwargs) -> torch.Tensor:
         """Candidate ``config``'s forward (its block's own arguments) on the shared slices."""
-        return functional_call(self._template(config), self.slices(config), args, kwargs)
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        return functional_call(self._template(config, device), self.slices(config), args, kwargs)
 
     def extract(self, config: BlockConfig) -> dict[str, torch.Tensor]:
         """The candidate's state dict (copies), for a stand-alone block of ``config``."""
         return {name: value.detach().clone() for name, value in self.slices(config).items()}
 
-    def _template(self, config: BlockConfig) -> nn.Module:
-        """The block's own code (and buffers), kept out of the module tree: only ``weights``
-        is trained. Built without touching the global RNG, so when a candidate is first
-        used does not change any later random draw."""
-        if config not in self._templates:
+    def _template(self, config: BlockConfig, device: torch.device) -> nn.Module:
+        """The block's own code (and its buffers, on ``device``: the inputs'), kept out of the
+        module tree, so ``.to()`` never reaches it: only ``weights`` is trained. Built
+        without touching the global RNG, so when a candidate is first used does not change
+        any later random draw."""
+        key = (config, device)
+        if key not in self._templates:
             with torch.random.fork_rng(devices=[]):
-                self._templates[config] = _hollow(build_block(config))
-        return self._templates[config]
+                self._templates[key] = _hollow(build_block(config), device)
+        return self._templates[key]
 
 
-def _hollow(module: nn.Module) -> nn.Module:
-    """``module`` without its own parameter storage (its code and buffers stay): it only
-    ever runs through ``functional_call`` with the shared slices."""
+def _hollow(module: nn.Module, device: torch.device) -> nn.Module:
+    """``module`` without its own parameter storage (its code stays, its buffers move to
+    ``device``): it only ever runs through ``functional_call`` with the shared slices."""
     for sub in module.modules():
         for name in list(sub._parameters):
             if sub._parameters[name] is not None:
                 sub._parameters[name] = nn.Parameter(torch.empty(0, device="meta"))
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = buffer.to(device)
     return module
