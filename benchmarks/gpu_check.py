@@ -6,8 +6,11 @@
 Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32 and bf16 at a large
 batch, against the CPU's at the same batch; and, at a short budget in fp32, the NE the GPU
 reaches against the CPU's from the same seed (the same weights at the start; float rounding
-apart, the same training). Prints a table; with ``--out``, writes ``gpu_check.json`` there.
-Not measured yet: fp8-dispatch training (not on the training path).
+apart, the same training). Then the setup jobs of one-shot and DNAS searches (a supernet
+trained and its members scored; a DNAS job, each relaxation's draws read back) on the GPU
+and on the CPU from the same seed: steps/s and the members they pick. Prints tables; with
+``--out``, writes ``gpu_check.json`` there. Not measured yet: fp8-dispatch training (not on
+the training path).
 """
 
 from __future__ import annotations
@@ -44,6 +47,62 @@ def _trained(spec, data, steps: int, batch: int, precision: str, device: str) ->
     }
 
 
+SPACE = {"name": "ctr_stack", "options": {"embedding_dims": [8, 16, 32], "max_depth": 2}}
+
+
+def _job_settings(kind: str, steps: int) -> dict:
+    """A setup job's settings as the oneshot and dnas strategies write them (their defaults,
+    the quick examples' space), at ``steps``."""
+    common = {"space": SPACE, "seed": 0, "threads": 1, "batch_size": 1024, "lr": 2e-3}
+    common |= {"embedding_lr": 1e-2, "steps": steps, "checkpoint_every": 10**9}
+    if kind == "supernet":
+        return common | {
+            "objectives": ["ne", "flops"],
+            "sampling": "uniform",
+            "sandwich_paths": 2,
+            "subnet_search": "evolution",
+            "subnet_budget": 30,
+            "eval_rows": 8192,
+            "picks": 3,
+        }
+    return common | {
+        "penalty": 0.05,
+        "relaxation": "straight_through",
+        "bilevel": True,
+        "tau_start": 2.0,
+        "tau_end": 0.2,
+        "alpha_lr": 0.02,
+        "arch_batch_size": 1024,
+        "warmup": 0.2,
+        "cost_reference": None,
+        "log_every": 50,
+    }
+
+
+def _setup_job(kind: str, data, steps: int, device: str) -> dict:
+    from workers import dnas, oneshot
+
+    began = time.perf_counter()
+    run = oneshot.run if kind == "supernet" else dnas.run
+    result = run(_job_settings(kind, steps), data, None, lambda *_: None, torch.device(device))
+    seconds = time.perf_counter() - began
+    if kind == "supernet":
+        picked = [p["spec"] for p in result["picks"]]
+        trained = result["train_seconds"]
+    else:
+        picked, trained = [result["decoded"]], result["seconds"]
+    from nas.arch.spec import ArchSpec
+
+    return {
+        "job": kind,
+        "device": device,
+        "steps": steps,
+        "steps_per_s": steps / trained,
+        "seconds": seconds,
+        "picked": [ArchSpec.from_dict(p).arch_id[:10] for p in picked],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="movielens-1m")
@@ -51,6 +110,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="GPU throughput steps")
     parser.add_argument("--cpu-steps", type=int, default=20, help="CPU throughput steps")
     parser.add_argument("--agree-steps", type=int, default=40, help="the CPU/GPU NE runs")
+    parser.add_argument("--job-steps", type=int, default=200, help="each setup job's steps")
     parser.add_argument("--smoke", action="store_true", help="the CPU only, a few steps")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -65,6 +125,7 @@ def main() -> None:
     cuda = torch.cuda.is_available() and not args.smoke
     if args.smoke:
         args.batch, args.steps, args.cpu_steps, args.agree_steps = 256, 3, 3, 3
+        args.job_steps = 4
     dataset = load_dataset(args.dataset)
     data = TrialData.from_prepared(dataset, "valid", mapped=True)
     devices = ["cuda", "cpu"] if cuda else ["cpu"]
@@ -79,8 +140,22 @@ def main() -> None:
         for device in devices:  # the same seed, the same short budget: do they agree?
             run = _trained(spec, data, args.agree_steps, 1024, "fp32", device)
             rows.append({"spec": name, "kind": "agreement", **run})
+    jobs = []
+    for kind in ("supernet", "dnas"):
+        for device in devices:
+            try:
+                jobs.append(_setup_job(kind, data, args.job_steps, device))
+            except Exception as err:  # the check goes on: the report says what failed
+                error = f"{type(err).__name__}: {err}"
+                jobs.append({"job": kind, "device": device, "error": error})
     gpu = torch.cuda.get_device_name(0) if cuda else None
-    report = {"gpu": gpu, "torch": torch.__version__, "dataset": args.dataset, "rows": rows}
+    report = {
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "dataset": args.dataset,
+        "rows": rows,
+        "setup_jobs": jobs,
+    }
     table = Table(title=f"{args.dataset} on {gpu or 'the CPU only'} (torch {torch.__version__})")
     for column in ("spec", "kind", "device", "precision", "steps x batch", "examples/s", "NE"):
         table.add_column(column, justify="left" if column in ("spec", "kind") else "right")
@@ -94,7 +169,19 @@ def main() -> None:
             f"{r['examples_per_s']:,.0f}",
             f"{r['ne']:.5f}",
         )
-    Console(width=140).print(table)
+    console = Console(width=140)
+    console.print(table)
+    table = Table(title="setup jobs: the same settings and seed on each device")
+    for column in ("job", "device", "steps", "steps/s", "picked (arch ids)"):
+        table.add_column(column)
+    for j in jobs:
+        if "error" in j:
+            table.add_row(j["job"], j["device"], "", "", j["error"][:80])
+            continue
+        table.add_row(
+            j["job"], j["device"], str(j["steps"]), f"{j['steps_per_s']:.1f}", " ".join(j["picked"])
+        )
+    console.print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")

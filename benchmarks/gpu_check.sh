@@ -16,7 +16,7 @@ if [ "${1:-}" = pack ]; then
     rm -rf "$PACK" && mkdir -p "$PACK/wheels" "$PACK/data/downloads"
     platforms=""
     for n in 17 24 27 28; do platforms="$platforms --platform manylinux_2_${n}_x86_64"; done
-    pins=$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|SQLAlchemy|greenlet|yacs|termcolor)==' requirements.lock)
+    pins=$(grep -iE '^(pydantic|pydantic_core|annotated-types|typing-inspection|SQLAlchemy|greenlet|yacs|termcolor|optuna|alembic|Mako|MarkupSafe|colorlog|tqdm|packaging)==' requirements.lock)
     # shellcheck disable=SC2086
     python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp $platforms --platform manylinux2014_x86_64 -d "$PACK/wheels" $pins
