@@ -148,19 +148,43 @@ def _linear_args(input, weight, bias=None):
     return input, weight, bias
 
 
+class Dispatched(nn.Module):
+    """``module`` run with the FP8 sites of ``owner`` (a model whose parameters ``module``
+    reaches) as row-wise FP8 GEMMs: a plan served. ``torch.export`` traces those GEMMs into
+    the program. Weights are quantised on first use and kept: for serving, not training."""
+
+    def __init__(self, module: nn.Module, owner: nn.Module, fp8_sites: Iterable[str]):
+        super().__init__()
+        self.module = module
+        self._owner = [owner]  # not a submodule: ``module`` holds it
+        self.fp8_sites = tuple(fp8_sites)
+        self.weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def forward(self, *args):
+        # A mode made in forward: torch.export traces one made here (not one kept).
+        with Fp8Dispatch(self._owner[0], self.fp8_sites, self.weights):
+            return self.module(*args)
+
+
 class Fp8Dispatch(LinearSites):
     """Runs the sites named in ``fp8_sites`` (None: every site) as row-wise FP8 GEMMs (each
     weight quantised once, on its first call), the rest as they are: an FP8 dispatch plan,
     run for real."""
 
-    def __init__(self, model: nn.Module, fp8_sites: Iterable[str] | None):
+    def __init__(self, model: nn.Module, fp8_sites: Iterable[str] | None, weights=None):
         super().__init__(model)
         self.fp8_sites = None if fp8_sites is None else set(fp8_sites)
-        self.weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        # each site's quantised weight and scales, by site (``weights``: kept between uses)
+        self.weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = (
+            {} if weights is None else weights
+        )
 
     def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
         if self.fp8_sites is not None and name not in self.fp8_sites:
             return F.linear(x, weight, bias)
-        if name not in self.weights:
-            self.weights[name] = pt_fp8_linear.quantise_rows(weight.detach())
-        return fp8_linear(x, *self.weights[name], bias)
+        quantised = self.weights.get(name)
+        if quantised is None:
+            quantised = pt_fp8_linear.quantise_rows(weight.detach())
+            if type(weight) in (torch.Tensor, nn.Parameter):  # not while export traces it
+                self.weights[name] = quantised
+        return fp8_linear(x, *quantised, bias)

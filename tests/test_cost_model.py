@@ -201,6 +201,19 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
     assert "fp8_plan.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
     # The cpu target was measured once, under the runs folder.
     assert len(list((runs / "cost").glob("cpu-*.json"))) == 1
+    # Retrained, each training is probed too; the registered model serves its plan.
+    flags = ("--pick", "best", "--seeds", "1", "--steps", "30", "--no-baselines")
+    done = nas(runs, "retrain", search.id, *flags, "--register", "fast8", "--json")
+    assert done.returncode == 0, done.stderr
+    retrain = next(s for s in registry_of(runs).list_searches() if s.id != search.id)
+    (pair,) = registry_of(runs).trials(retrain.id)
+    planned = [s["name"] for s in pair.metrics["fp8"]["sites"] if s["precision"] == "fp8"]
+    model = "models:/fast8@champion"
+    exported = nas(runs, "export", model, "--out", str(tmp_path / "out"), "--json")
+    assert exported.returncode == 0, exported.stderr
+    served = json.loads((tmp_path / "out" / "recnas_model.json").read_text())
+    assert served["fp8_sites"] == planned and served["precision"] == "fp8-dispatch"
+    assert json.loads(exported.stdout)["precision"].startswith(f"fp8-dispatch: {len(planned)}")
 
 
 def test_a_trial_is_probed_when_the_search_asks_or_an_objective_needs_it() -> None:

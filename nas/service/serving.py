@@ -22,6 +22,7 @@ has are raw rows, and the vocabularies that turn them into ids belong to the mod
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kernels.fp8_linear import Dispatched, Fp8Dispatch
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, NasError
 from nas.core.paths import weights_file
@@ -99,6 +101,29 @@ class LoadedModel:
         """The columns ``predict`` returns: ``probability``, or one per label."""
         return output_columns(self.schema)
 
+    @property
+    def fp8_sites(self) -> list[str]:
+        """The GEMM sites served in FP8: its FP8 dispatch plan's (none: all as trained)."""
+        return list(self.info.get("fp8_sites") or ())
+
+    @property
+    def precision(self) -> str:
+        """How it serves, in words."""
+        if self.info.get("precision") != "fp8-dispatch":
+            return "as trained"
+        sites = self.fp8_sites
+        return (
+            f"fp8-dispatch: {len(sites)} GEMM sites in row-wise FP8 (e4m3), the rest as "
+            f"trained ({', '.join(sites) or 'its FP8 probe found no site safe and faster'})"
+        )
+
+    @functools.cached_property
+    def network(self) -> torch.nn.Module:
+        """The model as it serves: with its FP8 sites as row-wise FP8 GEMMs, if any."""
+        if not self.fp8_sites:
+            return self.model
+        return Dispatched(self.model, self.model, self.fp8_sites).eval()
+
     def features(self, rows: list[Mapping[str, Any]]) -> Features:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column)."""
         features = self.raw_form.features(rows, self.schema)
@@ -109,7 +134,7 @@ class LoadedModel:
         """Each output column (``outputs``) over ``rows``."""
         features = self.features(rows)
         out = [
-            torch.sigmoid(self.model(*features[i : i + PREDICT_BATCH].inputs()))
+            torch.sigmoid(self.network(*features[i : i + PREDICT_BATCH].inputs()).float())
             for i in range(0, len(features), PREDICT_BATCH)
         ]
         heads = len(self.outputs)
@@ -241,10 +266,22 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "steps": config.budget.steps,
         "test_ne": best.metrics[report.ranked_by][0],
     }
+    trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)
+    sites = fp8_plan_sites(trial.metrics if trial is not None else None)
+    if sites is not None:  # a search priced in fp8-dispatch: the model serves its plan
+        info |= {"precision": "fp8-dispatch", "fp8_sites": sites}
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
     uri, _ = tracking_store(config)
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
+
+
+def fp8_plan_sites(metrics: dict | None) -> list[str] | None:
+    """The sites a trial's FP8 probe planned in FP8 (None: the trial was not probed)."""
+    plan = (metrics or {}).get("fp8")
+    if not plan:
+        return None
+    return [site["name"] for site in plan["sites"] if site["precision"] == "fp8"]
 
 
 def _arch_id(spec: dict) -> str:
@@ -397,8 +434,14 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
     that makes those ids. The export is checked against the eager model on rows of the
     model's own input example before the folder is written."""
     pyfunc, loaded = _open(tracking_uri, model_uri)
-    example = _example_inputs(loaded, pyfunc)
-    model = loaded.model
+    return export_loaded(loaded, _example_inputs(loaded, pyfunc), fmt, folder, model_uri)
+
+
+def export_loaded(
+    loaded: LoadedModel, example: tuple[torch.Tensor, ...], fmt: str, folder: Path, source: str
+) -> dict[str, Any]:
+    """``export_model`` of a model in memory (``source``: where it came from)."""
+    model = loaded.network
     with torch.no_grad():
         eager = model(*example)
     tmp = folder.with_name(f".{folder.name}.tmp")
@@ -421,13 +464,14 @@ def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> d
         if not error <= 1e-5:
             raise NasError(f"the {fmt} export differs from the eager model by {error:.2e}")
         split = {}
-        if loaded.schema.num_request_tokens or model.reads_history:
-            split = export_split(model, example, fmt, tmp)
+        if loaded.schema.num_request_tokens or loaded.model.reads_history:
+            split = export_split(loaded.model, example, fmt, tmp, loaded.fp8_sites)
             files |= split.pop("files")
         names = ["categorical", "multi_hot", "dense", "history"][: len(example)]
         meta = {
             "format": fmt,
-            "model_uri": model_uri,
+            "model_uri": source,
+            "precision": loaded.precision,
             "inputs": {n: list(t.shape[1:]) for n, t in zip(names, example, strict=True)},
             "output": "logit per row; probability = sigmoid(logit)"
             if not loaded.schema.labels
@@ -506,11 +550,18 @@ def _split_example(model, example: tuple[torch.Tensor, ...]):
     )
 
 
-def export_split(model, example, fmt: str, folder: Path) -> dict[str, Any]:
+def export_split(model, example, fmt: str, folder: Path, fp8_sites=()) -> dict[str, Any]:
     """``request`` and ``candidate`` programs beside the model (``fmt`` as it), checked:
-    candidate(request(R requests), C candidates, owner) == per-candidate scoring."""
-    requests, candidates, expected = _split_example(model, example)
+    candidate(request(R requests), C candidates, owner) == per-candidate scoring (with
+    ``fp8_sites`` served in FP8 in both)."""
     request_side, candidate_side = RequestSide(model).eval(), CandidateSide(model).eval()
+    if fp8_sites:
+        request_side = Dispatched(request_side, model, fp8_sites).eval()
+        candidate_side = Dispatched(candidate_side, model, fp8_sites).eval()
+        with Fp8Dispatch(model, fp8_sites):
+            requests, candidates, expected = _split_example(model, example)
+    else:
+        requests, candidates, expected = _split_example(model, example)
     with torch.no_grad():
         state = request_side(*requests)
     r, c = torch.export.Dim("requests", min=2), torch.export.Dim("candidates", min=2)
@@ -544,6 +595,8 @@ def export_split(model, example, fmt: str, folder: Path) -> dict[str, Any]:
 def _save_program(module, args, shapes, fmt: str, path: Path):
     """``module`` exported (batch dimensions dynamic) or traced, saved at ``path``, loaded back."""
     if fmt == "torch-export":
+        if isinstance(module, Dispatched):  # forward(*args): one parameter holds them all
+            shapes = (shapes,)
         with torch.no_grad():
             program = torch.export.export(module, args, dynamic_shapes=shapes)
         torch.export.save(program, path)
