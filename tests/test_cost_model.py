@@ -120,7 +120,7 @@ def _config(objective) -> dict:
         ({"name": "latency", "target": "cpu", "precision": "fp8"}, "prices fp32; got 'fp8'"),
         ({"name": "latency", "target": "cpu", "precision": "fp8-dispatch"}, "on a GPU target"),
         (
-            {"name": "serving_latency", "target": "h200", "precision": "fp8-dispatch"},
+            {"name": "serving_latency", "target": "cpu", "precision": "fp8-dispatch"},
             "fp8-dispatch (each candidate probed",
         ),
         ({"name": "latency", "target": "h200", "candidates": 5}, "latency does not take it"),

@@ -149,3 +149,45 @@ def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
     message = " ".join(bad.stderr.split())
     assert bad.returncode == 2 and "mlflow.db is not a sqlite database" in message, bad.stderr
     assert "Training" not in bad.stdout + bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("spec_file", ["dcnv2.json", "modern/rocs.json"])
+def test_serving_latency_in_fp8_dispatch_prices_each_site_at_the_requests_sizes(
+    ml100k, spec_file: str
+) -> None:
+    """The probe records each site's rows in a request of C candidates (request side once,
+    candidate side per candidate); ``serving_latency`` in fp8-dispatch is the BF16 request
+    estimate less what FP8 saves at the safe sites, priced at those rows."""
+    from nas.arch.cost import request_estimate
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
+    from nas.search.objectives import cost_values, serving_fp8_saving
+    from nas.service.config import validate_config
+    from workers.fp8_probe import serving_rows
+
+    spec = ArchSpec.load(f"examples/specs/{spec_file}")
+    model = build_model(spec, ml100k.schema).eval()
+    rows = serving_rows(model, ml100k.features("valid")[torch.arange(8)].inputs())
+    assert rows["top.layers.2"] == (0, 1)  # after the request's share: per candidate
+    if spec_file == "modern/rocs.json":  # the request features' share of the top, once
+        assert rows["top.layers.0[:, 0:128]"] == (1, 0)
+        assert rows["tokens.history.layers.0.f1"][1] == 0  # the history, once per request
+    h200 = get_target("h200")
+    sites = [
+        {"name": n, "safe": True, "in_features": 4096, "out_features": 4096}
+        | {"request_rows": a, "candidate_rows": b}
+        for n, (a, b) in rows.items()
+    ]
+    few, many = serving_fp8_saving(sites, h200, 10), serving_fp8_saving(sites, h200, 10_000)
+    assert 0 <= few <= many and many > 0
+    assert serving_fp8_saving([s | {"safe": False} for s in sites], h200, 10_000) == 0
+    objective = {"name": "serving_latency", "target": "h200", "precision": "fp8-dispatch"}
+    config = validate_config(
+        {"name": "c", "space": {"name": "ctr_stack"}, "objectives": ["ne", objective]}
+    )
+    priced = cost_values(config.objectives, spec, ml100k.schema, metrics={"fp8": {"sites": sites}})
+    bf16 = request_estimate(spec, ml100k.schema, h200, "bf16", 100).seconds
+    saved = serving_fp8_saving(sites, h200, 100)
+    assert priced["serving_latency"] == pytest.approx((bf16 - saved) * 1e6)
+    unprobed = cost_values(config.objectives, spec, ml100k.schema)
+    assert unprobed["serving_latency"] == pytest.approx(bf16 * 1e6)

@@ -91,6 +91,10 @@ class Site:
     precision: str = "bf16"  # the dispatch plan's choice
     bf16_us: float = 0.0  # estimated at the serving batch
     fp8_us: float = 0.0
+    # its input rows in one request of C candidates, scored request-oriented (as served):
+    # request_rows + candidate_rows * C
+    request_rows: float = 0.0
+    candidate_rows: float = 0.0
 
     @property
     def outlier_ratio(self) -> float:
@@ -191,12 +195,45 @@ def probe(
             site.safe = site.ne_delta <= threshold
         with SimulatedFp8(model, [n for n, site in sites.items() if site.safe]):
             all_safe = evaluate_ne(model)
+    for name, (per_request, per_candidate) in serving_rows(model, batches[0]).items():
+        if name in sites:
+            sites[name].request_rows, sites[name].candidate_rows = per_request, per_candidate
     result = ProbeResult(base, all_safe, threshold, list(sites.values()))
     plan_dispatch(result, target, batch)
     result.sites_in_fp8 = [s.name for s in result.sites if s.precision == "fp8"]
     with torch.no_grad(), Fp8Dispatch(model, result.sites_in_fp8):
         result.ne_dispatched = evaluate_ne(model)
     return result
+
+
+def serving_rows(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, tuple]:
+    """Each site's input rows in one request of C candidates, as (a, b): a + b C. Recorded
+    with request-oriented scoring on 2 requests of 1, then of 2 candidates each (from the
+    first 4 rows of ``inputs``); empty for a model that does not score requests."""
+    if not hasattr(model, "split_inputs") or inputs[0].shape[0] < 4:
+        return {}
+    request, candidates = model.split_inputs(*inputs)
+    requests = 2
+    first = type(request)(
+        request.categorical[:requests],
+        request.multi_hot[:requests],
+        None if request.history is None else request.history[:requests],
+    )
+    counts = []
+    for each in (1, 2):
+        n = requests * each
+        chosen = type(candidates)(
+            candidates.categorical[:n], candidates.multi_hot[:n], candidates.dense[:n]
+        )
+        recorder = _Recorder(model)
+        with torch.no_grad(), recorder:
+            model.score_requests(first, chosen, torch.arange(n) % requests)
+        counts.append({k: sum(x.shape[0] for x in xs) for k, xs in recorder.inputs.items()})
+    out = {}
+    for name in counts[0].keys() & counts[1].keys():
+        per_candidate = (counts[1][name] - counts[0][name]) / requests
+        out[name] = (counts[0][name] / requests - per_candidate, per_candidate)
+    return out
 
 
 def plan_dispatch(result: ProbeResult, target: Target, batch: int) -> None:

@@ -312,6 +312,7 @@ def _probe(model, train_rows, held_out, data: TrialData, config: TrainConfig, se
         settings["batch"],
     )
     keep = ("name", "safe", "precision", "ne_delta", "bf16_us", "fp8_us")
+    keep += ("in_features", "out_features", "request_rows", "candidate_rows")
     return {
         "target": result.target,
         "batch": result.batch,

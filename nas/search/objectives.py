@@ -112,12 +112,11 @@ def check_cost_options(objective, where: str) -> None:
     offered = ("fp32",) if objective.target == "cpu" else GPU_PRECISIONS
     precision = objective.precision or DEFAULT_PRECISION.get(objective.target, "bf16")
     if precision == FP8_DISPATCH:
-        if objective.name != "latency" or objective.target == "cpu":
+        if objective.target == "cpu":
             raise ConfigError(
                 f"{where}.precision",
                 "fp8-dispatch (each candidate probed, FP8 where safe and faster) prices "
-                f"latency on a GPU target; {objective.name} on {objective.target} prices "
-                f"{', '.join(offered)}",
+                f"on a GPU target only; {objective.name} on cpu prices {', '.join(offered)}",
             )
         return
     if precision not in offered:
@@ -153,10 +152,15 @@ def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dic
             continue
         target = get_target(o.target, threads)
         precision = o.precision or DEFAULT_PRECISION.get(o.target, "bf16")
-        if precision == FP8_DISPATCH:
+        plan = (metrics or {}).get("fp8")
+        if precision == FP8_DISPATCH and o.name == "serving_latency":
+            candidates = o.candidates or SERVING_CANDIDATES
+            seconds = request_estimate(spec, schema, target, "bf16", candidates).seconds
+            if plan:
+                seconds -= serving_fp8_saving(plan["sites"], target, candidates)
+        elif precision == FP8_DISPATCH:
             batch = o.batch or DEFAULT_BATCH
             seconds = batch_estimate(spec, schema, target, "bf16", batch).seconds / batch
-            plan = (metrics or {}).get("fp8")
             if plan:
                 seconds -= (plan["latency_bf16_us"] - plan["latency_dispatch_us"]) / 1e6 / batch
         elif o.name == "latency":
@@ -168,6 +172,25 @@ def cost_values(objectives, spec, schema, threads: int = 1, metrics=None) -> dic
             ).seconds
         values[o.name] = seconds * 1e6
     return values
+
+
+def serving_fp8_saving(sites: list[dict], target, candidates: int) -> float:
+    """Seconds FP8 saves on one request of ``candidates``: at each site the probe found safe
+    and the cost model prices faster in FP8 at the request's own sizes (its request-side
+    rows once, its candidate-side rows per candidate). A plan from before the probe
+    recorded those rows saves nothing."""
+    from blocks.gemm import Gemm
+    from nas.arch.cost.roofline import gemm_estimate
+
+    saved = 0.0
+    for site in sites:
+        if not site["safe"] or "candidate_rows" not in site:
+            continue
+        rows = site["request_rows"] + site["candidate_rows"] * candidates
+        gemm = Gemm(max(1, round(rows)), site["out_features"], site["in_features"])
+        bf16, fp8 = (gemm_estimate(gemm, target, p).seconds for p in ("bf16", "fp8"))
+        saved += max(0.0, bf16 - fp8)
+    return saved
 
 
 PER_LABEL = ("ne", "auc", "logloss", "gauc", "gauc_request")  # measured per label: "ne:click"
