@@ -6,9 +6,11 @@
 Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32 and bf16 at a large
 batch, against the CPU's at the same batch; and, at a short budget in fp32, the NE the GPU
 reaches against the CPU's from the same seed (the same weights at the start; float rounding
-apart, the same training). Then the setup jobs of one-shot and DNAS searches (a supernet
-trained and its members scored; a DNAS job, each relaxation's draws read back) on the GPU
-and on the CPU from the same seed: steps/s and the members they pick. Prints tables; with
+apart, the same training); and DCNv2's bf16 throughput with its rows kept on the host
+(each batch copied on a side stream while the step before computes). Then the setup jobs
+of one-shot and DNAS searches (a supernet trained and its members scored; a DNAS job, its
+draws read back) on the GPU and on the CPU from the same seed: steps/s and the members
+they pick. Prints tables; with
 ``--out``, writes ``gpu_check.json`` there. Not measured yet: fp8-dispatch training (not on
 the training path).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -137,6 +140,13 @@ def main() -> None:
             for precision in ("fp32", "bf16") if device == "cuda" else ("fp32",):
                 run = _trained(spec, data, steps, args.batch, precision, device)
                 rows.append({"spec": name, "kind": "throughput", **run})
+        if cuda and name == SPECS[0]:  # the rows kept on the host, copied on a side stream
+            os.environ["RECNAS_GPU_ROWS"] = "host"
+            try:
+                run = _trained(spec, data, args.steps, args.batch, "bf16", "cuda")
+            finally:
+                del os.environ["RECNAS_GPU_ROWS"]
+            rows.append({"spec": name, "kind": "throughput, rows on host", **run})
         for device in devices:  # the same seed, the same short budget: do they agree?
             run = _trained(spec, data, args.agree_steps, 1024, "fp32", device)
             rows.append({"spec": name, "kind": "agreement", **run})

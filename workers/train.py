@@ -15,6 +15,7 @@ waits for the GPU); held-out logits come back to the host once per evaluation.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -289,26 +290,45 @@ def batch_loss(model, inputs, label: torch.Tensor, precision: str = "fp32") -> t
 class DeviceRows:
     """The training rows as a model on ``device`` reads each step's batch: on the CPU, as
     they are; on a GPU, moved there once when they take at most ``RESIDENT_SHARE`` of its
-    free memory (each batch then gathered on the GPU), else each batch gathered on the host
-    and its inputs copied."""
+    free memory (each batch then gathered on the GPU), else kept on the host: each batch
+    gathered there into pinned memory and copied on a side stream while the step before it
+    computes (``RECNAS_GPU_ROWS=host`` keeps them on the host whatever their size)."""
 
     def __init__(self, data: Features, device: torch.device):
         self.device = device
-        self.resident = device.type == "cpu" or _fits(data, device)
+        self.resident = device.type != "cuda" or _fits(data, device)
         self.data = data.to(device) if self.resident and device.type != "cpu" else data
+        self.stream = None if self.resident else torch.cuda.Stream(device)
+        self._prefetched: tuple[torch.Tensor, tuple[torch.Tensor, ...]] | None = None
 
-    def batch(self, rows: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """(the model's inputs, the labels) of ``rows`` (row ids on the host)."""
+    def batch(
+        self, rows: torch.Tensor, following: torch.Tensor | None = None
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """(the model's inputs, the labels) of ``rows`` (row ids on the host). ``following``:
+        the next step's rows, copied meanwhile when the rows live on the host."""
         if self.resident:
             batch = self.data[rows.to(self.device)]
             return batch.inputs(), batch.label
+        found = self._prefetched
+        tensors = found[1] if found is not None and found[0] is rows else self._copy(rows)
+        current = torch.cuda.current_stream(self.device)
+        current.wait_stream(self.stream)
+        for t in tensors:
+            t.record_stream(current)  # its memory is not reused before this step is done
+        self._prefetched = None if following is None else (following, self._copy(following))
+        return tensors[:-1], tensors[-1]
+
+    def _copy(self, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The batch's inputs and labels, gathered on the host, copied on the side stream."""
         batch = self.data[rows]
-        return tuple(t.to(self.device) for t in batch.inputs()), batch.label.to(self.device)
+        host = [t.pin_memory() for t in (*batch.inputs(), batch.label)]
+        with torch.cuda.stream(self.stream):
+            return tuple(t.to(self.device, non_blocking=True) for t in host)
 
 
 def _fits(data: Features, device: torch.device) -> bool:
-    if device.type != "cuda":
-        return True
+    if os.environ.get("RECNAS_GPU_ROWS") == "host":
+        return False
     free, _ = torch.cuda.mem_get_info(device)
     return data.nbytes <= RESIDENT_SHARE * free
 
@@ -385,8 +405,10 @@ def train(
     done = 0
     model.train()
     start = time.perf_counter()
+    upcoming = my_rows(batches.next())
     for step in range(config.steps):
-        inputs, label = rows.batch(my_rows(batches.next()))
+        now, upcoming = upcoming, (my_rows(batches.next()) if step + 1 < config.steps else None)
+        inputs, label = rows.batch(now, following=upcoming)
         optimizers.zero_grad(step)
         loss = batch_loss(model, inputs, label, config.precision)
         losses.add(mean_across(loss), step)  # on the CPU, read before the step is taken
