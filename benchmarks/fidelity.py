@@ -1,7 +1,7 @@
 """How well a short training ranks architectures the way a full one does.
 
     python benchmarks/fidelity.py [--archs 20] [--steps 400 800 2000 4000]
-        [--select-every N] [--fresh]
+        [--select-every N] [--also-seed S] [--fresh]
 
 Draws ``--archs`` architectures of ``ctr_stack`` (the options of examples/searches/
 ctr_quick.yaml, seed 0) and trains each on MovieLens-1M at every step budget in
@@ -18,6 +18,11 @@ NE rankings, both for separate trainings and for the checkpoints of the longest 
 many of the longer budget's best five the shorter keeps in its own best five; how many
 architectures end worse at the longest budget than at the one before (overfitting past an
 epoch); then every architecture's NE at every budget. NE is on the whole validation split.
+
+With ``--also-seed S`` the architectures are also trained at the longest budget from training
+seed ``S``: the Kendall tau between the two seeds' rankings is the ceiling of any ranking of
+this space on this data (no estimate can agree with full training better than full training
+agrees with itself), printed beside the others.
 
 Results are kept, one line per training, in ``--out`` (default nas-runs/fidelity/
 results.jsonl); a second run trains only what is missing (``--fresh`` starts over).
@@ -52,6 +57,9 @@ def main() -> int:
     parser.add_argument(
         "--select-every", type=int, default=0, help="keep each training's best check (0: last)"
     )
+    parser.add_argument(
+        "--also-seed", type=int, help="also train at the longest budget from this seed"
+    )
     args = parser.parse_args()
     if args.archs < 3 or len(args.steps) < 2 or min(args.steps) < 1:
         parser.error("needs at least 3 architectures and 2 positive step budgets")
@@ -61,18 +69,25 @@ def main() -> int:
     specs = draw(args.archs, args.dataset, args.seed)
     kept = load(args.out, args.fresh)
     jobs = [
-        (spec.to_dict(), s)
+        (spec.to_dict(), s, args.seed)
         for spec in specs
         for s in steps
         if (spec.arch_id, s, args.seed, args.select_every) not in kept
     ]
+    if args.also_seed is not None:
+        jobs += [
+            (spec.to_dict(), steps[-1], args.also_seed)
+            for spec in specs
+            if (spec.arch_id, steps[-1], args.also_seed, args.select_every) not in kept
+        ]
     jobs.sort(key=lambda job: -job[1])  # the longest first: the pool ends on short ones
     print(
         f"fidelity: {len(specs)} ctr_stack architectures on {args.dataset}, budgets {steps} "
         f"steps x {BATCH} rows, {args.workers} at a time, "
         + (f"best check every {args.select_every} steps" if args.select_every else "last step")
         + f"; {len(jobs)} trainings to run, "
-        f"{len(specs) * len(steps) - len(jobs)} kept in {args.out}",
+        f"{len(specs) * (len(steps) + (args.also_seed is not None)) - len(jobs)} kept in "
+        f"{args.out}",
         flush=True,
     )
     run(jobs, steps, args, kept)
@@ -80,6 +95,8 @@ def main() -> int:
 
     rows = len(load_dataset(args.dataset).split_rows("train"))
     report(specs, steps, (args.seed, args.select_every), kept, rows)
+    if args.also_seed is not None:
+        ceiling(specs, steps[-1], args, kept)
     return 0
 
 
@@ -124,7 +141,7 @@ def run(jobs, steps, args, kept) -> None:
     ):
         task = bar.add_task("trainings", total=len(jobs))
         futures = [
-            pool.submit(_train, spec, s, steps, args.seed, args.select_every) for spec, s in jobs
+            pool.submit(_train, spec, s, steps, seed, args.select_every) for spec, s, seed in jobs
         ]
         for future in as_completed(futures):
             row = future.result()
@@ -220,6 +237,25 @@ def report(specs, steps, run: tuple[int, int], kept, rows_per_epoch: int) -> Non
             ids[k], f"{row['flops']:.3g}", *(f"{ne[s][k]:.4f}" for s in steps), str(best)
         )
     console.print(detail)
+
+
+def ceiling(specs, steps: int, args, kept) -> None:
+    """The tau between two training seeds' rankings at ``steps``: the ceiling."""
+    from rich.console import Console
+    from scipy.stats import kendalltau
+
+    ids = [s.arch_id for s in specs]
+    first, second = (
+        [kept[(a, steps, seed, args.select_every)]["ne"] for a in ids]
+        for seed in (args.seed, args.also_seed)
+    )
+    tau = kendalltau(first, second).statistic
+    spread = sum(abs(x - y) for x, y in zip(first, second, strict=True)) / len(ids)
+    Console().print(
+        f"seed-to-seed ceiling at {steps} steps: Kendall tau {tau:.2f} between training seeds "
+        f"{args.seed} and {args.also_seed} over {len(ids)} architectures (mean |NE difference| "
+        f"{spread:.4f}); no ranking of this space can agree with full training better."
+    )
 
 
 if __name__ == "__main__":
