@@ -325,9 +325,6 @@ class SchemaFile(_Strict):
                 read(feature.action, "number", f"features[{i}].action")
         return {column: kind for column, (kind, _) in kinds.items()}
 
-    def feature_of(self, field: str) -> Feature:
-        return next(f for f in self.features if field in f.fields)
-
     def reading(self, column: str) -> Feature:
         """The (first) feature that reads source ``column``."""
         return next(f for f in self.features if column in f.columns)
