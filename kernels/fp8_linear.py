@@ -148,6 +148,37 @@ def _linear_args(input, weight, bias=None):
     return input, weight, bias
 
 
+class _Fp8LinearFn(torch.autograd.Function):
+    """Forward: the row-wise FP8 GEMM (weight quantised on every call: it changes each
+    step). Backward: straight through, in the inputs' precision, as if the forward had
+    been exact (the gradient FP8-aware training takes: the loss sees FP8's rounding, the
+    weights move by the full-precision gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        w_q, w_scale = quantise_rows(weight.detach())
+        return fp8_linear(x.detach(), w_q, w_scale, None if bias is None else bias.detach())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        rows = grad.reshape(-1, grad.shape[-1]).to(weight.dtype)
+        grad_x = (rows @ weight).reshape(x.shape).to(x.dtype)
+        grad_w = rows.t() @ x.reshape(-1, x.shape[-1]).to(weight.dtype)
+        grad_b = rows.sum(0) if ctx.has_bias else None
+        return grad_x, grad_w, grad_b
+
+
+class Fp8Training(LinearSites):
+    """Every site's forward as a row-wise FP8 GEMM, its backward straight through
+    (``_Fp8LinearFn``): training that sees FP8's rounding where a plan may serve FP8."""
+
+    def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        return _Fp8LinearFn.apply(x, weight, bias)
+
+
 class Dispatched(nn.Module):
     """``module`` run with the FP8 sites of ``owner`` (a model whose parameters ``module``
     reaches) as row-wise FP8 GEMMs: a plan served. ``torch.export`` traces those GEMMs into

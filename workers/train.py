@@ -14,6 +14,7 @@ waits for the GPU); held-out logits come back to the host once per evaluation.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -27,6 +28,7 @@ from torch import nn
 
 from kernels import rowwise_adam
 from kernels.backends import NATIVE_BACKENDS, check_backend
+from kernels.fp8_linear import Fp8Training
 from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
 from workers.data_parallel import check_batch, mean_across, my_rows, reduce_gradients, world
@@ -53,7 +55,10 @@ class TrainConfig:
     # "bf16": the model runs under torch.autocast(bfloat16), GEMMs and attention in bfloat16,
     # weights, optimizer state and the loss in float32 (mixed precision). It pays on a CPU
     # with native bfloat16 GEMMs (AVX512-BF16, AMX) for MLP-heavy models
-    # (docs/models-and-data.md); elsewhere the casts cost more than they save.
+    # (docs/models-and-data.md); elsewhere the casts cost more than they save. "fp8": bf16,
+    # and every GEMM site's forward a row-wise FP8 GEMM, straight-through backward
+    # (``kernels.fp8_linear.Fp8Training``): FP8's rounding seen while training. Evaluation
+    # runs in float32, as after bf16.
     precision: str = "fp32"  # one of TRAIN_PRECISIONS
 
     def __post_init__(self) -> None:
@@ -282,7 +287,9 @@ class Optimizers:
 
 def batch_loss(model, inputs, label: torch.Tensor, precision: str = "fp32") -> torch.Tensor:
     """The mean logloss of one batch (over its labels too, for several)."""
-    with torch.autocast(label.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+    mixed = precision in ("bf16", "fp8")
+    fp8 = Fp8Training(model) if precision == "fp8" else contextlib.nullcontext()
+    with torch.autocast(label.device.type, dtype=torch.bfloat16, enabled=mixed), fp8:
         logits = model(*inputs)
     return F.binary_cross_entropy_with_logits(logits.float(), label)
 

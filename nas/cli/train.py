@@ -40,8 +40,8 @@ def add_commands(commands) -> None:
         "--precision",
         choices=TRAIN_PRECISIONS,
         default="fp32",
-        help="fp32 (default), or bf16 mixed precision (faster for MLP-heavy models on a CPU "
-        "with native bfloat16)",
+        help="fp32 (default), bf16 mixed precision (faster for MLP-heavy models on a CPU "
+        "with native bfloat16), or fp8: bf16 with every GEMM's forward in row-wise FP8",
     )
     train.add_argument(
         "--device",
