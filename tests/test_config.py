@@ -102,7 +102,7 @@ def test_overrides_apply_to_nested_fields(tmp_path: Path) -> None:
         ({"objectives": [5]}, "objectives[0]", "must be a name or a mapping of name, direction"),
         ({"resources": {"concurrency": 0}}, "resources.concurrency", "greater than or equal"),
         ({"name": "has space"}, "name", "is not a search name: use 1-100 letters"),
-        ({"train": {"precision": "fp16"}}, "train.precision", "'fp32' or 'bf16'"),
+        ({"train": {"precision": "fp16"}}, "train.precision", "'fp32', 'bf16' or 'fp8'"),
         (
             {"space": {"name": "ctr_stack", "options": {"max_depth": -2}}},
             "space.options.max_depth",

@@ -300,5 +300,5 @@ def test_bf16_mixed_precision_learns_what_fp32_learns(ml100k):
 
 
 def test_an_unknown_precision_is_named():
-    with pytest.raises(ConfigError, match="precision: must be one of fp32, bf16, got 'fp16'"):
+    with pytest.raises(ConfigError, match="precision: must be one of fp32, bf16, fp8, got 'fp16'"):
         TrainConfig(precision="fp16")
