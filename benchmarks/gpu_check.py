@@ -3,16 +3,14 @@
     python benchmarks/gpu_check.py --out DIR    # on a machine with a CUDA GPU (gpu_check.sh)
     python benchmarks/gpu_check.py --smoke      # here: the CPU only, a few steps
 
-Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32 and bf16 at a large
-batch, against the CPU's at the same batch; and, at a short budget in fp32, the NE the GPU
+Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32, bf16 and fp8 (every
+GEMM's forward in row-wise FP8, ``torch._scaled_mm``) at a large batch, against the CPU's at the same batch; and, at a short budget in fp32, the NE the GPU
 reaches against the CPU's from the same seed (the same weights at the start; float rounding
 apart, the same training); and DCNv2's bf16 throughput with its rows kept on the host
 (each batch copied on a side stream while the step before computes). Then the setup jobs
 of one-shot and DNAS searches (a supernet trained and its members scored; a DNAS job, its
 draws read back) on the GPU and on the CPU from the same seed: steps/s and the members
-they pick. Prints tables; with
-``--out``, writes ``gpu_check.json`` there. Not measured yet: fp8-dispatch training (not on
-the training path).
+they pick. Prints tables; with ``--out``, writes ``gpu_check.json`` there.
 """
 
 from __future__ import annotations
@@ -137,7 +135,7 @@ def main() -> None:
         spec = ArchSpec.load(REPO / "examples" / "specs" / name)
         for device in devices:
             steps = args.steps if device == "cuda" else args.cpu_steps
-            for precision in ("fp32", "bf16") if device == "cuda" else ("fp32",):
+            for precision in ("fp32", "bf16", "fp8") if device == "cuda" else ("fp32",):
                 run = _trained(spec, data, steps, args.batch, precision, device)
                 rows.append({"spec": name, "kind": "throughput", **run})
         if cuda and name == SPECS[0]:  # the rows kept on the host, copied on a side stream
