@@ -5,8 +5,9 @@
 
 Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32, bf16 and fp8 (every
 GEMM's forward in row-wise FP8, ``torch._scaled_mm``) at a large batch, against the CPU's at
-the same batch; and, at a short budget in fp32, the NE the GPU reaches against the CPU's from the same seed (the same weights at the start; float rounding
-apart, the same training); and DCNv2's bf16 throughput with its rows kept on the host
+the same batch; and, at a short budget in fp32, the NE the GPU reaches against the CPU's
+from the same seed (the same weights at the start; float rounding apart, the same
+training); and DCNv2's bf16 throughput with its rows kept on the host
 (each batch copied on a side stream while the step before computes). Then the setup jobs
 of one-shot and DNAS searches (a supernet trained and its members scored; a DNAS job, its
 draws read back) on the GPU and on the CPU from the same seed: steps/s and the members
