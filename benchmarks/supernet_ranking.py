@@ -43,6 +43,7 @@ def main() -> int:
         default=0,
         help="re-fit each member's last layer this many steps before scoring (NASRec)",
     )
+    parser.add_argument("--seed", type=int, default=0, help="the supernet's seed")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -72,7 +73,7 @@ def main() -> int:
     settings = {
         "space": {"name": "ctr_stack", "options": SPACE_OPTIONS},
         "objectives": ["ne"],
-        "seed": 0,
+        "seed": args.seed,
         "threads": args.threads,
         "batch_size": 1024,
         "lr": 2e-3,
@@ -115,6 +116,7 @@ def main() -> int:
         "sampling": args.sampling,
         "eval_rows": args.eval_rows,
         "refit_steps": args.refit_steps,
+        "seed": args.seed,
         "supernet_seconds": trained,
         "tau": tau,
         "tau_ceiling": ceiling,
