@@ -122,12 +122,12 @@ def test_setup_jobs_train_on_another_device(xor, monkeypatch) -> None:
     monkeypatch.setattr(torch.fx.experimental._config, "meta_nonzero_assume_all_nonzero", True)
     meta = torch.device("meta")
     settings = oneshot_settings(steps=3)
-    net = job_supernet(settings, xor).to(meta)
+    net = job_supernet(settings, xor, meta)
     oneshot.train_supernet(net, xor, oneshot.OneShotSettings(**settings), None, lambda *_: None)
     assert {p.device for p in net.parameters()} == {meta}
 
     settings = dnas_settings(steps=4, warmup=0.5, relaxation="softmax", cost_reference=1.0)
-    job = dnas.Dnas(job_supernet(settings, xor).to(meta), xor, dnas.DnasSettings(**settings))
+    job = dnas.Dnas(job_supernet(settings, xor, meta), xor, dnas.DnasSettings(**settings))
     for _ in range(2):  # the warm-up: uniform members, weights only
         job.one_step()
     job.penalty_term().backward()  # the expected cost, differentiated to the logits

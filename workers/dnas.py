@@ -106,7 +106,7 @@ def run(
     device: torch.device = CPU,
 ) -> dict:
     s = DnasSettings(**settings)
-    net = job_supernet(settings, data).to(device)  # made on the host: the same weights
+    net = job_supernet(settings, data, device)
     check_relaxation(net, s.relaxation)
     return Dnas(net, data, s).run(checkpoint, progress)
 

@@ -75,7 +75,7 @@ def run(
     device: torch.device = CPU,
 ) -> dict:
     s = OneShotSettings(**settings)
-    net = job_supernet(settings, data).to(device)  # made on the host: the same weights
+    net = job_supernet(settings, data, device)
     train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
     scored = search_subnets(net, data, s, progress)

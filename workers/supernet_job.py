@@ -18,15 +18,16 @@ from workers.trial_data import TrialData
 Progress = Callable[[str, int, int], None]  # (phase, done, total): a job reports it
 
 
-def job_supernet(settings: dict[str, Any], data: TrialData):
+def job_supernet(settings: dict[str, Any], data: TrialData, device: str | torch.device = "cpu"):
     """What every job starts from: its thread count, the space, and the supernet, built
-    after seeding (so the same settings build the same weights)."""
+    after seeding (so the same settings build the same weights), on the host, then moved to
+    ``device`` (so a seed gives the same weights on any device)."""
     torch.set_num_threads(settings["threads"])
     space_config = settings["space"]
     inputs = SpaceInputs.of(data.schema)
     space = create_space(space_config["name"], space_config["options"], inputs)
     torch.manual_seed(settings["seed"])
-    return build_supernet(space, data.schema, _cost(settings))
+    return build_supernet(space, data.schema, _cost(settings)).to(device)
 
 
 def _cost(settings: dict[str, Any]):

@@ -285,11 +285,16 @@ class Optimizers:
             opt.load_state_dict(state)
 
 
-def batch_loss(model, inputs, label: torch.Tensor, precision: str = "fp32") -> torch.Tensor:
-    """The mean logloss of one batch (over its labels too, for several)."""
+def batch_loss(
+    model, inputs, label: torch.Tensor, precision: str = "fp32", fp8: Fp8Training | None = None
+) -> torch.Tensor:
+    """The mean logloss of one batch (over its labels too, for several); ``fp8``: the
+    model's FP8 training mode (precision fp8), made once per training."""
     mixed = precision in ("bf16", "fp8")
-    fp8 = Fp8Training(model) if precision == "fp8" else contextlib.nullcontext()
-    with torch.autocast(label.device.type, dtype=torch.bfloat16, enabled=mixed), fp8:
+    with (
+        torch.autocast(label.device.type, dtype=torch.bfloat16, enabled=mixed),
+        fp8 if fp8 is not None else contextlib.nullcontext(),
+    ):
         logits = model(*inputs)
     return F.binary_cross_entropy_with_logits(logits.float(), label)
 
@@ -409,6 +414,7 @@ def train(
     rows = DeviceRows(data, device)
     optimizers = Optimizers(model, config)
     losses = Losses(config.steps, read_every(device))
+    fp8 = Fp8Training(model) if config.precision == "fp8" else None  # its sites, named once
     done = 0
     model.train()
     start = time.perf_counter()
@@ -417,7 +423,7 @@ def train(
         now, upcoming = upcoming, (my_rows(batches.next()) if step + 1 < config.steps else None)
         inputs, label = rows.batch(now, following=upcoming)
         optimizers.zero_grad(step)
-        loss = batch_loss(model, inputs, label, config.precision)
+        loss = batch_loss(model, inputs, label, config.precision, fp8)
         losses.add(mean_across(loss), step)  # on the CPU, read before the step is taken
         loss.backward()
         reduce_gradients(model)
