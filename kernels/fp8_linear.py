@@ -172,10 +172,17 @@ class _Fp8LinearFn(torch.autograd.Function):
 
 
 class Fp8Training(LinearSites):
-    """Every site's forward as a row-wise FP8 GEMM, its backward straight through
-    (``_Fp8LinearFn``): training that sees FP8's rounding where a plan may serve FP8."""
+    """The forward of every site in ``fp8_sites`` (None: every site) as a row-wise FP8 GEMM,
+    its backward straight through (``_Fp8LinearFn``): training that sees FP8's rounding where
+    a plan serves FP8. Other sites run as they are (in bf16, under training's autocast)."""
+
+    def __init__(self, model: nn.Module, fp8_sites: Iterable[str] | None = None):
+        super().__init__(model)
+        self.fp8_sites = None if fp8_sites is None else frozenset(fp8_sites)
 
     def at_site(self, name: str, x, weight, bias) -> torch.Tensor:
+        if self.fp8_sites is not None and name not in self.fp8_sites:
+            return F.linear(x, weight, bias)
         return _Fp8LinearFn.apply(x, weight, bias)
 
 

@@ -12,8 +12,11 @@ import torch
 from kernels.fp8_linear import Fp8Dispatch, LinearSites
 from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
-from nas.service.serving import LoadedModel, export_loaded, fp8_plan_sites
+from nas.service.registry import Trial
+from nas.service.retrain import _Picked
+from nas.service.serving import LoadedModel, export_loaded
 from tests.test_search import REPO
+from workers.fp8_probe import fp8_plan_sites
 
 
 class _Names(LinearSites):
@@ -74,6 +77,10 @@ def test_the_plans_fp8_sites_are_read_from_a_trials_probe() -> None:
     }
     assert fp8_plan_sites({"ne": 0.8, "fp8": plan}) == ["cross.0", "top.1"]
     assert fp8_plan_sites({"ne": 0.8}) is None and fp8_plan_sites(None) is None
+    # a retrain's pick carries them: with train.precision fp8 it trains those sites in FP8
+    probed = Trial(number=3, arch_id="a" * 16, spec={}, metrics={"ne": 0.8, "fp8": plan})
+    assert _Picked(probed, "best").pick().fp8_sites == ["cross.0", "top.1"]
+    assert _Picked(Trial(number=4, arch_id="b" * 16, spec={}), "best").pick().fp8_sites is None
 
 
 def test_the_exported_programs_carry_the_fp8_gemms(ml100k, tmp_path: Path) -> None:

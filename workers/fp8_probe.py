@@ -312,3 +312,11 @@ def probe_trained(
         return evaluate(candidate, held_out, rates, config.eval_batch_size)["ne"]
 
     return probe(model, batches, ne, threshold, target, batch)
+
+
+def fp8_plan_sites(metrics: dict | None) -> list[str] | None:
+    """The sites a trial's FP8 probe planned in FP8 (None: the trial was not probed)."""
+    plan = (metrics or {}).get("fp8")
+    if not plan:
+        return None
+    return [site["name"] for site in plan["sites"] if site["precision"] == "fp8"]

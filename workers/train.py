@@ -60,6 +60,9 @@ class TrainConfig:
     # (``kernels.fp8_linear.Fp8Training``): FP8's rounding seen while training. Evaluation
     # runs in float32, as after bf16.
     precision: str = "fp32"  # one of TRAIN_PRECISIONS
+    # precision "fp8" only: the sites trained in FP8 (a dispatch plan's, as ``nas retrain``
+    # passes them); the others in bf16. None: every site.
+    fp8_sites: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.precision not in TRAIN_PRECISIONS:
@@ -67,6 +70,12 @@ class TrainConfig:
                 "precision",
                 f"must be one of {', '.join(TRAIN_PRECISIONS)}, got {self.precision!r}",
             )
+        if self.fp8_sites is not None:
+            if self.precision != "fp8":
+                raise ConfigError(
+                    "fp8_sites", f"apply to precision fp8 only, not {self.precision!r}"
+                )
+            object.__setattr__(self, "fp8_sites", tuple(self.fp8_sites))  # from JSON: a list
         for name in ("steps", "batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -414,7 +423,8 @@ def train(
     rows = DeviceRows(data, device)
     optimizers = Optimizers(model, config)
     losses = Losses(config.steps, read_every(device))
-    fp8 = Fp8Training(model) if config.precision == "fp8" else None  # its sites, named once
+    # its sites named once per training
+    fp8 = Fp8Training(model, config.fp8_sites) if config.precision == "fp8" else None
     done = 0
     model.train()
     start = time.perf_counter()

@@ -142,6 +142,8 @@ class RetrainPick(Strict):
     spec: dict[str, Any]
     picked_as: list[str]  # knee, best, front, trial N, arch_id, baseline
     trial: int | None = None  # its trial number in the search that found it
+    # the sites its FP8 probe planned in FP8 (None: not probed); precision fp8 trains those
+    fp8_sites: list[str] | None = None
 
 
 class RegisterConfig(Strict):

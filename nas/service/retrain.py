@@ -39,6 +39,7 @@ from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED, RETRAIN_KIND
 from nas.service.retrain_report import retrain_report
 from nas.service.summary import summarize
+from workers.fp8_probe import fp8_plan_sites
 from workers.messages import TrialRequest, TrialSettings
 
 TRAIN_ON = {"train": ("train",), "train+valid": ("train", "valid")}
@@ -120,6 +121,7 @@ class _Picked:
             spec=t.spec,
             picked_as=[self.why],
             trial=t.number,
+            fp8_sites=fp8_plan_sites(t.metrics),
         )
 
 
@@ -268,6 +270,10 @@ class RetrainController(Controller):
         """A retrain trial keeps its trained weights (for ``--register``)."""
         arch_id = ArchSpec.from_dict(trial.spec).arch_id
         path = weights_file(self.search.id, arch_id, settings.train.seed)
+        sites = self.retrain.picks[trial.job["pick"]].fp8_sites
+        if settings.train.precision == "fp8" and sites is not None:  # its plan's sites only
+            train = dataclasses.replace(settings.train, fp8_sites=tuple(sites))
+            settings = dataclasses.replace(settings, train=train)
         return dataclasses.replace(super().request(trial, settings), save_weights=str(path))
 
     def _estimate(self, trial: Trial) -> dict[str, float]:

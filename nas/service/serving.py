@@ -42,6 +42,7 @@ from nas.core.errors import ConfigError, NasError
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm
 from nas.data.schema import Features, Schema
+from workers.fp8_probe import fp8_plan_sites
 
 MODEL_FILE, WEIGHTS_FILE = "recnas_model.json", "weights.pt"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -274,14 +275,6 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
     uri, _ = tracking_store(config)
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
-
-
-def fp8_plan_sites(metrics: dict | None) -> list[str] | None:
-    """The sites a trial's FP8 probe planned in FP8 (None: the trial was not probed)."""
-    plan = (metrics or {}).get("fp8")
-    if not plan:
-        return None
-    return [site["name"] for site in plan["sites"] if site["precision"] == "fp8"]
 
 
 def _arch_id(spec: dict) -> str:

@@ -143,3 +143,26 @@ def test_a_model_trains_in_fp8_close_to_fp32(ml100k) -> None:
         train(model, rows, TrainConfig(steps=60, batch_size=512, precision=precision))
         ne[precision] = evaluate(model, held.without_history(), ml100k.positive_rate(), 4096)["ne"]
     assert ne["fp8"] != ne["fp32"] and abs(ne["fp8"] - ne["fp32"]) < 0.01
+
+
+def test_fp8_training_keeps_to_the_plans_sites() -> None:
+    from kernels.fp8_linear import Fp8Training, fp8_linear, quantise_rows
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 32)
+    with Fp8Training(model, ["1"]):  # the plan: the second layer only
+        y = model(x)
+    hidden = model[0](x)  # the first layer as it is
+    w_q, w_scale = quantise_rows(model[1].weight.detach())
+    want = fp8_linear(hidden.detach(), w_q, w_scale, model[1].bias.detach())
+    assert torch.equal(y.detach(), want)
+
+
+def test_fp8_sites_apply_to_fp8_training_only() -> None:
+    from nas.core.errors import ConfigError
+    from workers.train import TrainConfig
+
+    assert TrainConfig(precision="fp8", fp8_sites=["top.0"]).fp8_sites == ("top.0",)
+    with pytest.raises(ConfigError, match="fp8_sites"):
+        TrainConfig(precision="bf16", fp8_sites=["top.0"])
