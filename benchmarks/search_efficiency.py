@@ -250,14 +250,14 @@ def ranking_fidelity(oneshot: dict, random: dict, args) -> dict:
 
     from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
-    from workers.oneshot import SubnetScorer, load_supernet
+    from workers.oneshot import load_supernets
     from workers.trial_data import TrialData
 
     (job,) = [t for t in oneshot["jobs"] if t.kind == "supernet"]
     settings = job.job["settings"]
     data = TrialData.from_prepared(load_dataset(args.dataset), "valid")
-    net = load_supernet(settings, data, job.checkpoint)
-    score = SubnetScorer(net, data, settings["eval_rows"], settings["seed"])
+    trained = load_supernets(settings, data, job.checkpoint)
+    score = trained.scorer(data, settings["eval_rows"], settings["seed"])
     pairs = [
         (score(ArchSpec.from_dict(t.spec))["ne"], t.metrics["ne"])
         for t in random["trials"]

@@ -2,7 +2,8 @@
 the seed-to-seed ceiling (issue 36).
 
     python benchmarks/supernet_ranking.py [--results nas-runs/fidelity/ceiling-schema.jsonl]
-        [--steps 2000] [--sampling uniform|sandwich] [--eval-rows 50000] [--json]
+        [--steps 2000] [--sampling uniform|sandwich] [--few-shot DECISION ...]
+        [--few-shot-steps 1000] [--refit-steps 0] [--eval-rows 50000] [--seed 0] [--json]
 
 Reads the stand-alone results ``benchmarks/fidelity.py --also-seed S`` kept (the same
 architectures of ``ctr_stack`` trained at the longest budget from two training seeds), trains
@@ -36,6 +37,14 @@ def main() -> int:
     parser.add_argument("--dataset", default="movielens-1m")
     parser.add_argument("--steps", type=int, default=2000, help="supernet training steps")
     parser.add_argument("--sampling", choices=("uniform", "sandwich"), default="uniform")
+    parser.add_argument(
+        "--few-shot",
+        nargs="+",
+        default=[],
+        metavar="DECISION",
+        help="split the space by these decisions' values, one sub-supernet per family",
+    )
+    parser.add_argument("--few-shot-steps", type=int, default=1000)
     parser.add_argument("--eval-rows", type=int, default=50_000)
     parser.add_argument(
         "--refit-steps",
@@ -81,6 +90,8 @@ def main() -> int:
         "steps": args.steps,
         "sampling": args.sampling,
         "sandwich_paths": 2,
+        "few_shot": args.few_shot,
+        "few_shot_steps": args.few_shot_steps if args.few_shot else 0,
         "checkpoint_every": 10**9,
         "subnet_search": "evolution",
         "subnet_budget": 1,
@@ -90,20 +101,24 @@ def main() -> int:
     data = TrialData.from_prepared(load_dataset(args.dataset), "valid")
     began = time.perf_counter()
     with Progress(console=Console(stderr=True)) as bar:  # stdout: the table or the JSON
-        task = bar.add_task("supernet training", total=args.steps)
+        tasks: dict[str, int] = {}
+
+        def show(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)
+
         net = job_supernet(settings, data)
-        oneshot.train_supernet(
-            net,
-            data,
-            oneshot.OneShotSettings(**settings),
-            None,
-            lambda _phase, done, _total: bar.update(task, completed=done),
+        supernets, _ = oneshot.train_supernet(
+            net, data, oneshot.OneShotSettings(**settings), None, show
         )
     trained = time.perf_counter() - began
     if args.refit_steps:
-        estimated = [refit_ne(net, spec, data, args.refit_steps, args.eval_rows) for spec in specs]
+        estimated = [
+            refit_ne(supernets, spec, data, args.refit_steps, args.eval_rows) for spec in specs
+        ]
     else:
-        score = oneshot.SubnetScorer(net, data, args.eval_rows, 0)
+        score = supernets.scorer(data, args.eval_rows, 0)
         estimated = [score(spec)["ne"] for spec in specs]
     first = [alone[(s.arch_id, seeds[0])] for s in specs]
     second = [alone[(s.arch_id, seeds[1])] for s in specs]
@@ -114,6 +129,8 @@ def main() -> int:
         "stand_alone_steps": longest,
         "supernet_steps": args.steps,
         "sampling": args.sampling,
+        "few_shot": args.few_shot,
+        "few_shot_steps": settings["few_shot_steps"],
         "eval_rows": args.eval_rows,
         "refit_steps": args.refit_steps,
         "seed": args.seed,
@@ -127,7 +144,13 @@ def main() -> int:
         return 0
     Console().print(
         f"{len(specs)} architectures, stand-alone at {longest} steps; a supernet of "
-        f"{args.steps} steps ({args.sampling}, {trained / 60:.1f} min), each member's last "
+        f"{args.steps} steps ({args.sampling}"
+        + (
+            f", then {args.few_shot_steps} per family of {', '.join(args.few_shot)}"
+            if args.few_shot
+            else ""
+        )
+        + f", {trained / 60:.1f} min), each member's last "
         f"layer re-fit {args.refit_steps} steps, scored on "
         f"{args.eval_rows:,} validation rows:\n"
         f"  Kendall tau, supernet against stand-alone: {tau:.2f}\n"
@@ -137,7 +160,7 @@ def main() -> int:
     return 0
 
 
-def refit_ne(net, spec, data, steps: int, rows: int) -> float:
+def refit_ne(supernets, spec, data, steps: int, rows: int) -> float:
     """A member's NE after re-fitting its top MLP's last layer (all else frozen, as
     inherited) for ``steps`` steps on training rows: NASRec's post-training fine-tuning.
     Scored on the rows ``SubnetScorer`` uses (the same sample of the held-out split)."""
@@ -145,7 +168,8 @@ def refit_ne(net, spec, data, steps: int, rows: int) -> float:
 
     from workers.train import TrainConfig, evaluate, train
 
-    model = net.extract(spec)
+    family = None if supernets.split is None else supernets.split.index(spec)
+    model = supernets.net(family).extract(spec)
     model.requires_grad_(False)
     model.top.layers[-1].requires_grad_(True)
     train_rows = data.features("train", model.reads_history)

@@ -168,6 +168,12 @@ def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) ->
         ("rocs", "oneshot", "space.name: space 'rocs' has no supernet form"),
         ("hstu_seq", "dnas", "strategy.options.relaxation: gumbel mixes every candidate"),
         ("wukong", "dnas", "strategy.options.relaxation: gumbel mixes every candidate"),
+        (
+            "ctr_stack",
+            "{name: oneshot, options: {few_shot: [last.blok]}}",
+            "strategy.options.few_shot: names decisions of the space to split it by; ctr_stack "
+            "has no last.blok: its decisions are depth,",
+        ),
     ],
 )
 def test_a_space_the_strategy_cannot_search_exits_2_and_starts_nothing(
@@ -175,8 +181,7 @@ def test_a_space_the_strategy_cannot_search_exits_2_and_starts_nothing(
 ) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(
-        f"name: t\ndataset: movielens-100k\nspace: {{name: {space}}}\n"
-        f"strategy: {{name: {strategy}}}\n"
+        f"name: t\ndataset: movielens-100k\nspace: {{name: {space}}}\nstrategy: {strategy}\n"
     )
     runs = tmp_path / "runs"
     done = nas_here(runs, "submit", str(path))

@@ -16,8 +16,10 @@ search is deterministic and short, so it runs again rather than being checkpoint
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,7 @@ from nas.search.objectives import SERVING_CANDIDATES, get_objective
 from nas.search.pareto import nondominated_ranks
 from nas.search.strategies import SpaceExhausted, StrategyContext, create_strategy
 from nas.search.supernet import StackSupernet
+from nas.search.supernet.few_shot import FewShotSplit
 from workers import checkpoint as checkpoints
 from workers.metrics import binary_metrics
 from workers.supernet_job import Progress, job_supernet
@@ -65,6 +68,8 @@ class OneShotSettings:
     subnet_budget: int
     eval_rows: int
     picks: int
+    few_shot: tuple[str, ...] = ()  # decisions whose values split the space into families
+    few_shot_steps: int = 0  # each family's sub-supernet, after the shared training
 
 
 def run(
@@ -76,9 +81,9 @@ def run(
 ) -> dict:
     s = OneShotSettings(**settings)
     net = job_supernet(settings, data, device)
-    train_seconds = train_supernet(net, data, s, checkpoint, progress)
+    trained, train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
-    scored = search_subnets(net, data, s, progress)
+    scored = search_subnets(trained, data, s, progress)
     picks = pick_front(scored, s.objectives, s.picks)
     return {
         "picks": [{"spec": spec.to_dict(), "estimate": metrics} for spec, metrics in picks],
@@ -94,35 +99,138 @@ def run(
 # --- supernet training ---------------------------------------------------------------------
 
 
+@dataclass
+class Supernets:
+    """A one-shot job's trained weights: the shared supernet and, with ``few_shot``, one
+    sub-supernet per family of ``split`` (``states[i]``: family i's weights, the shared
+    supernet's shape). A member is scored with its family's weights."""
+
+    shared: StackSupernet
+    split: FewShotSplit | None = None
+    states: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+    def net(self, family: int | None) -> StackSupernet:
+        """The supernet of ``family`` (None: the shared one), a copy holding its weights."""
+        if family is None:
+            return self.shared
+        net = copy.deepcopy(self.shared)
+        net.load_state_dict(self.states[family])
+        return net
+
+    def scorer(self, data: TrialData, rows: int, seed: int) -> Callable[[ArchSpec], dict]:
+        """Scores members as ``SubnetScorer`` does, each with its family's weights (a
+        family's scorer made when one of its members is first scored)."""
+        made: dict[int | None, SubnetScorer] = {}
+
+        def score(spec: ArchSpec) -> dict[str, float]:
+            family = None if self.split is None else self.split.index(spec)
+            if family not in made:
+                made[family] = SubnetScorer(self.net(family), data, rows, seed)
+            return made[family](spec)
+
+        return score
+
+
 def train_supernet(
     net: StackSupernet, data: TrialData, s: OneShotSettings, path: str | None, progress: Progress
-) -> float:
-    """Train ``net`` for ``s.steps`` steps on the device it is on (resuming from ``path``);
+) -> tuple[Supernets, float]:
+    """Train ``net`` for ``s.steps`` steps on the device it is on, then, with ``few_shot``,
+    a copy of it per family for ``few_shot_steps`` each (resuming from ``path``, where each
+    phase's progress is kept); the trained weights (``net`` ends as the shared supernet) and
     the training seconds."""
-    device = device_of(net)
-    rows = DeviceRows(data.features("train", net.reads_history), device)
-    losses = Losses(s.steps, read_every(device))
-    config = TrainConfig(
-        steps=s.steps, batch_size=s.batch_size, lr=s.lr, embedding_lr=s.embedding_lr, seed=s.seed
-    )
-    batches = Batches(len(rows.data), s.batch_size, s.seed)
-    optimizers = Optimizers(net, config)
-    rng = np.random.default_rng(s.seed)
-    extremes = sandwich_extremes(net) if s.sampling == "sandwich" else []
-    step, seconds = 0, 0.0
+    split = FewShotSplit(net.space, s.few_shot) if s.few_shot else None
+    phases = 1 + (len(split.families) if split else 0)
     state = checkpoints.load(path) if path else None
+    phase = 0 if state is None else state.get("phase", 0)
+    shared = None if state is None else state.get("shared")
+    states = [] if state is None else list(state.get("families", []))
+    seconds = 0.0 if state is None else state["seconds"]
+    if state is not None and state.get("finished"):
+        net.load_state_dict(state["model"])
+        return Supernets(net, split, states), seconds
+    rows = DeviceRows(data.features("train", net.reads_history), device_of(net))
+    while phase < phases:
+        if phase > 0 and (state is None or state.get("phase", 0) != phase):
+            net.load_state_dict(shared)  # a family's sub-supernet starts as the shared one
+        if phase == 0:
+            draw = _path_draw(net, s)
+            name, steps, total, done = "supernet training", s.steps, s.steps, 0
+        else:
+            family = phase - 1
+            draw = lambda _rng, f=family: [split.sample(f, _rng)]  # noqa: E731
+            name, steps = "few-shot training", s.few_shot_steps
+            total, done = len(split.families) * steps, family * steps
+
+        def keep(extra, phase=phase, shared=shared, before=seconds) -> None:
+            context = {"phase": phase, "shared": shared, "families": states}
+            checkpoints.save(path, extra | context | {"seconds": before + extra["seconds"]})
+
+        seconds += _train_phase(
+            net,
+            rows,
+            s,
+            steps,
+            s.seed + phase,
+            draw,
+            state if state is not None and state.get("phase", 0) == phase else None,
+            keep if path else None,
+            lambda step, done=done, total=total, name=name: progress(name, done + step, total),
+        )
+        if phase == 0:
+            shared = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        else:
+            states.append({k: v.detach().clone() for k, v in net.state_dict().items()})
+        state, phase = None, phase + 1
+    if shared is not None and split is not None:
+        net.load_state_dict(shared)
+    if path:
+        checkpoints.save(
+            path,
+            {"finished": True, "model": net.state_dict(), "families": states, "seconds": seconds},
+        )
+    return Supernets(net, split, states), seconds
+
+
+def _path_draw(net: StackSupernet, s: OneShotSettings):
+    """The members one step of the shared supernet trains: one uniform draw, or the
+    sandwich (the largest, the smallest and ``sandwich_paths`` random ones)."""
+    extremes = sandwich_extremes(net) if s.sampling == "sandwich" else []
+    paths = s.sandwich_paths if s.sampling == "sandwich" else 1
+    return lambda rng: extremes + [net.space.sample(rng) for _ in range(paths)]
+
+
+def sandwich_extremes(net: StackSupernet) -> list[ArchSpec]:
+    """The largest and the smallest member by FLOPs among a fixed draw of members."""
+    rng = np.random.default_rng(0)
+    drawn = {spec.arch_id: spec for spec in (net.space.sample(rng) for _ in range(EXTREME_DRAWS))}
+    by_cost = sorted(drawn.values(), key=lambda spec: (analytic(spec, net)["flops"], spec.arch_id))
+    return [by_cost[-1], by_cost[0]]
+
+
+def _train_phase(net, rows, s, steps, seed, draw, state, keep, progress) -> float:
+    """``steps`` steps of ``net`` on the members ``draw(rng)`` gives each step, with a fresh
+    schedule (warm-up, cosine decay), from ``state`` when resuming; the seconds it took.
+    ``keep(state)`` checkpoints every ``checkpoint_every`` steps and at the end."""
+    config = TrainConfig(
+        steps=steps, batch_size=s.batch_size, lr=s.lr, embedding_lr=s.embedding_lr, seed=seed
+    )
+    losses = Losses(steps, read_every(device_of(net)))
+    batches = Batches(len(rows.data), s.batch_size, seed)
+    optimizers = Optimizers(net, config)
+    rng = np.random.default_rng(seed)
+    step, seconds = 0, 0.0
     if state is not None:
         net.load_state_dict(state["model"])
         optimizers.load_state_dict(state["optimizers"])
         batches.load_state_dict(state["batches"])
         rng.bit_generator.state = state["rng"]
-        step, seconds = state["step"], state["seconds"]
+        step = state["step"]
     net.train()
-    while step < s.steps:
+    while step < steps:
         began = time.perf_counter()
         inputs, label = rows.batch(batches.next())
         optimizers.zero_grad(step)
-        paths = extremes + [net.space.sample(rng) for _ in range(_random_paths(s))]
+        paths = draw(rng)
         tokens = net.embed(*inputs)
         loss = sum(
             torch.nn.functional.binary_cross_entropy_with_logits(net.logits(spec, tokens), label)
@@ -133,11 +241,10 @@ def train_supernet(
         optimizers.step()
         step += 1
         seconds += time.perf_counter() - began
-        progress("supernet training", step, s.steps)
-        if path and (step % s.checkpoint_every == 0 or step == s.steps):
+        progress(step)
+        if keep is not None and (step % s.checkpoint_every == 0 or step == steps):
             losses.read()  # a diverged loss fails before its weights are kept
-            checkpoints.save(
-                path,
+            keep(
                 {
                     "model": net.state_dict(),
                     "optimizers": optimizers.state_dict(),
@@ -145,22 +252,10 @@ def train_supernet(
                     "rng": rng.bit_generator.state,
                     "step": step,
                     "seconds": seconds,
-                },
+                }
             )
     losses.read()
     return seconds
-
-
-def _random_paths(s: OneShotSettings) -> int:
-    return s.sandwich_paths if s.sampling == "sandwich" else 1
-
-
-def sandwich_extremes(net: StackSupernet) -> list[ArchSpec]:
-    """The largest and the smallest member by FLOPs among a fixed draw of members."""
-    rng = np.random.default_rng(0)
-    drawn = {spec.arch_id: spec for spec in (net.space.sample(rng) for _ in range(EXTREME_DRAWS))}
-    by_cost = sorted(drawn.values(), key=lambda spec: (analytic(spec, net)["flops"], spec.arch_id))
-    return [by_cost[-1], by_cost[0]]
 
 
 # --- subnet search -------------------------------------------------------------------------
@@ -199,10 +294,11 @@ class SubnetScorer:
 
 
 def search_subnets(
-    net: StackSupernet, data: TrialData, s: OneShotSettings, progress: Progress
+    trained: Supernets, data: TrialData, s: OneShotSettings, progress: Progress
 ) -> list[tuple[ArchSpec, dict[str, float]]]:
     """Members the subnet search scored, in the order it asked for them."""
-    score = SubnetScorer(net, data, s.eval_rows, s.seed)
+    net = trained.shared
+    score = trained.scorer(data, s.eval_rows, s.seed)
     objectives = tuple(get_objective(name) for name in s.objectives)
     name, options = {
         "evolution": ("evolution", {"population_size": 32, "sample_size": 8}),
@@ -226,15 +322,17 @@ def search_subnets(
     return scored
 
 
-def load_supernet(settings: dict, data: TrialData, checkpoint: str) -> StackSupernet:
-    """The supernet a finished one-shot job trained, from its checkpoint."""
+def load_supernets(settings: dict, data: TrialData, checkpoint: str) -> Supernets:
+    """The supernets a finished one-shot job trained, from its checkpoint."""
     s = OneShotSettings(**settings)
     net = job_supernet(settings, data)
     state = checkpoints.load(checkpoint)
-    if state is None or state["step"] != s.steps:
-        raise ConfigError("checkpoint", f"{checkpoint} holds no finished supernet")
-    net.load_state_dict(state["model"])
-    return net
+    if state is not None and state.get("finished"):
+        return train_supernet(net, data, s, checkpoint, lambda *_: None)[0]
+    if state is not None and "phase" not in state and state["step"] == s.steps:
+        net.load_state_dict(state["model"])  # written before few-shot supernets
+        return Supernets(net)
+    raise ConfigError("checkpoint", f"{checkpoint} holds no finished supernet")
 
 
 def pick_front(

@@ -70,13 +70,21 @@ def test_the_supernets_ranking_agrees_with_stand_alone_training(xor) -> None:
     assert tau >= 0.4, tau
 
 
-def test_supernet_training_resumes_exactly(xor, tmp_path) -> None:
-    small = settings(steps=60, checkpoint_every=20, subnet_budget=6)
+@pytest.mark.parametrize(
+    ("changes", "phase"),
+    [
+        ({}, "supernet training"),
+        ({"few_shot": ["last.block"], "few_shot_steps": 20}, "few-shot training"),
+    ],
+    ids=["one supernet", "few-shot"],
+)
+def test_supernet_training_resumes_exactly(xor, tmp_path, changes, phase) -> None:
+    small = settings(steps=60, checkpoint_every=20, subnet_budget=6, **changes)
     unbroken = oneshot.run(small, xor, None, quiet)
     path = str(tmp_path / "supernet.pt")
 
-    def die_at_30(phase, done, total):
-        if phase == "supernet training" and done == 30:
+    def die_at_30(name, done, total):  # with few-shot: in the second family's training
+        if name == phase and done == 30:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -84,6 +92,26 @@ def test_supernet_training_resumes_exactly(xor, tmp_path) -> None:
     resumed = oneshot.run(small, xor, path, quiet)
     assert resumed["subnets"] == unbroken["subnets"]
     assert resumed["picks"] == unbroken["picks"]
+    trained = oneshot.load_supernets(small, xor, path)  # a finished job's, read back
+    score = trained.scorer(xor, small["eval_rows"], small["seed"])
+    for pick in resumed["picks"]:
+        assert score(ArchSpec.from_dict(pick["spec"]))["ne"] == pick["estimate"]["ne"]
+
+
+def test_few_shot_scores_each_family_with_its_own_weights(xor) -> None:
+    """Each family's sub-supernet moves on from the shared one: a member's few-shot score
+    is its family's, and differs from the shared supernet's."""
+    s = oneshot.OneShotSettings(**settings(steps=40, few_shot=["last.block"], few_shot_steps=20))
+    net = oneshot.job_supernet(settings(), xor)
+    trained, _ = oneshot.train_supernet(net, xor, s, None, quiet)
+    assert [f for (f,) in trained.split.families] == ["dot", "fm", "mlp"]
+    shared = oneshot.SubnetScorer(trained.shared, xor, 2000, 0)
+    few = trained.scorer(xor, 2000, 0)
+    rng = np.random.default_rng(1)
+    for family in range(3):
+        spec = trained.split.sample(family, rng)
+        own = oneshot.SubnetScorer(trained.net(family), xor, 2000, 0)(spec)["ne"]
+        assert few(spec)["ne"] == own != shared(spec)["ne"]
 
 
 @pytest.mark.parametrize("search", ["evolution", "nsga2"])

@@ -1,7 +1,8 @@
 """One-shot search (Rankitect, NASRec): one supernet trained once, its members ranked with
 the supernet's weights, the best of them trained stand-alone.
 
-    job "supernet"   train the space's supernet (single path, or the sandwich rule), then
+    job "supernet"   train the space's supernet (single path, or the sandwich rule), and
+                     with ``few_shot`` one sub-supernet per family of members, then
                      search its members with evolution or NSGA-II on the search's own
                      objectives, scored with inherited weights (``workers/oneshot.py``)
     ask()            the picks, best first: the front of those scores spread along its
@@ -28,6 +29,8 @@ class OneShotOptions(StrategyOptions):
     supernet_steps: int = Field(default=2000, ge=1)
     sampling: Literal["uniform", "sandwich"] = "uniform"
     sandwich_paths: int = Field(default=2, ge=1)  # random members per step besides the extremes
+    few_shot: list[str] = []  # decisions whose values split the space into sub-supernets
+    few_shot_steps: int = Field(default=1000, ge=1)  # each sub-supernet's training
     subnet_search: Literal["evolution", "nsga2"] = "nsga2"
     subnet_budget: int = Field(default=1000, ge=1)  # members scored on the supernet
     eval_rows: int = Field(default=8192, ge=256)  # held-out rows each member is scored on
@@ -50,6 +53,10 @@ class OneShot(Strategy):
         from nas.search.supernet import check_supernet
 
         check_supernet(space, schema)
+        if options.few_shot:
+            from nas.search.supernet.few_shot import FewShotSplit
+
+            FewShotSplit(space, options.few_shot)
 
     def job_count(self) -> int:
         return 1
@@ -63,6 +70,8 @@ class OneShot(Strategy):
             "steps": o.supernet_steps,
             "sampling": o.sampling,
             "sandwich_paths": o.sandwich_paths,
+            "few_shot": list(o.few_shot),
+            "few_shot_steps": o.few_shot_steps if o.few_shot else 0,
             "checkpoint_every": o.checkpoint_every,
             "subnet_search": o.subnet_search,
             "subnet_budget": o.subnet_budget,
