@@ -15,6 +15,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
 from tests.conftest import runs_with_store
 from tests.test_search import baselines_yaml, nas, nas_here, registry_of, start_submit
@@ -137,6 +138,34 @@ def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> N
     assert "setup jobs" in status.stdout and "60 members scored, 3 picked" in status.stdout
     printed = json.loads(nas(runs, "status", search.id, "--json").stdout)
     assert printed["phase"].startswith("stand-alone training: 3 finished, 0 running")
+
+
+@pytest.mark.slow
+def test_oneshot_ranks_by_a_ranker_fitted_on_its_first_trainings(tmp_path: Path) -> None:
+    options = (
+        "{supernet_steps: 100, few_shot: [depth], few_shot_steps: 40, subnet_budget: 40, "
+        "eval_rows: 2048, calibration: 4, top_k: 2}"
+    )
+    runs = runs_with_store(tmp_path)
+    path = write(tmp_path, "oneshot", options, concurrency=2)
+    done = nas(runs, "submit", str(path), "--budget", "6", "--json")
+    assert done.returncode == 0, done.stderr
+    search, trials = trials_of(runs)
+    assert search.status == "completed"
+    ranker = search.strategy_state["ranker"]
+    assert ranker["used"] and ranker["results"] == 4 and ranker["penalties"]["ne"] > 0
+    (job,) = [t for t in trials if t.kind == "supernet"]
+    assert len(job.metrics["calibration"]) == 4 and "pool" not in job.metrics
+    searched = sorted((t for t in trials if t.kind == "searched"), key=lambda t: t.number)
+    assert len(searched) == 6
+    calibration = {ArchSpec.from_dict(d).arch_id for d in job.job["settings"]["calibration"]}
+    assert {t.arch_id for t in searched[:4]} == calibration  # trained first
+    last_calibration = max(t.timings["recorded_at"] for t in searched[:4])
+    for t in searched[4:]:  # ranked once every calibration result was in
+        assert t.timings["suggested_at"] >= last_calibration
+        assert 0 < t.metrics["ranker_ne"] < 2 and 0 < t.metrics["supernet_ne"] < 2
+    status = nas(runs, "status", search.id)
+    assert "4 to calibrate the ranker, trained first" in " ".join(status.stdout.split())
 
 
 @pytest.mark.slow

@@ -29,10 +29,11 @@ from nas.arch.model import RankingModel
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.search.objectives import SERVING_CANDIDATES, get_objective
-from nas.search.pareto import nondominated_ranks
 from nas.search.strategies import SpaceExhausted, StrategyContext, create_strategy
+from nas.search.strategies.oneshot import pick_front
 from nas.search.supernet import StackSupernet
 from nas.search.supernet.few_shot import FewShotSplit
+from search_spaces.base import SearchSpace
 from workers import checkpoint as checkpoints
 from workers.metrics import binary_metrics
 from workers.supernet_job import Progress, job_supernet
@@ -70,6 +71,7 @@ class OneShotSettings:
     picks: int
     few_shot: tuple[str, ...] = ()  # decisions whose values split the space into families
     few_shot_steps: int = 0  # each family's sub-supernet, after the shared training
+    calibration: list = field(default_factory=list)  # members (dicts) to score for the ranker
 
 
 def run(
@@ -83,9 +85,10 @@ def run(
     net = job_supernet(settings, data, device)
     trained, train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
-    scored = search_subnets(trained, data, s, progress)
+    score = trained.scorer(data, s.eval_rows, s.seed)
+    scored = search_subnets(net.space, score, s, progress)
     picks = pick_front(scored, s.objectives, s.picks)
-    return {
+    result = {
         "picks": [{"spec": spec.to_dict(), "estimate": metrics} for spec, metrics in picks],
         "subnets": [{"arch_id": spec.arch_id, **metrics} for spec, metrics in scored],
         "evaluated": len(scored),
@@ -94,6 +97,10 @@ def run(
         "supernet_params": sum(p.numel() for p in net.parameters()),
         "steps": s.steps,
     }
+    if s.calibration:  # what the strategy's ranker fits on, and every member it re-ranks
+        result["calibration"] = [score(ArchSpec.from_dict(spec)) for spec in s.calibration]
+        result["pool"] = [{"spec": spec.to_dict(), "estimate": m} for spec, m in scored]
+    return result
 
 
 # --- supernet training ---------------------------------------------------------------------
@@ -294,11 +301,13 @@ class SubnetScorer:
 
 
 def search_subnets(
-    trained: Supernets, data: TrialData, s: OneShotSettings, progress: Progress
+    space: SearchSpace,
+    score: Callable[[ArchSpec], dict[str, float]],
+    s: OneShotSettings,
+    progress: Progress,
 ) -> list[tuple[ArchSpec, dict[str, float]]]:
-    """Members the subnet search scored, in the order it asked for them."""
-    net = trained.shared
-    score = trained.scorer(data, s.eval_rows, s.seed)
+    """Members of ``space`` the subnet search scored with ``score``, in the order it asked
+    for them."""
     objectives = tuple(get_objective(name) for name in s.objectives)
     name, options = {
         "evolution": ("evolution", {"population_size": 32, "sample_size": 8}),
@@ -306,7 +315,7 @@ def search_subnets(
     }[s.subnet_search]
     if len(objectives) == 1 and name == "optuna":
         options = {"sampler": "tpe"}
-    strategy = create_strategy(name, options, StrategyContext(net.space, objectives, s.seed))
+    strategy = create_strategy(name, options, StrategyContext(space, objectives, s.seed))
     scored = []
     for i in range(s.subnet_budget):
         try:
@@ -333,25 +342,3 @@ def load_supernets(settings: dict, data: TrialData, checkpoint: str) -> Supernet
         net.load_state_dict(state["model"])  # written before few-shot supernets
         return Supernets(net)
     raise ConfigError("checkpoint", f"{checkpoint} holds no finished supernet")
-
-
-def pick_front(
-    scored: list[tuple[ArchSpec, dict[str, float]]], objectives: list[str], k: int
-) -> list[tuple[ArchSpec, dict[str, float]]]:
-    """Up to ``k`` members: the non-dominated ones spread evenly along the first objective,
-    then the next fronts the same way."""
-    directions = [get_objective(name).direction for name in objectives]
-    values = np.array([[m[name] for name in objectives] for _, m in scored])
-    ranks = nondominated_ranks(values, directions)
-    sign = 1.0 if directions[0] == "min" else -1.0
-    picked: list[int] = []
-    for rank in range(int(ranks.max()) + 1):
-        front = sorted(np.flatnonzero(ranks == rank), key=lambda i: sign * values[i][0])
-        room = k - len(picked)
-        if len(front) > room:
-            spots = np.unique(np.linspace(0, len(front) - 1, room).round().astype(int))
-            front = [front[j] for j in spots]
-        picked += [int(i) for i in front]
-        if len(picked) >= k:
-            break
-    return [scored[i] for i in picked]

@@ -454,6 +454,8 @@ def _print_jobs(jobs) -> None:
             found = f"decoded {result['arch_id']}"
         elif "picks" in result:
             found = f"{result.get('evaluated', 0)} members scored, {len(result['picks'])} picked"
+            if result.get("calibration"):
+                found += f"; {len(result['calibration'])} to calibrate the ranker, trained first"
         else:
             found = (t.error or "").splitlines()[0][:120] if t.error else "-"
         table.add_row(

@@ -24,14 +24,14 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError
 from nas.core.paths import tune_dir
 from nas.data.profile import profile
 from nas.search.objectives import cost_values, fp8_probe_settings
-from nas.search.strategies import SpaceExhausted, Strategy
+from nas.search.strategies import SpaceExhausted, Strategy, Waiting
 from nas.service.baselines import BaselineSchedule
 from nas.service.plan import Plan
 from nas.service.recording import Outcome, Recording
@@ -43,6 +43,7 @@ from nas.service.rungs import RungBook
 from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
 from nas.service.tune_glue import (
+    WAIT,
     CancelStopper,
     Recorder,
     StrategySearcher,
@@ -246,32 +247,37 @@ class Controller:
 
     # --- asking --------------------------------------------------------------------------
 
-    def next_config(self, tune_id: str) -> dict[str, Any] | None:
-        """The Tune config of the next candidate, or None when there is nothing left."""
+    def next_config(self, tune_id: str) -> dict[str, Any] | Literal["wait"] | None:
+        """The Tune config of the next candidate; ``WAIT`` while the strategy waits on
+        trials still running; None when there is nothing left."""
         if self.poll_cancel():
             return None
         trial = self._next_trial()
-        if trial is None:
-            return None
+        if trial is None or trial == WAIT:
+            return trial
         self.known[trial.arch_id] = trial
         return self.start(tune_id, trial, self.settings(self.config.seed, self.rungs.plan()))
 
-    def _next_trial(self) -> Trial | None:
+    def _next_trial(self) -> Trial | Literal["wait"] | None:
         """A trial cut short to run again; else a baseline, while the baselines hold fewer
         than half the workers; else the strategy's next candidate, until the budget is spent;
-        else the baselines left. Baselines trained alongside the candidates, not before them,
-        let the search start at once: trained first, they held every worker of a small
-        search for its first minutes. They still come first where there is one worker."""
+        else the baselines left; else ``WAIT`` while the strategy waits on running trials.
+        Baselines trained alongside the candidates, not before them, let the search start at
+        once: trained first, they held every worker of a small search for its first minutes.
+        They still come first where there is one worker."""
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
         running = sum(r.trial.is_baseline for r in self.running.values())
         if (spec := self.baselines.due(running)) is not None:
             return self._add_baseline(spec)
+        waiting = False
         if self._searched() < self.config.budget.candidates and not self.exhausted:
             try:
                 spec = self._ask()
             except SpaceExhausted as err:
                 self.exhausted = str(err)
+            except Waiting:
+                waiting = True
             else:
                 return self.registry.add_trial(
                     self.search.id,
@@ -282,7 +288,9 @@ class Controller:
                     self.strategy.state_dict(),
                 )
         spec = self.baselines.next()
-        return self._add_baseline(spec) if spec is not None else None
+        if spec is not None:
+            return self._add_baseline(spec)
+        return WAIT if waiting else None
 
     def _add_baseline(self, spec: ArchSpec) -> Trial:
         return self.registry.add_trial(

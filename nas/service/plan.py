@@ -138,7 +138,10 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     space = create_space(config.space.name, config.space.options, SpaceInputs.of(dataset.schema))
     strategy = config.strategy
     get_strategy(strategy.name).check(
-        check_options(strategy.name, strategy.options), space, dataset.schema
+        check_options(strategy.name, strategy.options),
+        space,
+        dataset.schema,
+        config.budget.candidates,
     )
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):

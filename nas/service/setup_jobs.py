@@ -36,7 +36,7 @@ from workers.trial_data import TrialData
 
 POLL_S = 0.5  # how often progress and cancellation are read while jobs run
 PROGRESS_SAVE_S = 5.0  # how often a job's progress is written to the registry
-BULKY = ("subnets", "trajectory")  # result parts kept in MLflow only
+BULKY = ("subnets", "trajectory", "pool")  # result parts not kept in the registry
 
 
 class SetupHost(Protocol):

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from ray.tune import Callback, Stopper
@@ -238,11 +238,14 @@ def private_temp_dir() -> Path:
     return private / "r"
 
 
+WAIT = "wait"  # next_config: nothing to start now; Tune asks again as trials end
+
+
 class TuneHost(Protocol):
     """What Tune's hooks forward to: the search's controller. Tune asks it for the next
     trial's config, tells it each result or crash, and lets it stop the run."""
 
-    def next_config(self, tune_id: str) -> dict[str, Any] | None: ...
+    def next_config(self, tune_id: str) -> dict[str, Any] | Literal["wait"] | None: ...
 
     def record(
         self, tune_id: str, result: dict[str, Any] | None, crash: WorkerCrash | None
@@ -283,6 +286,8 @@ class StrategySearcher(_Glue, Searcher):
 
     def suggest(self, trial_id: str):
         config = self.controller.next_config(trial_id)
+        if config == WAIT:
+            return None  # Tune's "not ready yet": it asks again
         return config if config is not None else Searcher.FINISHED
 
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:

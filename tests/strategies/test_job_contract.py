@@ -136,16 +136,16 @@ def test_distdnas_runs_every_penalty_on_every_shard_with_a_share_of_the_steps() 
 def test_a_space_without_a_supernet_is_refused_before_anything_runs(name, ml1m) -> None:
     options = get_strategy(name).Options()
     with pytest.raises(ConfigError) as caught:
-        get_strategy(name).check(options, create_space("rocs", {}, INPUTS), ml1m.schema)
+        get_strategy(name).check(options, create_space("rocs", {}, INPUTS), ml1m.schema, 5)
     assert caught.value.field == "space.name"
 
 
 def test_few_shot_splits_by_decisions_of_the_space(ml1m) -> None:
     oneshot = get_strategy("oneshot")
     space = create_space("ctr_stack", {"max_depth": 2}, INPUTS)
-    oneshot.check(oneshot.Options(few_shot=["depth", "last.block"]), space, ml1m.schema)
+    oneshot.check(oneshot.Options(few_shot=["depth", "last.block"]), space, ml1m.schema, 5)
     with pytest.raises(ConfigError) as caught:
-        oneshot.check(oneshot.Options(few_shot=["last.blocks"]), space, ml1m.schema)
+        oneshot.check(oneshot.Options(few_shot=["last.blocks"]), space, ml1m.schema, 5)
     assert caught.value.field == "strategy.options.few_shot"
     assert "last.block" in caught.value.message.split("its decisions are")[1]
 

@@ -8,6 +8,7 @@ from nas.search.strategies.base import (
     Strategy,
     StrategyContext,
     StrategyOptions,
+    Waiting,
 )
 from nas.search.strategies.registry import (
     check_options,
@@ -23,6 +24,7 @@ __all__ = [
     "Strategy",
     "StrategyContext",
     "StrategyOptions",
+    "Waiting",
     "check_options",
     "create_strategy",
     "get_strategy",

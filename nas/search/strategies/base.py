@@ -38,6 +38,11 @@ class SpaceExhausted(NasError):
     """The strategy cannot find an architecture it has not asked before."""
 
 
+class Waiting(NasError):
+    """The strategy has nothing to ask until candidates it asked are told (a one-shot
+    search's ranker waits on its calibration trainings); ask again after the next result."""
+
+
 class StrategyOptions(Options):
     """Base of every strategy's options."""
 
@@ -78,7 +83,8 @@ class Strategy(ABC):
 
     @abstractmethod
     def ask(self) -> ArchSpec:
-        """The next candidate, never one asked before; raises SpaceExhausted."""
+        """The next candidate, never one asked before; raises SpaceExhausted, or Waiting
+        while it needs results of candidates still training."""
 
     @abstractmethod
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
@@ -97,9 +103,10 @@ class Strategy(ABC):
     # --- setup jobs (one-shot and differentiable strategies) -----------------------------
 
     @classmethod
-    def check(cls, options: StrategyOptions, space: SearchSpace, schema) -> None:
-        """Refuse, before anything starts, a space or options this strategy cannot run
-        (a ``ConfigError`` naming the field). Sampling strategies take any space."""
+    def check(cls, options: StrategyOptions, space: SearchSpace, schema, budget: int) -> None:
+        """Refuse, before anything starts, a space or options this strategy cannot run with
+        ``budget`` candidates (a ``ConfigError`` naming the field). Sampling strategies take
+        any space."""
         return None
 
     def jobs(self) -> list[Job]:

@@ -105,7 +105,7 @@ class Dnas(Strategy):
         return 1
 
     @classmethod
-    def check(cls, options, space, schema) -> None:
+    def check(cls, options, space, schema, budget: int) -> None:
         from nas.search.supernet import check_supernet
 
         check_relaxation(check_supernet(space, schema), options.relaxation)
