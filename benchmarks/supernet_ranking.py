@@ -92,6 +92,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     archs = len({a for a, _ in alone})
     specs = [s for s in draw(archs, args.dataset, seeds[0]) if (s.arch_id, seeds[0]) in alone]
+    if args.calibration and not 4 <= args.calibration <= len(specs) - 3:
+        parser.error(f"--calibration must be 4 to {len(specs) - 3} with {len(specs)} architectures")
     settings = {
         "space": {"name": "ctr_stack", "options": SPACE_OPTIONS},
         "objectives": ["ne"],

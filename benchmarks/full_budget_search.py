@@ -1,0 +1,205 @@
+"""Does weight sharing pay at the full budget? Today's best sampling search against oneshot,
+dnas and distdnas, each for the same wall time, every candidate trained as a retrain would
+train it (issue 36, item 5).
+
+    python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
+        distdnas] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl] [--reuse] [--json]
+
+Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
+``ctr_stack`` over MovieLens-1M, 2000 steps per candidate keeping its best check
+(``select_best`` every 250 steps), no baselines, 2 trials at a time:
+
+- ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
+- ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
+  first ``calibration`` trainings (``ONESHOT`` below);
+- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``.
+
+It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
+of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
+95% of the sampling arm's final hypervolume, the full trainings (candidates not stopped
+early) and the setup jobs' minutes; and the Kendall tau at the full budget of the oneshot
+arm's ranking (its ranker's, where it calibrated) of the architectures
+``benchmarks/fidelity.py --also-seed 1`` trained, beside the seed-to-seed ceiling over the
+same ones. A PNG of hypervolume against minutes goes to MLflow (``--runs``). ``--json``
+prints ``{tau, tau_ceiling, arms: {NAME: {minutes_to_95, final_hypervolume,
+full_trainings}}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from search_efficiency import (  # noqa: E402  (benchmarks/ on the path first)
+    TARGET,
+    _positive_number,
+    first_time,
+    log_to_mlflow,
+    render,
+    run_search,
+    slug,
+)
+
+STEPS = 2000
+SELECT_BEST = {"every_steps": 250, "patience": 2}
+LAMBDAS = [0.0, 0.02, 0.1, 0.5]
+ONESHOT = {
+    "supernet_steps": 3000,
+    "few_shot": ["last.block"],
+    "few_shot_steps": 1000,
+    "subnet_budget": 1000,
+    "eval_rows": 50_000,
+    "calibration": 12,
+}
+ARMS = {
+    "sampling": None,  # examples/searches/ctr_asha.yaml as it is
+    "oneshot": {"name": "oneshot", "options": ONESHOT},
+    "dnas": {"name": "dnas", "options": {"lambdas": LAMBDAS, "steps": STEPS}},
+    "distdnas": {"name": "distdnas", "options": {"lambdas": LAMBDAS, "steps": STEPS, "shards": 4}},
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=_positive_number, default=20.0, help="per arm")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument(
+        "--ceiling", type=Path, default=REPO / "nas-runs/fidelity/ceiling-schema.jsonl"
+    )
+    parser.add_argument("--runs", type=Path, default=REPO / "nas-runs" / "full_budget_search")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reuse", action="store_true", help="measure the arms already run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if "sampling" not in args.arms:
+        parser.error("--arms must include sampling: the others are measured against it")
+    args.dataset, args.steps = "movielens-1m", STEPS  # what search_efficiency's report reads
+    say = (lambda *_: None) if args.json else print
+    say(
+        f"full-budget search: ctr_stack on {args.dataset}, {STEPS} steps per candidate with "
+        f"select_best, {args.minutes:g} min per arm, 2 trials at a time on {os.cpu_count()} CPUs"
+    )
+    rows = {}
+    for name in args.arms:
+        say(f"- running {name} ...", flush=True)
+        rows[name] = run_search(args.runs / slug(name), config(name, args), args.reuse)
+    final = rows["sampling"]["curve"][-1][1] if rows["sampling"]["curve"] else 0.0
+    for row in rows.values():
+        row["to_target"] = first_time(row["curve"], TARGET * final)
+    tau = oneshot_tau(rows["oneshot"], args) if "oneshot" in rows else {}
+    table = render(rows, final, args, reference="sampling")
+    log_to_mlflow(rows, table, final, args, reference="sampling")
+    if args.json:
+        print(json.dumps(summary(rows, tau), indent=2))
+        return 0
+    print(table)
+    if tau.get("tau") is not None:
+        print(
+            f"oneshot's ranking at the full budget ({tau['by']}): Kendall tau {tau['tau']:.2f} "
+            f"over {tau['archs']} architectures; the seed-to-seed ceiling on them: "
+            f"{tau['tau_ceiling']:.2f}"
+        )
+    elif tau:
+        print(tau["why"])
+    return 0
+
+
+def config(name: str, args) -> dict:
+    """The arm's search: ctr_asha.yaml's, with its strategy (and no scheduler) for the
+    weight-sharing arms; no baselines; ``--minutes`` long."""
+    base = yaml.safe_load((REPO / "examples/searches/ctr_asha.yaml").read_text())
+    base |= {"name": f"full-budget-{slug(name)}", "seed": args.seed, "include_baselines": False}
+    base["budget"] |= {"steps": STEPS, "max_minutes": args.minutes, "select_best": SELECT_BEST}
+    if ARMS[name] is not None:
+        base["strategy"] = ARMS[name]
+        base.pop("scheduler")
+    return base
+
+
+def oneshot_tau(row: dict, args) -> dict:
+    """The Kendall tau, against stand-alone training at the full budget (seed 0 of
+    ``--ceiling``), of how the oneshot arm ranks those architectures: its ranker's
+    estimates where it fitted one, else its supernet's; beside the ceiling (seed 0 against
+    seed 1) over the same ones."""
+    from fidelity import draw
+    from scipy.stats import kendalltau
+
+    from nas.arch.spec import ArchSpec
+    from nas.data import load_dataset
+    from nas.search.supernet.ranker import CalibratedRanker
+    from workers.oneshot import load_supernets
+    from workers.trial_data import TrialData
+
+    if not args.ceiling.exists():
+        return {"why": f"no {args.ceiling}: run benchmarks/fidelity.py --also-seed 1 for the tau"}
+    results = [json.loads(line) for line in args.ceiling.read_text().splitlines()]
+    longest = max(r["steps"] for r in results)
+    alone = {(r["arch_id"], r["seed"]): r["ne"] for r in results if r["steps"] == longest}
+    seeds = sorted({seed for _, seed in alone})
+    (job,) = [t for t in row["jobs"] if t.kind == "supernet"]
+    if job.status != "completed":
+        return {"why": f"oneshot's supernet job did not finish in {args.minutes:g} min: no tau"}
+    settings = job.job["settings"]
+    state = row["search"].strategy_state
+    data = TrialData.from_prepared(load_dataset(args.dataset), "valid")
+    supernets = load_supernets(settings, data, job.checkpoint)
+    score = supernets.scorer(data, settings["eval_rows"], settings["seed"])
+    told = state.get("told", {})
+    specs = [
+        s
+        for s in draw(len({a for a, _ in alone}), args.dataset, seeds[0])
+        if all((s.arch_id, seed) in alone for seed in seeds[:2]) and s.arch_id not in told
+    ]
+    estimated = [score(spec)["ne"] for spec in specs]
+    by = "its supernet"
+    if state.get("ranker", {}).get("used"):
+        fitted = [ArchSpec.from_dict(d) for d in settings["calibration"]]
+        fitted = [s for s in fitted if told.get(s.arch_id)]
+        ranker = CalibratedRanker.fit(
+            supernets.shared.space,
+            fitted,
+            [state["estimates"][s.arch_id]["ne"] for s in fitted],
+            [told[s.arch_id][0] for s in fitted],
+        )
+        estimated = list(ranker.predict(specs, estimated))
+        by = f"its ranker, fitted on {len(fitted)} trainings"
+    first = [alone[(s.arch_id, seeds[0])] for s in specs]
+    second = [alone[(s.arch_id, seeds[1])] for s in specs]
+    return {
+        "tau": float(kendalltau(estimated, first).statistic),
+        "tau_ceiling": float(kendalltau(first, second).statistic),
+        "archs": len(specs),
+        "by": by,
+    }
+
+
+def summary(rows: dict, tau: dict) -> dict:
+    return {
+        "tau": tau.get("tau"),
+        "tau_ceiling": tau.get("tau_ceiling"),
+        "arms": {
+            name: {
+                "minutes_to_95": None if row["to_target"] is None else row["to_target"] / 60,
+                "final_hypervolume": row["curve"][-1][1] if row["curve"] else 0.0,
+                "full_trainings": sum(t.status == "completed" for t in row["trials"]),
+                "stopped_early": sum(t.status == "stopped" for t in row["trials"]),
+                "setup_minutes": None if row["setup"] is None else row["setup"] / 60,
+                "status": row["status"],
+            }
+            for name, row in rows.items()
+        },
+    }
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    sys.exit(main())
