@@ -112,21 +112,35 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
 
 
 @pytest.mark.slow
-def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> None:
-    options = "{supernet_steps: 200, subnet_budget: 60, top_k: 3, eval_rows: 2048}"
+def test_oneshot_logs_its_estimates_and_ranks_by_its_first_trainings(tmp_path: Path) -> None:
+    options = (
+        "{supernet_steps: 200, few_shot: [depth], few_shot_steps: 40, subnet_budget: 60, "
+        "eval_rows: 2048, calibration: 4, top_k: 2}"
+    )
     runs = runs_with_store(tmp_path)
-    done = nas(runs, "submit", str(write(tmp_path, "oneshot", options)), "--json")
+    path = write(tmp_path, "oneshot", options, concurrency=2)
+    done = nas(runs, "submit", str(path), "--budget", "7", "--json")
     assert done.returncode == 0, done.stderr
     search, trials = trials_of(runs)
-    assert search.status == "completed" and "picked from the supernet" in search.message
+    assert search.status == "completed"
+    assert "picked from the calibrated ranker's front" in search.message
+    ranker = search.strategy_state["ranker"]
+    assert ranker["used"] and ranker["results"] == 4 and ranker["penalties"]["ne"] > 0
     (job,) = [t for t in trials if t.kind == "supernet"]
     assert Path(job.checkpoint).exists()  # a trained supernet is kept
-    assert job.metrics["evaluated"] == 60 and len(job.metrics["picks"]) == 3
-    assert "subnets" not in job.metrics  # kept in MLflow, not in the registry
-    searched = [t for t in trials if t.kind == "searched"]
-    assert len(searched) == 3
+    assert job.metrics["evaluated"] == 60 and len(job.metrics["picks"]) == 2
+    assert len(job.metrics["calibration"]) == 4
+    assert "subnets" not in job.metrics and "pool" not in job.metrics  # not in the registry
+    searched = sorted((t for t in trials if t.kind == "searched"), key=lambda t: t.number)
+    assert len(searched) == 6
+    calibration = {ArchSpec.from_dict(d).arch_id for d in job.job["settings"]["calibration"]}
+    assert {t.arch_id for t in searched[:4]} == calibration  # trained first
+    last_calibration = max(t.timings["recorded_at"] for t in searched[:4])
     for t in searched:
         assert 0 < t.metrics["supernet_ne"] < 2 and 0 < t.metrics["ne"] < 2
+    for t in searched[4:]:  # ranked once every calibration result was in
+        assert t.timings["suggested_at"] >= last_calibration
+        assert 0 < t.metrics["ranker_ne"] < 2
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
     (job_run,) = client.search_runs(
         [search.mlflow_experiment_id], filter_string="tags.kind = 'supernet'"
@@ -134,38 +148,11 @@ def test_oneshot_logs_its_estimates_beside_the_real_figures(tmp_path: Path) -> N
     assert {"picks.json", "subnets.csv"} <= {
         a.path for a in client.list_artifacts(job_run.info.run_id)
     }
-    status = nas(runs, "status", search.id)
-    assert "setup jobs" in status.stdout and "60 members scored, 3 picked" in status.stdout
+    status = " ".join(nas(runs, "status", search.id).stdout.split())
+    assert "setup jobs" in status and "60 members scored, 2 picked" in status
+    assert "4 to calibrate the ranker, trained first" in status
     printed = json.loads(nas(runs, "status", search.id, "--json").stdout)
-    assert printed["phase"].startswith("stand-alone training: 3 finished, 0 running")
-
-
-@pytest.mark.slow
-def test_oneshot_ranks_by_a_ranker_fitted_on_its_first_trainings(tmp_path: Path) -> None:
-    options = (
-        "{supernet_steps: 100, few_shot: [depth], few_shot_steps: 40, subnet_budget: 40, "
-        "eval_rows: 2048, calibration: 4, top_k: 2}"
-    )
-    runs = runs_with_store(tmp_path)
-    path = write(tmp_path, "oneshot", options, concurrency=2)
-    done = nas(runs, "submit", str(path), "--budget", "6", "--json")
-    assert done.returncode == 0, done.stderr
-    search, trials = trials_of(runs)
-    assert search.status == "completed"
-    ranker = search.strategy_state["ranker"]
-    assert ranker["used"] and ranker["results"] == 4 and ranker["penalties"]["ne"] > 0
-    (job,) = [t for t in trials if t.kind == "supernet"]
-    assert len(job.metrics["calibration"]) == 4 and "pool" not in job.metrics
-    searched = sorted((t for t in trials if t.kind == "searched"), key=lambda t: t.number)
-    assert len(searched) == 6
-    calibration = {ArchSpec.from_dict(d).arch_id for d in job.job["settings"]["calibration"]}
-    assert {t.arch_id for t in searched[:4]} == calibration  # trained first
-    last_calibration = max(t.timings["recorded_at"] for t in searched[:4])
-    for t in searched[4:]:  # ranked once every calibration result was in
-        assert t.timings["suggested_at"] >= last_calibration
-        assert 0 < t.metrics["ranker_ne"] < 2 and 0 < t.metrics["supernet_ne"] < 2
-    status = nas(runs, "status", search.id)
-    assert "4 to calibrate the ranker, trained first" in " ".join(status.stdout.split())
+    assert printed["phase"].startswith("stand-alone training: 6 finished, 0 running")
 
 
 @pytest.mark.slow
