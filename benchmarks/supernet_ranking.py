@@ -3,7 +3,7 @@ the seed-to-seed ceiling (issue 36).
 
     python benchmarks/supernet_ranking.py [--results nas-runs/fidelity/ceiling-schema.jsonl]
         [--steps 2000] [--sampling uniform|sandwich] [--few-shot DECISION ...]
-        [--few-shot-steps 1000] [--refit-steps 0] [--calibration K [--splits 200]]
+        [--few-shot-steps 1000] [--refit-steps 0] [--calibration K [K ...] [--splits 200]]
         [--eval-rows 50000] [--seed 0] [--json]
 
 Reads the stand-alone results ``benchmarks/fidelity.py --also-seed S`` kept (the same
@@ -12,12 +12,12 @@ one supernet of that space on MovieLens-1M as a one-shot search's setup job does
 (``workers/oneshot.py``), scores every architecture with the supernet's weights on
 ``--eval-rows`` validation rows, and prints the Kendall tau between the supernet's NE ranking
 and stand-alone training's (seed 0), beside the tau between the two training seeds: the
-ceiling no estimate can beat. With ``--calibration K`` it also fits the one-shot strategy's
-calibrated ranker (``nas/search/supernet/ranker.py``) on K architectures' stand-alone NE and
-ranks the others with it, over ``--splits`` random draws of the K: the mean tau on the
-held-out architectures, beside the supernet's own and the ceiling on the same ones. Issue 36's
-target: tau >= 0.6, or >= 90% of the ceiling when
-the ceiling is lower.
+ceiling no estimate can beat. With ``--calibration K [K ...]`` it also fits, for each K, the
+one-shot strategy's calibrated ranker (``nas/search/supernet/ranker.py``) on K
+architectures' stand-alone NE and ranks the others with it, over ``--splits`` random draws of
+the K: the mean tau on the held-out architectures, beside the supernet's own and the ceiling
+on the same ones. Issue 36's target: tau >= 0.6, or >= 90% of the ceiling when the ceiling is
+lower.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def main() -> int:
     parser.add_argument(
         "--calibration",
         type=int,
-        default=0,
+        nargs="+",
+        default=[],
         metavar="K",
         help="fit the calibrated ranker on K architectures' stand-alone NE, rank the rest",
     )
@@ -92,7 +93,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     archs = len({a for a, _ in alone})
     specs = [s for s in draw(archs, args.dataset, seeds[0]) if (s.arch_id, seeds[0]) in alone]
-    if args.calibration and not 4 <= args.calibration <= len(specs) - 3:
+    if any(not 4 <= k <= len(specs) - 3 for k in args.calibration):
         parser.error(f"--calibration must be 4 to {len(specs) - 3} with {len(specs)} architectures")
     settings = {
         "space": {"name": "ctr_stack", "options": SPACE_OPTIONS},
@@ -153,9 +154,12 @@ def main() -> int:
         "tau": tau,
         "tau_ceiling": ceiling,
         "target": 0.6 if ceiling >= 0.6 else 0.9 * ceiling,
+        "estimated": {spec.arch_id: ne for spec, ne in zip(specs, estimated, strict=True)},
+        "calibrated": [
+            calibrated(net.space, specs, estimated, first, second, k, args.splits)
+            for k in args.calibration
+        ],
     }
-    if args.calibration:
-        report["calibrated"] = calibrated(net.space, specs, estimated, first, second, args)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -174,11 +178,10 @@ def main() -> int:
         f"  the ceiling, training seed {seeds[0]} against {seeds[1]}: {ceiling:.2f}\n"
         f"  target (issue 36): {report['target']:.2f}"
     )
-    if args.calibration:
-        c = report["calibrated"]
+    for c in report["calibrated"]:
         Console().print(
-            f"Calibrated ranker fitted on {args.calibration} of them, the other "
-            f"{len(specs) - args.calibration} ranked, mean over {args.splits} draws:\n"
+            f"Calibrated ranker fitted on {c['k']} of them, the other "
+            f"{len(specs) - c['k']} ranked, mean over {args.splits} draws:\n"
             f"  Kendall tau, ranker against stand-alone: {c['tau']:.2f} (sd {c['sd']:.2f})\n"
             f"  the supernet alone on the same ones: {c['supernet_tau']:.2f}\n"
             f"  the ceiling on the same ones: {c['tau_ceiling']:.2f}"
@@ -186,9 +189,9 @@ def main() -> int:
     return 0
 
 
-def calibrated(space, specs, estimated, first, second, args) -> dict:
-    """The calibrated ranker's tau on held-out architectures: fitted on ``--calibration``
-    drawn at random, ``--splits`` times; the mean and spread, beside the supernet's own tau
+def calibrated(space, specs, estimated, first, second, k: int, splits: int) -> dict:
+    """The calibrated ranker's tau on held-out architectures: fitted on ``k`` drawn at
+    random, ``splits`` times; the mean and spread, beside the supernet's own tau
     and the ceiling on the same held-out ones."""
     import numpy as np
     from scipy.stats import kendalltau
@@ -197,9 +200,9 @@ def calibrated(space, specs, estimated, first, second, args) -> dict:
 
     rng = np.random.default_rng(0)
     taus, own, ceilings = [], [], []
-    for _ in range(args.splits):
+    for _ in range(splits):
         order = rng.permutation(len(specs))
-        fit, held = order[: args.calibration], order[args.calibration :]
+        fit, held = order[:k], order[k:]
         ranker = CalibratedRanker.fit(
             space, [specs[i] for i in fit], [estimated[i] for i in fit], [first[i] for i in fit]
         )
@@ -209,8 +212,8 @@ def calibrated(space, specs, estimated, first, second, args) -> dict:
         own.append(kendalltau([estimated[i] for i in held], alone).statistic)
         ceilings.append(kendalltau(alone, [second[i] for i in held]).statistic)
     return {
-        "k": args.calibration,
-        "splits": args.splits,
+        "k": k,
+        "splits": splits,
         "tau": float(np.mean(taus)),
         "sd": float(np.std(taus)),
         "supernet_tau": float(np.mean(own)),
