@@ -83,7 +83,7 @@ def main() -> int:
     if "sampling" not in args.arms:
         parser.error("--arms must include sampling: the others are measured against it")
     args.dataset, args.steps = "movielens-1m", STEPS  # what search_efficiency's report reads
-    say = (lambda *_: None) if args.json else print
+    say = (lambda *_, **__: None) if args.json else print
     say(
         f"full-budget search: ctr_stack on {args.dataset}, {STEPS} steps per candidate with "
         f"select_best, {args.minutes:g} min per arm, 2 trials at a time on {os.cpu_count()} CPUs"
@@ -110,6 +110,16 @@ def main() -> int:
         )
     elif tau:
         print(tau["why"])
+    low, high = front_flops(rows["sampling"])
+    for name in ("dnas", "distdnas"):
+        if name in rows:
+            found = ", ".join(
+                f"{p} -> {d['flops'] / 1e3:.0f}K" + (" (front)" if d["on_front"] else "")
+                for p, d in penalties(rows[name]).items()
+                if d["flops"] is not None
+            )
+            print(f"{name}'s penalties, the FLOPs of what each decoded: {found or 'none trained'}")
+    print(f"sampling's front spans {low / 1e3:.0f}K to {high / 1e3:.0f}K FLOPs")
     return 0
 
 
@@ -182,6 +192,44 @@ def oneshot_tau(row: dict, args) -> dict:
     }
 
 
+def front(row: dict) -> list:
+    """The arm's completed trials on its NE x FLOPs front."""
+    import numpy as np
+
+    from nas.search.pareto import front_indices
+
+    done = [t for t in row["trials"] if t.status == "completed"]
+    if not done:
+        return []
+    values = np.array([[t.metrics["ne"], t.metrics["flops"]] for t in done])
+    return [done[i] for i in front_indices(values, ["min", "min"])]
+
+
+def front_flops(row: dict) -> tuple[float, float]:
+    flops = [t.metrics["flops"] for t in front(row)] or [0.0]
+    return min(flops), max(flops)
+
+
+def penalties(row: dict) -> dict[str, dict]:
+    """A DNAS arm's penalties: the architecture each decoded, its FLOPs and NE once
+    trained, and whether it is on the arm's front (which penalties the front needed)."""
+    from nas.arch.spec import ArchSpec
+
+    trained = {t.arch_id: t for t in row["trials"] if t.status == "completed"}
+    on_front = {t.arch_id for t in front(row)}
+    out = {}
+    for penalty, spec in (row["search"].strategy_state or {}).get("decoded", {}).items():
+        arch_id = ArchSpec.from_dict(spec).arch_id
+        t = trained.get(arch_id)
+        out[penalty] = {
+            "arch_id": arch_id,
+            "flops": None if t is None else t.metrics["flops"],
+            "ne": None if t is None else t.metrics["ne"],
+            "on_front": arch_id in on_front,
+        }
+    return out
+
+
 def summary(rows: dict, tau: dict) -> dict:
     return {
         "tau": tau.get("tau"),
@@ -195,8 +243,10 @@ def summary(rows: dict, tau: dict) -> dict:
                 "setup_minutes": None if row["setup"] is None else row["setup"] / 60,
                 "status": row["status"],
             }
+            | ({"penalties": penalties(row)} if name in ("dnas", "distdnas") else {})
             for name, row in rows.items()
         },
+        "sampling_front_flops": front_flops(rows["sampling"]),
     }
 
 

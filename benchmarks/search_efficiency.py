@@ -376,7 +376,7 @@ def log_to_mlflow(
     client.log_figure(run_id, figure, "hypervolume.png")
     client.log_text(run_id, table, "table.txt")
     client.set_terminated(run_id)
-    print(f"logged to MLflow: {args.runs / 'mlflow.db'}, run {run_id}")
+    print(f"logged to MLflow: {args.runs / 'mlflow.db'}, run {run_id}", file=sys.stderr)
 
 
 def slug(name: str) -> str:
