@@ -56,8 +56,8 @@ ONESHOT = {
     "supernet_steps": 3000,
     "few_shot": ["last.block"],
     "few_shot_steps": 1000,
-    "subnet_budget": 1000,
-    "eval_rows": 50_000,
+    "subnet_budget": 500,
+    "eval_rows": 20_000,
     "calibration": 12,
 }
 ARMS = {
