@@ -114,12 +114,12 @@ def main() -> int:
     for name in ("dnas", "distdnas"):
         if name in rows:
             found = ", ".join(
-                f"{p} -> {d['flops'] / 1e3:.0f}K" + (" (front)" if d["on_front"] else "")
+                f"{p} -> {d['flops']:,.0f}" + (" (front)" if d["on_front"] else "")
                 for p, d in penalties(rows[name]).items()
                 if d["flops"] is not None
             )
             print(f"{name}'s penalties, the FLOPs of what each decoded: {found or 'none trained'}")
-    print(f"sampling's front spans {low / 1e3:.0f}K to {high / 1e3:.0f}K FLOPs")
+    print(f"sampling's front spans {low:,.0f} to {high:,.0f} FLOPs")
     return 0
 
 
