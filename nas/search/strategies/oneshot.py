@@ -140,7 +140,7 @@ class OneShot(Strategy):
 
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         if any(spec.arch_id == c.arch_id for c in self.calibration):
-            self.told[spec.arch_id] = values  # the picks' ranking was fixed by the supernet
+            self.told[spec.arch_id] = values  # what the ranker fits on; picks teach nothing
 
     def offers(self) -> int | None:
         if self.picks is None:
@@ -237,16 +237,18 @@ class OneShot(Strategy):
                 m[name] = float(p)
             penalties[name] = ranker.penalty
         trained = {s.arch_id for s in self.calibration}
-        candidates = [
-            (spec, m) for spec, m in zip(pool, ranked, strict=True) if spec.arch_id not in trained
-        ]
-        unique = list({spec.arch_id: (spec, m) for spec, m in candidates}.values())
-        picked = pick_front(unique, names, self._ranked_picks())
+        members = {  # arch_id -> (spec, the supernet's scores, the ranker's), untrained ones
+            spec.arch_id: (spec, score, m)
+            for spec, score, m in zip(pool, scores, ranked, strict=True)
+            if spec.arch_id not in trained
+        }
+        picked = pick_front(
+            [(spec, m) for spec, _, m in members.values()], names, self._ranked_picks()
+        )
         self.picks = [spec for spec, _ in picked]
-        by_id = {spec.arch_id: score for spec, score in zip(pool, scores, strict=True)}
         for spec, m in picked:
             ranker_figures = {f"ranker_{n}": m[n] for n in penalties}
-            self.estimates[spec.arch_id] = {**by_id[spec.arch_id], **ranker_figures}
+            self.estimates[spec.arch_id] = members[spec.arch_id][1] | ranker_figures
         self.ranker = {"results": len(results), "used": True, "penalties": penalties}
 
 
