@@ -17,6 +17,7 @@ they pick. Prints tables; with ``--out``, writes ``gpu_check.json`` there.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -105,6 +106,76 @@ def _setup_job(kind: str, data, steps: int, device: str) -> dict:
     }
 
 
+# The embedding tables of the optimizer measurement: MovieLens-1M's largest two, and one of the
+# size an ads or feed model carries (rows x width).
+TABLES = {"user": (6_041, 16), "item": (3_707, 16), "large": (1_000_000, 64)}
+
+
+def _embedding_optimizers(device: str, batch: int, steps: int) -> list[dict]:
+    """Ms per step (lookup, backward, optimizer step) of the trainer's lazy Adam
+    (``workers.train.RowwiseAdam``, its PyTorch path on a GPU) against
+    ``torch.optim.SparseAdam`` over the same tables, ids and gradients from one start, and
+    how far their weights end apart: the issue's "measure before choosing" for the GPU's
+    embedding optimizer (FBGEMM's table-batched embeddings do not install on the GPU
+    machine, which has no network; see benchmarks/README.md)."""
+    from workers.train import RowwiseAdam
+
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    for name, (count, width) in TABLES.items():
+        start = torch.nn.Embedding(count, width, sparse=True)
+        ids = [
+            torch.randint(0, count, (batch,), generator=generator, device=device)
+            for _ in range(steps + 3)
+        ]
+        ends = {}
+        for optimizer_name in ("RowwiseAdam", "SparseAdam"):
+            table = copy.deepcopy(start).to(device)
+            make = RowwiseAdam if optimizer_name == "RowwiseAdam" else torch.optim.SparseAdam
+            optimizer = make(table.parameters(), lr=1e-2)
+            began = 0.0
+            for step, batch_ids in enumerate(ids):
+                if step == 3:  # warmed up
+                    _sync(device)
+                    began = time.perf_counter()
+                optimizer.zero_grad()
+                table(batch_ids).square().sum().backward()
+                optimizer.step()
+            _sync(device)
+            ms = (time.perf_counter() - began) / steps * 1e3
+            ends[optimizer_name] = table.weight.detach()
+            rows.append(
+                {
+                    "table": name,
+                    "rows x width": f"{count:,} x {width}",
+                    "device": device,
+                    "optimizer": optimizer_name,
+                    "ms_per_step": ms,
+                }
+            )
+        gap = (ends["RowwiseAdam"] - ends["SparseAdam"]).abs().max().item()
+        rows[-1]["max_weight_gap"] = rows[-2]["max_weight_gap"] = gap
+    return rows
+
+
+def _optimizer_rows(device: str, args) -> dict:
+    return {"rows": _embedding_optimizers(device, args.batch, args.optimizer_steps)}
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _attempt(labels: dict, measure, *args) -> dict:
+    """``measure(*args)`` under ``labels``, or what stopped it: the check goes on, and the
+    report says."""
+    try:
+        return labels | measure(*args)
+    except Exception as err:  # noqa: BLE001 - any failure on the device is a finding
+        return labels | {"error": f"{type(err).__name__}: {err}"[:300]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="movielens-1m")
@@ -113,12 +184,10 @@ def main() -> None:
     parser.add_argument("--cpu-steps", type=int, default=20, help="CPU throughput steps")
     parser.add_argument("--agree-steps", type=int, default=40, help="the CPU/GPU NE runs")
     parser.add_argument("--job-steps", type=int, default=200, help="each setup job's steps")
+    parser.add_argument("--optimizer-steps", type=int, default=50, help="per optimizer, table")
     parser.add_argument("--smoke", action="store_true", help="the CPU only, a few steps")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-
-    from rich.console import Console
-    from rich.table import Table
 
     from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
@@ -127,48 +196,70 @@ def main() -> None:
     cuda = torch.cuda.is_available() and not args.smoke
     if args.smoke:
         args.batch, args.steps, args.cpu_steps, args.agree_steps = 256, 3, 3, 3
-        args.job_steps = 4
-    dataset = load_dataset(args.dataset)
-    data = TrialData.from_prepared(dataset, "valid", mapped=True)
+        args.job_steps, args.optimizer_steps = 4, 2
+        TABLES["large"] = (10_000, 64)
     devices = ["cuda", "cpu"] if cuda else ["cpu"]
-    rows = []
+    report = {
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "torch": torch.__version__,
+        "dataset": args.dataset,
+        "rows": [],
+        "embedding_optimizers": [],
+        "setup_jobs": [],
+    }
+
+    def keep(section: str, entries: list[dict]) -> None:  # written as it goes: a run cut
+        report[section] += entries  # short by its time limit still brings back the rest
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
+
+    for device in devices:
+        found = _attempt({"device": device}, _optimizer_rows, device, args)
+        keep("embedding_optimizers", found.get("rows") or [found])
+    data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)
     for name in SPECS:
         spec = ArchSpec.load(REPO / "examples" / "specs" / name)
         for device in devices:
             steps = args.steps if device == "cuda" else args.cpu_steps
             for precision in ("fp32", "bf16", "fp8") if device == "cuda" else ("fp32",):
-                run = _trained(spec, data, steps, args.batch, precision, device)
-                rows.append({"spec": name, "kind": "throughput", **run})
+                labels = {"spec": name, "kind": "throughput", "device": device}
+                labels["precision"] = precision
+                run = (spec, data, steps, args.batch, precision, device)
+                keep("rows", [_attempt(labels, _trained, *run)])
         if cuda and name == SPECS[0]:  # the rows kept on the host, copied on a side stream
+            labels = {"spec": name, "kind": "throughput, rows on host", "device": "cuda"}
+            labels["precision"] = "bf16"
             os.environ["RECNAS_GPU_ROWS"] = "host"
             try:
-                run = _trained(spec, data, args.steps, args.batch, "bf16", "cuda")
+                run = (spec, data, args.steps, args.batch, "bf16", "cuda")
+                keep("rows", [_attempt(labels, _trained, *run)])
             finally:
                 del os.environ["RECNAS_GPU_ROWS"]
-            rows.append({"spec": name, "kind": "throughput, rows on host", **run})
         for device in devices:  # the same seed, the same short budget: do they agree?
-            run = _trained(spec, data, args.agree_steps, 1024, "fp32", device)
-            rows.append({"spec": name, "kind": "agreement", **run})
-    jobs = []
+            labels = {"spec": name, "kind": "agreement", "device": device, "precision": "fp32"}
+            run = (spec, data, args.agree_steps, 1024, "fp32", device)
+            keep("rows", [_attempt(labels, _trained, *run)])
     for kind in ("supernet", "dnas"):
         for device in devices:
-            try:
-                jobs.append(_setup_job(kind, data, args.job_steps, device))
-            except Exception as err:  # the check goes on: the report says what failed
-                error = f"{type(err).__name__}: {err}"
-                jobs.append({"job": kind, "device": device, "error": error})
-    gpu = torch.cuda.get_device_name(0) if cuda else None
-    report = {
-        "gpu": gpu,
-        "torch": torch.__version__,
-        "dataset": args.dataset,
-        "rows": rows,
-        "setup_jobs": jobs,
-    }
-    table = Table(title=f"{args.dataset} on {gpu or 'the CPU only'} (torch {torch.__version__})")
+            labels = {"job": kind, "device": device}
+            keep("setup_jobs", [_attempt(labels, _setup_job, kind, data, args.job_steps, device)])
+    _print(report)
+
+
+def _print(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=140)
+    gpu = report["gpu"]
+    table = Table(title=f"{report['dataset']} on {gpu or 'the CPU only'} (torch {report['torch']})")
     for column in ("spec", "kind", "device", "precision", "steps x batch", "examples/s", "NE"):
         table.add_column(column, justify="left" if column in ("spec", "kind") else "right")
-    for r in rows:
+    for r in report["rows"]:
+        if "error" in r:
+            table.add_row(r["spec"], r["kind"], r["device"], r["precision"], "", r["error"][:60])
+            continue
         table.add_row(
             r["spec"],
             r["kind"],
@@ -178,12 +269,27 @@ def main() -> None:
             f"{r['examples_per_s']:,.0f}",
             f"{r['ne']:.5f}",
         )
-    console = Console(width=140)
+    console.print(table)
+    table = Table(title="embedding optimizers: lookup + backward + step, the same ids")
+    for column in ("table", "rows x width", "device", "optimizer", "ms/step", "max weight gap"):
+        table.add_column(column)
+    for r in report["embedding_optimizers"]:
+        if "error" in r:
+            table.add_row("", "", r["device"], "", "", r["error"][:60])
+            continue
+        table.add_row(
+            r["table"],
+            r["rows x width"],
+            r["device"],
+            r["optimizer"],
+            f"{r['ms_per_step']:.2f}",
+            f"{r['max_weight_gap']:.1e}",
+        )
     console.print(table)
     table = Table(title="setup jobs: the same settings and seed on each device")
     for column in ("job", "device", "steps", "steps/s", "picked (arch ids)"):
         table.add_column(column)
-    for j in jobs:
+    for j in report["setup_jobs"]:
         if "error" in j:
             table.add_row(j["job"], j["device"], "", "", j["error"][:80])
             continue
@@ -191,9 +297,6 @@ def main() -> None:
             j["job"], j["device"], str(j["steps"]), f"{j['steps_per_s']:.1f}", " ".join(j["picked"])
         )
     console.print(table)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

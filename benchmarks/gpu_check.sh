@@ -35,10 +35,21 @@ OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 python3 -m pip install --quiet --no-index --no-deps --no-compile --target /tmp/site "$PACK"/wheels/*.whl
 export PYTHONPATH="/tmp/site:$PWD" RECNAS_CACHE_DIR="$PWD/$PACK/data" PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
-python3 -m nas.cli data prepare movielens-1m
-python3 -m nas.cli train examples/specs/dcnv2.json --device cuda --steps 200 --batch-size 4096
-python3 benchmarks/gpu_check.py --out "$OUT" 2>&1 | tee "$OUT/gpu_check.txt"
-TRITON_INTERPRET=0 python3 benchmarks/triton_kernels.py 2>&1 | tee "$OUT/triton_kernels.txt"
-python3 benchmarks/cost_model.py --cuda --candidates 8 2>&1 | tee "$OUT/cost_model.txt"
+set +e  # from here each step has its own time limit, and one that fails leaves the rest to run
+failed=0
+step() {  # step SECONDS LOG COMMAND...: its output to the screen and to $OUT/LOG
+    local seconds=$1 log=$2
+    shift 2
+    echo "== $* (at most ${seconds}s)" | tee -a "$OUT/$log"
+    timeout -k 5 "$seconds" "$@" 2>&1 | tee -a "$OUT/$log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || { echo "== FAILED ($rc): $*" | tee -a "$OUT/$log"; failed=1; }
+}
+step 20 env.txt nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+step 20 env.txt python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+step 60 env.txt python3 -m nas.cli data prepare movielens-1m
+step 100 triton_kernels.txt env TRITON_INTERPRET=0 python3 benchmarks/triton_kernels.py
+step 70 cost_model.txt python3 benchmarks/cost_model.py --cuda --candidates 8
+step 60 train.txt python3 -m nas.cli train examples/specs/dcnv2.json --device cuda --steps 200 --batch-size 4096
+step 210 gpu_check.txt python3 benchmarks/gpu_check.py --out "$OUT"
+exit $failed

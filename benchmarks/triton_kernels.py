@@ -37,7 +37,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from kernels.ikbo import broadcast_linear, reference
+from kernels.ikbo import broadcast_linear
+from kernels.pytorch.pt_ikbo import reference
 
 H200_TFLOPS, H200_TBPS = 989.0, 4.8
 
