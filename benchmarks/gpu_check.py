@@ -17,6 +17,7 @@ they pick. Prints tables; with ``--out``, writes ``gpu_check.json`` there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -27,6 +28,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = ("dcnv2.json", "modern/wukong.json", "modern/hstu_seq.json")
+PARTS = ("optimizers", "training", "jobs")
 
 
 def _trained(spec, data, steps: int, batch: int, precision: str, device: str) -> dict:
@@ -158,6 +160,21 @@ def _embedding_optimizers(device: str, batch: int, steps: int) -> list[dict]:
     return rows
 
 
+@contextlib.contextmanager
+def _profiled(on: bool):
+    """With ``on``, the run's top ops by GPU time, printed after it."""
+    if not on:
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        yield
+    print(
+        prof.key_averages().table(sort_by="cuda_time_total", row_limit=20, max_name_column_width=60)
+    )
+
+
 def _optimizer_rows(device: str, args) -> dict:
     return {"rows": _embedding_optimizers(device, args.batch, args.optimizer_steps)}
 
@@ -185,6 +202,13 @@ def main() -> None:
     parser.add_argument("--agree-steps", type=int, default=40, help="the CPU/GPU NE runs")
     parser.add_argument("--job-steps", type=int, default=200, help="each setup job's steps")
     parser.add_argument("--optimizer-steps", type=int, default=50, help="per optimizer, table")
+    parser.add_argument("--specs", nargs="+", default=list(SPECS), help="under examples/specs")
+    parser.add_argument(
+        "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="print the GPU's top ops of each spec's fp32 run"
+    )
     parser.add_argument("--smoke", action="store_true", help="the CPU only, a few steps")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -214,11 +238,11 @@ def main() -> None:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
 
-    for device in devices:
+    for device in devices if "optimizers" in args.parts else ():
         found = _attempt({"device": device}, _optimizer_rows, device, args)
         keep("embedding_optimizers", found.get("rows") or [found])
     data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)
-    for name in SPECS:
+    for name in args.specs if "training" in args.parts else ():
         spec = ArchSpec.load(REPO / "examples" / "specs" / name)
         for device in devices:
             steps = args.steps if device == "cuda" else args.cpu_steps
@@ -226,8 +250,9 @@ def main() -> None:
                 labels = {"spec": name, "kind": "throughput", "device": device}
                 labels["precision"] = precision
                 run = (spec, data, steps, args.batch, precision, device)
-                keep("rows", [_attempt(labels, _trained, *run)])
-        if cuda and name == SPECS[0]:  # the rows kept on the host, copied on a side stream
+                with _profiled(args.profile and device == "cuda" and precision == "fp32"):
+                    keep("rows", [_attempt(labels, _trained, *run)])
+        if cuda and name == "dcnv2.json":  # the rows kept on the host, copied on a side stream
             labels = {"spec": name, "kind": "throughput, rows on host", "device": "cuda"}
             labels["precision"] = "bf16"
             os.environ["RECNAS_GPU_ROWS"] = "host"
@@ -240,7 +265,7 @@ def main() -> None:
             labels = {"spec": name, "kind": "agreement", "device": device, "precision": "fp32"}
             run = (spec, data, args.agree_steps, 1024, "fp32", device)
             keep("rows", [_attempt(labels, _trained, *run)])
-    for kind in ("supernet", "dnas"):
+    for kind in ("supernet", "dnas") if "jobs" in args.parts else ():
         for device in devices:
             labels = {"job": kind, "device": device}
             keep("setup_jobs", [_attempt(labels, _setup_job, kind, data, args.job_steps, device)])

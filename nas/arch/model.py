@@ -80,9 +80,8 @@ class HistoryEncoder(nn.Module):
         k = self.max_len
         if history.shape[1] > k:  # keep each row's last k events, still left-aligned
             start = (lengths - k).clamp(min=0)
-            index = (start.view(-1, 1) + torch.arange(k, device=device)).clamp(
-                max=history.shape[1] - 1
-            )
+            # start + k - 1 <= max(lengths, k) - 1 < history.shape[1]: no index past the end
+            index = start.view(-1, 1) + torch.arange(k, device=device)
             history = history.gather(1, index.unsqueeze(-1).expand(-1, -1, 3))
             lengths = lengths.clamp(max=k)
         r, length, _ = history.shape
