@@ -166,14 +166,17 @@ class HSTU(Block):
         """rab: [N, N] from relative positions, + [B, 1, N, N] from time gaps."""
         positions = torch.arange(n, device=self.position_bias.device)
         distance = (positions.view(-1, 1) - positions.view(1, -1)).clamp(min=0)
-        bias = self.position_bias[distance]  # [N, N]
+        # F.embedding rather than indexing: on CUDA, indexing's backward (index_put with
+        # accumulation) took 100 ms a step over these few rows hit [B, N, N] times (profiled
+        # on an H200, benchmarks/README.md); the embedding's backward takes a few.
+        bias = F.embedding(distance, self.position_bias.view(-1, 1)).squeeze(-1)  # [N, N]
         if timestamps is None or self.time_bias is None:
             return bias
         queries = timestamps if query_timestamps is None else query_timestamps
         gap = (queries.unsqueeze(2) - timestamps.unsqueeze(1)).abs().float()  # [B, N, N]
         bucket = (torch.log1p(gap) / math.log(self.config.time_base)).long()
         bucket = bucket.clamp(max=self.config.time_buckets - 1)
-        return bias + self.time_bias[bucket].unsqueeze(1)
+        return bias + F.embedding(bucket, self.time_bias.view(-1, 1)).squeeze(-1).unsqueeze(1)
 
     def forward_jagged(
         self,

@@ -26,13 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from kernels.backends import check_backend
+from kernels.backends import triton_chosen
 from kernels.pytorch import pt_fp8_linear
 
 
 def quantise_rows(x: torch.Tensor, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
-    check_backend(backend)
-    if backend == "triton" or (backend == "auto" and x.is_cuda):
+    if triton_chosen(backend, x):
         from kernels.triton.triton_fp8_linear import quantise_rows as kernel
 
         return kernel(x)

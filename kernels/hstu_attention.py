@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.backends import check_backend
+from kernels.backends import triton_chosen
 from kernels.pytorch.pt_hstu_attention import reference
 
 
@@ -36,8 +36,7 @@ def hstu_attention(
     norm: float | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
-    check_backend(backend)
-    if backend == "torch" or (backend == "auto" and not q.is_cuda):
+    if not triton_chosen(backend, q):
         return reference(q, k, v, rab, lengths, num_targets, norm)
     from kernels.triton.triton_hstu_attention import HstuAttention
 

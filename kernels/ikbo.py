@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.backends import check_backend
+from kernels.backends import triton_chosen
 from kernels.pytorch import pt_ikbo
 
 
@@ -33,12 +33,10 @@ def broadcast_linear(
 ) -> torch.Tensor:
     """``candidate`` [C, K], ``weight`` [N, K], ``bias`` [N], ``request_term`` [R, N],
     ``owner`` [C] int64 -> [C, N]."""
-    check_backend(backend)
     grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (candidate, weight, bias, request_term)
     )
-    use_triton = backend == "triton" or (backend == "auto" and candidate.is_cuda and not grad)
-    if not use_triton:
+    if not triton_chosen(backend, candidate) or (backend == "auto" and grad):
         return pt_ikbo.reference(candidate, weight, bias, request_term, owner)
     from kernels.triton.triton_ikbo import broadcast_linear as kernel
 
