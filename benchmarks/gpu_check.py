@@ -241,7 +241,8 @@ def main() -> None:
     for device in devices if "optimizers" in args.parts else ():
         found = _attempt({"device": device}, _optimizer_rows, device, args)
         keep("embedding_optimizers", found.get("rows") or [found])
-    data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)
+    if {"training", "jobs"} & set(args.parts):
+        data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)
     for name in args.specs if "training" in args.parts else ():
         spec = ArchSpec.load(REPO / "examples" / "specs" / name)
         for device in devices:
