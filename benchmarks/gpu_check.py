@@ -3,6 +3,8 @@
     python benchmarks/gpu_check.py --out DIR    # on a machine with a CUDA GPU (gpu_check.sh)
     python benchmarks/gpu_check.py --smoke      # here: the CPU only, a few steps
 
+First the embeddings' optimizers: the trainer's ``RowwiseAdam`` against
+``torch.optim.SparseAdam`` on each device (ms per step, how far their weights end apart).
 Per spec (DCNv2, Wukong, HSTU): the GPU's training examples/s in fp32, bf16 and fp8 (every
 GEMM's forward in row-wise FP8, ``torch._scaled_mm``) at a large batch, against the CPU's at
 the same batch; and, at a short budget in fp32, the NE the GPU reaches against the CPU's
@@ -113,7 +115,7 @@ def _setup_job(kind: str, data, steps: int, device: str) -> dict:
 TABLES = {"user": (6_041, 16), "item": (3_707, 16), "large": (1_000_000, 64)}
 
 
-def _embedding_optimizers(device: str, batch: int, steps: int) -> list[dict]:
+def _embedding_optimizers(device: str, batch: int, steps: int, tables: dict) -> list[dict]:
     """Ms per step (lookup, backward, optimizer step) of the trainer's lazy Adam
     (``workers.train.RowwiseAdam``, its PyTorch path on a GPU) against
     ``torch.optim.SparseAdam`` over the same tables, ids and gradients from one start, and
@@ -124,7 +126,7 @@ def _embedding_optimizers(device: str, batch: int, steps: int) -> list[dict]:
 
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []
-    for name, (count, width) in TABLES.items():
+    for name, (count, width) in tables.items():
         start = torch.nn.Embedding(count, width, sparse=True)
         ids = [
             torch.randint(0, count, (batch,), generator=generator, device=device)
@@ -175,8 +177,8 @@ def _profiled(on: bool):
     )
 
 
-def _optimizer_rows(device: str, args) -> dict:
-    return {"rows": _embedding_optimizers(device, args.batch, args.optimizer_steps)}
+def _optimizer_rows(device: str, args, tables: dict) -> dict:
+    return {"rows": _embedding_optimizers(device, args.batch, args.optimizer_steps, tables)}
 
 
 def _sync(device: str) -> None:
@@ -218,10 +220,11 @@ def main() -> None:
     from workers.trial_data import TrialData
 
     cuda = torch.cuda.is_available() and not args.smoke
+    tables = TABLES
     if args.smoke:
         args.batch, args.steps, args.cpu_steps, args.agree_steps = 256, 3, 3, 3
         args.job_steps, args.optimizer_steps = 4, 2
-        TABLES["large"] = (10_000, 64)
+        tables = TABLES | {"large": (10_000, 64)}
     devices = ["cuda", "cpu"] if cuda else ["cpu"]
     report = {
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
@@ -239,7 +242,7 @@ def main() -> None:
             (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
 
     for device in devices if "optimizers" in args.parts else ():
-        found = _attempt({"device": device}, _optimizer_rows, device, args)
+        found = _attempt({"device": device}, _optimizer_rows, device, args, tables)
         keep("embedding_optimizers", found.get("rows") or [found])
     if {"training", "jobs"} & set(args.parts):
         data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)

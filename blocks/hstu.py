@@ -167,8 +167,8 @@ class HSTU(Block):
         positions = torch.arange(n, device=self.position_bias.device)
         distance = (positions.view(-1, 1) - positions.view(1, -1)).clamp(min=0)
         # F.embedding rather than indexing: on CUDA, indexing's backward (index_put with
-        # accumulation) took 100 ms a step over these few rows hit [B, N, N] times (profiled
-        # on an H200, benchmarks/README.md); the embedding's backward takes a few.
+        # accumulation into these few rows, hit [B, N, N] times) took 98% of a training
+        # step's GPU time on an H200 (benchmarks/README.md); the embedding's backward, a few %.
         bias = F.embedding(distance, self.position_bias.view(-1, 1)).squeeze(-1)  # [N, N]
         if timestamps is None or self.time_bias is None:
             return bias

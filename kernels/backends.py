@@ -1,5 +1,6 @@
-"""How each op's front end chooses its implementation: ``auto`` (by the tensors' device and
-whether gradients flow), or one forced by name (the tests force the kernels)."""
+"""How each op's front end chooses its implementation: ``auto`` (by the tensors' device,
+whether gradients flow, and whether the model is being traced), or one forced by name (the
+tests force the kernels)."""
 
 import torch
 
