@@ -214,6 +214,14 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="the CPU only, a few steps")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    found = sorted(
+        str(p.relative_to(REPO / "examples/specs"))
+        for p in (REPO / "examples/specs").rglob("*.json")
+    )
+    if missing := [s for s in args.specs if s not in found]:
+        parser.error(
+            f"--specs: no {', '.join(missing)} under examples/specs; one of {', '.join(found)}"
+        )
 
     from nas.arch.spec import ArchSpec
     from nas.data import load_dataset
