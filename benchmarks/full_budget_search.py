@@ -12,7 +12,9 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
 - ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
   first ``calibration`` trainings (``ONESHOT`` below);
-- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``.
+- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``DNAS_STEPS`` steps of
+  architecture search per penalty (the quick examples'), each penalty's
+  ``MEMBERS_PER_PENALTY`` likeliest members trained.
 
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
 of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
@@ -52,6 +54,9 @@ from search_efficiency import (  # noqa: E402  (benchmarks/ on the path first)
 STEPS = 2000
 SELECT_BEST = {"every_steps": 250, "patience": 2}
 LAMBDAS = [0.0, 0.02, 0.1, 0.5]
+DNAS_STEPS = 400  # at 2000, four penalties' jobs took the whole 15 minutes (benchmarks/README)
+MEMBERS_PER_PENALTY = 3
+DNAS = {"lambdas": LAMBDAS, "steps": DNAS_STEPS, "members_per_penalty": MEMBERS_PER_PENALTY}
 ONESHOT = {
     "supernet_steps": 3000,
     "few_shot": ["last.block"],
@@ -63,8 +68,8 @@ ONESHOT = {
 ARMS = {
     "sampling": None,  # examples/searches/ctr_asha.yaml as it is
     "oneshot": {"name": "oneshot", "options": ONESHOT},
-    "dnas": {"name": "dnas", "options": {"lambdas": LAMBDAS, "steps": STEPS}},
-    "distdnas": {"name": "distdnas", "options": {"lambdas": LAMBDAS, "steps": STEPS, "shards": 4}},
+    "dnas": {"name": "dnas", "options": DNAS},
+    "distdnas": {"name": "distdnas", "options": DNAS | {"shards": 4}},
 }
 
 
@@ -113,12 +118,16 @@ def main() -> int:
     low, high = front_flops(rows["sampling"])
     for name in ("dnas", "distdnas"):
         if name in rows:
-            found = ", ".join(
-                f"{p} -> {d['flops']:,.0f}" + (" (front)" if d["on_front"] else "")
-                for p, d in penalties(rows[name]).items()
-                if d["flops"] is not None
+            found = "; ".join(
+                f"{p} -> "
+                + ", ".join(
+                    f"{m['flops']:,.0f}" + (" (front)" if m["on_front"] else "")
+                    for m in members
+                    if m["flops"] is not None
+                )
+                for p, members in penalties(rows[name]).items()
             )
-            print(f"{name}'s penalties, the FLOPs of what each decoded: {found or 'none trained'}")
+            print(f"{name}'s penalties, the FLOPs of the members each decoded: {found or 'none'}")
     print(f"sampling's front spans {low:,.0f} to {high:,.0f} FLOPs")
     return 0
 
@@ -210,23 +219,28 @@ def front_flops(row: dict) -> tuple[float, float]:
     return min(flops), max(flops)
 
 
-def penalties(row: dict) -> dict[str, dict]:
-    """A DNAS arm's penalties: the architecture each decoded, its FLOPs and NE once
-    trained, and whether it is on the arm's front (which penalties the front needed)."""
+def penalties(row: dict) -> dict[str, list[dict]]:
+    """A DNAS arm's penalties: the members each decoded (most likely first), their FLOPs
+    and NE once trained, and whether each is on the arm's front (which penalties the front
+    needed)."""
     from nas.arch.spec import ArchSpec
 
     trained = {t.arch_id: t for t in row["trials"] if t.status == "completed"}
     on_front = {t.arch_id for t in front(row)}
     out = {}
-    for penalty, spec in (row["search"].strategy_state or {}).get("decoded", {}).items():
-        arch_id = ArchSpec.from_dict(spec).arch_id
-        t = trained.get(arch_id)
-        out[penalty] = {
-            "arch_id": arch_id,
-            "flops": None if t is None else t.metrics["flops"],
-            "ne": None if t is None else t.metrics["ne"],
-            "on_front": arch_id in on_front,
-        }
+    for penalty, members in (row["search"].strategy_state or {}).get("decoded", {}).items():
+        out[penalty] = []
+        for spec in members:
+            arch_id = ArchSpec.from_dict(spec).arch_id
+            t = trained.get(arch_id)
+            out[penalty].append(
+                {
+                    "arch_id": arch_id,
+                    "flops": None if t is None else t.metrics["flops"],
+                    "ne": None if t is None else t.metrics["ne"],
+                    "on_front": arch_id in on_front,
+                }
+            )
     return out
 
 

@@ -104,7 +104,7 @@ def test_after_its_jobs_it_asks_distinct_members_then_says_it_is_spent(name) -> 
 def _members(strategy):
     if hasattr(strategy, "picks"):
         return strategy.picks
-    return list(strategy.decoded.values())
+    return [s for members in strategy.decoded.values() for s in members]
 
 
 @pytest.mark.parametrize("name", JOB_STRATEGIES)
@@ -188,3 +188,57 @@ def test_jobs_take_the_cpus_fewer_jobs_leave_free(name, options, threads) -> Non
     assert {job.settings["threads"] for job in jobs} == {threads}
     strategy.job_done(jobs[0], fake_result(strategy, jobs[0], np.random.default_rng(0)))
     assert {job.settings["threads"] for job in strategy.jobs()} <= {threads}  # as they began
+
+
+def _assignments(decisions, values=None, at=0):
+    """Every assignment of the active decisions, by brute force."""
+    values = values or {}
+    if at == len(decisions):
+        yield values
+        return
+    d = decisions[at]
+    if not d.active(values):
+        yield from _assignments(decisions, values, at + 1)
+        return
+    for choice in d.choices:
+        yield from _assignments(decisions, {**values, d.name: choice}, at + 1)
+
+
+def _probability(decisions, probabilities, values) -> float:
+    return float(
+        np.prod(
+            [probabilities[d.name][d.index(values[d.name])] for d in decisions if d.name in values]
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_most_likely_members_are_those_of_highest_probability(seed) -> None:
+    from nas.search.supernet.distributions import most_likely
+
+    space = create_space("ctr_stack", {"max_depth": 2}, INPUTS)
+    rng = np.random.default_rng(seed)
+    # Peaked distributions, as DNAS learns them, so that the order is not a near-tie.
+    probabilities = {
+        d.name: list(rng.dirichlet(np.full(len(d.choices), 0.5))) for d in space.decisions
+    }
+    every = sorted(
+        _assignments(space.decisions),
+        key=lambda v: -_probability(space.decisions, probabilities, v),
+    )
+    found = most_likely(space, probabilities, 7)
+    assert [space.encode(s) for s in found] == every[:7]
+    assert len(most_likely(space, probabilities, len(every) + 5)) == len(every)
+
+
+def test_members_per_penalty_offers_each_penalty_s_next_likeliest_after_every_first() -> None:
+    strategy = create_strategy("dnas", {"lambdas": [0.0, 0.5], "members_per_penalty": 3}, context())
+    rng = np.random.default_rng(4)
+    for job in strategy.jobs():
+        strategy.job_done(job, fake_result(strategy, job, rng))
+    first = {p: members[0].arch_id for p, members in strategy.decoded.items()}
+    assert all(len(members) == 3 for members in strategy.decoded.values())
+    asked = drain(strategy, rng)
+    assert set(asked[:2]) == set(first.values())  # every penalty's decoded member first
+    assert len(asked) == strategy.offers() <= 6
+    assert strategy.estimate(strategy.decoded["0.5"][2]) == {"dnas_penalty": 0.5, "dnas_rank": 3.0}

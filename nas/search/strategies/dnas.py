@@ -3,9 +3,13 @@ search on data shards.
 
 ``dnas``: one job per penalty lambda in ``lambdas`` (``workers/dnas.py``: architecture
 logits trained with the supernet's weights on logloss + lambda * E[cost] / cost_reference),
-run in parallel as Ray tasks up to the search's concurrency. Each decodes one architecture;
-``ask`` gives them in the order of ``lambdas`` (an architecture two penalties agree on is
-trained once), each trained stand-alone as an ordinary trial.
+run in parallel as Ray tasks up to the search's concurrency. Each decodes one architecture
+(each decision's most likely choice), and with ``members_per_penalty: k`` also the next
+k - 1 most likely members of its distribution: neighbours of the decoded one that the
+penalty's run found nearly as good, a cheap way to put more points on the front than there
+are penalties. ``ask`` gives every penalty's first member in the order of ``lambdas``, then
+every penalty's second, and so on (an architecture two penalties agree on is trained
+once), each trained stand-alone as an ordinary trial.
 
 ``distdnas``: the training split cut into ``shards`` chronological slices, standing in for
 days of logs; one DNAS job per (lambda, shard), each on its slice for ``steps / shards``
@@ -28,12 +32,13 @@ from pydantic import Field, field_validator, model_validator
 from nas.arch.spec import ArchSpec
 from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions
 from nas.search.strategies.registry import register_strategy
-from nas.search.supernet.distributions import aggregate, check_relaxation, decode
+from nas.search.supernet.distributions import aggregate, check_relaxation, decode, most_likely
 
 
 class DnasOptions(StrategyOptions):
     lambdas: list[float] = Field(default=[0.0, 0.01, 0.05, 0.2], min_length=1)
     steps: int = Field(default=600, ge=1)
+    members_per_penalty: int = Field(default=1, ge=1, le=64)
     relaxation: Literal["gumbel", "softmax", "straight_through"] = "gumbel"
     bilevel: bool = True
     tau_start: float = Field(default=2.0, gt=0)
@@ -98,7 +103,8 @@ class Dnas(Strategy):
     def __init__(self, options: DnasOptions, context):
         super().__init__(options, context)
         self.results: dict[str, dict[str, Any]] = {}  # job name -> its probabilities etc.
-        self.decoded: dict[str, ArchSpec] = {}  # lambda (as text) -> its architecture
+        # lambda (as text) -> its members: the decoded architecture, then the next likeliest
+        self.decoded: dict[str, list[ArchSpec]] = {}
 
     @property
     def shards(self) -> int:
@@ -166,37 +172,55 @@ class Dnas(Strategy):
         if all(done):
             self.decoded[f"{penalty:g}"] = self._decode(done)
 
-    def _decode(self, results: list[dict[str, Any]]) -> ArchSpec:
-        return decode(self.space, results[0]["probabilities"])
+    def _decode(self, results: list[dict[str, Any]]) -> list[ArchSpec]:
+        return self._members(results[0]["probabilities"])
+
+    def _members(self, probabilities: dict[str, list[float]]) -> list[ArchSpec]:
+        """The decoded member, then the likeliest others, ``members_per_penalty`` in all."""
+        k = self.options.members_per_penalty
+        out = {}
+        for spec in [decode(self.space, probabilities), *most_likely(self.space, probabilities, k)]:
+            out.setdefault(spec.arch_id, spec)
+        return list(out.values())[:k]
 
     # --- candidates --------------------------------------------------------------------------
 
     def ask(self) -> ArchSpec:
         for penalty in self.options.lambdas:
-            spec = self.decoded.get(f"{penalty:g}")
-            if spec is None:
+            if f"{penalty:g}" not in self.decoded:
                 raise RuntimeError(f"{self.name} was asked before its jobs for {penalty} finished")
-            if spec.arch_id not in self.seen:
-                self.seen.add(spec.arch_id)
-                return spec
+        for rank in range(self.options.members_per_penalty):
+            for penalty in self.options.lambdas:
+                members = self.decoded[f"{penalty:g}"]
+                if rank < len(members) and members[rank].arch_id not in self.seen:
+                    self.seen.add(members[rank].arch_id)
+                    return members[rank]
         raise SpaceExhausted(
             f"{self.name}: every architecture its {len(self.options.lambdas)} penalties decoded "
-            f"was trained ({len({s.arch_id for s in self.decoded.values()})} distinct)"
+            f"was trained ({self.offers()} distinct)"
         )
 
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         pass  # the sweep was decided by the jobs
 
     def offers(self) -> int | None:
-        return len({spec.arch_id for spec in self.decoded.values()})
+        return len({s.arch_id for members in self.decoded.values() for s in members})
 
     def estimate(self, spec: ArchSpec) -> dict[str, float]:
-        penalties = [float(p) for p, s in self.decoded.items() if s.arch_id == spec.arch_id]
-        return {"dnas_penalty": min(penalties)} if penalties else {}
+        found = [
+            (rank, float(p))
+            for p, members in self.decoded.items()
+            for rank, s in enumerate(members)
+            if s.arch_id == spec.arch_id
+        ]
+        if not found:
+            return {}
+        rank, penalty = min(found)
+        return {"dnas_penalty": penalty, "dnas_rank": float(rank + 1)}
 
     def summary(self) -> dict[str, Any]:
         return {
-            "decoded": {p: spec.arch_id for p, spec in self.decoded.items()},
+            "decoded": {p: [s.arch_id for s in members] for p, members in self.decoded.items()},
             "jobs": {
                 name: {"expected_cost": r["expected_cost"], "arch_id": r["arch_id"]}
                 for name, r in self.results.items()
@@ -207,13 +231,19 @@ class Dnas(Strategy):
         return {
             **super().state_dict(),
             "results": self.results,
-            "decoded": {p: spec.to_dict() for p, spec in self.decoded.items()},
+            "decoded": {p: [s.to_dict() for s in members] for p, members in self.decoded.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.results = state["results"]
-        self.decoded = {p: ArchSpec.from_dict(d) for p, d in state["decoded"].items()}
+        self.decoded = {
+            # A search saved before members_per_penalty kept one member (a dict) per penalty.
+            p: [
+                ArchSpec.from_dict(d) for d in ([members] if isinstance(members, dict) else members)
+            ]
+            for p, members in state["decoded"].items()
+        }
 
 
 @register_strategy
@@ -225,8 +255,8 @@ class DistDnas(Dnas):
     def shards(self) -> int:
         return self.options.shards
 
-    def _decode(self, results: list[dict[str, Any]]) -> ArchSpec:
-        return decode(self.space, aggregate(results, self.space.decisions, self.options.aggregate))
+    def _decode(self, results: list[dict[str, Any]]) -> list[ArchSpec]:
+        return self._members(aggregate(results, self.space.decisions, self.options.aggregate))
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()

@@ -4,6 +4,9 @@ member a distribution decodes to."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,3 +56,34 @@ def decode(space, scores: Mapping[str, list[float]]) -> ArchSpec:
         if d.active(values):
             values[d.name] = d.choices[int(torch.tensor(scores[d.name]).argmax())]
     return space.decode(values)
+
+
+def most_likely(space, probabilities: Mapping[str, list[float]], k: int) -> list[ArchSpec]:
+    """The ``k`` members of highest probability under independent per-decision
+    distributions (a member's probability: the product over its active decisions), most
+    likely first; fewer where the space has fewer. (The first need not be ``decode``'s: a
+    member whose choices leave some decisions inactive can be likelier than the one of
+    every highest choice.)
+
+    Best-first search over partial assignments in declaration order: each choice multiplies
+    the probability by at most 1, so no completion of a partial assignment is more likely
+    than it, and members leave the queue in order of probability. Ties go to the earlier
+    choice."""
+    decisions = space.decisions
+    order = itertools.count()
+    queue: list[tuple[float, int, int, dict[str, Any]]] = [(0.0, next(order), 0, {})]
+    out: list[ArchSpec] = []
+    while queue and len(out) < k:
+        cost, _, at, values = heapq.heappop(queue)
+        while at < len(decisions) and not decisions[at].active(values):
+            at += 1
+        if at == len(decisions):
+            out.append(space.decode(values))
+            continue
+        d = decisions[at]
+        for i, p in sorted(enumerate(probabilities[d.name]), key=lambda c: (-c[1], c[0])):
+            step = math.inf if p <= 0 else -math.log(p)
+            heapq.heappush(
+                queue, (cost + step, next(order), at + 1, {**values, d.name: d.choices[i]})
+            )
+    return out
