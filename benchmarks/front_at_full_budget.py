@@ -3,12 +3,14 @@ baselines, retrained at full budget on several seeds and scored on the test spli
 ``nas retrain`` as a user runs it.
 
     python benchmarks/front_at_full_budget.py SEARCH_ID [--runs DIR] [--steps N] [--seeds 3]
+        [--baseline examples/specs/dcnv2.json]
 
 Runs ``nas retrain SEARCH_ID --pick front --seeds S [--steps N] --json`` with the search's
 stores under ``--runs`` (default: $RECNAS_RUNS_DIR or ./nas-runs), then says whether the
 front meets the bar of issue 15 against the DCNv2 baseline: a searched point that beats
 DCNv2's mean test NE at no more FLOPs, or one within DCNv2's seed standard deviation at no
-more than 40% of its FLOPs. The search must have trained the baselines.
+more than 40% of its FLOPs. The search must have trained DCNv2 as a baseline, or be given
+it with ``--baseline`` (``nas retrain --baseline``: trained beside the front, same seeds).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=None, help="the search's runs folder")
     parser.add_argument("--steps", type=int, default=None, help="default: budget.steps")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--baseline", type=Path, action="append", default=[], help="a spec file (repeatable)"
+    )
     args = parser.parse_args()
     env = dict(os.environ)
     if args.runs is not None:
@@ -39,6 +44,8 @@ def main() -> int:
     command += ["--seeds", str(args.seeds), "--json"]
     if args.steps:
         command += ["--steps", str(args.steps)]
+    for spec in args.baseline:
+        command += ["--baseline", str(spec.resolve())]
     print("$ nas " + " ".join(command[3:]), flush=True)
     done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True)
     if done.returncode != 0:

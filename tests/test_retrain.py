@@ -38,8 +38,10 @@ def searched(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def retrained(searched) -> tuple[dict, int]:
-    """A retrain of two picks and the baselines over two seeds, its best searched pick
-    registered as tiny-ranker@prod: its --json report, and the trial picked by number."""
+    """A retrain of two picks and the baselines over two seeds, with DCNv2 (which the
+    search did not train) and DLRM (which it did) given as spec files too, its best searched
+    pick registered as tiny-ranker@prod: its --json report, and the trial picked by
+    number."""
     runs, search_id = searched
     trials = registry_of(runs).trials(search_id)
     searched_trial = next(t for t in trials if t.kind == "searched" and t.status == "completed")
@@ -47,9 +49,13 @@ def retrained(searched) -> tuple[dict, int]:
         runs, "retrain", search_id, "--pick", "knee", "--pick", str(searched_trial.number),
         "--steps", "40", "--seeds", "2", "--select-every", "10",
         "--register", "tiny-ranker", "--alias", "prod", "--json",
+        "--baseline", str(SPECS / "dcnv2.json"), "--baseline", str(SPECS / "dlrm.json"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), searched_trial.number
+
+
+SPECS = REPO / "examples" / "specs"
 
 
 def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched, retrained) -> None:
@@ -62,7 +68,9 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched, retrai
     rows = report["rows"]
     labels = [r["label"] for r in rows]
     baselines = {t.label for t in trials if t.is_baseline}
-    assert baselines <= set(labels) and len(labels) == len(set(labels))
+    assert "dcnv2" not in baselines and "dlrm" in baselines  # the search's: dlrm, deepfm
+    assert baselines | {"dcnv2"} <= set(labels) and len(labels) == len(set(labels))
+    assert next(r for r in rows if r["label"] == "dcnv2")["picked_as"] == ["baseline"]
     assert any("knee" in r["picked_as"] for r in rows)
     assert any(f"trial {picked_number}" in r["picked_as"] for r in rows)
     assert [r["ne_mean"] for r in rows] == sorted(r["ne_mean"] for r in rows)
@@ -240,6 +248,8 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         (["--steps", "10", "--epochs", "2"], "not allowed with argument"),
         (["--select-every", "-1"], "--select-every: must be 0 or a positive integer"),
         (["--workers", "0"], "--workers: must be an integer from 1 to 256"),
+        (["--baseline", "nosuch.json"], "--baseline: no spec file at nosuch.json"),
+        (["--baseline", str(REPO / "pyproject.toml")], "pyproject.toml (--baseline, on"),
         (["--workers", "256"], "resources.workers_per_trial: 256 workers x 1 CPUs"),
         (
             ["--select-every", "20", "--train-on", "train+valid"],

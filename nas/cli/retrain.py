@@ -44,7 +44,18 @@ def add_commands(commands) -> None:
         help="check every N steps on validation rows and keep each training's best weights "
         "(default: as the search's budget.select_best; 0 keeps the last step's)",
     )
-    retrain.add_argument("--no-baselines", action="store_true", help="only the picks")
+    retrain.add_argument(
+        "--no-baselines", action="store_true", help="not the search's baselines, only the picks"
+    )
+    retrain.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="also train this spec file as a baseline (repeatable), e.g. "
+        "examples/specs/dcnv2.json for a search that trained none",
+    )
     retrain.add_argument(
         "--register",
         metavar="NAME",
@@ -90,6 +101,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         not args.no_baselines,
         RegisterConfig(name=args.register, alias=args.alias) if args.register else None,
         args.select_every,
+        args.baseline,
     )
     if args.workers is not None:
         if not 1 <= args.workers <= 256:

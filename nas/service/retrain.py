@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nas.arch.spec import ArchSpec
@@ -55,10 +56,13 @@ def plan_retrain(
     baselines: bool,
     register: RegisterConfig | None = None,
     select_every: int | None = None,
+    spec_baselines: list[Path] = (),
 ) -> SearchConfig:
     """The config of a retrain of ``search``: checked, nothing written. ``ConfigError``
     names the flag at fault and what would be valid. ``select_every``: check every N steps
-    and keep the best weights (0: keep the last step's; None: as the search did)."""
+    and keep the best weights (0: keep the last step's; None: as the search did).
+    ``spec_baselines``: spec files trained as baselines too (a search run without baselines
+    can still be held against DCNv2)."""
     if register is not None:
         from nas.service.serving import check_name
 
@@ -76,7 +80,8 @@ def plan_retrain(
         for t in trials:
             if t.is_baseline and t.arch_id not in {p.trial.arch_id for p in chosen}:
                 chosen.append(_Picked(t, "baseline"))
-    if not chosen:
+    extra = _spec_baselines(spec_baselines, config.dataset, {p.trial.arch_id for p in chosen})
+    if not chosen and not extra:
         raise NasError(f"search {search.id} has nothing to retrain")
     data = config.to_dict()
     budget = {**data["budget"], "steps": steps or config.budget.steps, "max_minutes": None}
@@ -99,14 +104,40 @@ def plan_retrain(
         include_baselines=False,
         retrain=RetrainConfig(
             of=search.id,
-            picks=[p.pick() for p in chosen],
+            picks=[p.pick() for p in chosen] + extra,
             seeds=seeds,
             train_on=train_on,
             register_as=register,
         ).model_dump(),
     )
-    data["budget"]["candidates"] = len(chosen) * seeds
+    data["budget"]["candidates"] = (len(chosen) + len(extra)) * seeds
     return validate_config(data, f"the retrain of {search.id}")
+
+
+def _spec_baselines(paths: list[Path], dataset: str, taken: set[str]) -> list[RetrainPick]:
+    """``--baseline`` spec files as baseline picks, each checked against the search's
+    dataset; one already picked (or given twice) is trained once."""
+    if not paths:
+        return []
+    from nas.arch.model import model_configs
+    from nas.data import load_dataset
+
+    schema = load_dataset(dataset).schema
+    out = []
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError("--baseline", f"no spec file at {path}")
+        try:
+            spec = ArchSpec.load(path)
+            model_configs(spec, schema)
+        except ConfigError as err:
+            raise err.within(source=f"{path} (--baseline, on {dataset})") from None
+        if spec.arch_id in taken:
+            continue
+        taken.add(spec.arch_id)
+        label = spec.name or path.stem
+        out.append(RetrainPick(label=label, spec=spec.to_dict(), picked_as=["baseline"]))
+    return out
 
 
 @dataclass
