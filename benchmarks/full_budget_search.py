@@ -3,7 +3,8 @@ dnas and distdnas, each for the same wall time, every candidate trained as a ret
 train it (issue 36, item 5).
 
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
-        distdnas] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl] [--reuse] [--json]
+        distdnas] [--dnas-steps 400] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
+        [--reuse] [--json]
 
 Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 ``ctr_stack`` over MovieLens-1M, 2000 steps per candidate keeping its best check
@@ -12,8 +13,8 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
 - ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
   first ``calibration`` trainings (``ONESHOT`` below);
-- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``DNAS_STEPS`` steps of
-  architecture search per penalty (the quick examples'), each penalty's
+- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
+  architecture search per penalty (default: the quick examples' 400), each penalty's
   ``MEMBERS_PER_PENALTY`` likeliest members trained.
 
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
@@ -56,7 +57,7 @@ SELECT_BEST = {"every_steps": 250, "patience": 2}
 LAMBDAS = [0.0, 0.02, 0.1, 0.5]
 DNAS_STEPS = 400  # at 2000, four penalties' jobs took the whole 15 minutes (benchmarks/README)
 MEMBERS_PER_PENALTY = 3
-DNAS = {"lambdas": LAMBDAS, "steps": DNAS_STEPS, "members_per_penalty": MEMBERS_PER_PENALTY}
+DNAS = {"lambdas": LAMBDAS, "members_per_penalty": MEMBERS_PER_PENALTY}
 ONESHOT = {
     "supernet_steps": 3000,
     "few_shot": ["last.block"],
@@ -69,7 +70,7 @@ ARMS = {
     "sampling": None,  # examples/searches/ctr_asha.yaml as it is
     "oneshot": {"name": "oneshot", "options": ONESHOT},
     "dnas": {"name": "dnas", "options": DNAS},
-    "distdnas": {"name": "distdnas", "options": DNAS | {"shards": 4}},
+    "distdnas": {"name": "distdnas", "options": DNAS | {"shards": 4}},  # steps: --dnas-steps
 }
 
 
@@ -82,11 +83,16 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=Path, default=REPO / "nas-runs" / "full_budget_search")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dnas-steps", type=int, default=DNAS_STEPS, help="DNAS steps per penalty")
     parser.add_argument("--reuse", action="store_true", help="measure the arms already run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if "sampling" not in args.arms:
         parser.error("--arms must include sampling: the others are measured against it")
+    if args.dnas_steps < 4:
+        parser.error(
+            f"--dnas-steps must be at least 4 (distdnas's 4 shards), got {args.dnas_steps}"
+        )
     args.dataset, args.steps = "movielens-1m", STEPS  # what search_efficiency's report reads
     say = (lambda *_, **__: None) if args.json else print
     say(
@@ -140,6 +146,9 @@ def config(name: str, args) -> dict:
     base["budget"] |= {"steps": STEPS, "max_minutes": args.minutes, "select_best": SELECT_BEST}
     if ARMS[name] is not None:
         base["strategy"] = ARMS[name]
+        if name in ("dnas", "distdnas"):
+            options = ARMS[name]["options"] | {"steps": args.dnas_steps}
+            base["strategy"] = ARMS[name] | {"options": options}
         base.pop("scheduler")
     return base
 
