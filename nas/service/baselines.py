@@ -11,11 +11,31 @@ the search records that training's figures.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from nas.arch.spec import ArchSpec
+from nas.core.errors import ConfigError
 from nas.search.objectives import COST_OBJECTIVES
 from nas.service.registry import Registry, Trial
+
+
+def load_baseline(path: Path, schema, field: str, source: str) -> ArchSpec:
+    """A baseline's spec file, named after the file unless it names itself, checked to build
+    on ``schema``. A missing file is a ``ConfigError`` on ``field``; a bad spec one from
+    ``source``."""
+    from nas.arch.model import model_configs
+
+    if not path.is_file():
+        raise ConfigError(field, f"no spec file at {path}")
+    try:
+        spec = ArchSpec.load(path)
+        if spec.name is None:
+            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
+        model_configs(spec, schema)
+    except ConfigError as err:
+        raise err.within(source=source) from None
+    return spec
 
 
 class BaselineSchedule:

@@ -16,6 +16,7 @@ from nas.core.errors import ConfigError
 from nas.core.paths import artifacts_dir
 from nas.search.objectives import COST_OBJECTIVES, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
+from nas.service.baselines import load_baseline
 from nas.service.config import SearchConfig
 from search_spaces.base import SearchSpace
 from workers.device import gpu_count
@@ -66,7 +67,6 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     """Build everything a search needs from its config (``ray_address``: the command line's,
     over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
     are checked reachable: a search never starts to find out it cannot record anything."""
-    from nas.arch.model import model_configs
     from nas.data import load_dataset
     from nas.service import endpoints
     from search_spaces import SpaceInputs, create_space
@@ -145,15 +145,8 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     )
     baselines, seen = [], set()
     for i, path in enumerate(config.baseline_paths(config_dir)):
-        if not path.exists():
-            raise ConfigError(f"baselines[{i}]", f"no spec file at {path}")
-        spec = ArchSpec.load(path)
-        if spec.name is None:
-            spec = ArchSpec(**{**spec.__dict__, "name": path.stem})
-        try:
-            model_configs(spec, dataset.schema)
-        except ConfigError as err:
-            raise err.within(source=f"{path} (on {dataset.name})") from None
+        where = f"{path} (on {dataset.name})"
+        spec = load_baseline(path, dataset.schema, f"baselines[{i}]", where)
         if spec.arch_id not in seen:
             seen.add(spec.arch_id)
             baselines.append(spec)

@@ -26,7 +26,7 @@ from typing import Any
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, NasError
 from nas.core.paths import weights_file
-from nas.service.baselines import BaselineSchedule
+from nas.service.baselines import BaselineSchedule, load_baseline
 from nas.service.config import (
     RegisterConfig,
     RetrainConfig,
@@ -119,24 +119,15 @@ def _spec_baselines(paths: list[Path], dataset: str, taken: set[str]) -> list[Re
     dataset; one already picked (or given twice) is trained once."""
     if not paths:
         return []
-    from nas.arch.model import model_configs
     from nas.data import load_dataset
 
     schema = load_dataset(dataset).schema
     out = []
     for path in paths:
-        if not path.is_file():
-            raise ConfigError("--baseline", f"no spec file at {path}")
-        try:
-            spec = ArchSpec.load(path)
-            model_configs(spec, schema)
-        except ConfigError as err:
-            raise err.within(source=f"{path} (--baseline, on {dataset})") from None
-        if spec.arch_id in taken:
-            continue
-        taken.add(spec.arch_id)
-        label = spec.name or path.stem
-        out.append(RetrainPick(label=label, spec=spec.to_dict(), picked_as=["baseline"]))
+        spec = load_baseline(path, schema, "--baseline", f"{path} (--baseline, on {dataset})")
+        if spec.arch_id not in taken:
+            taken.add(spec.arch_id)
+            out.append(RetrainPick(label=spec.name, spec=spec.to_dict(), picked_as=["baseline"]))
     return out
 
 
