@@ -3,7 +3,8 @@ dnas and distdnas, each for the same wall time, every candidate trained as a ret
 train it (issue 36, item 5).
 
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
-        distdnas] [--dnas-steps 400] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
+        distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
+        [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
         [--reuse] [--json]
 
 Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
@@ -14,8 +15,9 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 - ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
   first ``calibration`` trainings (``ONESHOT`` below);
 - ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
-  architecture search per penalty (default: the quick examples' 400), each penalty's
-  ``MEMBERS_PER_PENALTY`` likeliest members trained.
+  architecture search per penalty (default: the quick examples' 400) relaxed as
+  ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
+  penalty's ``MEMBERS_PER_PENALTY`` likeliest members trained.
 
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
 of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
@@ -84,6 +86,17 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=REPO / "nas-runs" / "full_budget_search")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dnas-steps", type=int, default=DNAS_STEPS, help="DNAS steps per penalty")
+    parser.add_argument(
+        "--dnas-relaxation",
+        choices=["gumbel", "softmax", "straight_through"],
+        default="gumbel",
+        help="how the DNAS arms relax the logits' step (workers/dnas.py)",
+    )
+    parser.add_argument(
+        "--dnas-mixed-choices",
+        type=int,
+        help="gumbel: choices each decision mixes in the logits' step (default: all)",
+    )
     parser.add_argument("--reuse", action="store_true", help="measure the arms already run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -93,6 +106,7 @@ def main() -> int:
         parser.error(
             f"--dnas-steps must be at least 4 (distdnas's 4 shards), got {args.dnas_steps}"
         )
+    check_dnas_options(parser, args)
     args.dataset, args.steps = "movielens-1m", STEPS  # what search_efficiency's report reads
     say = (lambda *_, **__: None) if args.json else print
     say(
@@ -138,6 +152,19 @@ def main() -> int:
     return 0
 
 
+def check_dnas_options(parser, args) -> None:
+    """The DNAS arms' options as the search will check them, before any arm runs."""
+    from nas.core.errors import ConfigError
+    from nas.search.strategies import check_options
+
+    for name in {"dnas", "distdnas"} & set(args.arms):
+        try:
+            check_options(name, config(name, args)["strategy"]["options"])
+        except ConfigError as err:
+            flag = "--dnas-" + err.field.rsplit(".", 1)[-1].replace("_", "-")
+            parser.error(f"{flag}: {err.message}")
+
+
 def config(name: str, args) -> dict:
     """The arm's search: ctr_asha.yaml's, with its strategy (and no scheduler) for the
     weight-sharing arms; no baselines; ``--minutes`` long."""
@@ -147,7 +174,11 @@ def config(name: str, args) -> dict:
     if ARMS[name] is not None:
         base["strategy"] = ARMS[name]
         if name in ("dnas", "distdnas"):
-            options = ARMS[name]["options"] | {"steps": args.dnas_steps}
+            options = ARMS[name]["options"] | {
+                "steps": args.dnas_steps,
+                "relaxation": args.dnas_relaxation,
+                "mixed_choices": args.dnas_mixed_choices,
+            }
             base["strategy"] = ARMS[name] | {"options": options}
         base.pop("scheduler")
     return base

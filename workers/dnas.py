@@ -28,7 +28,12 @@ Each step has two halves:
   The mixtures evaluate every candidate at every token shape with mass
   (``StackSupernet.relaxed``, exact at one-hot); a space whose step would evaluate more
   than ``nas.search.supernet.distributions.MAX_RELAXED_EVALUATIONS`` candidates is refused
-  for them.
+  for them. With ``mixed_choices: k`` (gumbel only), each decision mixes only the k
+  choices its Gumbel-perturbed logits rank highest (k draws without replacement from
+  softmax(alpha), the Gumbel-top-k trick), renormalised; the rest weigh exactly zero and
+  are not evaluated. ProxylessNAS mixes two paths so: the step costs a fraction of the full
+  mixture's, each logit still moves whenever its choice is drawn, and the penalty's exact
+  expected cost moves them all.
 
 Bilevel by default (DARTS, first order): the logits step on held-out batches. Single-level
 (logits on training batches too) lets them prefer whatever fits the training batches best,
@@ -96,6 +101,7 @@ class DnasSettings:
     cost_target: str = "h100-sxm"
     cost_precision: str | None = None
     cost_batch: int = 4096
+    mixed_choices: int | None = None  # gumbel: choices mixed per decision (None: all)
 
 
 def run(
@@ -183,7 +189,14 @@ class Dnas:
         for d in self.decisions:
             u = torch.rand(len(d.choices), generator=self.noise).clamp(1e-10, 1 - 1e-10)
             u = u.to(self.logits(d.name).device)
-            soft[d.name] = torch.softmax((self.logits(d.name) - torch.log(-torch.log(u))) / tau, 0)
+            perturbed = (self.logits(d.name) - torch.log(-torch.log(u))) / tau
+            k = self.s.mixed_choices
+            if k is not None and k < len(d.choices):
+                kept = perturbed.topk(k).indices
+                weights = torch.softmax(perturbed[kept], 0)
+                soft[d.name] = torch.zeros_like(perturbed).scatter(0, kept, weights)
+            else:
+                soft[d.name] = torch.softmax(perturbed, 0)
         # every decision's choice read back at once: one wait for the device a draw
         chosen = torch.stack([soft[d.name].argmax() for d in self.decisions]).tolist()
         values: dict[str, Any] = {}

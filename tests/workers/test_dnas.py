@@ -66,6 +66,44 @@ def test_without_a_penalty_it_picks_the_block_the_label_needs(xor, relaxation, s
     assert dot > mlp
 
 
+THREE_WIDTHS = XOR_SPACE | {"options": XOR_SPACE["options"] | {"embedding_dims": [4, 8, 16]}}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mixing_two_choices_a_step_still_picks_the_block_the_label_needs(xor, seed) -> None:
+    result = dnas.run(settings(space=THREE_WIDTHS, mixed_choices=2, seed=seed), xor, None, quiet)
+    assert [layer["block"] for layer in result["decoded"]["interaction"]] == ["dot"]
+
+
+def test_a_draw_mixing_k_choices_weighs_its_k_likeliest_and_draws_the_same_member(xor) -> None:
+    """With mixed_choices: k each decision's sample keeps the k choices the perturbed
+    logits rank highest, renormalised, the rest at exactly zero (so the supernet skips
+    them); the member drawn is the one the full mixture draws for the same noise, and the
+    logits' gradient reaches only the kept choices."""
+    runs = {}
+    for k in (None, 2):
+        s = dnas.DnasSettings(**settings(space=THREE_WIDTHS, mixed_choices=k))
+        runs[k] = dnas.Dnas(dnas.job_supernet(settings(space=THREE_WIDTHS), xor), xor, s)
+        with torch.no_grad():
+            for i, logits in enumerate(runs[k].alpha.values()):
+                logits.copy_(torch.linspace(-1.0, 1.0, len(logits)) * (i + 1))
+    for _ in range(20):
+        member, full = runs[None].draw(0.5)
+        same, mixed = runs[2].draw(0.5)
+        assert same == member
+        for name, weights in mixed.items():
+            kept = min(2, len(weights))
+            assert int((weights > 0).sum()) == kept
+            assert float(weights.detach().sum()) == pytest.approx(1.0)
+            top = set(full[name].topk(kept).indices.tolist())
+            assert set(weights.nonzero().flatten().tolist()) == top
+    width = runs[2].logits("embedding_dim")
+    width.grad = None
+    weights = mixed["embedding_dim"]
+    (weights * torch.arange(3.0)).sum().backward()
+    assert ((width.grad != 0) == (weights > 0)).all()
+
+
 def test_a_larger_penalty_gives_a_cheaper_expected_architecture(xor) -> None:
     space = {
         "name": "ctr_stack",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from nas.arch.spec import ArchSpec
 from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions
@@ -40,6 +40,9 @@ class DnasOptions(StrategyOptions):
     steps: int = Field(default=600, ge=1)
     members_per_penalty: int = Field(default=1, ge=1, le=64)
     relaxation: Literal["gumbel", "softmax", "straight_through"] = "gumbel"
+    # gumbel: how many choices each decision mixes in the logits' step (workers/dnas.py);
+    # None: all of them.
+    mixed_choices: int | None = Field(default=None, ge=2)
     bilevel: bool = True
     tau_start: float = Field(default=2.0, gt=0)
     tau_end: float = Field(default=0.2, gt=0)
@@ -75,6 +78,17 @@ class DnasOptions(StrategyOptions):
                 "cost",
             )
         return self
+
+    @field_validator("mixed_choices")
+    @classmethod
+    def _mixed_choices(cls, value: int | None, info: ValidationInfo) -> int | None:
+        relaxation = info.data.get("relaxation")
+        if value is not None and relaxation != "gumbel":
+            raise ValueError(
+                f"applies to relaxation gumbel only, not {relaxation} (softmax has no noise "
+                "to draw the choices by; straight_through runs one path)"
+            )
+        return value
 
     @field_validator("lambdas")
     @classmethod
@@ -133,6 +147,7 @@ class Dnas(Strategy):
                 k: getattr(o, k)
                 for k in (
                     "relaxation",
+                    "mixed_choices",
                     "bilevel",
                     "tau_start",
                     "tau_end",
