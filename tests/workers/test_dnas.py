@@ -125,8 +125,12 @@ def test_a_larger_penalty_gives_a_cheaper_expected_architecture(xor) -> None:
     assert costs[-1] < costs[0] / 3
 
 
-def test_a_resumed_run_ends_as_an_unbroken_one(xor, tmp_path) -> None:
-    unbroken = dnas.run(settings(steps=60, checkpoint_every=20), xor, None, quiet)
+@pytest.mark.parametrize("mixed", [None, 2])
+def test_a_resumed_run_ends_as_an_unbroken_one(xor, tmp_path, mixed) -> None:
+    def settings_(**changes):
+        return settings(space=THREE_WIDTHS, mixed_choices=mixed, **changes)
+
+    unbroken = dnas.run(settings_(steps=60, checkpoint_every=20), xor, None, quiet)
     path = str(tmp_path / "dnas.pt")
 
     def die_at_30(phase, done, total):
@@ -134,9 +138,9 @@ def test_a_resumed_run_ends_as_an_unbroken_one(xor, tmp_path) -> None:
             raise KeyboardInterrupt  # the process dies between checkpoints (20 and 40)
 
     with pytest.raises(KeyboardInterrupt):
-        dnas.run(settings(steps=60, checkpoint_every=20), xor, path, die_at_30)
+        dnas.run(settings_(steps=60, checkpoint_every=20), xor, path, die_at_30)
     assert torch.load(path, weights_only=True)["step"] == 20
-    resumed = dnas.run(settings(steps=60, checkpoint_every=20), xor, path, quiet)
+    resumed = dnas.run(settings_(steps=60, checkpoint_every=20), xor, path, quiet)
     assert resumed["probabilities"] == unbroken["probabilities"]
     assert resumed["decoded"] == unbroken["decoded"]
     assert resumed["trajectory"]["alpha"] == unbroken["trajectory"]["alpha"]
