@@ -157,7 +157,7 @@ def test_oneshot_logs_its_estimates_and_ranks_by_its_first_trainings(tmp_path: P
 
 @pytest.mark.slow
 def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) -> None:
-    options = "{lambdas: [0.0, 1.0], steps: 120, shards: 2, aggregate: vote}"
+    options = "{lambdas: [0.0, 1.0], steps: 120, shards: 2, aggregate: vote, mixed_choices: 2}"
     runs = runs_with_store(tmp_path)
     done = nas(runs, "submit", str(write(tmp_path, "distdnas", options, baselines="two")))
     assert done.returncode == 0, done.stderr
@@ -171,6 +171,7 @@ def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) ->
     ]
     assert {tuple(t.job["settings"]["shard"]) for t in jobs} == {(0, 2), (1, 2)}
     assert all(t.job["settings"]["steps"] == 60 for t in jobs)
+    assert all(t.job["settings"]["mixed_choices"] == 2 for t in jobs)
     assert sum(t.kind == "baseline" for t in trials) == 2
     assert 1 <= sum(t.kind == "searched" for t in trials) <= 2
     artifacts = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}").list_artifacts(search.mlflow_run_id)
