@@ -184,7 +184,8 @@ class Dnas:
 
     def draw(self, tau: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """A member by Gumbel-max on the logits (its active decisions' values), and each
-        decision's Gumbel-softmax sample softmax((alpha + g) / tau), for the same noise."""
+        decision's Gumbel-softmax sample softmax((alpha + g) / tau), for the same noise (with
+        ``mixed_choices: k``, over its k largest alpha + g only, the others at zero)."""
         soft: dict[str, torch.Tensor] = {}
         for d in self.decisions:
             u = torch.rand(len(d.choices), generator=self.noise).clamp(1e-10, 1 - 1e-10)
