@@ -82,8 +82,8 @@ class DnasOptions(StrategyOptions):
     @field_validator("mixed_choices")
     @classmethod
     def _mixed_choices(cls, value: int | None, info: ValidationInfo) -> int | None:
-        relaxation = info.data.get("relaxation")
-        if value is not None and relaxation != "gumbel":
+        relaxation = info.data.get("relaxation")  # None: its own error says why
+        if value is not None and relaxation not in (None, "gumbel"):
             raise ValueError(
                 f"applies to relaxation gumbel only, not {relaxation} (softmax has no noise "
                 "to draw the choices by; straight_through runs one path)"
