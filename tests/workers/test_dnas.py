@@ -236,3 +236,15 @@ def test_bad_latency_cost_options_are_refused() -> None:
         check_options("dnas", {"cost": "latency", "cost_target": "h300"})
     with pytest.raises(ConfigError, match="prices fp32"):
         check_options("dnas", {"cost": "latency", "cost_target": "cpu", "cost_precision": "bf16"})
+
+
+def test_mixed_choices_outside_gumbel_or_below_two_is_refused_by_field() -> None:
+    from nas.search.strategies import check_options
+
+    for relaxation in ("softmax", "straight_through"):
+        with pytest.raises(ConfigError, match="gumbel only") as caught:
+            check_options("dnas", {"relaxation": relaxation, "mixed_choices": 2})
+        assert caught.value.field == "strategy.options.mixed_choices"
+    with pytest.raises(ConfigError, match="greater than or equal to 2"):
+        check_options("distdnas", {"mixed_choices": 1})
+    assert check_options("distdnas", {"mixed_choices": 2}).mixed_choices == 2
