@@ -206,11 +206,14 @@ def submit(runs: Path, config: dict) -> None:
 
 def measure(runs: Path, name: str, timing: dict) -> dict:
     """What the search named ``name`` did, from its registry and when ``nas submit``
-    started."""
+    started (not a retrain of it that ``front_at_full_budget.py`` ran in the same stores,
+    which keeps its name)."""
     from nas.service.registry import Registry
 
     registry = Registry(f"sqlite:///{runs / 'registry.db'}")
-    (search,) = [s for s in registry.list_searches() if s.name == name]
+    (search,) = [
+        s for s in registry.list_searches() if s.name == name and not s.config.get("retrain")
+    ]
     trials = registry.trials(search.id)
     searched = [t for t in trials if t.kind == "searched"]
     jobs = [t for t in trials if not t.is_candidate]
