@@ -102,7 +102,7 @@ def main() -> int:
     args = parser.parse_args()
     if "sampling" not in args.arms:
         parser.error("--arms must include sampling: the others are measured against it")
-    if args.dnas_steps < 4:
+    if "distdnas" in args.arms and args.dnas_steps < 4:
         parser.error(
             f"--dnas-steps must be at least 4 (distdnas's 4 shards), got {args.dnas_steps}"
         )
