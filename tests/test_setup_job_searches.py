@@ -136,12 +136,16 @@ def test_oneshot_logs_its_estimates_and_ranks_by_its_first_trainings(tmp_path: P
     calibration = {ArchSpec.from_dict(d).arch_id for d in job.job["settings"]["calibration"]}
     assert {t.arch_id for t in searched[:4]} == calibration  # trained first
     last_calibration = max(t.timings["recorded_at"] for t in searched[:4])
-    for t in searched:
+    # They need no supernet: they trained before its job, in the workers it needs.
+    assert job.timings["started_at"] >= max(t.timings["finished_at"] for t in searched[:4])
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    for t in searched:  # the calibration members' supernet scores filed once it had them
         assert 0 < t.metrics["supernet_ne"] < 2 and 0 < t.metrics["ne"] < 2
+        logged = client.get_run(t.mlflow_run_id).data.metrics
+        assert logged["supernet_ne"] == pytest.approx(t.metrics["supernet_ne"])
     for t in searched[4:]:  # ranked once every calibration result was in
         assert t.timings["suggested_at"] >= last_calibration
         assert 0 < t.metrics["ranker_ne"] < 2
-    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
     (job_run,) = client.search_runs(
         [search.mlflow_experiment_id], filter_string="tags.kind = 'supernet'"
     )
@@ -174,6 +178,12 @@ def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) ->
     assert all(t.job["settings"]["mixed_choices"] == 2 for t in jobs)
     assert sum(t.kind == "baseline" for t in trials) == 2
     assert 1 <= sum(t.kind == "searched" for t in trials) <= 2
+    # lambda 0's member trained as soon as its two shards ended, before lambda 1's jobs; the
+    # baselines waited for the jobs.
+    started = {t.arch_id: t.timings["started_at"] for t in jobs}
+    (first, *_) = sorted((t for t in trials if t.is_candidate), key=lambda t: t.number)
+    assert first.kind == "searched" and first.metrics["dnas_penalty"] == 0.0
+    assert started["dnas-l0-s1"] < first.timings["started_at"] < started["dnas-l1-s0"]
     artifacts = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}").list_artifacts(search.mlflow_run_id)
     assert "strategy.json" in {a.path for a in artifacts}
 

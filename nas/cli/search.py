@@ -171,12 +171,11 @@ class ProgressReporter(Reporter):
     def phase(self, name: str, total: int | None = None) -> None:
         if name == "setup jobs":
             self.progress.console.print(
-                f"first {total} setup job{'s' if total != 1 else ''} of the "
-                f"{self.config.strategy.name} strategy, "
-                f"{self.config.resources.concurrency} at a time; then the candidates",
+                f"{total} setup job{'s' if total != 1 else ''} of the "
+                f"{self.config.strategy.name} strategy, and its candidates as the jobs give "
+                f"them: {self.config.resources.concurrency} at a time in all",
                 highlight=False,
             )
-            self.progress.update(self.task, description="candidates (after the setup jobs)")
         else:
             self.progress.update(self.task, description=name, total=total)
 
@@ -417,26 +416,26 @@ def cmd_status(args: argparse.Namespace) -> None:
 
 
 def _phase(trials, summary) -> str:
-    """Where the search is: its setup jobs (with the progress each last reported), or the
-    stand-alone training of candidates."""
+    """Where the search is: the stand-alone training of candidates, after its setup jobs
+    or beside them (with the progress each last reported)."""
     jobs = [t for t in trials if not t.is_candidate]
     unfinished = [t for t in jobs if t.status != "completed"]
-    if unfinished:
-        shown = []
-        for t in unfinished:
-            progress = (t.job or {}).get("progress")
-            where = (
-                f"{progress['phase']} {progress['done']}/{progress['total']}" if progress else ""
-            )
-            shown.append(f"{t.arch_id} {t.status} {where}".strip())
-        return f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
     counts = summary.counts
     done = sum(counts[s] for s in FINISHED)
     after = f", after {len(jobs)} setup job{'s' if len(jobs) > 1 else ''}" if jobs else ""
-    return (
+    training = (
         f"stand-alone training: {done} finished, {counts['running']} running "
-        f"({counts['searched']}/{counts['budget']} searched so far){after}"
+        f"({counts['searched']}/{counts['budget']} searched so far)"
     )
+    if not unfinished:
+        return training + after
+    shown = []
+    for t in unfinished:
+        progress = (t.job or {}).get("progress")
+        where = f"{progress['phase']} {progress['done']}/{progress['total']}" if progress else ""
+        shown.append(f"{t.arch_id} {t.status} {where}".strip())
+    jobs_text = f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
+    return f"{jobs_text}; {training}" if done or counts["running"] else jobs_text
 
 
 def _print_jobs(jobs) -> None:

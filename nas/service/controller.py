@@ -1,16 +1,17 @@
 """The controller: runs a search's candidates as Ray Tune trials and records every outcome.
 
-    Controller.run()      ray.init -> the strategy's setup jobs, if any (supernet or DNAS
-                          training, ``setup_jobs.py``) -> Tuner(trainable, search_alg=ask the
-                          strategy, callbacks=record each outcome) -> fit -> the search's final
-                          status recorded -> ray.shutdown
+    Controller.run()      ray.init -> Tuner(trainable, search_alg=ask the strategy,
+                          callbacks=record each outcome) -> fit, the strategy's setup jobs
+                          (supernet or DNAS training, ``setup_jobs.py``) beside the trials ->
+                          the search's final status recorded -> ray.shutdown
 
 Tune drives the candidates' loop. Its ``Searcher`` asks this controller for the next
 candidate (a trial to re-run after a crash; a baseline, while the baselines hold fewer than
-half the workers; the strategy's next ask, until the budget is spent; the baselines left); a
-Tune ``Callback`` hands each finished trial back, and ``recording.py`` files it. Kill the
-process anywhere and ``nas resume`` finds a consistent registry: trials left "running" are
-run again, MLflow runs are looked up before they are created.
+half the workers and no setup job waits; the strategy's next ask, until the budget is spent;
+while the strategy waits, a setup job in the free workers; the baselines left); a Tune
+``Callback`` hands each finished trial back, and ``recording.py`` files it. Kill the process
+anywhere and ``nas resume`` finds a consistent registry: trials left "running" are run
+again, MLflow runs are looked up before they are created.
 
 Ray's per-trial start-up cost (a process, imports: seconds) is paid once per worker, not per
 candidate: ``reuse_actors=True`` keeps each worker for the next candidate. The prepared data
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from nas.service.registry.models import FINISHED
 from nas.service.registry.store import HEARTBEAT_S
 from nas.service.reporter import Reporter
 from nas.service.rungs import RungBook
+from nas.service.setup_jobs import SetupJobs
 from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
 from nas.service.tune_glue import (
@@ -104,8 +108,11 @@ class Controller:
         self.selection = SelectBest(**select) if select else None
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
+        self.setup: SetupJobs | None = None  # the strategy's setup jobs, while the search runs
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
+        self.interrupted = False  # a first Ctrl-C: the trials stop, the search is resumable
+        self.deadline: float | None = None  # budget.max_minutes, as a time.time()
         self._last_poll = 0.0
         self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
         self.recording = self.recording_class(
@@ -187,20 +194,42 @@ class Controller:
         return TrialData.from_prepared(self.plan.dataset, "valid", mapped=mapped)
 
     def _run_phases(self, search: Search, time_budget_s: float | None) -> None:
-        """The strategy's setup jobs (if any), then the candidates, on one Ray session."""
-        from nas.service.setup_jobs import SetupPhase
+        """The candidates, with the strategy's setup jobs (if any) in the workers the
+        candidates leave free, on one Ray session."""
+        self.deadline = None if time_budget_s is None else time.time() + time_budget_s
+        self.setup = SetupJobs(self)
+        jobs = self.setup.pending()
+        if jobs:
+            self.reporter.phase("setup jobs", len(jobs))
+        self._reuse_baselines()
+        self.reporter.phase("stand-alone training", self._planned())
+        try:
+            self._fit(search, time_budget_s)
+        finally:
+            unfinished = bool(self.setup.running or self.setup.pending())
+            self.setup.close("search stopped" if self.setup.error is None else "a job failed")
+        if self.setup.error is not None:
+            raise self.setup.error
+        if unfinished and self.deadline is not None and time.time() >= self.deadline - 1:
+            self.setup_stop = "stopped"
 
-        deadline = None if time_budget_s is None else time.time() + time_budget_s
-        self.setup_stop = SetupPhase(self).run(deadline)
-        if self.setup_stop is None:
-            offered = self.strategy.offers()  # in all, sessions before this one included
-            searched = self.config.budget.candidates
-            if offered is not None:
-                searched = min(searched, offered)
-            self.reporter.phase("stand-alone training", searched + len(self.plan.baselines))
-            self._reuse_baselines()
-            left = None if deadline is None else max(1.0, deadline - time.time())
-            self._fit(search, left)
+    def _planned(self) -> int:
+        """Trials the search will train in all, as far as the strategy knows now."""
+        offered = self.strategy.offers()  # in all, sessions before this one included
+        searched = self.config.budget.candidates
+        if offered is not None:
+            searched = min(searched, offered)
+        return searched + len(self.plan.baselines)
+
+    def pump(self) -> None:
+        """Between Tune's steps: the setup jobs' progress, and the ones that finished."""
+        if self.setup is not None and self.setup.poll():
+            self.reporter.phase("stand-alone training", self._planned())
+            for trial in list(self.known.values()):  # trained before the job that scores it
+                if trial.kind == "searched" and trial.metrics is not None:
+                    new = self._estimate(trial).items()
+                    if missing := {k: v for k, v in new if k not in trial.metrics}:
+                        self.known[trial.arch_id] = self.recording.add_estimates(trial, missing)
 
     def _fit(self, search: Search, time_budget_s: float | None) -> None:
         from ray import tune
@@ -243,15 +272,47 @@ class Controller:
                 log_to_file=True,
             ),
         )
-        tuner.fit()
+        with self._first_ctrl_c():
+            tuner.fit()
+
+    @contextlib.contextmanager
+    def _first_ctrl_c(self):
+        """A first Ctrl-C stops the trials and ends the search, resumable; a second one
+        raises ``KeyboardInterrupt`` at once. Ray Tune's own handler does the first part, but
+        its loop does not look while it waits for the searcher's next trial, which is where a
+        search whose workers all run setup jobs spends its time."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        kept = signal.getsignal(signal.SIGINT)
+
+        def first(signum, frame) -> None:
+            self.interrupted = True
+            signal.signal(signal.SIGINT, kept)
+
+        signal.signal(signal.SIGINT, first)
+        before = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, kept)
+            if before is None:
+                os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+            else:
+                os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = before
 
     # --- asking --------------------------------------------------------------------------
 
     def next_config(self, tune_id: str) -> dict[str, Any] | Literal["wait"] | None:
         """The Tune config of the next candidate; ``WAIT`` while the strategy waits on
-        trials still running; None when there is nothing left."""
-        if self.poll_cancel():
+        trials or setup jobs still running; None when there is nothing left, or the search
+        must stop."""
+        self.pump()
+        if self.should_stop() or (self.deadline is not None and time.time() >= self.deadline):
             return None
+        if len(self.running) + self.setup.busy() >= self.config.resources.concurrency:
+            return WAIT  # the setup jobs hold the free workers
         trial = self._next_trial()
         if trial is None or trial == WAIT:
             return trial
@@ -265,10 +326,18 @@ class Controller:
         Baselines trained alongside the candidates, not before them, let the search start at
         once: trained first, they held every worker of a small search for its first minutes.
         They still come first where there is one worker."""
+        if self.config.resources.gpus_per_trial > 0 and (self.setup.pending() or self.setup.busy()):
+            # On GPUs the jobs run first: a job reserves its GPU from Ray, and Tune keeps an
+            # idle trial worker, with its GPU, while it waits for the next trial.
+            self.setup.start(
+                self.config.resources.concurrency - len(self.running) - self.setup.busy()
+            )
+            return WAIT
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
         running = sum(r.trial.is_baseline for r in self.running.values())
-        if (spec := self.baselines.due(running)) is not None:
+        jobs_wait = bool(self.setup.pending())
+        if not jobs_wait and (spec := self.baselines.due(running)) is not None:
             return self._add_baseline(spec)
         waiting = False
         if self._searched() < self.config.budget.candidates and not self.exhausted:
@@ -287,10 +356,16 @@ class Controller:
                     "searched",
                     self.strategy.state_dict(),
                 )
+        if waiting and jobs_wait:
+            # The next job, or (one too large for the workers free now) the free workers
+            # kept for it: the strategy's candidates wait on it, the baselines do not.
+            free = self.config.resources.concurrency - len(self.running) - self.setup.busy()
+            self.setup.start(free)
+            return WAIT
         spec = self.baselines.next()
         if spec is not None:
             return self._add_baseline(spec)
-        return WAIT if waiting else None
+        return WAIT if waiting or self.setup.running else None
 
     def _add_baseline(self, spec: ArchSpec) -> Trial:
         return self.registry.add_trial(
@@ -472,6 +547,12 @@ class Controller:
         return True
 
     # --- cancel and the end ---------------------------------------------------------------
+
+    def should_stop(self) -> bool:
+        """Whether the trials must stop now: ``nas cancel``, a first Ctrl-C, a failed setup
+        job."""
+        failed = self.setup is not None and self.setup.error is not None
+        return self.poll_cancel() or self.interrupted or failed
 
     def poll_cancel(self) -> bool:
         """Whether ``nas cancel`` asked this search to stop (reads the registry at most once

@@ -129,6 +129,17 @@ class Recording:
         trial.mlflow_run_id = run_id
         return trial
 
+    def add_estimates(self, trial: Trial, estimates: dict[str, float]) -> Trial:
+        """The strategy's estimates for a trial recorded before the strategy had them (a
+        one-shot calibration member, trained while the supernet was): in its registry
+        figures and on its MLflow run."""
+        metrics = {**(trial.metrics or {}), **estimates}
+        self.registry.update_trial(trial.id, metrics=metrics)
+        trial.metrics = metrics
+        if trial.mlflow_run_id:  # else: logged with them on a resume (log_unlogged)
+            self.tracker.log_metrics(trial.mlflow_run_id, estimates)
+        return trial
+
     def log_job(self, trial: Trial, result: dict[str, Any] | None) -> None:
         """A setup job's MLflow run (with its result when it has one), and what the strategy
         has learned so far on the search's run."""

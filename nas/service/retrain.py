@@ -268,7 +268,7 @@ class RetrainController(Controller):
         self._fit(search, None)
 
     def next_config(self, tune_id: str) -> dict[str, Any] | None:
-        if self.poll_cancel():
+        if self.should_stop():
             return None
         if self.rerun:
             trial = self.registry.restart_trial(self.rerun.pop(0).id)

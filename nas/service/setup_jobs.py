@@ -1,25 +1,42 @@
-"""The setup phase of a search: the strategy's jobs (supernet training, DNAS runs), before
-any candidate.
+"""The strategy's setup jobs (supernet training, DNAS runs), run beside its candidates.
 
-    SetupPhase(controller).run(deadline) -> None (all done) | "cancelled" | "stopped"
+    jobs = SetupJobs(controller)
+    jobs.start(free)   # the next job, if the strategy lists one and it fits in ``free``
+                       # workers; the controller calls it only when the strategy has no
+                       # candidate to give now (``Waiting``)
+    jobs.poll()        # progress; each finished job handed to the strategy and recorded
+    jobs.close(why)    # at the search's end: the jobs still running cancelled
 
-Each job is a Ray task (``workers.jobs.run_job``) with as many CPUs as its threads (the
-search's ``cpus_per_trial``, times the cores fewer jobs than ``concurrency`` leave free),
-up to ``concurrency`` at once, reading the search's data from the object store, and is recorded
-as a trial of its kind (``supernet``, ``dnas``) with a checkpoint path under the runs folder
-(on a cluster, that folder must be on storage every node mounts, as Tune's storage is).
+A one-shot or DNAS strategy's candidates come from its jobs, but not all of them wait for
+all the jobs: a DNAS penalty's first member can train as soon as that penalty's job ends,
+and a one-shot search's calibration members need no supernet. So the jobs share the
+search's workers with the candidates (``resources.concurrency`` in all; a job holds as many
+as its threads are trials' threads), and a worker goes to a job only when the strategy has
+nothing to train.
+
+That count, not Ray's, holds the jobs to their share: a job reserves no CPUs from Ray.
+Ray Tune keeps an idle trial worker, and the CPUs Ray gave it, while it waits for its next
+trial; a job waiting for those CPUs would wait forever, since the next trial waits on the
+job. Jobs are spread over a cluster's nodes. On GPUs, where a job does reserve its GPU,
+the jobs run before the candidates.
+
+Each job is a Ray task (``workers.jobs.run_job``) reading the search's data from the object
+store, and is recorded as a trial of its kind (``supernet``, ``dnas``) with a checkpoint
+path under the runs folder (on a cluster, that folder must be on storage every node mounts,
+as Tune's storage is).
 
 When a job finishes, the strategy takes its result and its state is written with the job's
 outcome in one registry transaction (then its checkpoint is deleted, unless the job keeps
 it: a trained supernet does); then the job's MLflow run (settings, the logits'
 trajectories, the decoded or picked architectures) and the strategy's summary on the search
-run. A job that raises fails the search (``nas resume`` runs it again from its checkpoint);
-after a crash, the jobs the strategy has not been told about run again from theirs, and a
-job's run gives the same result however often it was interrupted.
+run. A job that raises fails the search (``error``; ``nas resume`` runs it again from its
+checkpoint); after a crash, the jobs the strategy has not been told about run again from
+theirs, and a job's run gives the same result however often it was interrupted.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +51,13 @@ from nas.service.registry import Registry, Search, Trial
 from nas.service.reporter import Reporter
 from workers.trial_data import TrialData
 
-POLL_S = 0.5  # how often progress and cancellation are read while jobs run
+POLL_S = 0.5  # how often progress and finished jobs are read
 PROGRESS_SAVE_S = 5.0  # how often a job's progress is written to the registry
 BULKY = ("subnets", "trajectory", "pool")  # result parts not kept in the registry
 
 
 class SetupHost(Protocol):
-    """What the setup phase reads and calls on the search that runs it (the controller)."""
+    """What the setup jobs read and call on the search that runs them (the controller)."""
 
     registry: Registry
     search: Search
@@ -53,75 +70,109 @@ class SetupHost(Protocol):
     @property
     def trial_data(self) -> TrialData: ...
 
-    def poll_cancel(self) -> bool: ...
-
 
 @dataclass
 class _Running:
     job: Job
     trial: Trial
     began: float
+    workers: int
     saved: float = 0.0
 
 
-class SetupPhase:
+class SetupJobs:
     def __init__(self, host: SetupHost):
         self.c = host
         self.running: dict[Any, _Running] = {}  # Ray ObjectRef -> the job it computes
+        self.error: TrainingError | None = None  # a job that failed: the search fails
+        self._ray: tuple | None = None  # (task, data, queue), once a job started
+        self._polled = 0.0
 
-    def run(self, deadline: float | None) -> str | None:
-        jobs = self.c.strategy.jobs()
-        if not jobs:
-            return None
-        import ray
-        from ray.util.queue import Queue
+    def pending(self) -> list[Job]:
+        """The strategy's jobs not started yet."""
+        if self.error is not None:
+            return []
+        started = {r.job.name for r in self.running.values()}
+        return [job for job in self.c.strategy.jobs() if job.name not in started]
 
-        from workers.jobs import run_job
+    def busy(self) -> int:
+        """Workers the running jobs hold."""
+        return sum(r.workers for r in self.running.values())
 
+    def start(self, free: int) -> bool:
+        """Start the next job if it fits in ``free`` workers; whether one started."""
+        jobs = self.pending()
+        if not jobs or self._workers(jobs[0]) > free:
+            return False
+        job = jobs[0]
+        task, data, queue = self._connect()
         resources = self.c.config.resources
-        task = ray.remote(run_job)
-        # A job's threads are fixed by its settings (so a resume computes what it did);
-        # its reservation never asks for more CPUs than one node has, or it would wait forever.
-        largest = max(n["Resources"].get("CPU", 1) for n in ray.nodes() if n["Alive"])
-        data = ray.put(self.c.trial_data)
-        queue = Queue(actor_options={"num_cpus": 0})
-        self.c.reporter.phase("setup jobs", len(jobs))
-        try:
-            while jobs or self.running:
-                while jobs and len(self.running) < resources.concurrency:
-                    job = jobs.pop(0)
-                    trial = self._open(job)
-                    cpus = min(job.settings["threads"], largest)
-                    gpus = resources.gpus_per_trial  # as a trial's: the job trains on it
-                    # A worker that dies (not a job that raises) is retried by Ray; the
-                    # job picks up from its last checkpoint.
-                    retries = resources.max_retries
-                    ref = task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries).remote(
-                        job.kind,
-                        job.settings,
-                        data,
-                        trial.checkpoint,
-                        queue,
-                        job.name,
-                        "cuda" if gpus > 0 else "cpu",
-                    )
-                    self.running[ref] = _Running(job, trial, time.time())
-                    self.c.reporter.job_started(job)
-                done, _ = ray.wait(list(self.running), num_returns=1, timeout=POLL_S)
-                self._progress(queue)
-                stop = self._stop(deadline)
-                if stop:
-                    self._cancel_all("search " + stop)
-                    return stop
-                for ref in done:
-                    self._finish(self.running.pop(ref), ref)
-                if not jobs and not self.running:
-                    jobs = self.c.strategy.jobs()  # any that needed these results
-        finally:
-            ray.kill(queue.actor)
-        return None
+        trial = self._open(job)
+        gpus = resources.gpus_per_trial  # as a trial's: the job trains on it
+        # No CPUs reserved (see above): the job's threads are its settings' (so a resume
+        # computes what it did). A worker that dies (not a job that raises) is retried by
+        # Ray; the job picks up from its last checkpoint.
+        options = {"num_cpus": 0, "num_gpus": gpus, "scheduling_strategy": "SPREAD"}
+        ref = task.options(**options, max_retries=resources.max_retries).remote(
+            job.kind,
+            job.settings,
+            data,
+            trial.checkpoint,
+            queue,
+            job.name,
+            "cuda" if gpus > 0 else "cpu",
+        )
+        self.running[ref] = _Running(job, trial, time.time(), self._workers(job))
+        self.c.reporter.job_started(job)
+        return True
+
+    def poll(self) -> int:
+        """Read the jobs' progress and hand each finished one to the strategy (at most every
+        ``POLL_S``); how many finished."""
+        if not self.running or time.time() - self._polled < POLL_S:
+            return 0
+        import ray
+
+        self._polled = time.time()
+        done, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
+        self._progress()
+        for ref in done:
+            self._finish(self.running.pop(ref), ref)
+            if self.error is not None:
+                break
+        return len(done)
+
+    def close(self, why: str) -> None:
+        """Cancel the jobs still running (recorded ``cancelled``: a resume runs them again
+        from their checkpoints), and let go of Ray's queue."""
+        import ray
+
+        for ref, entry in list(self.running.items()):
+            ray.cancel(ref, force=True)
+            self.c.registry.finish_trial(entry.trial.id, "cancelled", error=why)
+        self.running.clear()
+        if self._ray is not None:
+            ray.kill(self._ray[2].actor)
+            self._ray = None
 
     # --- one job --------------------------------------------------------------------------
+
+    def _workers(self, job: Job) -> int:
+        """The search's workers a job holds: its threads over a trial's."""
+        resources = self.c.config.resources
+        share = math.ceil(job.settings["threads"] / resources.cpus_per_trial)
+        return max(1, min(resources.concurrency, share))
+
+    def _connect(self) -> tuple:
+        if self._ray is None:
+            import ray
+            from ray.util.queue import Queue
+
+            from workers.jobs import run_job
+
+            queue = Queue(actor_options={"num_cpus": 0})
+            self._ray = (ray.remote(run_job), ray.put(self.c.trial_data), queue)
+        return self._ray
 
     def _open(self, job: Job) -> Trial:
         """The job's trial: a new one, or the one an earlier session left unfinished."""
@@ -149,11 +200,12 @@ class SetupPhase:
             reason = _task_error(err)
             trial = self.c.registry.finish_trial(trial.id, "failed", error=reason, timings=timings)
             self.c.recording.log_job(trial, None)
-            self._cancel_all(f"setup job {job.name} failed")
-            raise TrainingError(
+            self.close(f"setup job {job.name} failed")
+            self.error = TrainingError(
                 f"setup job {job.name} failed: {reason}\n"
                 f"continue with: nas resume {self.c.search.id} (it restarts from its checkpoint)"
-            ) from None
+            )
+            return
         self.c.strategy.job_done(job, result)
         kept = {k: v for k, v in result.items() if k not in BULKY}
         trial = self.c.registry.finish_trial(
@@ -172,10 +224,11 @@ class SetupPhase:
 
     # --- watching ---------------------------------------------------------------------------
 
-    def _progress(self, queue) -> None:
+    def _progress(self) -> None:
         from ray.util.queue import Empty
 
         by_name = {r.job.name: r for r in self.running.values()}
+        queue = self._ray[2]
         while True:
             try:
                 name, phase, done, total = queue.get_nowait()
@@ -189,21 +242,6 @@ class SetupPhase:
                 job = {**(entry.trial.job or {}), "progress": progress}
                 self.c.registry.update_trial(entry.trial.id, job=job)
                 entry.trial.job = job
-
-    def _stop(self, deadline: float | None) -> str | None:
-        if self.c.poll_cancel():
-            return "cancelled"
-        if deadline is not None and time.time() >= deadline:
-            return "stopped"
-        return None
-
-    def _cancel_all(self, why: str) -> None:
-        import ray
-
-        for ref, entry in list(self.running.items()):
-            ray.cancel(ref, force=True)
-            self.c.registry.finish_trial(entry.trial.id, "cancelled", error=why)
-        self.running.clear()
 
 
 def _task_error(err: Exception) -> str:

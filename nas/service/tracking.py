@@ -344,6 +344,9 @@ class Tracker:
         self.call("close the probe run", self.client.set_terminated, run_id, "FINISHED")
         return run_id
 
+    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        self._log(run_id, metrics=_numbers(metrics))
+
     def log_strategy(self, run_id: str, summary: dict) -> None:
         """What the strategy learned from its jobs, as ``strategy.json`` on the search run."""
         if summary:

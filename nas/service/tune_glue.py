@@ -251,7 +251,9 @@ class TuneHost(Protocol):
         self, tune_id: str, result: dict[str, Any] | None, crash: WorkerCrash | None
     ) -> None: ...
 
-    def poll_cancel(self) -> bool: ...
+    def should_stop(self) -> bool: ...
+
+    def pump(self) -> None: ...
 
     def yardstick(self, tune_id: str) -> bool: ...
 
@@ -298,6 +300,9 @@ class Recorder(_Glue, Callback):
     def __init__(self, controller: TuneHost):
         self.controller = controller
 
+    def on_step_begin(self, iteration, trials, **info) -> None:
+        self.controller.pump()  # the setup jobs, while trials train beside them
+
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self.controller.record(trial.trial_id, trial.last_result, None)
 
@@ -313,7 +318,7 @@ class CancelStopper(_Glue, Stopper):
         return False
 
     def stop_all(self) -> bool:
-        return self.controller.poll_cancel()
+        return self.controller.should_stop()
 
 
 class _EarlyStopping(_Glue):

@@ -1,8 +1,8 @@
 """Every registered strategy that runs setup jobs (oneshot, dnas, distdnas) passes these,
 fed results shaped like its workers' own: jobs have unique short names and JSON settings,
-are listed until done, then ``ask`` gives distinct members of the space until it says it
-is spent; state saved between jobs resumes exactly; spaces without a supernet are refused
-up front. (The jobs themselves are tested in tests/workers.)"""
+are listed until done, ``ask`` waits on them for what needs them, then gives distinct
+members of the space until it says it is spent; state saved between jobs resumes exactly;
+spaces without a supernet are refused up front. (The jobs themselves: tests/workers.)"""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from nas.search.objectives import get_objective
 from nas.search.strategies import (
     SpaceExhausted,
     StrategyContext,
+    Waiting,
     create_strategy,
     get_strategy,
     list_strategies,
@@ -84,7 +85,7 @@ def test_jobs_are_named_once_with_json_settings(name) -> None:
         assert job.kind in ("supernet", "dnas")
         assert json.loads(json.dumps(job.settings)) == job.settings
         assert job.settings["space"]["name"] == "ctr_stack"
-    with pytest.raises(RuntimeError, match="before"):
+    with pytest.raises(Waiting, match="still to finish"):
         strategy.ask()
 
 
@@ -119,6 +120,45 @@ def test_state_saved_between_jobs_resumes_exactly(name) -> None:
     second.load_state_dict(state)
     assert [j.name for j in second.jobs()] == [j.name for j in jobs[1:]]
     assert drain(second, rng) == whole
+
+
+@pytest.mark.parametrize("name", ["dnas", "distdnas"])
+def test_a_penalty_s_first_member_comes_as_its_jobs_end_its_others_after_every_first(
+    name,
+) -> None:
+    options = {"lambdas": [0.0, 0.1, 0.5], "members_per_penalty": 2}
+    if name == "distdnas":
+        options["shards"] = 2
+    strategy = create_strategy(name, options, context())
+    rng = np.random.default_rng(5)
+    jobs = {job.name: job for job in strategy.jobs()}
+    later = [n for n in jobs if "l0.1" in n]  # lambda 0.1's jobs end last
+    for job_name in [n for n in jobs if n not in later]:
+        strategy.job_done(jobs[job_name], fake_result(strategy, jobs[job_name], rng))
+    if name == "distdnas":  # one of 0.1's two shards: still not decoded
+        strategy.job_done(jobs[later[0]], fake_result(strategy, jobs[later[0]], rng))
+    asked = []
+    with pytest.raises(Waiting, match="lambda 0.1 "):
+        while True:
+            asked.append(strategy.ask())
+    firsts = [strategy.decoded[p][0].arch_id for p in ("0", "0.5")]
+    assert [s.arch_id for s in asked] == list(dict.fromkeys(firsts))  # no second member yet
+    assert strategy.offers() is None  # not known while a penalty is undecoded
+    for job_name in later[len(later) - 1 :]:
+        strategy.job_done(jobs[job_name], fake_result(strategy, jobs[job_name], rng))
+    rest = drain(strategy, rng)
+    if (first := strategy.decoded["0.1"][0].arch_id) not in firsts:
+        assert rest[0] == first  # every penalty's first before any second
+    assert len(asked) + len(rest) == strategy.offers()
+
+
+def test_oneshot_gives_its_calibration_members_before_its_supernet_is_trained() -> None:
+    strategy = create_strategy("oneshot", {"calibration": 3, "top_k": 2}, context())
+    calibration = [strategy.ask() for _ in range(3)]
+    assert [s.arch_id for s in calibration] == [s.arch_id for s in strategy.calibration]
+    with pytest.raises(Waiting, match="supernet job"):
+        strategy.ask()
+    assert strategy.jobs() and strategy.offers() is None
 
 
 def test_distdnas_runs_every_penalty_on_every_shard_with_a_share_of_the_steps() -> None:

@@ -11,10 +11,12 @@
 A strategy holds a seeded RNG and what it was told; nothing else. The controller persists
 ``state_dict()`` in the registry after every ask and tell, so a search resumes anywhere.
 
-One-shot and differentiable strategies first need setup work: ``jobs()`` lists what is
-still to run (supernet training, one DNAS run per penalty and shard), the controller runs
-each as a Ray task in ``workers/`` (recorded as a trial of the job's kind) and hands the
-result to ``job_done``; only then does ``ask`` have architectures to give.
+One-shot and differentiable strategies need setup work: ``jobs()`` lists what is still to
+run (supernet training, one DNAS run per penalty and shard), the controller runs each as a
+Ray task in ``workers/`` (recorded as a trial of the job's kind) and hands the result to
+``job_done``. Until the jobs are done ``ask`` gives what needs no more of them (a DNAS
+penalty's first member once its job ended, one-shot's calibration members) and otherwise
+raises ``Waiting``: the controller then runs the next job in the free workers.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ class SpaceExhausted(NasError):
 
 class Waiting(NasError):
     """The strategy has nothing to ask until candidates it asked are told (a one-shot
-    search's ranker waits on its calibration trainings); ask again after the next result."""
+    search's ranker waits on its calibration trainings) or its setup jobs end; ask again
+    after the next result or job."""
 
 
 class StrategyOptions(Options):
@@ -110,7 +113,8 @@ class Strategy(ABC):
         return None
 
     def jobs(self) -> list[Job]:
-        """Setup jobs still to run before ``ask`` can answer (none for sampling strategies)."""
+        """Setup jobs still to run, in the order to start them (none for sampling
+        strategies)."""
         return []
 
     def job_count(self) -> int:
@@ -121,8 +125,8 @@ class Strategy(ABC):
         raise NotImplementedError(f"{self.name} runs no jobs")
 
     def offers(self) -> int | None:
-        """How many architectures ``ask`` will give in all, once the jobs are done (None:
-        as many as the budget asks for)."""
+        """How many architectures ``ask`` will give in all (None: as many as the budget
+        asks for, or not known until the jobs are done)."""
         return None
 
     def estimate(self, spec: ArchSpec) -> dict[str, float]:

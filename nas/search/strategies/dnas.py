@@ -9,7 +9,9 @@ k - 1 most likely members of its distribution: neighbours of the decoded one tha
 penalty's run found nearly as good, a cheap way to put more points on the front than there
 are penalties. ``ask`` gives every penalty's first member in the order of ``lambdas``, then
 every penalty's second, and so on (an architecture two penalties agree on is trained
-once), each trained stand-alone as an ordinary trial.
+once), each trained stand-alone as an ordinary trial. A penalty's first member is given as
+soon as its job has ended, while the other jobs run; the second members wait for every
+penalty's first, so a budget smaller than the members still covers every penalty.
 
 ``distdnas``: the training split cut into ``shards`` chronological slices, standing in for
 days of logs; one DNAS job per (lambda, shard), each on its slice for ``steps / shards``
@@ -30,7 +32,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from nas.arch.spec import ArchSpec
-from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions
+from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions, Waiting
 from nas.search.strategies.registry import register_strategy
 from nas.search.supernet.distributions import aggregate, check_relaxation, decode, most_likely
 
@@ -201,15 +203,19 @@ class Dnas(Strategy):
     # --- candidates --------------------------------------------------------------------------
 
     def ask(self) -> ArchSpec:
-        for penalty in self.options.lambdas:
-            if f"{penalty:g}" not in self.decoded:
-                raise RuntimeError(f"{self.name} was asked before its jobs for {penalty} finished")
-        for rank in range(self.options.members_per_penalty):
+        undecoded = [p for p in self.options.lambdas if f"{p:g}" not in self.decoded]
+        ranks = self.options.members_per_penalty if not undecoded else 1
+        for rank in range(ranks):
             for penalty in self.options.lambdas:
-                members = self.decoded[f"{penalty:g}"]
+                members = self.decoded.get(f"{penalty:g}", [])
                 if rank < len(members) and members[rank].arch_id not in self.seen:
                     self.seen.add(members[rank].arch_id)
                     return members[rank]
+        if undecoded:
+            raise Waiting(
+                f"{self.name}: its jobs for lambda {', '.join(f'{p:g}' for p in undecoded)} "
+                "are still to finish"
+            )
         raise SpaceExhausted(
             f"{self.name}: every architecture its {len(self.options.lambdas)} penalties decoded "
             f"was trained ({self.offers()} distinct)"
@@ -219,6 +225,8 @@ class Dnas(Strategy):
         pass  # the sweep was decided by the jobs
 
     def offers(self) -> int | None:
+        if len(self.decoded) < len(self.options.lambdas):
+            return None  # not known before every penalty's job has ended
         return len({s.arch_id for members in self.decoded.values() for s in members})
 
     def estimate(self, spec: ArchSpec) -> dict[str, float]:

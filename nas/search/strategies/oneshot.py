@@ -10,7 +10,8 @@ the supernet's weights, the best of them trained stand-alone.
                      an ordinary trial, its supernet estimate logged beside its real figures
 
 With ``calibration: K`` it first asks K members drawn at random (scored by the supernet in
-the same job), waits for their stand-alone results, fits a calibrated ranker on them
+the same job; they need no supernet, so they train while it does), waits for their
+stand-alone results, fits a calibrated ranker on them
 (``nas/search/supernet/ranker.py``: the supernet's score and the member's family), and picks
 from every member the subnet search scored by the ranker's estimates instead.
 
@@ -115,12 +116,12 @@ class OneShot(Strategy):
             self.pool = result["pool"]
 
     def ask(self) -> ArchSpec:
-        if self.picks is None:
-            raise RuntimeError("oneshot was asked before its supernet job finished")
         for spec in self.calibration:
             if spec.arch_id not in self.seen:
                 self.seen.add(spec.arch_id)
                 return spec
+        if self.picks is None:
+            raise Waiting("oneshot: its supernet job is still to finish")
         if self.pool and not self.ranker:
             if len(self.told) < len(self.calibration):
                 raise Waiting(
