@@ -269,3 +269,24 @@ def test_a_reused_baseline_is_priced_by_the_later_searchs_objectives(controller)
     (dlrm,) = later.registry.trials("unit-2")
     assert dlrm.values[0] == 0.8 and dlrm.values[1] == dlrm.metrics["latency"] > 0
     assert "latency" not in controller.registry.trials("unit-1")[0].metrics
+
+
+def test_a_first_ctrl_c_stops_the_trials_a_second_raises_at_once(controller) -> None:
+    """Tune's own Ctrl-C handler is not looked at while Tune waits for the searcher (a search
+    whose workers all run setup jobs): the controller's is, through ``should_stop``."""
+    import os
+    import signal
+
+    kept = signal.getsignal(signal.SIGINT)
+    with controller._first_ctrl_c():
+        assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+        assert not controller.should_stop()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs between bytecodes of this thread
+        assert controller.interrupted and controller.should_stop()
+        assert controller.next_config("tune-0") is None  # Tune: the search is over
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is kept
+    assert "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ

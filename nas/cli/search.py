@@ -156,7 +156,7 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
 
 class ProgressReporter(Reporter):
     """Rich progress bars: one per setup job while they run (supernet training x/y steps,
-    subnet search, DNAS training), then the candidates: done/failed, best, front, ETA."""
+    subnet search, DNAS training), beside the candidates': done/failed, best, front, ETA."""
 
     def __init__(self, config):
         self.config = config

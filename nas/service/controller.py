@@ -108,7 +108,7 @@ class Controller:
         self.selection = SelectBest(**select) if select else None
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
         self.exhausted: str | None = None
-        self.setup: SetupJobs | None = None  # the strategy's setup jobs, while the search runs
+        self.setup = SetupJobs(self)  # the strategy's setup jobs (none for sampling)
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
         self.interrupted = False  # a first Ctrl-C: the trials stop, the search is resumable
@@ -197,7 +197,6 @@ class Controller:
         """The candidates, with the strategy's setup jobs (if any) in the workers the
         candidates leave free, on one Ray session."""
         self.deadline = None if time_budget_s is None else time.time() + time_budget_s
-        self.setup = SetupJobs(self)
         jobs = self.setup.pending()
         if jobs:
             self.reporter.phase("setup jobs", len(jobs))
@@ -223,7 +222,7 @@ class Controller:
 
     def pump(self) -> None:
         """Between Tune's steps: the setup jobs' progress, and the ones that finished."""
-        if self.setup is not None and self.setup.poll():
+        if self.setup.poll():
             self.reporter.phase("stand-alone training", self._planned())
             for trial in list(self.known.values()):  # trained before the job that scores it
                 if trial.kind == "searched" and trial.metrics is not None:
@@ -311,8 +310,8 @@ class Controller:
         self.pump()
         if self.should_stop() or (self.deadline is not None and time.time() >= self.deadline):
             return None
-        if len(self.running) + self.setup.busy() >= self.config.resources.concurrency:
-            return WAIT  # the setup jobs hold the free workers
+        if self.setup.busy() and self._free_workers() <= 0:
+            return WAIT  # the setup jobs hold the workers the trials leave
         trial = self._next_trial()
         if trial is None or trial == WAIT:
             return trial
@@ -321,17 +320,17 @@ class Controller:
 
     def _next_trial(self) -> Trial | Literal["wait"] | None:
         """A trial cut short to run again; else a baseline, while the baselines hold fewer
-        than half the workers; else the strategy's next candidate, until the budget is spent;
-        else the baselines left; else ``WAIT`` while the strategy waits on running trials.
+        than half the workers and every setup job has started; else the strategy's next
+        candidate, until the budget is spent; else, while the strategy waits on a setup job
+        still to start, that job (``WAIT``); else the baselines left; else ``WAIT`` while the
+        strategy waits on running trials or jobs.
         Baselines trained alongside the candidates, not before them, let the search start at
         once: trained first, they held every worker of a small search for its first minutes.
-        They still come first where there is one worker."""
+        They still come first where there is one worker and no setup job."""
         if self.config.resources.gpus_per_trial > 0 and (self.setup.pending() or self.setup.busy()):
             # On GPUs the jobs run first: a job reserves its GPU from Ray, and Tune keeps an
             # idle trial worker, with its GPU, while it waits for the next trial.
-            self.setup.start(
-                self.config.resources.concurrency - len(self.running) - self.setup.busy()
-            )
+            self.setup.start(self._free_workers())
             return WAIT
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
@@ -357,15 +356,18 @@ class Controller:
                     self.strategy.state_dict(),
                 )
         if waiting and jobs_wait:
-            # The next job, or (one too large for the workers free now) the free workers
-            # kept for it: the strategy's candidates wait on it, the baselines do not.
-            free = self.config.resources.concurrency - len(self.running) - self.setup.busy()
-            self.setup.start(free)
+            # The next job; or, if it needs more workers than are free now, none started
+            # until it has them (the strategy waits on it; the baselines can wait).
+            self.setup.start(self._free_workers())
             return WAIT
         spec = self.baselines.next()
         if spec is not None:
             return self._add_baseline(spec)
         return WAIT if waiting or self.setup.running else None
+
+    def _free_workers(self) -> int:
+        """Workers (of ``resources.concurrency``) neither a trial nor a setup job holds."""
+        return self.config.resources.concurrency - len(self.running) - self.setup.busy()
 
     def _add_baseline(self, spec: ArchSpec) -> Trial:
         return self.registry.add_trial(
@@ -551,8 +553,7 @@ class Controller:
     def should_stop(self) -> bool:
         """Whether the trials must stop now: ``nas cancel``, a first Ctrl-C, a failed setup
         job."""
-        failed = self.setup is not None and self.setup.error is not None
-        return self.poll_cancel() or self.interrupted or failed
+        return self.poll_cancel() or self.interrupted or self.setup.error is not None
 
     def poll_cancel(self) -> bool:
         """Whether ``nas cancel`` asked this search to stop (reads the registry at most once

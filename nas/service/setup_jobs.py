@@ -123,6 +123,7 @@ class SetupJobs:
             "cuda" if gpus > 0 else "cpu",
         )
         self.running[ref] = _Running(job, trial, time.time(), self._workers(job))
+        self.c.strategy.job_started(job)
         self.c.reporter.job_started(job)
         return True
 

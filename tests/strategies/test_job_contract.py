@@ -144,6 +144,17 @@ def test_a_penalty_s_first_member_comes_as_its_jobs_end_its_others_after_every_f
     firsts = [strategy.decoded[p][0].arch_id for p in ("0", "0.5")]
     assert [s.arch_id for s in asked] == list(dict.fromkeys(firsts))  # no second member yet
     assert strategy.offers() is None  # not known while a penalty is undecoded
+    # Once lambda 0.1's last job runs, second members may fill free workers, as long as the
+    # budget (5) keeps a place for 0.1's first.
+    strategy.job_started(jobs[later[-1]])
+    ahead = []
+    with pytest.raises(Waiting):
+        while True:
+            ahead.append(strategy.ask())
+    assert len(ahead) == 5 - len(asked) - 1
+    seconds = {strategy.decoded[p][1].arch_id for p in ("0", "0.5")}
+    assert {s.arch_id for s in ahead} <= seconds
+    asked += ahead
     for job_name in later[len(later) - 1 :]:
         strategy.job_done(jobs[job_name], fake_result(strategy, jobs[job_name], rng))
     rest = drain(strategy, rng)

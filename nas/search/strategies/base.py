@@ -121,6 +121,11 @@ class Strategy(ABC):
         """How many setup jobs the strategy runs in all (done or not)."""
         return 0
 
+    def job_started(self, job: Job) -> None:
+        """The controller started ``job`` (again, after a resume): a worker is no longer
+        kept for it."""
+        return None  # only a strategy that orders its asks by it listens (dnas)
+
     def job_done(self, job: Job, result: dict[str, Any]) -> None:
         raise NotImplementedError(f"{self.name} runs no jobs")
 

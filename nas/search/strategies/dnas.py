@@ -10,8 +10,11 @@ penalty's run found nearly as good, a cheap way to put more points on the front 
 are penalties. ``ask`` gives every penalty's first member in the order of ``lambdas``, then
 every penalty's second, and so on (an architecture two penalties agree on is trained
 once), each trained stand-alone as an ordinary trial. A penalty's first member is given as
-soon as its job has ended, while the other jobs run; the second members wait for every
-penalty's first, so a budget smaller than the members still covers every penalty.
+soon as its job has ended, while the other jobs run. The second members wait for every
+penalty's first, so that a budget smaller than the members still covers every penalty, and
+so that the workers go to the jobs still to start; once every job has started, they fill
+the workers the last jobs leave free, as far as the budget keeps a place for the first
+member of every penalty still running.
 
 ``distdnas``: the training split cut into ``shards`` chronological slices, standing in for
 days of logs; one DNAS job per (lambda, shard), each on its slice for ``steps / shards``
@@ -121,6 +124,7 @@ class Dnas(Strategy):
         self.results: dict[str, dict[str, Any]] = {}  # job name -> its probabilities etc.
         # lambda (as text) -> its members: the decoded architecture, then the next likeliest
         self.decoded: dict[str, list[ArchSpec]] = {}
+        self.started: set[str] = set()  # jobs running (this session's word: not saved)
 
     @property
     def shards(self) -> int:
@@ -180,6 +184,9 @@ class Dnas(Strategy):
     def _shard_ids(self) -> list[int | None]:
         return [None] if self.shards == 1 else list(range(self.shards))
 
+    def job_started(self, job: Job) -> None:
+        self.started.add(job.name)
+
     def job_done(self, job: Job, result: dict[str, Any]) -> None:
         self.results[job.name] = {
             k: result[k] for k in ("penalty", "probabilities", "expected_cost", "arch_id")
@@ -204,7 +211,7 @@ class Dnas(Strategy):
 
     def ask(self) -> ArchSpec:
         undecoded = [p for p in self.options.lambdas if f"{p:g}" not in self.decoded]
-        ranks = self.options.members_per_penalty if not undecoded else 1
+        ranks = self.options.members_per_penalty if self._ahead(undecoded) else 1
         for rank in range(ranks):
             for penalty in self.options.lambdas:
                 members = self.decoded.get(f"{penalty:g}", [])
@@ -220,6 +227,15 @@ class Dnas(Strategy):
             f"{self.name}: every architecture its {len(self.options.lambdas)} penalties decoded "
             f"was trained ({self.offers()} distinct)"
         )
+
+    def _ahead(self, undecoded: list[float]) -> bool:
+        """Whether later members may go before the first of the ``undecoded`` penalties:
+        when every job has started and the budget still has a place for each of those."""
+        if not undecoded:
+            return True
+        names = {self.job_name(p, s) for p in undecoded for s in self._shard_ids()}
+        unstarted = names - self.started - set(self.results)
+        return not unstarted and self.context.budget - len(self.seen) > len(undecoded)
 
     def tell(self, spec: ArchSpec, values: list[float] | None) -> None:
         pass  # the sweep was decided by the jobs
