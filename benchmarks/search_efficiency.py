@@ -12,7 +12,8 @@ For each it reads from the registry:
   the fixed reference point REFERENCE below) after each candidate, against wall-clock from
   the moment ``nas submit`` started (setup jobs, Ray and MLflow included);
 - the time at which that hypervolume first reaches 95% of random search's final one;
-- the stand-alone trainings it used, and the minutes its setup jobs took;
+- the stand-alone trainings it used, and the minutes from its first setup job's start to
+  its last one's end (candidates train beside the jobs: not all of it is the jobs');
 - for oneshot, ranking fidelity: Kendall tau between the NE its supernet gives and the NE
   stand-alone training gives, over random search's candidates (uniform samples of the space,
   at least 20 when the budget allows);
@@ -295,7 +296,7 @@ def render(rows: dict, random_final: float, args, reference: str = "random") -> 
         "final hypervolume",
         f"min to {TARGET:.0%} of {reference}'s",
         "stand-alone trainings",
-        "setup jobs (min)",
+        "first to last job (min)",
         "wall (min)",
         "status",
     ):
