@@ -434,7 +434,7 @@ def _phase(trials, summary) -> str:
         progress = (t.job or {}).get("progress")
         where = f"{progress['phase']} {progress['done']}/{progress['total']}" if progress else ""
         shown.append(f"{t.arch_id} {t.status} {where}".strip())
-    jobs_text = f"setup jobs: {len(jobs) - len(unfinished)}/{len(jobs)} done; " + "; ".join(shown)
+    jobs_text = f"setup jobs: {len(jobs) - len(unfinished)} done; " + "; ".join(shown)
     return f"{jobs_text}; {training}" if done or counts["running"] else jobs_text
 
 
