@@ -48,8 +48,8 @@ from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
 from nas.service.tune_glue import (
     WAIT,
-    CancelStopper,
     Recorder,
+    StopWhenAsked,
     StrategySearcher,
     WorkerCrash,
     check_gpus,
@@ -266,7 +266,7 @@ class Controller:
                 name=f"{search.id}-session{search.sessions}",
                 storage_path=str(tune_dir()),
                 callbacks=[Recorder(self)],
-                stop=CancelStopper(self),
+                stop=StopWhenAsked(self),
                 verbose=0,
                 log_to_file=True,
             ),
@@ -327,16 +327,17 @@ class Controller:
         Baselines trained alongside the candidates, not before them, let the search start at
         once: trained first, they held every worker of a small search for its first minutes.
         They still come first where there is one worker and no setup job."""
-        if self.config.resources.gpus_per_trial > 0 and (self.setup.pending() or self.setup.busy()):
+        jobs = self.setup.pending()  # once a call: it lists the strategy's jobs afresh
+        if self.config.resources.gpus_per_trial > 0 and (jobs or self.setup.busy()):
             # On GPUs the jobs run first: a job reserves its GPU from Ray, and Tune keeps an
             # idle trial worker, with its GPU, while it waits for the next trial.
-            self.setup.start(self._free_workers())
+            if jobs:
+                self.setup.start(jobs[0], self._free_workers())
             return WAIT
         if self.rerun:
             return self.registry.restart_trial(self.rerun.pop(0).id)
         running = sum(r.trial.is_baseline for r in self.running.values())
-        jobs_wait = bool(self.setup.pending())
-        if not jobs_wait and (spec := self.baselines.due(running)) is not None:
+        if not jobs and (spec := self.baselines.due(running)) is not None:
             return self._add_baseline(spec)
         waiting = False
         if self._searched() < self.config.budget.candidates and not self.exhausted:
@@ -355,10 +356,10 @@ class Controller:
                     "searched",
                     self.strategy.state_dict(),
                 )
-        if waiting and jobs_wait:
+        if waiting and jobs:
             # The next job; or, if it needs more workers than are free now, none started
             # until it has them (the strategy waits on it; the baselines can wait).
-            self.setup.start(self._free_workers())
+            self.setup.start(jobs[0], self._free_workers())
             return WAIT
         spec = self.baselines.next()
         if spec is not None:

@@ -1,9 +1,9 @@
 """The strategy's setup jobs (supernet training, DNAS runs), run beside its candidates.
 
     jobs = SetupJobs(controller)
-    jobs.start(free)   # the next job, if the strategy lists one and it fits in ``free``
-                       # workers; the controller calls it only when the strategy has no
-                       # candidate to give now (``Waiting``)
+    jobs.pending()     # the strategy's jobs not started yet, in the order to start them
+    jobs.start(job, free)  # ``job`` if it fits in ``free`` workers; the controller calls it
+                       # only when the strategy has no candidate to give now (``Waiting``)
     jobs.poll()        # progress; each finished job handed to the strategy and recorded
     jobs.close(why)    # at the search's end: the jobs still running cancelled
 
@@ -99,12 +99,10 @@ class SetupJobs:
         """Workers the running jobs hold."""
         return sum(r.workers for r in self.running.values())
 
-    def start(self, free: int) -> bool:
-        """Start the next job if it fits in ``free`` workers; whether one started."""
-        jobs = self.pending()
-        if not jobs or self._workers(jobs[0]) > free:
+    def start(self, job: Job, free: int) -> bool:
+        """Start ``job`` if it fits in ``free`` workers; whether it started."""
+        if self._workers(job) > free:
             return False
-        job = jobs[0]
         task, data, queue = self._connect()
         resources = self.c.config.resources
         trial = self._open(job)

@@ -1,7 +1,7 @@
 """Ray and Ray Tune, seen from the controller: starting or joining Ray, and the Tune hooks a
 search plugs in (a ``Searcher`` that asks, a ``Callback`` that records, a ``Stopper`` that
-obeys ``nas cancel``, and Tune's own early-stopping schedulers, which tell the controller
-whom they stopped). Each hook only forwards to the controller."""
+ends the run when the search must stop, and Tune's own early-stopping schedulers, which
+tell the controller whom they stopped). Each hook only forwards to the controller."""
 
 from __future__ import annotations
 
@@ -310,7 +310,10 @@ class Recorder(_Glue, Callback):
         self.controller.record(trial.trial_id, None, worker_crash(trial))
 
 
-class CancelStopper(_Glue, Stopper):
+class StopWhenAsked(_Glue, Stopper):
+    """Ends Tune's run when the controller says the search must stop (``nas cancel``, a
+    first Ctrl-C, a failed setup job)."""
+
     def __init__(self, controller: TuneHost):
         self.controller = controller
 
