@@ -248,6 +248,10 @@ def first_time(curve, target: float) -> float | None:
     return next((t for t, volume in curve if volume >= target), None)
 
 
+def minutes(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds / 60:.1f}"
+
+
 def setup_seconds(jobs) -> float | None:
     spans = [t.timings for t in jobs if t.timings and "finished_at" in t.timings]
     if not spans:
@@ -291,10 +295,12 @@ def render(rows: dict, random_final: float, args, reference: str = "random") -> 
     from rich.table import Table
 
     table = Table(title=f"search efficiency ({args.dataset}, {args.minutes:g} min each)")
+    to_final = any("to_final" in row for row in rows.values())
     for column in (
         "strategy",
         "final hypervolume",
         f"min to {TARGET:.0%} of {reference}'s",
+        *([f"min to 100% of {reference}'s"] if to_final else []),
         "stand-alone trainings",
         "first to last job (min)",
         "wall (min)",
@@ -303,11 +309,11 @@ def render(rows: dict, random_final: float, args, reference: str = "random") -> 
         table.add_column(column, justify="left" if column in ("strategy", "status") else "right")
     for name, row in rows.items():
         final = row["curve"][-1][1] if row["curve"] else 0.0
-        reached = row["to_target"]
         table.add_row(
             name,
             f"{final:.4g} ({final / random_final:.1%})" if random_final else f"{final:.4g}",
-            "never" if reached is None else f"{reached / 60:.1f}",
+            minutes(row["to_target"]),
+            *([minutes(row.get("to_final"))] if to_final else []),
             str(len(row["trials"])),
             "-" if row["setup"] is None else f"{row['setup'] / 60:.1f}",
             f"{row['wall'] / 60:.1f}",
