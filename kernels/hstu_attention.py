@@ -40,5 +40,4 @@ def hstu_attention(
         return reference(q, k, v, rab, lengths, num_targets, norm)
     from kernels.triton.triton_hstu_attention import HstuAttention
 
-    rab = rab.expand(q.shape[0], -1, -1)
     return HstuAttention.apply(q, k, v, rab, lengths, num_targets, float(norm or q.shape[2]))

@@ -30,6 +30,23 @@ def test_the_kernel_matches_the_reference(c, k, n, r, parts) -> None:
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_kernel_multiplies_half_precision_inputs_with_a_float_weight(dtype) -> None:
+    """Serving in bf16: the candidate rows in half precision, the layer's weight in float32
+    (cast to the rows' precision, as autocast would); the result rounds as one half-precision
+    output of the float32 sums would."""
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(70, 40, generator=g), torch.randn(33, 40, generator=g)
+    bias, term = torch.randn(33, generator=g), torch.randn(5, 33, generator=g)
+    owner = torch.randint(0, 5, (70,), generator=g)
+    x, bias, term = x.to(dtype), bias.to(dtype), term.to(dtype)
+    got = ikbo.broadcast_linear(x, w, bias, term, owner, backend="triton")
+    want = pt_ikbo.reference(x.float(), w.to(dtype).float(), bias.float(), term.float(), owner)
+    assert got.dtype == dtype
+    ulp = torch.finfo(dtype).eps * want.abs().max()
+    torch.testing.assert_close(got.float(), want, atol=float(ulp), rtol=0)
+
+
 def test_the_front_end_uses_the_reference_where_gradients_flow() -> None:
     x = torch.randn(4, 3, requires_grad=True)
     w = torch.randn(2, 3, requires_grad=True)
