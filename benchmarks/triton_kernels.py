@@ -20,7 +20,9 @@ Each figure is the median of ``--repeats`` CUDA-event-timed calls after a warm-u
 the speed-ups, the FLOPs bound on them (repeat's FLOPs over the split's), and the kernel's
 achieved TFLOP/s against the H200's peak (989 TFLOP/s BF16 dense). Target: the kernel >= 3x
 repeat at 100 candidates per request. Without CUDA (and without ``--smoke``) it times repeat
-and gather on the CPU at the same shapes in float32, and nothing else.
+and gather on the CPU at the same shapes in float32, and nothing else. It exits 1 when a
+kernel's output (or a gradient) differs from its reference's by more than rounding
+(``TOLERANCE``).
 
 FP8 row-wise linear (``kernels/fp8_linear.py``): at every distinct ``nn.Linear`` shape of
 the four baselines and of a 10x wider Wukong (``examples/specs/modern/wukong.json`` with
@@ -54,6 +56,9 @@ from kernels.ikbo import broadcast_linear
 from kernels.pytorch.pt_ikbo import reference
 
 H200_TFLOPS, H200_TBPS = 989.0, 4.8
+# A kernel's largest difference from its reference, over the largest value, that is rounding:
+# float32 sums in another order; bf16 rounding each side's intermediates differently.
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
 
 
 def _time(fn, repeats: int, cuda: bool) -> float:
@@ -212,7 +217,7 @@ def hstu_rows(device: str, dtype, sizes, batch: int, repeats: int) -> list[dict]
         reference = _time(partial(step, "torch"), repeats, cuda)
         kernel = _time(partial(step, "triton"), repeats, cuda)
         errors = [
-            float((got.float() - want.float()).abs().max() / want.float().abs().max())
+            float((got.detach().float() - want.float()).abs().max() / want.float().abs().max())
             for got, want in zip(results("triton"), results("torch"), strict=True)
         ]
         rows.append(
@@ -251,6 +256,7 @@ def main() -> None:
         f"{shape[1]} candidate features -> {shape[2]}"
     )
     rows = ikbo_rows(device, dtype, total, shape, repeats, kernel)
+    errors = {f"IKBO at {r['per_request']}": r.get("relative_error", 0.0) for r in rows}
     columns = ["per request", "candidates", "repeat us", "gather us", "gather / repeat"]
     if kernel:
         columns += ["kernel us", "kernel / repeat", "kernel / gather", "TFLOP/s", "rel. error"]
@@ -301,6 +307,7 @@ def main() -> None:
     for column in (*columns, "rel. error (out, grads)"):
         table.add_column(column, justify="right")
     for r in hstu_rows(device, dtype, sizes, batch, repeats):
+        errors[f"HSTU attention at L = {r['length']}"] = r["relative_error"]
         table.add_row(
             str(r["length"]),
             str(r["sequences"]),
@@ -312,6 +319,13 @@ def main() -> None:
         )
     console.print(table)
     console.print(f"H200 peaks: {H200_TFLOPS:.0f} TFLOP/s BF16 dense, {H200_TBPS} TB/s HBM")
+    if wrong := {k: e for k, e in errors.items() if not e <= TOLERANCE[dtype]}:
+        console.print(
+            "FAILED: the kernel disagrees with its reference by more than "
+            f"{TOLERANCE[dtype]:g} of the largest value: "
+            + ", ".join(f"{k} ({e:.1e})" for k, e in wrong.items())
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

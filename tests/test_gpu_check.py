@@ -28,9 +28,10 @@ def _run(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_triton_kernels_benchmark_runs_in_the_interpreter():
+    """Exit 0 also says each kernel agreed with its reference (the script checks)."""
     done = _run("benchmarks/triton_kernels.py", "--smoke", TRITON_INTERPRET="1")
-    assert done.returncode == 0, done.stderr
-    for title in ("IKBO broadcast linear", "FP8 row-wise linear", "HSTU attention"):
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    for title in ("IKBO: the top MLP", "FP8 row-wise linear", "HSTU attention"):
         assert title in done.stdout
 
 
