@@ -39,6 +39,27 @@ class TokenShape:
         return self.num_tokens * self.dim
 
 
+# --- initialisation on the meta device ----------------------------------------------------
+# A supernet is first built on the meta device, to check a space before anything runs
+# (``nas.search.supernet.check_supernet``). There, torch's ``normal_`` is a Python reference
+# op whose first call imports torch's compiler: 2.5-4.5 s of every one-shot or DNAS `nas
+# submit`. Meta tensors hold no values, so their normal draws are skipped; on real devices
+# the draws, and so every seed's weights, are what they were.
+
+
+def normal_(tensor: torch.Tensor, std: float) -> None:
+    """``nn.init.normal_(tensor, std=std)``, except on the meta device."""
+    if not tensor.is_meta:
+        nn.init.normal_(tensor, std=std)
+
+
+def meta_weight(*shape: int) -> torch.Tensor | None:
+    """For ``nn.Embedding``/``nn.EmbeddingBag``'s ``_weight``: an uninitialised weight when
+    building on the meta device (their own ``reset_parameters`` draws normally), else None
+    (they draw as always)."""
+    return torch.empty(*shape) if torch.get_default_device().type == "meta" else None
+
+
 # --- config validation -----------------------------------------------------------------
 
 

@@ -12,12 +12,22 @@ optimizer updates only the rows a batch touched. Lookups cost 0 FLOPs by convent
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from blocks.base import Block, BlockConfig, Gemm, TokenShape, check_choice, check_int
+from blocks.base import (
+    Block,
+    BlockConfig,
+    Gemm,
+    TokenShape,
+    check_choice,
+    check_int,
+    meta_weight,
+    normal_,
+)
 from blocks.registry import register_block
 from nas.core.errors import ConfigError
 
@@ -54,10 +64,14 @@ class Embedding(Block):
 
     def __init__(self, config: EmbeddingConfig):
         super().__init__(config)
-        offsets = torch.tensor((0, *config.cardinalities[:-1])).cumsum(0)
+        # Summed in Python: on the meta device a cumsum is a Python reference op too (see
+        # ``blocks.base.normal_``).
+        offsets = torch.tensor([0, *itertools.accumulate(config.cardinalities[:-1])])
         self.register_buffer("offsets", offsets, persistent=False)  # [F]
-        self.table = nn.Embedding(sum(config.cardinalities), config.dim, sparse=True)
-        nn.init.normal_(self.table.weight, std=INIT_STD)
+        rows = sum(config.cardinalities)
+        weight = meta_weight(rows, config.dim)
+        self.table = nn.Embedding(rows, config.dim, sparse=True, _weight=weight)
+        normal_(self.table.weight, std=INIT_STD)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.table(ids + self.offsets)  # [B, F] -> [B, F, D]
@@ -98,9 +112,14 @@ class EmbeddingBag(Block):
     def __init__(self, config: EmbeddingBagConfig):
         super().__init__(config)
         self.bag = nn.EmbeddingBag(
-            config.cardinality, config.dim, mode=config.mode, sparse=True, padding_idx=0
+            config.cardinality,
+            config.dim,
+            mode=config.mode,
+            sparse=True,
+            padding_idx=0,
+            _weight=meta_weight(config.cardinality, config.dim),
         )
-        nn.init.normal_(self.bag.weight, std=INIT_STD)
+        normal_(self.bag.weight, std=INIT_STD)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.bag(ids).unsqueeze(1)  # [B, L] -> [B, 1, D]

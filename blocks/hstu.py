@@ -44,6 +44,7 @@ from blocks.base import (
     check_bool,
     check_fraction,
     check_int,
+    normal_,
 )
 from blocks.registry import register_block
 from kernels.hstu_attention import hstu_attention
@@ -107,7 +108,7 @@ class HSTU(Block):
         self.f1 = nn.Linear(config.dim, h * (2 * dv + 2 * dqk), bias=False)
         self.f2 = nn.Linear(h * dv, config.dim)
         # The reference implementation's initialisation (f1 small and bias-free).
-        nn.init.normal_(self.f1.weight, std=0.02)
+        normal_(self.f1.weight, std=0.02)
         nn.init.xavier_uniform_(self.f2.weight)
         self.norm = LayerNorm(h * dv)
         self.dropout = nn.Dropout(config.dropout)

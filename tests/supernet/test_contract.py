@@ -151,3 +151,30 @@ def test_the_relaxation_mixes_every_choice_with_gradients(ml100k, batch) -> None
     torch.nn.functional.binary_cross_entropy_with_logits(out, batch.label).backward()
     for name in ("embedding_dim", "depth", "last.block", "layer0.dcnv2.rank", "top_mlp"):
         assert logits[name].grad.abs().sum() > 0, name
+
+
+def test_the_dry_build_on_the_meta_device_loads_no_compiler(cache_dir) -> None:
+    """Every one-shot and DNAS `nas submit` checks its space by building the supernet on the
+    meta device. There, a first ``normal_`` is a Python reference op that
+    imports torch's compiler (seconds); the blocks skip those draws on meta tensors. In a
+    fresh Python, as the CLI runs it, for every space with a supernet."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from pathlib import Path
+from nas.data import load_dataset
+from nas.search.supernet import check_supernet
+from search_spaces import SpaceInputs, create_space
+schema = load_dataset("movielens-100k", Path({str(cache_dir)!r})).schema
+for name in {WITH_SUPERNET!r}:
+    check_supernet(create_space(name, {{}}, SpaceInputs.of(schema)), schema)
+loaded = sorted(m for m in sys.modules if m.startswith("torch._dynamo"))
+print(",".join(loaded))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"imported {done.stdout.strip()}"
