@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from nas.cli.flags import whole_number
+
 REPO = Path(__file__).resolve().parents[1]
 SPECS = ("dcnv2.json", "modern/wukong.json", "modern/hstu_seq.json")
 PARTS = ("optimizers", "training", "jobs")
@@ -199,15 +201,16 @@ def _attempt(labels: dict, measure, *args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="movielens-1m")
-    parser.add_argument("--batch", type=int, default=8192, help="the throughput runs' batch")
+    count = whole_number(1)
+    parser.add_argument("--batch", type=count, default=8192, help="the throughput runs' batch")
     parser.add_argument(
-        "--large-batch", type=int, default=65536, help="DCNv2's throughput at a GPU's batch too"
+        "--large-batch", type=count, default=65536, help="DCNv2's throughput at a GPU's batch too"
     )
-    parser.add_argument("--steps", type=int, default=300, help="GPU throughput steps")
-    parser.add_argument("--cpu-steps", type=int, default=20, help="CPU throughput steps")
-    parser.add_argument("--agree-steps", type=int, default=40, help="the CPU/GPU NE runs")
-    parser.add_argument("--job-steps", type=int, default=200, help="each setup job's steps")
-    parser.add_argument("--optimizer-steps", type=int, default=50, help="per optimizer, table")
+    parser.add_argument("--steps", type=count, default=300, help="GPU throughput steps")
+    parser.add_argument("--cpu-steps", type=count, default=20, help="CPU throughput steps")
+    parser.add_argument("--agree-steps", type=count, default=40, help="the CPU/GPU NE runs")
+    parser.add_argument("--job-steps", type=count, default=200, help="each setup job's steps")
+    parser.add_argument("--optimizer-steps", type=count, default=50, help="per optimizer, table")
     parser.add_argument("--specs", nargs="+", default=list(SPECS), help="under examples/specs")
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure"

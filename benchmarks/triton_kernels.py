@@ -54,6 +54,7 @@ from rich.table import Table
 
 from kernels.ikbo import broadcast_linear
 from kernels.pytorch.pt_ikbo import reference
+from nas.cli.flags import whole_number
 
 H200_TFLOPS, H200_TBPS = 989.0, 4.8
 # A kernel's largest difference from its reference, over the largest value, that is rounding:
@@ -236,10 +237,10 @@ def hstu_rows(device: str, dtype, sizes, batch: int, repeats: int) -> list[dict]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=whole_number(1), default=50)
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes (interpreter)")
     parser.add_argument(
-        "--request-features", type=int, default=1024, help="IKBO: K of the request's side"
+        "--request-features", type=whole_number(1), default=1024, help="IKBO: the request's K"
     )
     args = parser.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 170)  # files keep the columns
