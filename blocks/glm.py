@@ -229,8 +229,11 @@ class MaskedDot(nn.Module):
     def __init__(self, n_r: int, n_c: int):
         super().__init__()
         for name, n in (("r_pairs", n_r), ("c_pairs", n_c)):
-            rows, cols = torch.triu_indices(n, n, offset=1)
-            self.register_buffer(name, rows * n + cols, persistent=False)
+            # On the CPU, then moved: on the meta device triu_indices is a Python reference op
+            # that imports torch's compiler (``blocks.base.normal_``).
+            rows, cols = torch.triu_indices(n, n, offset=1, device="cpu")
+            pairs = (rows * n + cols).to(torch.get_default_device())
+            self.register_buffer(name, pairs, persistent=False)
 
     def forward(self, x: Split) -> Split:
         r, c = x.request, x.candidate

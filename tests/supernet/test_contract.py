@@ -155,23 +155,29 @@ def test_the_relaxation_mixes_every_choice_with_gradients(ml100k, batch) -> None
 
 def test_the_dry_build_on_the_meta_device_loads_no_compiler(cache_dir) -> None:
     """Every one-shot and DNAS `nas submit` checks its space by building the supernet on the
-    meta device. There, a first ``normal_`` is a Python reference op that
-    imports torch's compiler (seconds); the blocks skip those draws on meta tensors. In a
-    fresh Python, as the CLI runs it, for every space with a supernet."""
+    meta device. There, a first ``normal_`` is a Python reference op that imports torch's
+    compiler (seconds); the blocks skip those draws on meta tensors. In a fresh Python, as
+    the CLI runs it: every registered block's example, and the supernets of ``ctr_stack``
+    and ``hstu_seq`` (the shared tokens, history encoder and top; Wukong's and DHEN's take
+    15-20 s to build and hold only registered blocks)."""
     import subprocess
     import sys
 
     script = f"""
 import sys
 from pathlib import Path
+import torch
+import blocks
 from nas.data import load_dataset
 from nas.search.supernet import check_supernet
 from search_spaces import SpaceInputs, create_space
+with torch.device("meta"):
+    for name in blocks.list_blocks():
+        blocks.build_block(blocks.get_block(name).config_cls.example())
 schema = load_dataset("movielens-100k", Path({str(cache_dir)!r})).schema
-for name in {WITH_SUPERNET!r}:
+for name in ("ctr_stack", "hstu_seq"):
     check_supernet(create_space(name, {{}}, SpaceInputs.of(schema)), schema)
-loaded = sorted(m for m in sys.modules if m.startswith("torch._dynamo"))
-print(",".join(loaded))
+print(",".join(sorted(m for m in sys.modules if m.startswith("torch._dynamo"))))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
