@@ -113,7 +113,7 @@ def run(
 ) -> dict:
     s = DnasSettings(**settings)
     net = job_supernet(settings, data, device)
-    check_relaxation(net, s.relaxation)
+    check_relaxation(net, s.relaxation, s.mixed_choices)
     return Dnas(net, data, s).run(checkpoint, progress)
 
 

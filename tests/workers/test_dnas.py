@@ -158,6 +158,32 @@ def test_a_mixture_too_large_for_a_step_is_refused_by_field(ml100k) -> None:
     check_relaxation(net, "straight_through")
 
 
+def test_mixing_k_choices_is_sized_by_what_a_step_of_k_evaluates(ml100k) -> None:
+    """A space too large to mix every choice is affordable mixing two a decision; where even
+    two are too many (Wukong), the refusal names mixed_choices."""
+    from nas.search.supernet import check_supernet
+    from search_spaces import SpaceInputs, create_space
+
+    def supernet(name: str, options: dict):
+        schema = ml100k.schema
+        return check_supernet(create_space(name, options, SpaceInputs.of(schema)), schema)
+
+    deep = supernet("ctr_stack", {"max_depth": 4})
+    with pytest.raises(ConfigError) as caught:
+        check_relaxation(deep, "gumbel")
+    assert caught.value.field == "strategy.options.relaxation"
+    check_relaxation(deep, "gumbel", mixed_choices=2)
+    every = {d.name: [True] * len(d.choices) for d in deep.space.decisions}
+    assert deep.relaxed_evaluations(every) == deep.relaxed_evaluations()
+    one = {d.name: [i == 0 for i in range(len(d.choices))] for d in deep.space.decisions}
+    assert deep.relaxed_evaluations(one) < deep.relaxed_evaluations(every)
+    with pytest.raises(ConfigError) as caught:
+        check_relaxation(supernet("wukong", {}), "gumbel", mixed_choices=2)
+    assert caught.value.field == "strategy.options.mixed_choices"
+    assert "with mixed_choices: 2 evaluates up to" in str(caught.value)
+    assert "a smaller mixed_choices" not in str(caught.value)  # 2 is the least
+
+
 def test_shards_are_chronological_slices_that_cover_the_training_split(ml100k) -> None:
     from workers.trial_data import TrialData
 

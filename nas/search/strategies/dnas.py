@@ -134,7 +134,7 @@ class Dnas(Strategy):
     def check(cls, options, space, schema, budget: int) -> None:
         from nas.search.supernet import check_supernet
 
-        check_relaxation(check_supernet(space, schema), options.relaxation)
+        check_relaxation(check_supernet(space, schema), options.relaxation, options.mixed_choices)
 
     # --- jobs --------------------------------------------------------------------------------
 

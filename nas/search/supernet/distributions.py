@@ -5,6 +5,7 @@ member a distribution decodes to."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,18 +17,46 @@ from nas.search.supernet.stack import StackSupernet
 
 MAX_RELAXED_EVALUATIONS = 160  # candidates one relaxed step may evaluate
 MIXTURES = ("gumbel", "softmax")
+MIXED_DRAWS = 64  # random draws of k choices a decision, to size a step of mixed_choices: k
 
 
-def check_relaxation(net: StackSupernet, relaxation: str) -> None:
-    """A mixture relaxation must be affordable: say so before anything runs."""
-    count = net.relaxed_evaluations()
-    if relaxation in MIXTURES and count > MAX_RELAXED_EVALUATIONS:
-        raise ConfigError(
-            "strategy.options.relaxation",
-            f"{relaxation} mixes every candidate each step, {count} in this space, more than "
-            f"{MAX_RELAXED_EVALUATIONS}; use relaxation: straight_through (one path a step) "
-            "or fewer choices in space.options",
+def check_relaxation(net: StackSupernet, relaxation: str, mixed_choices: int | None = None) -> None:
+    """A mixture relaxation must be affordable: say so before anything runs. Mixing every
+    choice, a step evaluates every candidate; mixing ``mixed_choices`` (k) a decision, the
+    candidates whose every choice is among its decisions' k: sized by the most that
+    ``MIXED_DRAWS`` random draws of k choices a decision evaluate (seeded: the same space gets
+    the same answer)."""
+    if relaxation not in MIXTURES:
+        return
+    if mixed_choices is None:
+        count = net.relaxed_evaluations()
+        field = "strategy.options.relaxation"
+        how = f"{relaxation} mixes every candidate each step, {count} in this space"
+    else:
+        rng = random.Random(0)
+        draws = (_some_choices(net.space.decisions, mixed_choices, rng) for _ in range(MIXED_DRAWS))
+        count = max(net.relaxed_evaluations(mass) for mass in draws)
+        field = "strategy.options.mixed_choices"
+        how = (
+            f"{relaxation} with mixed_choices: {mixed_choices} evaluates up to {count} "
+            f"candidates a step in this space (the most of {MIXED_DRAWS} random draws)"
         )
+    if count > MAX_RELAXED_EVALUATIONS:
+        smaller = "a smaller mixed_choices, " if (mixed_choices or 0) > 2 else ""
+        raise ConfigError(
+            field,
+            f"{how}, more than {MAX_RELAXED_EVALUATIONS}; use {smaller}relaxation: "
+            "straight_through (one path a step) or fewer choices in space.options",
+        )
+
+
+def _some_choices(decisions, k: int, rng: random.Random) -> dict[str, list[bool]]:
+    """``k`` choices of each decision drawn at random (all of a decision with k or fewer)."""
+    out = {}
+    for d in decisions:
+        kept = set(rng.sample(range(len(d.choices)), min(k, len(d.choices))))
+        out[d.name] = [i in kept for i in range(len(d.choices))]
+    return out
 
 
 def aggregate(results: list[Mapping], decisions, how: str = "mean") -> dict[str, list[float]]:

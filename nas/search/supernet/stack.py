@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -398,7 +398,7 @@ class StackSupernet(nn.Module):
         shape's probability (exact over shapes, mean-field within one); the last layer reads
         the mixture over depths, the top the expected first-layer input of each stage. When
         ``probs`` are one-hot this is ``logits(member)`` exactly. It evaluates every
-        candidate at every shape with mass: ``relaxed_evaluations()`` per step."""
+        candidate at every shape with mass: ``relaxed_evaluations(mass)`` per step."""
         p = probs
         tokens = embedded.tokens
         dims = self.decisions["embedding_dim"]
@@ -437,10 +437,38 @@ class StackSupernet(nn.Module):
             logit = logit + p["top_mlp"][t] * self.top.tails[_key(label(widths))](hidden)
         return head_logits(logit, self.schema.heads)
 
-    def relaxed_evaluations(self) -> int:
-        """Candidate evaluations one relaxed forward makes when every choice has mass."""
-        encoders = 0 if self.encoder is None else self.encoder.evaluations()
-        return encoders + sum(len(c) for by_shape in self.table.values() for c in by_shape.values())
+    def relaxed_evaluations(self, mass: Mapping[str, Sequence[bool]] | None = None) -> int:
+        """Candidate evaluations one relaxed forward (``relaxed``) makes when ``mass`` names
+        the choices of each decision that have mass (default: every choice): each position's
+        candidates with mass, at each token shape that reaches it with mass; and the history
+        encoder's (counted with every choice)."""
+
+        def has(name: str, index: int) -> bool:
+            return mass is None or bool(mass[name][index])
+
+        count = 0 if self.encoder is None else self.encoder.evaluations()
+
+        def through(position: str, incoming: set) -> set:
+            nonlocal count
+            out = set()
+            for shape in incoming:
+                for c in self.table[position].get(shape, ()):
+                    if all(has(name, index) for name, index in c.choice):
+                        count += 1
+                        out.add(_shape(c.out))
+            return out
+
+        dims = self.decisions["embedding_dim"]
+        starts = [d for d in self.plan.embedding_dims if has(dims.name, dims.index(d))]
+        after = [{(self.num_tokens, d) for d in starts}]
+        for position in self.plan.mixer_positions:
+            after.append(through(position, after[-1]))
+        last_in: set = set()
+        for k, depth in enumerate(self.decisions["depth"].choices):
+            if has("depth", k):
+                last_in |= after[depth - 1]
+        through("last", last_in)
+        return count
 
     def _reach(self, p: Mapping[str, torch.Tensor]) -> list:
         """P(depth reaches mixer position i), for each i."""
