@@ -53,6 +53,14 @@ def normal_(tensor: torch.Tensor, std: float) -> None:
         nn.init.normal_(tensor, std=std)
 
 
+def pair_indices(n: int, offset: int = 1) -> torch.Tensor:
+    """The flat indices (i * n + j) of the pairs j >= i + ``offset`` of an n x n matrix, on
+    the CPU even when built under the meta device (there ``triu_indices`` is a Python op that
+    imports torch's compiler, and orders of magnitude slower); a module's ``.to`` moves them."""
+    rows, cols = torch.triu_indices(n, n, offset=offset, device="cpu")
+    return rows * n + cols
+
+
 def meta_weight(*shape: int) -> torch.Tensor | None:
     """For ``nn.Embedding``/``nn.EmbeddingBag``'s ``_weight``: an uninitialised weight when
     building on the meta device (their own ``reset_parameters`` draws normally), else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from blocks.base import Block, Gemm, InteractionConfig, TokenShape, check_bool
+from blocks.base import Block, Gemm, InteractionConfig, TokenShape, check_bool, pair_indices
 from blocks.registry import register_block
 from nas.core.errors import ConfigError
 
@@ -47,13 +47,8 @@ class DotInteraction(Block):
 
     def __init__(self, config: DotConfig):
         super().__init__(config)
-        n = config.num_tokens
-        # On the CPU even when built under a meta device (supernets read shapes that way):
-        # the meta version of triu_indices is orders of magnitude slower.
-        rows, cols = torch.triu_indices(
-            n, n, offset=0 if config.self_interaction else 1, device="cpu"
-        )
-        self.register_buffer("pairs", rows * n + cols, persistent=False)  # [P]
+        offset = 0 if config.self_interaction else 1
+        self.register_buffer("pairs", pair_indices(config.num_tokens, offset), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = torch.bmm(x, x.transpose(1, 2))  # [B, N, N]

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from blocks.attention import attend
+from blocks.base import pair_indices
 from kernels.ikbo import broadcast_linear
 
 
@@ -229,11 +230,7 @@ class MaskedDot(nn.Module):
     def __init__(self, n_r: int, n_c: int):
         super().__init__()
         for name, n in (("r_pairs", n_r), ("c_pairs", n_c)):
-            # On the CPU, then moved: on the meta device triu_indices is a Python reference op
-            # that imports torch's compiler (``blocks.base.normal_``).
-            rows, cols = torch.triu_indices(n, n, offset=1, device="cpu")
-            pairs = (rows * n + cols).to(torch.get_default_device())
-            self.register_buffer(name, pairs, persistent=False)
+            self.register_buffer(name, pair_indices(n), persistent=False)
 
     def forward(self, x: Split) -> Split:
         r, c = x.request, x.candidate
