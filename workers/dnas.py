@@ -259,7 +259,10 @@ class Dnas:
             self.alpha_optimizer.zero_grad(set_to_none=True)
             self.net.requires_grad_(False)  # the logits' half: no weight gradients to compute
             try:
-                (self.arch_loss(inputs, label) + self.penalty_term()).backward()
+                loss = self.arch_loss(inputs, label)
+                if self.s.penalty:  # at 0 the expected cost adds nothing: not built
+                    loss = loss + self.penalty_term()
+                loss.backward()
             finally:
                 self.net.requires_grad_(True)
             self.alpha_optimizer.step()

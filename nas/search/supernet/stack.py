@@ -90,6 +90,21 @@ class Candidate:
     cost: float
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """A position's candidates at one input shape, for all of them at once: each one's
+    probability is the product of its choices' entries in the flat probabilities
+    (``StackSupernet._flat``), gathered by ``choices`` ([C, L], padded with the index of a
+    constant 1); ``outputs`` ([S, C]) sums their mass per output shape ``shapes[s]``.
+    Python-level products cost a few tensor ops per candidate, and most candidates of a
+    ``mixed_choices`` step weigh zero."""
+
+    choices: torch.Tensor
+    cost: torch.Tensor  # [C]
+    outputs: torch.Tensor
+    shapes: tuple[tuple[int, int], ...]
+
+
 def _shape(shape: TokenShape) -> tuple[int, int]:
     return shape.num_tokens, shape.dim
 
@@ -164,6 +179,10 @@ class StackSupernet(nn.Module):
             reaching |= self.outputs[position]  # or skipped: the identity
         self.table["last"] = self._candidates("last", plan.lasts, reaching, cost)
         self.outputs["last"] = {_shape(c.out) for cs in self.table["last"].values() for c in cs}
+        self._offsets, self._ones = {}, 0  # each decision's first entry in ``_flat``'s, its 1
+        for name, d in self.decisions.items():
+            self._offsets[name], self._ones = self._ones, self._ones + len(d.choices)
+        self._selections: dict[tuple, _Selection] = {}  # (device, position, shape): built on use
 
         groups: dict[tuple, list[BlockConfig]] = defaultdict(list)
         for position, by_shape in self.table.items():
@@ -337,7 +356,7 @@ class StackSupernet(nn.Module):
         independent across decisions). Exact for any cost that adds up over the model's parts
         (FLOPs; a latency that sums per-GEMM latencies), except the top's first layer, which
         is costed as one GEMM per stage it reads (exact for FLOPs)."""
-        p = probs
+        p, flat = probs, self._flat(probs)
         dims = self.decisions["embedding_dim"]
         start = {
             (self.num_tokens, d): p["embedding_dim"][dims.index(d)]
@@ -354,14 +373,14 @@ class StackSupernet(nn.Module):
         ]
         after = [start]  # output distribution after i active mixers
         for i, position in enumerate(self.plan.mixer_positions):
-            out, cost = self._through(position, after[-1], p)
+            out, cost = self._through(position, after[-1], flat)
             total = total + reach[i] * cost
             after.append(out)
         last_in: dict = defaultdict(float)
         for k, depth in enumerate(depths):
             for shape, q in after[depth - 1].items():
                 last_in[shape] = last_in[shape] + p["depth"][k] * q
-        last_out, cost = self._through("last", last_in, p)
+        last_out, cost = self._through("last", last_in, flat)
         total = total + cost
         # The top: the last stage always, the others with top_input "all".
         inputs = self.decisions["top_input"]
@@ -380,16 +399,52 @@ class StackSupernet(nn.Module):
             total = total + p["top_mlp"][t] * (part + p_all * every)
         return total
 
-    def _through(self, position: str, incoming: Mapping, p: Mapping[str, torch.Tensor]):
+    def _through(self, position: str, incoming: Mapping, flat: torch.Tensor):
         """(output shape distribution, expected cost) of ``position`` given its input's."""
         out: dict = defaultdict(float)
         cost = 0.0
         for shape, q in incoming.items():
-            for c in self.table[position].get(shape, ()):
-                w = q * math.prod(p[name][index] for name, index in c.choice)
-                cost = cost + w * c.cost
-                out[_shape(c.out)] = out[_shape(c.out)] + w
+            found = self._selected(position, shape, flat.device)
+            if found is None:
+                continue
+            w = q * flat[found.choices].prod(1)
+            cost = cost + (w * found.cost).sum()
+            mass = found.outputs @ w
+            for j, out_shape in enumerate(found.shapes):
+                out[out_shape] = out[out_shape] + mass[j]
         return dict(out), cost
+
+    def _selected(self, position: str, shape, device: torch.device) -> _Selection | None:
+        """``position``'s candidates at ``shape`` as index tensors on ``device`` (built once),
+        or None when none takes that shape."""
+        key = (str(device), position, shape)
+        if key not in self._selections:
+            cands = self.table[position].get(shape)
+            if not cands:
+                return None
+            width = max(len(c.choice) for c in cands)
+            choices = [
+                [self._offsets[name] + index for name, index in c.choice]
+                + [self._ones] * (width - len(c.choice))
+                for c in cands
+            ]
+            shapes = tuple(sorted({_shape(c.out) for c in cands}))
+            outputs = torch.zeros(len(shapes), len(cands), device=device)
+            for i, c in enumerate(cands):
+                outputs[shapes.index(_shape(c.out)), i] = 1.0
+            self._selections[key] = _Selection(
+                torch.tensor(choices, device=device),
+                torch.tensor([c.cost for c in cands], dtype=torch.float32, device=device),
+                outputs,
+                shapes,
+            )
+        return self._selections[key]
+
+    def _flat(self, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Every decision's probabilities end to end (in ``self.decisions``' order), then a
+        constant 1 (what a candidate's padded choices multiply by)."""
+        parts = [p[name] for name in self.decisions]
+        return torch.cat([*parts, parts[0].new_ones(1)])
 
     def relaxed(self, probs: Mapping[str, torch.Tensor], embedded: Embedded) -> torch.Tensor:
         """Logits [B] of the softmax relaxation: every candidate's output weighted by its
@@ -399,7 +454,7 @@ class StackSupernet(nn.Module):
         the mixture over depths, the top the expected first-layer input of each stage. When
         ``probs`` are one-hot this is ``logits(member)`` exactly. It evaluates every
         candidate at every shape with mass: ``relaxed_evaluations(mass)`` per step."""
-        p = probs
+        p, flat = probs, self._flat(probs)
         tokens = embedded.tokens
         dims = self.decisions["embedding_dim"]
         start = _Mixture()
@@ -415,12 +470,12 @@ class StackSupernet(nn.Module):
         reach = self._reach(p)
         after = [start.done()]
         for position in self.plan.mixer_positions:
-            after.append(self._mix(position, after[-1], p))
+            after.append(self._mix(position, after[-1], flat))
         last_in = _Mixture()
         for k, depth in enumerate(self.decisions["depth"].choices):
             for shape, (weight, x) in after[depth - 1].items():
                 last_in.add(shape, p["depth"][k] * weight, x)
-        last_out = self._mix("last", last_in.done(), p)
+        last_out = self._mix("last", last_in.done(), flat)
         inputs = self.decisions["top_input"]
         p_all = p["top_input"][inputs.index("all")] if "all" in inputs.choices else None
         logit = 0.0
@@ -478,14 +533,18 @@ class StackSupernet(nn.Module):
             for i in range(len(self.plan.mixer_positions))
         ]
 
-    def _mix(self, position: str, incoming: Mapping, p: Mapping[str, torch.Tensor]) -> dict:
+    def _mix(self, position: str, incoming: Mapping, flat: torch.Tensor) -> dict:
         out = _Mixture()
         for shape, (weight, x) in incoming.items():
-            for c in self.table[position].get(shape, ()):
-                w = weight * math.prod(p[name][index] for name, index in c.choice)
-                if not _zero(w):
+            found = self._selected(position, shape, flat.device)
+            if found is None:
+                continue
+            w = weight * flat[found.choices].prod(1)
+            alive = (w != 0).tolist()  # one read of the weights, not one per candidate
+            for i, c in enumerate(self.table[position][shape]):
+                if alive[i]:
                     group = self.layers[self._group[(position, c.config)]]
-                    out.add(_shape(c.out), w, group(c.config, x))
+                    out.add(_shape(c.out), w[i], group(c.config, x))
         return out.done()
 
     def one_hot(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
