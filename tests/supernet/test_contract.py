@@ -85,6 +85,49 @@ def test_the_expected_cost_is_differentiable_and_between_the_extremes(supernet) 
     assert min(costs) < cost.item() < max(costs)
 
 
+def test_the_expected_cost_is_the_mean_cost_over_every_member(ml100k) -> None:
+    """Under probabilities that are not one-hot, the expected cost is the exact mean of the
+    members' FLOPs, each weighted by its probability (the product over its active
+    decisions), summed over every member of a small space."""
+    options = {
+        "max_depth": 2,
+        "embedding_dims": [8, 16],
+        "blocks": ["dot", "fm", "dcnv2", "mlp"],
+        "block_params": {
+            "dcnv2": {"num_layers": [1, 2], "rank": [4, 8]},
+            "mlp": {"widths": [[16], [32]]},
+        },
+        "top_mlps": [[], [16]],
+    }
+    torch.manual_seed(0)
+    space = create_space("ctr_stack", options, SpaceInputs.of(ml100k.schema))
+    net = build_supernet(space, ml100k.schema)
+    rng = torch.Generator().manual_seed(1)
+    probs = {
+        name: torch.softmax(torch.randn(len(d.choices), generator=rng), 0)
+        for name, d in net.decisions.items()
+    }
+
+    def leaves(values: dict, weight: float, rest: list):
+        if not rest:
+            yield values, weight
+            return
+        d, *others = rest
+        if not d.active(values):
+            yield from leaves(values, weight, others)
+            return
+        for i, choice in enumerate(d.choices):
+            yield from leaves({**values, d.name: choice}, weight * float(probs[d.name][i]), others)
+
+    total, members_seen = 0.0, 0
+    for values, weight in leaves({}, 1.0, list(space.decisions)):
+        spec = space.decode(values)
+        total += weight * sum(c.flops() for c in model_configs(spec, ml100k.schema).values())
+        members_seen += 1
+    assert members_seen > 100
+    assert float(net.expected_cost(probs)) == pytest.approx(total, rel=1e-5)
+
+
 def test_the_same_seed_builds_the_same_supernet(ml100k) -> None:
     space = create_space("ctr_stack", {}, SpaceInputs.of(ml100k.schema))
     nets = []
