@@ -179,7 +179,8 @@ class StackSupernet(nn.Module):
             reaching |= self.outputs[position]  # or skipped: the identity
         self.table["last"] = self._candidates("last", plan.lasts, reaching, cost)
         self.outputs["last"] = {_shape(c.out) for cs in self.table["last"].values() for c in cs}
-        self._offsets, self._ones = {}, 0  # each decision's first entry in ``_flat``'s, its 1
+        # Where each decision's probabilities start in ``_flat``'s vector, and where its 1 is.
+        self._offsets, self._ones = {}, 0
         for name, d in self.decisions.items():
             self._offsets[name], self._ones = self._ones, self._ones + len(d.choices)
         self._selections: dict[tuple, _Selection] = {}  # (device, position, shape): built on use
