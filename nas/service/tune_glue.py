@@ -64,6 +64,10 @@ def init_ray(address: str | None) -> bool:
     # A trial whose worker died: Tune logs Ray's traceback; the controller records the
     # death, retries the candidate and says so in one line (see ``worker_crash``).
     logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
+    # Tune times its callbacks and warns past 0.5 s. ``Recorder.on_step_begin`` (the pump) records
+    # a setup job that ended there, its MLflow run and plots included (1-2 s): nothing a user
+    # could act on.
+    logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         import blocks
