@@ -120,12 +120,12 @@ TABLES = {"user": (6_041, 16), "item": (3_707, 16), "large": (1_000_000, 64)}
 
 def _embedding_optimizers(device: str, batch: int, steps: int, tables: dict) -> list[dict]:
     """Ms per step (lookup, backward, optimizer step) of the trainer's lazy Adam
-    (``workers.train.RowwiseAdam``, its PyTorch path on a GPU) against
+    (``workers.optimizers.RowwiseAdam``, its PyTorch path on a GPU) against
     ``torch.optim.SparseAdam`` over the same tables, ids and gradients from one start, and
     how far their weights end apart: the issue's "measure before choosing" for the GPU's
     embedding optimizer (FBGEMM's table-batched embeddings do not install on the GPU
     machine, which has no network; see benchmarks/README.md)."""
-    from workers.train import RowwiseAdam
+    from workers.optimizers import RowwiseAdam
 
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []

@@ -1,6 +1,6 @@
 """Lazy (row-wise) Adam for sparse embedding gradients: only the rows a batch looked up move,
 and their moments, as ``torch.optim.SparseAdam`` moves them. The optimizer around it is
-``workers.train.RowwiseAdam``; this is its step over one buffer of tables.
+``workers.optimizers.RowwiseAdam``; this is its step over one buffer of tables.
 
     g_r = the summed gradient of row r (its repeated ids added up)
     m_r <- beta1 m_r + (1 - beta1) g_r,   v_r <- beta2 v_r + (1 - beta2) g_r^2

@@ -15,7 +15,8 @@ from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, TrainingError
 from nas.data import PrepareRequest, prepare_dataset
-from workers.train import RowwiseAdam, TrainConfig, lr_scale, make_optimizers, train
+from workers.optimizers import AdamW, RowwiseAdam
+from workers.train import TrainConfig, lr_scale, make_optimizers, train
 from workers.train import evaluate as evaluate_rows
 from workers.trial import evaluate
 from workers.trial_data import TrialData
@@ -59,7 +60,7 @@ def test_embeddings_get_lazy_adam_and_only_touched_rows_move(ml100k):
     torch.manual_seed(0)
     model = build_model(ArchSpec.load(SPECS / "dlrm.json"), ml100k.schema)
     dense_opt, sparse_opt = make_optimizers(model, TrainConfig())
-    assert isinstance(dense_opt, torch.optim.AdamW) and isinstance(sparse_opt, RowwiseAdam)
+    assert isinstance(dense_opt, AdamW) and isinstance(sparse_opt, RowwiseAdam)
     table = model.tokens.embedding.table.weight
     assert any(p is table for g in sparse_opt.param_groups for p in g["params"])
     before = table.detach().clone()

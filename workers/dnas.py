@@ -62,6 +62,7 @@ from nas.search.supernet import StackSupernet
 from nas.search.supernet.distributions import check_relaxation, decode
 from search_spaces.decisions import label
 from workers import checkpoint as checkpoints
+from workers.optimizers import Adam
 from workers.supernet_job import Progress, job_supernet
 from workers.train import (
     CPU,
@@ -146,7 +147,7 @@ class Dnas:
                 for d in self.decisions
             }
         )
-        self.alpha_optimizer = torch.optim.Adam(
+        self.alpha_optimizer = Adam(
             self.alpha.parameters(), lr=s.alpha_lr, betas=(0.5, 0.999), weight_decay=1e-3
         )
         self.train_batches = Batches(len(self.train.data), s.batch_size, s.seed)
@@ -256,7 +257,7 @@ class Dnas:
         self.optimizers.step()
         if self.moving:
             inputs, label = self.arch_rows.batch(self.arch_batches.next())
-            self.alpha_optimizer.zero_grad(set_to_none=True)
+            self.alpha_optimizer.zero_grad()
             self.net.requires_grad_(False)  # the logits' half: no weight gradients to compute
             try:
                 loss = self.arch_loss(inputs, label)

@@ -26,13 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels import rowwise_adam
-from kernels.backends import NATIVE_BACKENDS, check_backend
 from kernels.fp8_linear import Fp8Training
 from nas.core.errors import ConfigError, TrainingError
 from nas.data.schema import Features
 from workers.data_parallel import check_batch, mean_across, my_rows, reduce_gradients, world
 from workers.metrics import Groups, Rates, binary_metrics
+from workers.optimizers import AdamW, ParamOptimizer, RowwiseAdam
 from workers.precision import TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
@@ -88,140 +87,17 @@ class TrainConfig:
             raise ConfigError("warmup_steps", "warmup_steps and weight_decay must be >= 0")
 
 
-class RowwiseAdam(torch.optim.Optimizer):
-    """Lazy Adam for sparse embedding gradients: only the rows a batch touched move, and
-    their moments, exactly as ``torch.optim.SparseAdam`` does, to float rounding.
-
-    Written here because SparseAdam does the update with sparse-tensor arithmetic (two
-    ``sparse_mask`` and three sparse additions per table per step): profiled on
-    MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. The step itself is
-    ``kernels.rowwise_adam.step_rows``: a C kernel that sums each touched row's gradient and
-    updates its weights and moments in two passes, or, where no C compiler is at hand, its
-    PyTorch reference (gather the touched rows, torch's fused Adam kernel, scatter).
-
-    Tables of one layout (dtype, device, row width) are held as row ranges of one buffer
-    (``_Tables``: each parameter's ``data`` becomes a view of it), and their Adam moments
-    likewise, so that the reference updates all of them with one gather, one kernel and one
-    scatter, not one of each per table. ``backend``: "auto" (the C kernel where it builds),
-    "native" or "torch" (``kernels.backends.NATIVE_BACKENDS``). ``tests/test_train.py`` holds
-    both backends, and both of the reference's ways of finding the rows (``dense_below``),
-    to SparseAdam's trajectory.
-    """
-
-    def __init__(
-        self, params, lr: float, betas=(0.9, 0.999), eps=1e-8, dense_below=8.0, backend="auto"
-    ):
-        check_backend(backend, NATIVE_BACKENDS)
-        self.backend = backend
-        self._tables: list[_Tables] = []  # filled by add_param_group, which __init__ calls
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})
-        self.dense_below = dense_below
-
-    def add_param_group(self, param_group: dict) -> None:
-        super().add_param_group(param_group)
-        index = len(self.param_groups) - 1
-        by_layout: dict[tuple, dict[int, torch.Tensor]] = {}
-        for param in self.param_groups[index]["params"]:  # a table listed twice: once
-            layout = (param.dtype, param.device, param.shape[1:])
-            by_layout.setdefault(layout, {})[id(param)] = param
-        self._tables += [_Tables(index, list(params.values())) for params in by_layout.values()]
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        super().load_state_dict(state_dict)
-        for tables in self._tables:
-            tables.bind_state(self.state)  # the loaded moments, as views of one buffer again
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for tables in self._tables:
-            group = self.param_groups[tables.group]
-            tables.step(group, self.state, self.dense_below, self.backend)
-
-
-class _Tables:
-    """Embedding tables of one layout as row ranges of one buffer, and their Adam moments
-    likewise: ``RowwiseAdam``'s unit of work."""
-
-    def __init__(self, group: int, params: list[torch.Tensor]):
-        self.group, self.params = group, params
-        self.starts = [0]
-        for param in params:
-            self.starts.append(self.starts[-1] + len(param))
-        self.bind_weights()
-        self.exp_avg = self.exp_avg_sq = None  # bound at the first step
-        self.slots = None  # the C kernel's row map, made at its first step
-
-    def bind_weights(self) -> None:
-        """The tables' weights as views of one buffer (again, if a table's ``data`` was
-        replaced since, as ``module.to`` or an assignment to ``.data`` do)."""
-        if len(self.params) == 1:
-            self.weights = self.params[0].detach()
-        else:
-            self.weights = torch.cat([param.detach() for param in self.params])
-            for param, rows in zip(self.params, self._ranges(self.weights), strict=True):
-                param.data = rows
-        self.pointers = [param.data_ptr() for param in self.params]
-
-    def _ranges(self, buffer: torch.Tensor) -> list[torch.Tensor]:
-        return [buffer[a:b] for a, b in zip(self.starts, self.starts[1:], strict=False)]
-
-    def bind_state(self, state: dict) -> None:
-        """Each table's moments (zeros for a table never stepped) as views of one buffer."""
-        for param in self.params:
-            if not state[param]:
-                state[param].update(
-                    step=0, exp_avg=torch.zeros_like(param), exp_avg_sq=torch.zeros_like(param)
-                )
-        for key in ("exp_avg", "exp_avg_sq"):
-            buffer = torch.cat([state[param][key] for param in self.params])
-            for param, rows in zip(self.params, self._ranges(buffer), strict=True):
-                state[param][key] = rows
-            setattr(self, key, buffer)
-
-    def step(self, group: dict, state: dict, dense_below: float, backend: str) -> None:
-        stepped = [i for i, p in enumerate(self.params) if p.grad is not None and p.grad._nnz() > 0]
-        if not stepped:
-            return
-        if [param.data_ptr() for param in self.params] != self.pointers:
-            self.bind_weights()
-        if self.exp_avg is None:
-            self.bind_state(state)
-        if self.slots is None and backend != "torch" and rowwise_adam.native_available():
-            self.slots = rowwise_adam.slots_for(self.weights)
-        # Adam's bias correction counts each table's own steps: tables that missed a step
-        # (no id looked up) are updated apart from the others.
-        by_count: dict[int, list[int]] = {}
-        for i in stepped:
-            by_count.setdefault(state[self.params[i]]["step"], []).append(i)
-        for count, tables in by_count.items():
-            rowwise_adam.step_rows(
-                self.weights,
-                self.exp_avg,
-                self.exp_avg_sq,
-                [(self.starts[i], self.params[i].grad) for i in tables],
-                rowwise_adam.AdamStep(group["lr"], group["betas"], group["eps"], count + 1),
-                slots=self.slots,
-                dense_below=dense_below,
-                backend=backend,
-            )
-            for i in tables:
-                state[self.params[i]]["step"] = count + 1
-
-
 def _is_sparse(module: nn.Module) -> bool:
     return isinstance(module, nn.Embedding | nn.EmbeddingBag) and module.sparse
 
 
-def make_optimizers(model: nn.Module, config: TrainConfig) -> list[torch.optim.Optimizer]:
+def make_optimizers(model: nn.Module, config: TrainConfig) -> list[ParamOptimizer]:
     sparse = [p for m in model.modules() if _is_sparse(m) for p in m.parameters(recurse=False)]
     sparse_ids = {id(p) for p in sparse}
     dense = [p for p in model.parameters() if id(p) not in sparse_ids]
-    optimizers: list[torch.optim.Optimizer] = []
+    optimizers: list[ParamOptimizer] = []
     if dense:
-        fused = device_of(model).type in ("cpu", "cuda")  # where PyTorch has the fused kernel
-        optimizers.append(
-            torch.optim.AdamW(dense, lr=config.lr, weight_decay=config.weight_decay, fused=fused)
-        )
+        optimizers.append(AdamW(dense, lr=config.lr, weight_decay=config.weight_decay))
     if sparse:
         optimizers.append(RowwiseAdam(sparse, lr=config.embedding_lr))
     return optimizers
@@ -280,7 +156,7 @@ class Optimizers:
         for opt, lrs in zip(self.all, self.base_lrs, strict=True):
             for group, lr in zip(opt.param_groups, lrs, strict=True):
                 group["lr"] = lr * scale
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
 
     def step(self) -> None:
         for opt in self.all:

@@ -161,7 +161,7 @@ def test_the_library_is_built_once_into_the_cache_and_again_for_another_source(
 
 
 def test_without_a_compiler_training_takes_the_reference(fresh_build, monkeypatch) -> None:
-    from workers.train import RowwiseAdam
+    from workers.optimizers import RowwiseAdam
 
     monkeypatch.setenv("CC", "no-such-compiler")
     assert build.load("rowwise_adam") is None
