@@ -27,8 +27,6 @@ import torch
 from kernels import rowwise_adam
 from kernels.backends import NATIVE_BACKENDS, check_backend
 
-FUSED_DEVICES = ("cpu", "cuda")  # where PyTorch has the fused AdamW kernel
-
 
 class ParamOptimizer:
     """Parameter groups, per-parameter state and torch's ``state_dict`` layout; a subclass
@@ -97,7 +95,8 @@ class ParamOptimizer:
 
 
 class AdamW(ParamOptimizer):
-    """``torch.optim.AdamW(fused=True)``: its fused kernel, on the CPU or a CUDA GPU."""
+    """``torch.optim.AdamW(fused=True)``: its fused kernel (the CPU, CUDA, and ``meta`` for
+    runs that only check shapes and devices)."""
 
     def __init__(
         self,
@@ -110,11 +109,6 @@ class AdamW(ParamOptimizer):
         super().__init__(
             params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         )
-        devices = {p.device.type for g in self.param_groups for p in g["params"]}
-        if not devices <= set(FUSED_DEVICES):
-            raise ValueError(
-                f"AdamW trains parameters on {', '.join(FUSED_DEVICES)}, not {sorted(devices)}"
-            )
 
     def _loaded(self, param: torch.Tensor, key: str, value: Any) -> Any:
         if key == "step":  # the fused kernel reads it on the parameter's device
