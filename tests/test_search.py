@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from nas.cli.render import format_value
 from nas.service.config import validate_config
 from nas.service.registry import Registry
 from nas.service.summary import summarize
+from tests import nas_process
 from tests.conftest import runs_with_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,14 +85,8 @@ def env_for(runs: Path) -> dict[str, str]:
 
 
 def nas(runs: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "nas.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env_for(runs),
-        cwd=REPO,
-        timeout=timeout,
-    )
+    """A `nas` command run to its end in a process of its own (``tests/nas_process.py``)."""
+    return nas_process.run(list(args), env_for(runs), REPO, timeout)
 
 
 @dataclasses.dataclass
@@ -127,22 +121,16 @@ def registry_of(runs: Path) -> Registry:
     return Registry(f"sqlite:///{runs / 'registry.db'}")
 
 
-def start_submit(runs: Path, path: Path, *flags: str, **options) -> subprocess.Popen:
+def start_submit(
+    runs: Path, path: Path, *flags: str, start_new_session: bool = False
+) -> nas_process.NasProcess:
     """`nas submit` in the background, its output captured."""
-    return start_nas(runs, "submit", str(path), *flags, **options)
+    return start_nas(runs, "submit", str(path), *flags, start_new_session=start_new_session)
 
 
-def start_nas(runs: Path, *args: str, **options) -> subprocess.Popen:
+def start_nas(runs: Path, *args: str, start_new_session: bool = False) -> nas_process.NasProcess:
     """A `nas` command in the background, its output captured."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", *args],
-        env=env_for(runs),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **options,
-    )
+    return nas_process.start(list(args), env_for(runs), REPO, start_new_session)
 
 
 def wait_for(runs: Path, condition, timeout: float = 300):
