@@ -44,6 +44,7 @@ PRELOAD = [
 ]
 FORK = os.environ.get("RECNAS_TEST_FORK", "1") != "0"
 _context: multiprocessing.context.ForkServerContext | None = None
+_forked: list[NasProcess] = []  # killed if still running when the test process exits
 
 
 def _server() -> multiprocessing.context.ForkServerContext:
@@ -73,6 +74,7 @@ class NasProcess:
             )
             self._process.start()
             self.pid = self._process.pid
+            _forked.append(self)
         else:
             with self._outputs[0].open("wb") as out, self._outputs[1].open("wb") as err:
                 self._popen = subprocess.Popen(
@@ -112,6 +114,14 @@ class NasProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Kill the commands a failed test left running: at exit, multiprocessing waits for
+    every process it started (a subprocess would be left to run on instead)."""
+    for process in _forked:
+        process.kill()
 
 
 def start(
