@@ -94,9 +94,8 @@ class ParamOptimizer:
         return value.to(device=param.device)
 
 
-class AdamW(ParamOptimizer):
-    """``torch.optim.AdamW(fused=True)``: its fused kernel (the CPU, CUDA, and ``meta`` for
-    runs that only check shapes and devices)."""
+class _Adam(ParamOptimizer):
+    """What AdamW and Adam share: their settings, and each parameter's first state."""
 
     def __init__(
         self,
@@ -104,11 +103,27 @@ class AdamW(ParamOptimizer):
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 1e-2,
+        weight_decay: float = 0.0,
     ):
         super().__init__(
             params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         )
+
+    def _start(self, param: torch.Tensor, on_device: bool) -> dict[str, Any]:
+        """``param``'s state, made at its first step; the step count a float32 tensor on
+        ``param``'s device (where a fused kernel reads it) or else on the host."""
+        state = self.state[param]
+        if not state:
+            where = param.device if on_device else "cpu"
+            state["step"] = torch.zeros((), dtype=torch.float32, device=where)
+            for key in ("exp_avg", "exp_avg_sq"):
+                state[key] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        return state
+
+
+class AdamW(_Adam):
+    """``torch.optim.AdamW(fused=True)``: its fused kernel (the CPU, CUDA, and ``meta`` for
+    runs that only check shapes and devices)."""
 
     def _loaded(self, param: torch.Tensor, key: str, value: Any) -> Any:
         if key == "step":  # the fused kernel reads it on the parameter's device
@@ -122,13 +137,7 @@ class AdamW(ParamOptimizer):
             for param in group["params"]:
                 if param.grad is None:
                     continue
-                state = self.state[param]
-                if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
-                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(
-                        param, memory_format=torch.preserve_format
-                    )
+                state = self._start(param, on_device=True)
                 lists = by_layout.setdefault((param.device, param.dtype), [[], [], [], [], []])
                 for kept, value in zip(
                     lists,
@@ -158,21 +167,9 @@ class AdamW(ParamOptimizer):
                 )
 
 
-class Adam(ParamOptimizer):
+class Adam(_Adam):
     """``torch.optim.Adam`` (L2 weight decay added to the gradient), its single-tensor
     arithmetic: for a few small tensors, such as DNAS's architecture logits."""
-
-    def __init__(
-        self,
-        params: Iterable,
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-    ):
-        super().__init__(
-            params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
-        )
 
     @torch.no_grad()
     def step(self) -> None:
@@ -182,13 +179,7 @@ class Adam(ParamOptimizer):
             for param in group["params"]:
                 if param.grad is None:
                     continue
-                state = self.state[param]
-                if not state:
-                    state["step"] = torch.tensor(0.0)  # on the host, as torch keeps it
-                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(
-                        param, memory_format=torch.preserve_format
-                    )
+                state = self._start(param, on_device=False)  # as torch keeps it
                 grad, exp_avg, exp_avg_sq = param.grad, state["exp_avg"], state["exp_avg_sq"]
                 state["step"] += 1
                 if decay != 0:
