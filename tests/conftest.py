@@ -27,13 +27,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The test files whose end-to-end searches take longest in the suite, longest first (their
 # times: benchmarks/README.md, "The test suite's time").
 LONGEST_FILES = (
-    "test_search.py",
     "test_setup_job_searches.py",
+    "test_team_setup.py",
+    "test_search.py",
     "test_early_stopping.py",
     "test_retrain.py",
-    "test_reliability.py",
-    "test_team_setup.py",
     "test_cost_model.py",
+    "test_reliability.py",
 )
 
 
