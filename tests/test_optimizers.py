@@ -20,13 +20,17 @@ def _params(seed: int) -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in shapes]
 
 
+def _groups(params: list[torch.nn.Parameter]) -> list[dict]:
+    """Two groups, the second with its own learning rate."""
+    return [{"params": params[:2]}, {"params": params[2:], "lr": 3e-3}]
+
+
 def _run(make, steps: int, seed: int = 0, swap_at: int | None = None, swap=None):
     """Weights after ``steps`` steps of an optimizer ``make(groups)`` makes, with a changing
     learning rate, one parameter without a gradient at every third step, and two groups;
     ``swap``: at ``swap_at``, the optimizer is rebuilt by ``swap`` from the state dict."""
     params = _params(seed)
-    groups = [{"params": params[:2]}, {"params": params[2:], "lr": 3e-3}]
-    optimizer = make(groups)
+    optimizer = make(_groups(params))
     g = torch.Generator().manual_seed(seed + 1)
     for step in range(steps):
         if step == swap_at:
@@ -66,8 +70,7 @@ def test_the_weights_are_torchs_to_the_bit_and_state_dicts_cross_over(ours, thei
     # does, whichever way round: checkpoints from before and after this change both load.
     def into(make):
         def swap(params, state):
-            groups = [{"params": params[:2]}, {"params": params[2:], "lr": 3e-3}]
-            rebuilt = make(groups)
+            rebuilt = make(_groups(params))
             rebuilt.load_state_dict(state)
             return rebuilt
 

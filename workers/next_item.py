@@ -26,6 +26,7 @@ from blocks.base import check_fraction, check_int
 from blocks.hstu import HSTU, HSTUConfig
 from nas.core.errors import ConfigError
 from nas.data.prepared import PreparedDataset
+from workers.optimizers import Adam
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def train_epoch(model, data: UserSequences, optimizer, rng: np.random.Generator)
         positive = scores.gather(1, truth.unsqueeze(1))
         logits = torch.cat([positive, negative], dim=1) / config.temperature
         loss = F.cross_entropy(logits, torch.zeros(len(logits), dtype=torch.long))
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         total, count = total + loss.item() * len(logits), count + len(logits)
@@ -209,7 +210,7 @@ def fit(data: UserSequences, config: NextItemConfig, on_epoch=None) -> tuple[nn.
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = NextItemModel(int(data.item_ids.max()) + 1, config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98))
+    optimizer = Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98))
     start = time.perf_counter()
     best, best_state = -1.0, None
     for epoch in range(1, config.epochs + 1):

@@ -64,7 +64,7 @@ def entry() -> int:
     objects are skipped by the collector; they are still freed, and atexit handlers still
     run. Not in ``main``, which tests and scripts call in a process that lives on.
 
-    Not after Triton was loaded (torch's optimizers import it, through ``torch._dynamo``):
+    Not after Triton was loaded (``nas export`` does, through torch.export's ``torch._dynamo``):
     its nanobind bindings print a screenful of "leaked instance" warnings at exit for the
     objects the collector did not free."""
     code = main()
