@@ -23,7 +23,7 @@ def add_commands(commands) -> None:
     prepare.add_argument(
         "name",
         help="a built-in dataset (movielens-1m, movielens-100k, criteo, synthetic-criteo) or "
-        "a dataset schema file (FILE.yaml; docs/data.md)",
+        "a dataset schema file (FILE.yaml; docs/models-and-data.md)",
     )
     prepare.add_argument(
         "--source", help="movielens-1m: folder of GroupLens .dat files; criteo: a TSV file"

@@ -26,7 +26,8 @@ A sequence ``from: rows`` is each row's history made of the log itself: its user
 rows (by ``keys.timestamp``; rows of the same time excluded), their items and actions.
 
 ``source.path`` is relative to the schema file's folder and may be a glob; its files are read
-in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/data.md`` is the user's guide.
+in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/models-and-data.md`` is the
+user's guide.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def init_ray(address: str | None) -> bool:
     # Tune's CSV/JSON/TensorBoard result files: the registry and MLflow already keep results.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     # Under an early-stopping scheduler, only searched candidates' reports carry its metric:
-    # baselines, failures and rung-less reports leave it out on purpose (nas/early_stopping).
+    # baselines, failures and rung-less reports leave it out on purpose
+    # (nas/search/early_stopping.py).
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     logging.getLogger("ray").setLevel(logging.WARNING)
     # Tune's ResultGrid looks for the result files we switched off, and warns per trial;
