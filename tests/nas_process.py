@@ -85,6 +85,7 @@ class NasProcess:
                     stdout=out,
                     stderr=err,
                     start_new_session=new_session,
+                    preexec_fn=_foreground_ctrl_c,
                 )
             self.pid = self._popen.pid
 
@@ -143,12 +144,22 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float, fork: b
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+def _foreground_ctrl_c() -> None:
+    """Ctrl-C as a command typed in a terminal gets it. A test process started in the
+    background (``pytest ... &``, some CI runners) ignores SIGINT, its children inherit that,
+    and a search that inherits it keeps ignoring it (``Controller._first_ctrl_c``)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _command(args, env, cwd, outputs, new_session) -> None:
     """In the forked process: become the command (session, folder, environment, standard
-    streams), run the CLI, and exit as the interpreter would: exit handlers run, an uncaught
-    exception's traceback on stderr and exit 1, an uncaught Ctrl-C as death by SIGINT."""
+    streams, Ctrl-C), run the CLI, and exit as the interpreter would: exit handlers run, an
+    uncaught exception's traceback on stderr and exit 1, an uncaught Ctrl-C as death by
+    SIGINT."""
     if new_session:
         os.setsid()
+    # Ctrl-C as a fresh Python in a terminal's foreground answers it (``_foreground_ctrl_c``)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)

@@ -277,16 +277,40 @@ def test_a_first_ctrl_c_stops_the_trials_a_second_raises_at_once(controller) -> 
     import os
     import signal
 
-    kept = signal.getsignal(signal.SIGINT)
-    with controller._first_ctrl_c():
-        assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
-        assert not controller.should_stop()
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the handler runs between bytecodes of this thread
-        assert controller.interrupted and controller.should_stop()
-        assert controller.next_config("tune-0") is None  # Tune: the search is over
-        with pytest.raises(KeyboardInterrupt):
+    # Python's own handler, whatever this test process inherited (a suite started in the
+    # background ignores Ctrl-C: the test below)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with controller._first_ctrl_c():
+            assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+            assert not controller.should_stop()
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-    assert signal.getsignal(signal.SIGINT) is kept
-    assert "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ
+            time.sleep(0.05)  # the handler runs between bytecodes of this thread
+            assert controller.interrupted and controller.should_stop()
+            assert controller.next_config("tune-0") is None  # Tune: the search is over
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def test_a_search_started_with_ctrl_c_ignored_keeps_ignoring_it(controller) -> None:
+    """``nas submit ... &`` in a script, or under nohup: the terminal's Ctrl-C is for the
+    foreground job, not for the search (nor for Tune's handler, kept off as well)."""
+    import os
+    import signal
+
+    inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with controller._first_ctrl_c():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            assert not controller.interrupted and not controller.should_stop()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, inherited)

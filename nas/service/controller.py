@@ -279,7 +279,9 @@ class Controller:
         """A first Ctrl-C stops the trials and ends the search, resumable; a second one
         raises ``KeyboardInterrupt`` at once. Ray Tune's own handler does the first part, but
         its loop does not look while it waits for the searcher's next trial, which is where a
-        search whose workers all run setup jobs spends its time."""
+        search whose workers all run setup jobs spends its time. A process started with
+        Ctrl-C ignored (in the background: ``nas submit ... &`` in a script, ``nohup``) keeps
+        ignoring it, as Python itself does: the terminal's Ctrl-C is for the foreground."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -289,7 +291,8 @@ class Controller:
             self.interrupted = True
             signal.signal(signal.SIGINT, kept)
 
-        signal.signal(signal.SIGINT, first)
+        if kept is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, first)
         before = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         try:
