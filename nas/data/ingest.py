@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import DataError, shown
 from nas.data.chronology import Chronology
-from nas.data.prepared import PreparedWriter, row_chunks
+from nas.data.prepared import SPLITS, PreparedWriter, row_chunks
 from nas.data.raw import DERIVED, RawForm, normalise_year, stable_hash
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
@@ -241,7 +241,11 @@ def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
 
 
 def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.Array:
-    """list<string>: a list column, or text split at the feature's ``sep``."""
+    """list<string>: a list column, or text split at the feature's ``sep``. A file whose
+    lists are all empty or missing (a day with no genres: JSON and CSV readers then infer no
+    value type) gives empty lists."""
+    if pa.types.is_null(array.type):
+        return pa.nulls(len(array), pa.list_(pa.string()))
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         if feature.sep is None:
             i = _first_value(array)
@@ -258,7 +262,8 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
         )
     value_type = array.type.value_type
     if not (
-        pa.types.is_string(value_type)
+        pa.types.is_null(value_type)
+        or pa.types.is_string(value_type)
         or pa.types.is_integer(value_type)
         or pa.types.is_large_string(value_type)
     ):
@@ -585,10 +590,11 @@ def prepare_schema_file(
     ``extra`` entries in its manifest)."""
     reader = Rows(schema, files)
     reader.check_columns()
-    rows, split, chronology = _first_pass(schema, reader, progress)
+    rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:
         raise DataError(files[0], "has no rows")
-    plan = _fit(schema, reader, split, progress)
+    plan = _fit(schema, reader, split, progress)  # every column checked: malformed rows first
+    _check_learnable(schema, split, labels, files[0] if len(files) == 1 else schema.source.path)
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 
@@ -613,21 +619,50 @@ def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
     return out
 
 
+def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, where) -> None:
+    """That every split has rows (candidates are ranked on valid rows, retrains report on
+    test rows) and every label both values among the training rows (NE divides by the
+    entropy of its training rate; a constant label has nothing to learn). Checked before
+    anything is written."""
+    sizes = np.bincount(split, minlength=3)
+    if not sizes.all():
+        empty = SPLITS[int(np.flatnonzero(sizes == 0)[0])]
+        counts = ", ".join(f"{name} {int(n):,}" for name, n in zip(SPLITS, sizes, strict=True))
+        rows = "its one row leaves" if len(split) == 1 else f"its {len(split):,} rows leave"
+        give = "more rows" if empty == "train" else f"split.{empty} a larger share, or more rows"
+        raise DataError(
+            where,
+            f"{rows} the {empty} split empty ({counts}): candidates are ranked on valid rows "
+            f"and retrains report on test rows, so each split needs rows; give {give}",
+        )
+    train = split == 0
+    rows = "the only training row" if sizes[0] == 1 else f"all {sizes[0]:,} training rows"
+    for j, name in enumerate(schema.label_names):
+        positives = int(labels[train, j].sum())
+        if positives in (0, int(sizes[0])):
+            raise DataError(
+                where,
+                f"label {name!r} is {min(positives, 1)} on {rows}: a model has nothing to learn "
+                "from it, and NE (which divides by the entropy of the training rate) is "
+                "undefined; each label needs both 0s and 1s in train",
+            )
+
+
 def _first_pass(
     schema: SchemaFile, reader: Rows, progress
-) -> tuple[int, np.ndarray, Chronology | None]:
+) -> tuple[int, np.ndarray, Chronology | None, np.ndarray]:
     """Every row's split, and for a history from rows every row's place in it: reads the
-    labels (each checked) and the keys these need."""
+    labels (each checked, and returned: rows x labels) and the keys these need."""
     method, keys = schema.split.method, schema.keys
     from_rows = schema.history is not None and schema.history.from_rows
     time_key = keys.timestamp if method in ("time", "user_time") or from_rows else None
     user_key = keys.user if method in ("hash", "user_time") or from_rows else None
     label_columns = [column for _, column, _ in schema.label_columns()]
     columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key) if k)]))
-    times, users, rows = [], [], 0
+    times, users, labels, rows = [], [], [], 0
     for batch in reader.batches(columns):
         rows += len(batch)
-        _label_values(schema, batch)
+        labels.append(np.stack(_label_values(schema, batch), axis=1))
         if time_key:
             times.append(batch.columns[time_key].to_numpy(zero_copy_only=False))
         if user_key:
@@ -639,7 +674,8 @@ def _first_pass(
     del users
     split = assign_split(schema, rows, all_times, all_users)
     chronology = Chronology.of(all_users, all_times) if from_rows and rows else None
-    return rows, split, chronology
+    all_labels = np.concatenate(labels) if labels else np.zeros((0, len(label_columns)), np.int8)
+    return rows, split, chronology, all_labels
 
 
 def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:

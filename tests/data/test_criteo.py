@@ -38,8 +38,10 @@ def test_synthetic_prepares_with_the_criteo_schema(tmp_path):
 
 
 def _prepared(tmp_path, lines, min_count=None):
+    """``lines`` prepared as Criteo, their labels 0, 1, 0, ... (a label needs both values in
+    train)."""
     path = tmp_path / "c.tsv"
-    path.write_text("".join(lines))
+    path.write_text("".join(f"{i % 2}{line[1:]}" for i, line in enumerate(lines)))
     request = PrepareRequest(source=str(path), min_count=min_count)
     return prepare_dataset("criteo", tmp_path / "cache", request)[0]
 
@@ -63,7 +65,8 @@ def test_min_count_drops_rare_values_and_empty_is_missing(tmp_path):
 
 
 def test_dense_transform(tmp_path):
-    ds = _prepared(tmp_path, [_line(dense=["3", "", "-2"] + ["0"] * (NUM_DENSE - 3))])
+    lines = [_line(dense=["3", "", "-2"] + ["0"] * (NUM_DENSE - 3))] + [_line()] * 9
+    ds = _prepared(tmp_path, lines)  # ten rows: each split has one or more
     np.testing.assert_allclose(ds.array("dense")[0, :3], [np.log(4), 0, 0], rtol=1e-6)
 
 

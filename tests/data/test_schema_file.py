@@ -339,6 +339,14 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             "row 600: column 'click' must be 0 or 1",
         ),
         ("parquet", lambda f: f.assign(genres=["x"] * 600), "holds text ('x') where a list"),
+        # learnable: each split has rows, each label both values in train (the first 480)
+        ("jsonl", lambda f: f.assign(like=0), "label 'like' is 0 on all 480 training rows"),
+        (
+            "parquet",
+            lambda f: f.assign(click=(f["ts"].rank(method="first") <= 480).astype(int)),
+            "label 'click' is 1 on all 480 training rows",
+        ),
+        ("jsonl", lambda f: f.iloc[:5], "leave the test split empty (train 4, valid 1, test 0)"),
     ],
 )
 def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
@@ -354,6 +362,16 @@ def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
     assert words in str(err.value), str(err.value)
     assert "data/" in str(err.value)  # names the file
     assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> None:
+    """JSON and CSV readers infer no value type for a column of empty lists (a day of logs
+    with no genres): its rows get no ids, as an empty list in any other file would."""
+    frame = logs().assign(genres=[[] for _ in range(ROWS)], hist=[None] * ROWS)
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path, "jsonl", frame)), tmp_path / "cache")
+    assert dataset.manifest["rows"] == ROWS
+    assert not np.asarray(dataset.array("multi_hot")).any()  # every slot padding
+    assert not np.asarray(dataset.array("history_end") - dataset.array("history_start")).any()
 
 
 def test_an_unknown_dataset_name_says_a_schema_file_will_do() -> None:
