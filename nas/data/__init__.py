@@ -297,6 +297,9 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
                 f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "
                 f"again: {prepare_command(name)}"
             )
+        why = existing.unlearnable()
+        if why:
+            raise NasError(f"the prepared dataset {name!r} cannot be trained on: {why}")
         return existing
     info = dataset_info(name)  # an unknown name: the error lists the built-in ones
     if info.needs_source:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import DataError, shown
 from nas.data.chronology import Chronology
-from nas.data.prepared import SPLITS, PreparedWriter, row_chunks
+from nas.data.prepared import SPLITS, PreparedWriter, row_chunks, unlearnable
 from nas.data.raw import DERIVED, RawForm, normalise_year, stable_hash
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
@@ -620,32 +620,16 @@ def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
 
 
 def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, where) -> None:
-    """That every split has rows (candidates are ranked on valid rows, retrains report on
-    test rows) and every label both values among the training rows (NE divides by the
-    entropy of its training rate; a constant label has nothing to learn). Checked before
-    anything is written."""
+    """``unlearnable`` data refused, before anything is written."""
     sizes = np.bincount(split, minlength=3)
-    if not sizes.all():
-        empty = SPLITS[int(np.flatnonzero(sizes == 0)[0])]
-        counts = ", ".join(f"{name} {int(n):,}" for name, n in zip(SPLITS, sizes, strict=True))
-        rows = "its one row leaves" if len(split) == 1 else f"its {len(split):,} rows leave"
-        give = "more rows" if empty == "train" else f"split.{empty} a larger share, or more rows"
-        raise DataError(
-            where,
-            f"{rows} the {empty} split empty ({counts}): candidates are ranked on valid rows "
-            f"and retrains report on test rows, so each split needs rows; give {give}",
-        )
     train = split == 0
-    rows = "the only training row" if sizes[0] == 1 else f"all {sizes[0]:,} training rows"
-    for j, name in enumerate(schema.label_names):
-        positives = int(labels[train, j].sum())
-        if positives in (0, int(sizes[0])):
-            raise DataError(
-                where,
-                f"label {name!r} is {min(positives, 1)} on {rows}: a model has nothing to learn "
-                "from it, and NE (which divides by the entropy of the training rate) is "
-                "undefined; each label needs both 0s and 1s in train",
-            )
+    rates = {
+        name: float(labels[train, j].mean()) if sizes[0] else 0.5
+        for j, name in enumerate(schema.label_names)
+    }
+    why = unlearnable(dict(zip(SPLITS, sizes.tolist(), strict=True)), rates)
+    if why:
+        raise DataError(where, why)
 
 
 def _first_pass(

@@ -25,6 +25,7 @@ import json
 import mmap
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,33 @@ def row_chunks(rows: int):
     (mapped) array without a full-size temporary."""
     for start in range(0, rows, CHUNK_ROWS):
         yield slice(start, min(start + CHUNK_ROWS, rows))
+
+
+def unlearnable(sizes: Mapping[str, int], train_rates: Mapping[str, float]) -> str | None:
+    """Why no model can be trained and ranked on data of these split sizes and training label
+    rates, or None: a split without rows (candidates are ranked on valid rows, retrains
+    report on test rows), or a label of one value on every training row (nothing to learn;
+    NE divides by the entropy of the training rate)."""
+    rows = sum(sizes.values())
+    empty = [name for name in SPLITS if not sizes[name]]
+    if empty:
+        counts = ", ".join(f"{name} {sizes[name]:,}" for name in SPLITS)
+        leave = "its one row leaves" if rows == 1 else f"its {rows:,} rows leave"
+        return (
+            f"{leave} the {empty[0]} split empty ({counts}): candidates are ranked on valid rows "
+            "and retrains report on test rows, so each split needs rows (a larger share of the "
+            "rows: split in a schema file; or more rows)"
+        )
+    train = sizes["train"]
+    on = "the only training row" if train == 1 else f"all {train:,} training rows"
+    for name, rate in train_rates.items():
+        if rate in (0.0, 1.0):
+            return (
+                f"label {name!r} is {int(rate)} on {on}: a model has nothing to learn from it, "
+                "and NE (which divides by the entropy of the training rate) is undefined; each "
+                "label needs both 0s and 1s in train"
+            )
+    return None
 
 
 def split_checksum(split: np.ndarray, source_row: np.ndarray) -> str:
@@ -220,6 +248,13 @@ class PreparedDataset:
         if not by_label or not self.schema.labels:
             return (self.positive_rate(split),)
         return tuple(by_label[name][split] for name in self.schema.labels)
+
+    def unlearnable(self) -> str | None:
+        """Why no model can be trained on it (``unlearnable``), or None. ``nas data prepare``
+        refuses such data; a cache an older recnas prepared may hold it."""
+        names = self.schema.labels or ["label"]
+        rates = dict(zip(names, self.positive_rates("train"), strict=True))
+        return unlearnable(self.manifest["split_sizes"], rates)
 
     def label_array(self) -> np.ndarray:
         """Every row's labels: [R] for one label, [R, K] for K (``schema.labels``)."""

@@ -272,6 +272,27 @@ def test_a_prepared_schema_is_reused_then_found_by_name_and_by_path(tmp_path: Pa
     assert not reused and changed.manifest["split_checksum"] != first.manifest["split_checksum"]
 
 
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda m: m["label_rates"]["like"].update(train=0.0), "label 'like' is 0 on all 480"),
+        (lambda m: m["split_sizes"].update(valid=0), "the valid split empty (train 480, valid 0"),
+    ],
+)
+def test_a_cache_of_data_nothing_can_be_learnt_from_is_refused_when_loaded(
+    tmp_path: Path, damage, words: str
+) -> None:
+    """What an older recnas prepared without refusing it: training it would fail in NE's
+    base rate or on an empty validation set."""
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
+    manifest = json.loads((dataset.root / "manifest.json").read_text())
+    damage(manifest)
+    (dataset.root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(NasError) as err:
+        load_dataset("my_ctr", tmp_path / "cache")
+    assert "'my_ctr' cannot be trained on" in str(err.value) and words in str(err.value)
+
+
 def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
     dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
     raw = dataset.raw_rows("test", 20)
