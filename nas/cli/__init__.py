@@ -24,6 +24,7 @@ a training run that diverges exits 1.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import sys
 
@@ -52,6 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        where = f" holding {err.filename}" if err.filename else ""
+        console.print(
+            f"[red]error:[/] no space left on the disk{escape(where)}: free some, or move the "
+            "data cache (RECNAS_CACHE_DIR) or the runs folder (RECNAS_RUNS_DIR) to a larger "
+            "disk, and run the command again (what it was writing was not kept)",
+            highlight=False,
+        )
+        return 1
     return code or 0
 
 

@@ -20,7 +20,7 @@ from nas.core.errors import ConfigError, NasError, UnknownNameError
 from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
 from nas.data.ingest import prepare_schema_file
-from nas.data.prepared import SPLITS, PreparedDataset, open_prepared
+from nas.data.prepared import MANIFEST, SPLITS, PreparedDataset, open_prepared
 from nas.data.schema import Features, Field, Schema
 from nas.data.schema_file import (
     INGEST_VERSION,
@@ -179,7 +179,20 @@ def check_dataset(name: str, cache_dir: Path | None = None) -> None:
     if is_schema_path(name):
         _schema_at(name)
     elif _prepared_schema(name, cache_dir) is None:
+        _check_unreadable(name, cache_dir or data_cache_dir())
         dataset_info(name)  # a built-in name, or an error that lists them
+
+
+def _check_unreadable(name: str, cache_dir: Path) -> None:
+    """A schema file's dataset whose cache folder is there but unreadable: said so, where
+    "unknown dataset" would send the user looking for a typo."""
+    root = cache_dir / name
+    if name not in DATASETS and root.is_dir() and open_prepared(root) is None:
+        raise NasError(
+            f"the cache of dataset {name!r} ({root}) is unreadable: its {MANIFEST} is missing, "
+            "damaged or from another recnas version; prepare it again from its schema file: "
+            "nas data prepare FILE.yaml"
+        )
 
 
 def _schema_at(path_text: str) -> tuple[Path, SchemaFile]:
@@ -301,6 +314,7 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
         if why:
             raise NasError(f"the prepared dataset {name!r} cannot be trained on: {why}")
         return existing
+    _check_unreadable(name, cache_dir or data_cache_dir())
     info = dataset_info(name)  # an unknown name: the error lists the built-in ones
     if info.needs_source:
         raise NasError(f"dataset {name!r} is not prepared; run: {prepare_command(name)}")

@@ -20,11 +20,14 @@ interrupted ``prepare`` never leaves a half-written cache.
 
 from __future__ import annotations
 
+import errno
+import glob
 import hashlib
 import json
 import mmap
 import os
 import shutil
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,6 +290,16 @@ def open_prepared(root: Path) -> PreparedDataset | None:
     return PreparedDataset(root, manifest)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
 class PreparedWriter:
     """Writes a prepared dataset into a temporary folder beside ``root`` that replaces
     ``root`` only when ``finish`` completes; leaving the ``with`` block any other way removes
@@ -295,14 +308,29 @@ class PreparedWriter:
 
     def __init__(self, root: Path):
         self.root = root
-        self.tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+        self.tmp = root.with_name(f"{self._tmp_prefix()}{os.getpid()}")
         self.arrays: dict[str, np.memmap] = {}
         self.done = False
 
+    def _tmp_prefix(self) -> str:
+        """The temporary folders' names, less the writer's pid: by host, since a cache on a
+        shared disk is written from several machines."""
+        return f"{self.root.name}.tmp-{socket.gethostname()}-"
+
     def __enter__(self) -> PreparedWriter:
+        self._remove_abandoned()
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir(parents=True)
         return self
+
+    def _remove_abandoned(self) -> None:
+        """The temporary folders of writers on this host that died unable to clean up
+        (kill -9, a lost machine): a dataset's worth of disk each."""
+        prefix = self._tmp_prefix()
+        for folder in self.root.parent.glob(f"{glob.escape(prefix)}*"):
+            pid = folder.name.removeprefix(prefix)
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
 
     def __exit__(self, *exc) -> None:
         self.arrays.clear()
@@ -310,10 +338,19 @@ class PreparedWriter:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def array(self, name: str, shape: tuple[int, ...], dtype) -> np.memmap:
-        """A new array file of this shape, zero-filled, to write into."""
-        self.arrays[name] = np.lib.format.open_memmap(
-            self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=shape
-        )
+        """A new array file of this shape, zero-filled, to write into. Its disk blocks are
+        reserved at once: on a disk without room for them that fails here, with ENOSPC,
+        where writing into the map of a sparse file would kill the process with SIGBUS."""
+        path = self.tmp / f"{name}.npy"
+        self.arrays[name] = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+        with path.open("r+b") as file:
+            try:
+                os.posix_fallocate(file.fileno(), 0, os.fstat(file.fileno()).st_size)
+            except OSError as err:
+                if err.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                    return self.arrays[name]  # a file system that reserves nothing
+                err.filename = str(path)
+                raise
         return self.arrays[name]
 
     def release(self) -> None:

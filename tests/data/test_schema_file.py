@@ -293,6 +293,16 @@ def test_a_cache_of_data_nothing_can_be_learnt_from_is_refused_when_loaded(
     assert "'my_ctr' cannot be trained on" in str(err.value) and words in str(err.value)
 
 
+def test_a_cache_whose_manifest_is_unreadable_is_named_not_called_unknown(tmp_path: Path) -> None:
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
+    (dataset.root / "manifest.json").write_text('{"format_version": ')  # cut short
+    for look_up in (load_dataset, check_dataset):
+        with pytest.raises(NasError) as err:
+            look_up("my_ctr", tmp_path / "cache")
+        assert "the cache of dataset 'my_ctr'" in str(err.value), str(err.value)
+        assert "is unreadable" in str(err.value) and "nas data prepare" in str(err.value)
+
+
 def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
     dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
     raw = dataset.raw_rows("test", 20)
@@ -393,6 +403,46 @@ def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> N
     assert dataset.manifest["rows"] == ROWS
     assert not np.asarray(dataset.array("multi_hot")).any()  # every slot padding
     assert not np.asarray(dataset.array("history_end") - dataset.array("history_start")).any()
+
+
+def test_a_disk_without_room_fails_the_prepare_with_its_path_and_keeps_nothing(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A full disk under a memory-mapped write would kill the process with SIGBUS, leaving
+    a half-written folder (measured on a 300 KB tmpfs): the files' blocks are reserved
+    first, so it fails with ENOSPC, reported in one paragraph with exit 1."""
+    import errno
+    import os
+
+    from nas.cli import main
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    monkeypatch.setenv("RECNAS_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["data", "prepare", str(schema_file(tmp_path))]) == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert "no space left on the disk holding" in said, said  # the path: wrapped at 80
+    assert "RECNAS_CACHE_DIR" in said and "Traceback" not in said
+    assert not any((tmp_path / "cache").iterdir())
+
+
+def test_a_prepare_removes_what_a_killed_prepare_left_on_this_host_only(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    exited = subprocess.Popen(["true"])
+    exited.wait()  # its pid: no process's now
+    cache, host = tmp_path / "cache", socket.gethostname()
+    killed = cache / f"my_ctr.tmp-{host}-{exited.pid}"
+    running = cache / f"my_ctr.tmp-{host}-1"  # init's: alive
+    elsewhere = cache / f"my_ctr.tmp-another-host-{exited.pid}"  # a shared disk's other writer
+    for folder in (killed, running, elsewhere):
+        folder.mkdir(parents=True)
+        (folder / "label.npy").write_bytes(b"half")
+    prepare_dataset(str(schema_file(tmp_path)), cache)
+    assert not killed.exists() and running.exists() and elsewhere.exists()
 
 
 def test_an_unknown_dataset_name_says_a_schema_file_will_do() -> None:
