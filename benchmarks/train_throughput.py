@@ -52,8 +52,8 @@ from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.cli.flags import whole_number
 from nas.data import load_dataset
-from workers.precision import TRAIN_PRECISIONS
 from workers.train import Batches, TrainConfig, evaluate, lr_scale, train
+from workers.train_settings import TRAIN_PRECISIONS
 
 SPECS = Path(__file__).resolve().parent.parent / "examples" / "specs"
 NAMES = ("dlrm", "dcnv2", "deepfm", "autoint", "modern/wukong", "modern/dhen")

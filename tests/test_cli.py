@@ -96,6 +96,16 @@ def test_train_prints_a_table(ml100k, cache_dir):
             "interaction[1].num_tokens",
         ),
         ('{"embedding_dim": 8, "interaction": [], "top_mlp": []}', ["--steps", "-3"], "--steps"),
+        (  # larger than a C integer: it failed in the trainer's deque with a traceback
+            '{"embedding_dim": 8, "interaction": [], "top_mlp": []}',
+            ["--steps", "9" * 20],
+            "--steps: must be an integer from 1 to 10,000,000",
+        ),
+        (
+            '{"embedding_dim": 8, "interaction": [], "top_mlp": []}',
+            ["--batch-size", str(2**21)],
+            "--batch-size: must be an integer from 1 to 1,048,576",
+        ),
         (
             '{"embedding_dim": 8, "interaction": [], "top_mlp": []}',
             ["--dataset", "ml-1m"],

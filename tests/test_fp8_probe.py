@@ -137,6 +137,7 @@ def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
         (["--target", "cpu"], "--target: must be one of h100-sxm, h200"),
         (["--threshold", "2"], "--threshold: must be in [0, 1)"),
         (["--weights", str(tmp_path / "none.pt")], "--weights: no file at"),
+        (["--batch", "9" * 20], "--batch: must be an integer from 1 to 1,048,576"),  # was priced
     ):
         bad = nas(runs, "fp8", "probe", "examples/specs/dcnv2.json", *flags)
         assert bad.returncode == 2 and words in " ".join(bad.stderr.split()), bad.stderr

@@ -32,7 +32,7 @@ from nas.data.schema import Features
 from workers.data_parallel import check_batch, mean_across, my_rows, reduce_gradients, world
 from workers.metrics import Groups, Rates, binary_metrics
 from workers.optimizers import AdamW, ParamOptimizer, RowwiseAdam
-from workers.precision import TRAIN_PRECISIONS
+from workers.train_settings import MAX_BATCH, MAX_STEPS, TRAIN_PRECISIONS
 
 # (steps done, running mean train loss) -> True to end training there (early stopping)
 StepCallback = Callable[[int, float], bool | None]
@@ -75,10 +75,14 @@ class TrainConfig:
                     "fp8_sites", f"apply to precision fp8 only, not {self.precision!r}"
                 )
             object.__setattr__(self, "fp8_sites", tuple(self.fp8_sites))  # from JSON: a list
-        for name in ("steps", "batch_size", "eval_batch_size"):
+        for name, most in (
+            ("steps", MAX_STEPS),
+            ("batch_size", MAX_BATCH),
+            ("eval_batch_size", MAX_BATCH),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ConfigError(name, f"must be an integer from 1 to {most:,}, got {value!r}")
         for name in ("lr", "embedding_lr"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not 0 < value < 10:

@@ -50,11 +50,17 @@ def cmd_probe(args: argparse.Namespace) -> None:
     from nas.data import load_dataset
     from workers.fp8_probe import probe_candidate
     from workers.train import TrainConfig
+    from workers.train_settings import MAX_BATCH, MAX_STEPS
     from workers.trial_data import TrialData
 
-    for flag, value in (("--steps", args.steps), ("--rows", args.rows), ("--batch", args.batch)):
-        if value < 1:
-            raise ConfigError(flag, f"must be a positive integer, got {value}")
+    for flag, value, most in (
+        ("--steps", args.steps, MAX_STEPS),
+        ("--rows", args.rows, None),  # at most the validation split's: all of them
+        ("--batch", args.batch, MAX_BATCH),
+    ):
+        if value < 1 or (most is not None and value > most):
+            within = f"from 1 to {most:,}" if most else "of 1 or more"
+            raise ConfigError(flag, f"must be an integer {within}, got {value}")
     if not 0 <= args.threshold < 1:
         raise ConfigError("--threshold", f"must be in [0, 1), got {args.threshold}")
     if args.target not in GPU_TARGETS:

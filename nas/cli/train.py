@@ -13,7 +13,7 @@ from nas.cli.flags import as_flags, common_flags, integer, number, seed_number
 from nas.cli.render import console, emit_json, out, progress_bar, si
 from nas.core.errors import ConfigError
 from nas.search.objectives import SERVING_CANDIDATES
-from workers.precision import TRAIN_PRECISIONS
+from workers.train_settings import TRAIN_PRECISIONS
 
 
 def add_commands(commands) -> None:

@@ -37,7 +37,7 @@ from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.paths import BASELINES_DIR, registry_file, tracking_file
 from nas.search.early_stopping import DEFAULT_EVAL_ROWS
 from nas.search.objectives import PER_LABEL, Objective, check_cost_options, get_objective
-from workers.precision import TRAIN_PRECISIONS
+from workers.train_settings import MAX_BATCH, MAX_STEPS, TRAIN_PRECISIONS
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -101,7 +101,7 @@ class Budget(Strict):
     candidates: int = Field(
         default=20, ge=1, le=100_000
     )  # searched candidates; baselines come on top
-    steps: int = Field(default=500, ge=1, le=10_000_000)  # optimizer steps per candidate
+    steps: int = Field(default=500, ge=1, le=MAX_STEPS)  # optimizer steps per candidate
     max_minutes: float | None = Field(
         default=None, gt=0, le=60 * 24 * 30
     )  # wall-clock limit of the search
@@ -109,7 +109,7 @@ class Budget(Strict):
 
 
 class TrainOptions(Strict):
-    batch_size: int = Field(default=1024, ge=1, le=1 << 20)
+    batch_size: int = Field(default=1024, ge=1, le=MAX_BATCH)
     lr: float = Field(default=2e-3, gt=0, lt=10)
     embedding_lr: float = Field(default=1e-2, gt=0, lt=10)
     precision: Literal[TRAIN_PRECISIONS] = "fp32"  # bf16: mixed precision (workers/train.py)
