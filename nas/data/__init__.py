@@ -264,10 +264,21 @@ def _prepare_schema_file(
     key = fingerprint(schema, files)
     root = cache_dir / schema.name
     existing = open_prepared(root)
+    before = existing.manifest.get("source", {}) if existing is not None else {}
+    if not force and before.get("file") not in (None, str(path.resolve())):
+        # Another team's dataset of the same name, or this file moved: never replaced unasked
+        # (searches naming the dataset would train on other rows).
+        raise ConfigError(
+            "name",
+            f"dataset {schema.name!r} in the cache ({root}) was prepared from another schema "
+            f"file, {before['file']}; give this one another name, or replace it: nas data "
+            f"prepare {path} --force",
+            str(path),
+        )
     if (
         not force
         and existing is not None
-        and existing.manifest.get("source", {}).get("fingerprint") == key
+        and before.get("fingerprint") == key
         and not existing.problems(checksums=False)
     ):
         return existing, True

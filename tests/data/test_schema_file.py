@@ -303,6 +303,25 @@ def test_a_cache_whose_manifest_is_unreadable_is_named_not_called_unknown(tmp_pa
         assert "is unreadable" in str(err.value) and "nas data prepare" in str(err.value)
 
 
+def test_another_schema_file_of_the_same_name_does_not_replace_a_dataset_unasked(
+    tmp_path: Path,
+) -> None:
+    """Two teams' files named alike in one cache: the second is refused, naming the first and
+    --force; forced, it replaces it."""
+    cache = tmp_path / "cache"
+    first = schema_file(tmp_path / "a")
+    second = schema_file(tmp_path / "b", frame=logs(seed=3))
+    prepare_dataset(str(first), cache)
+    with pytest.raises(ConfigError) as err:
+        prepare_dataset(str(second), cache)
+    said = str(err.value)
+    assert "was prepared from another schema file" in said and str(first.resolve()) in said
+    assert f"nas data prepare {second} --force" in said
+    assert load_dataset("my_ctr", cache).manifest["source"]["file"] == str(first.resolve())
+    replaced, reused = prepare_dataset(str(second), cache, force=True)
+    assert not reused and replaced.manifest["source"]["file"] == str(second.resolve())
+
+
 def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
     dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
     raw = dataset.raw_rows("test", 20)
