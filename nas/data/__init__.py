@@ -295,11 +295,11 @@ def _prepare_schema_file(
     return open_prepared(root), False
 
 
-def prepare_command(name: str) -> str:
+def prepare_command(name: str, cache_dir: Path | None = None) -> str:
     """The command that (re)builds the cache of dataset ``name``."""
-    if name not in DATASETS:
-        found = _prepared_schema(name, None)
-        return f"nas data prepare {found.manifest['source']['file'] if found else name}"
+    if name not in DATASETS:  # a schema file's: its path, if its manifest still says it
+        found = _prepared_schema(name, cache_dir)
+        return f"nas data prepare {found.manifest['source']['file'] if found else 'FILE.yaml'}"
     source = " --source FILE" if dataset_info(name).needs_source else ""
     return f"nas data prepare {name}{source}"
 
@@ -319,7 +319,7 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
         if problems:
             raise NasError(
                 f"the prepared dataset {name!r} is damaged ({problems[0]}); prepare it "
-                f"again: {prepare_command(name)}"
+                f"again: {prepare_command(name, cache_dir)}"
             )
         why = existing.unlearnable()
         if why:

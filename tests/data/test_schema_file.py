@@ -322,6 +322,24 @@ def test_another_schema_file_of_the_same_name_does_not_replace_a_dataset_unasked
     assert not reused and replaced.manifest["source"]["file"] == str(second.resolve())
 
 
+def test_doctor_checks_a_schema_files_dataset_as_a_built_in_one(tmp_path: Path) -> None:
+    from nas.service.doctor import data_check
+
+    cache = tmp_path / "cache"
+    path = schema_file(tmp_path)
+    dataset, _ = prepare_dataset(str(path), cache)
+    check = data_check(cache)
+    assert check.ok and "my_ctr" in check.found
+    label = dataset.root / "label.npy"
+    label.write_bytes(label.read_bytes()[:-1] + b"\x07")  # one byte changed
+    check = data_check(cache)
+    assert not check.ok and "damaged" in check.found and "my_ctr" in check.found
+    assert check.fix == f"nas data prepare {path.resolve()}"
+    (dataset.root / "manifest.json").write_text("{")  # its own path lost with it
+    check = data_check(cache)
+    assert not check.ok and "my_ctr" in check.found and check.fix == "nas data prepare FILE.yaml"
+
+
 def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
     dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
     raw = dataset.raw_rows("test", 20)
