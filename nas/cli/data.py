@@ -175,7 +175,7 @@ def _dataset_summary(dataset) -> dict:
 def cmd_data_list(args: argparse.Namespace) -> None:
     from nas.core.paths import data_cache_dir
     from nas.data import DATASETS
-    from nas.data.prepared import open_prepared
+    from nas.data.prepared import cached_names, open_prepared
 
     cache_dir = args.cache_dir or data_cache_dir()
     rows = []
@@ -189,9 +189,8 @@ def cmd_data_list(args: argparse.Namespace) -> None:
                 "rows": dataset.manifest["rows"] if dataset else None,
             }
         )
-    found = sorted(cache_dir.glob("*/manifest.json")) if cache_dir.is_dir() else []
-    for manifest in found:  # schema files' datasets: known once prepared
-        dataset = open_prepared(manifest.parent)
+    for name in cached_names(cache_dir):  # schema files' datasets: known once prepared
+        dataset = open_prepared(cache_dir / name)
         if dataset is None or dataset.manifest["source"].get("kind") != "schema":
             continue
         rows.append(

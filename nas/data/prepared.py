@@ -290,6 +290,21 @@ def open_prepared(root: Path) -> PreparedDataset | None:
     return PreparedDataset(root, manifest)
 
 
+WORK_SUFFIXES = (".tmp-", ".old-")  # a writer's folders beside a dataset's: NAME.tmp-HOST-PID
+
+
+def cached_names(cache_dir: Path) -> list[str]:
+    """The datasets in a cache, by folder: each folder holding a manifest (readable or not),
+    less the folders a writer fills or sets aside before it moves them into place."""
+    if not cache_dir.is_dir():
+        return []
+    return sorted(
+        path.parent.name
+        for path in cache_dir.glob(f"*/{MANIFEST}")
+        if not any(suffix in path.parent.name for suffix in WORK_SUFFIXES)
+    )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -315,7 +330,7 @@ class PreparedWriter:
     def _tmp_prefix(self) -> str:
         """The temporary folders' names, less the writer's pid: by host, since a cache on a
         shared disk is written from several machines."""
-        return f"{self.root.name}.tmp-{socket.gethostname()}-"
+        return f"{self.root.name}{WORK_SUFFIXES[0]}{socket.gethostname()}-"
 
     def __enter__(self) -> PreparedWriter:
         self._remove_abandoned()
@@ -391,7 +406,7 @@ class PreparedWriter:
         manifest["files"] = {name: sha256_file(self.tmp / name) for name in names}
         manifest["sizes"] = {name: (self.tmp / name).stat().st_size for name in names}
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        old = self.root.with_name(f"{self.root.name}.old-{os.getpid()}")
+        old = self.root.with_name(f"{self.root.name}{WORK_SUFFIXES[1]}{os.getpid()}")
         if self.root.exists():
             self.root.rename(old)
         self.tmp.rename(self.root)

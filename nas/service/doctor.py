@@ -12,7 +12,6 @@ something is wrong, what to do. Nothing is created or upgraded: a doctor only lo
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,16 +96,10 @@ def mlflow_check(uri: str | None) -> Check:
 
 def data_check(cache_dir: Path | None) -> Check:
     from nas.data import DATASETS, prepare_command
-    from nas.data.prepared import MANIFEST, open_prepared
+    from nas.data.prepared import cached_names, open_prepared
 
     cache = cache_dir or data_cache_dir()
-    # The built-in datasets, and every schema file's prepared here (not the folders a
-    # prepare writes before it moves them into place).
-    own = sorted(
-        path.parent.name
-        for path in cache.glob(f"*/{MANIFEST}")
-        if path.parent.name not in DATASETS and not re.search(r"\.(tmp|old)-", path.parent.name)
-    )
+    own = [name for name in cached_names(cache) if name not in DATASETS]  # schema files'
     opened = {name: open_prepared(cache / name) for name in [*DATASETS, *own]}
     prepared = {name: found for name, found in opened.items() if found is not None}
     damaged = [name for name in own if opened[name] is None]  # a manifest no longer readable

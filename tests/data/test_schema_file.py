@@ -322,14 +322,21 @@ def test_another_schema_file_of_the_same_name_does_not_replace_a_dataset_unasked
     assert not reused and replaced.manifest["source"]["file"] == str(second.resolve())
 
 
-def test_doctor_checks_a_schema_files_dataset_as_a_built_in_one(tmp_path: Path) -> None:
+def test_doctor_checks_a_schema_files_dataset_as_a_built_in_one(tmp_path: Path, capsys) -> None:
+    import shutil
+
+    from nas.cli import main
     from nas.service.doctor import data_check
 
     cache = tmp_path / "cache"
     path = schema_file(tmp_path)
     dataset, _ = prepare_dataset(str(path), cache)
+    left = cache / "my_ctr.tmp-elsewhere-1"  # a writer killed after its manifest was written
+    shutil.copytree(dataset.root, left)
     check = data_check(cache)
-    assert check.ok and "my_ctr" in check.found
+    assert check.ok and check.found.endswith(": my_ctr"), check.found
+    assert main(["data", "list", "--json", "--cache-dir", str(cache)]) == 0  # listed once
+    assert [d["name"] for d in json.loads(capsys.readouterr().out)["datasets"]].count("my_ctr") == 1
     label = dataset.root / "label.npy"
     label.write_bytes(label.read_bytes()[:-1] + b"\x07")  # one byte changed
     check = data_check(cache)
