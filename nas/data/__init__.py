@@ -20,7 +20,7 @@ from nas.core.errors import ConfigError, NasError, UnknownNameError
 from nas.core.paths import data_cache_dir
 from nas.data import criteo, movielens
 from nas.data.ingest import prepare_schema_file
-from nas.data.prepared import MANIFEST, SPLITS, PreparedDataset, open_prepared
+from nas.data.prepared import MANIFEST, SPLITS, PreparedDataset, open_prepared, preparing
 from nas.data.schema import Features, Field, Schema
 from nas.data.schema_file import (
     INGEST_VERSION,
@@ -241,19 +241,34 @@ def prepare_dataset(
         value = getattr(request, option)
         if value is not None and value < 1:
             raise ConfigError(option, f"must be a positive integer, got {value}")
-    root = cache_dir / name
-    existing = open_prepared(root)
-    if (
-        not force
-        and existing is not None
-        and existing.manifest.get("request") == info.cache_key(request)
-        and not existing.problems()
-    ):
-        return existing, True
-    info.build(
-        Build(name, request, info.cache_key(request), root, cache_dir / "downloads", progress)
-    )
-    return open_prepared(root), False
+    root, key = cache_dir / name, info.cache_key(request)
+
+    def ready() -> PreparedDataset | None:
+        existing = open_prepared(root)
+        if (
+            not force
+            and existing is not None
+            and existing.manifest.get("request") == key
+            and not existing.problems()
+        ):
+            return existing
+        return None
+
+    if found := ready():  # no lock to reuse a cache (one that is read-only, say)
+        return found, True
+    with preparing(root, _waiting(name, progress)):
+        if found := ready():  # another process prepared it while this one waited
+            return found, True
+        info.build(Build(name, request, key, root, cache_dir / "downloads", progress))
+        return open_prepared(root), False
+
+
+def _waiting(name: str, progress: Progress | None) -> Callable[[], None] | None:
+    """What ``preparing`` calls when another process holds a dataset's lock: a line in the
+    progress display, where there is one."""
+    if progress is None:
+        return None
+    return lambda: progress(f"waiting for another process preparing {name}", 0, None)
 
 
 def _prepare_schema_file(
@@ -263,6 +278,27 @@ def _prepare_schema_file(
     files = source_files(schema, path)
     key = fingerprint(schema, files)
     root = cache_dir / schema.name
+    if found := _schema_cache_ready(path, root, key, force):
+        return found, True
+    with preparing(root, _waiting(schema.name, progress)):
+        if found := _schema_cache_ready(path, root, key, force):
+            return found, True
+        source = {
+            "kind": "schema",
+            "file": str(path.resolve()),
+            "fingerprint": key,
+            "files": len(files),
+            "path": schema.source.path,
+            "format": schema.source.format,
+            "ingest": INGEST_VERSION,
+        }
+        prepare_schema_file(schema, files, root, source, progress)
+        return open_prepared(root), False
+
+
+def _schema_cache_ready(path: Path, root: Path, key: str, force: bool) -> PreparedDataset | None:
+    """The cache at ``root`` if it holds what the schema file at ``path`` (whose source
+    files' fingerprint is ``key``) prepares; refused if another schema file prepared it."""
     existing = open_prepared(root)
     before = existing.manifest.get("source", {}) if existing is not None else {}
     if not force and before.get("file") not in (None, str(path.resolve())):
@@ -270,7 +306,7 @@ def _prepare_schema_file(
         # (searches naming the dataset would train on other rows).
         raise ConfigError(
             "name",
-            f"dataset {schema.name!r} in the cache ({root}) was prepared from another schema "
+            f"dataset {root.name!r} in the cache ({root}) was prepared from another schema "
             f"file, {before['file']}; give this one another name, or replace it: nas data "
             f"prepare {path} --force",
             str(path),
@@ -281,18 +317,8 @@ def _prepare_schema_file(
         and before.get("fingerprint") == key
         and not existing.problems(checksums=False)
     ):
-        return existing, True
-    source = {
-        "kind": "schema",
-        "file": str(path.resolve()),
-        "fingerprint": key,
-        "files": len(files),
-        "path": schema.source.path,
-        "format": schema.source.format,
-        "ingest": INGEST_VERSION,
-    }
-    prepare_schema_file(schema, files, root, source, progress)
-    return open_prepared(root), False
+        return existing
+    return None
 
 
 def prepare_command(name: str, cache_dir: Path | None = None) -> str:

@@ -20,6 +20,7 @@ interrupted ``prepare`` never leaves a half-written cache.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import hashlib
@@ -28,7 +29,7 @@ import mmap
 import os
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -303,6 +304,53 @@ def cached_names(cache_dir: Path) -> list[str]:
         for path in cache_dir.glob(f"*/{MANIFEST}")
         if not any(suffix in path.parent.name for suffix in WORK_SUFFIXES)
     )
+
+
+@contextlib.contextmanager
+def preparing(root: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Held while the dataset at ``root`` is prepared: one process at a time, on this host or
+    any other sharing the cache. Two at once (two searches on a fresh cache, a `nas data
+    prepare` beside a search) would both read the source and write the whole dataset, the
+    later replacing the earlier under whoever reads it. The later one waits here (calling
+    ``waiting()`` first), then finds the cache ready.
+
+    A ``.NAME.lock`` file beside the dataset, flock-ed, and removed by its holder on release,
+    so that a refused prepare leaves the cache as it found it (the ``filelock`` package
+    leaves its files behind on purpose: removing one races with the next locker, which
+    ``_lock`` handles by locking again when the file it locked is no longer the one there)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    path = root.with_name(f".{root.name}.lock")
+    fd = _lock(path, waiting)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)  # and with it the lock
+
+
+def _lock(path: Path, waiting: Callable[[], None] | None) -> int:
+    """An open descriptor of ``path`` holding its exclusive flock."""
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting()
+                    waiting = None
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        except FileNotFoundError:
+            pass  # its holder removed it as this process locked it: lock the new one
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,76 @@
+"""One prepare of a dataset at a time: a prepare that finds another one preparing the same
+dataset waits for it, then reuses what it wrote, where both used to build the whole dataset
+and the later replaced the earlier's folder under its readers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from nas.data import PrepareRequest, prepare_dataset
+from nas.data.prepared import preparing
+from tests.data.test_schema_file import schema_file
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _built_in(folder: Path) -> tuple[str, PrepareRequest, str]:
+    return "synthetic-criteo", PrepareRequest(rows=400, seed=0), "synthetic-criteo"
+
+
+def _schema(folder: Path) -> tuple[str, PrepareRequest, str]:
+    return str(schema_file(folder, fmt="jsonl")), PrepareRequest(), "my_ctr"
+
+
+@pytest.mark.parametrize("source", [_built_in, _schema], ids=["built-in", "schema file"])
+def test_a_prepare_waits_for_the_one_under_way_and_reuses_what_it_wrote(
+    tmp_path: Path, source
+) -> None:
+    name, request, dataset = source(tmp_path)
+    cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    # What the other process will have written: the same dataset, prepared apart.
+    built, _ = prepare_dataset(name, elsewhere, request)
+    heard, outcome = threading.Event(), {}
+
+    def progress(what: str, rows: int, total: int | None) -> None:
+        if what.startswith("waiting for another process preparing"):
+            heard.set()
+
+    def second() -> None:
+        outcome["result"] = prepare_dataset(name, cache, request, progress=progress)
+
+    with preparing(cache / dataset):  # the other process, preparing
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        assert heard.wait(60), "the second prepare did not wait"
+        assert waiter.is_alive()
+        shutil.copytree(built.root, cache / dataset)
+    waiter.join(60)
+    prepared, reused = outcome["result"]
+    assert reused and prepared.root == cache / dataset
+    assert prepared.manifest["split_checksum"] == built.manifest["split_checksum"]
+    assert sorted(p.name for p in cache.iterdir()) == [dataset]  # its lock file gone too
+
+
+def test_two_prepares_started_at_once_build_the_dataset_once(tmp_path: Path) -> None:
+    """Two `nas data prepare` processes of a fresh cache: one builds, the other reuses."""
+    path = schema_file(tmp_path, fmt="jsonl")
+    command = [sys.executable, "-m", "nas.cli", "data", "prepare", str(path), "--json"]
+    env = {**os.environ, "RECNAS_CACHE_DIR": str(tmp_path / "cache")}
+    started = [
+        subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in started]
+    assert [p.returncode for p in started] == [0, 0]
+    import json
+
+    reused = sorted(json.loads(out)["reused_cache"] for out in outputs)
+    assert reused == [False, True]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["my_ctr"]
