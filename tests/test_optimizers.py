@@ -85,6 +85,18 @@ def test_the_weights_are_torchs_to_the_bit_and_state_dicts_cross_over(ours, thei
     assert [g["params"] for g in saved["param_groups"]] == [[0, 1], [2, 3]]
 
 
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [(AdamW, torch.optim.AdamW), (Adam, torch.optim.Adam)],
+    ids=["adamw", "adam"],
+)
+def test_the_settings_left_out_are_torchs_defaults(ours, theirs) -> None:
+    (group,) = ours(_params(0), lr=1e-3).param_groups
+    (expected,) = theirs(_params(0), lr=1e-3).param_groups
+    for key in ("lr", "betas", "eps", "weight_decay"):
+        assert group[key] == expected[key], key
+
+
 def test_a_state_dict_for_other_parameters_is_refused() -> None:
     optimizer = AdamW(_params(0), lr=1e-3)
     other = AdamW([{"params": _params(1)[:2]}, {"params": _params(1)[2:]}], lr=1e-3)

@@ -97,17 +97,18 @@ class ParamOptimizer:
 class _Adam(ParamOptimizer):
     """What AdamW and Adam share: their settings, and each parameter's first state."""
 
+    DEFAULT_DECAY = 0.0  # ``weight_decay`` when none is given: torch's for the same class
+
     def __init__(
         self,
         params: Iterable,
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
     ):
-        super().__init__(
-            params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
-        )
+        decay = self.DEFAULT_DECAY if weight_decay is None else weight_decay
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": decay})
 
     def _start(self, param: torch.Tensor, on_device: bool) -> dict[str, Any]:
         """``param``'s state, made at its first step; the step count a float32 tensor on
@@ -124,6 +125,8 @@ class _Adam(ParamOptimizer):
 class AdamW(_Adam):
     """``torch.optim.AdamW(fused=True)``: its fused kernel (the CPU, CUDA, and ``meta`` for
     runs that only check shapes and devices)."""
+
+    DEFAULT_DECAY = 1e-2
 
     def _loaded(self, param: torch.Tensor, key: str, value: Any) -> Any:
         if key == "step":  # the fused kernel reads it on the parameter's device
