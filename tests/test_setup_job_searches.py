@@ -190,6 +190,12 @@ def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) ->
     assert {tuple(t.job["settings"]["shard"]) for t in jobs} == {(0, 2), (1, 2)}
     assert all(t.job["settings"]["steps"] == 60 for t in jobs)
     assert all(t.job["settings"]["mixed_choices"] == 2 for t in jobs)
+    # Each job says from which step its decode held (or that it still moved at the end).
+    status = " ".join(nas(runs, "status", search.id).stdout.split())
+    for t in jobs:
+        settled = t.metrics["settled_from_step"]
+        assert 0 < settled <= 60 and f"{t.metrics['arch_id']}, " in status
+        assert f"step {settled} of 60" in status
     assert sum(t.kind == "baseline" for t in trials) == 2
     assert 1 <= sum(t.kind == "searched" for t in trials) <= 2
     # lambda 0's member trained as soon as its two shards ended, before lambda 1's jobs; the

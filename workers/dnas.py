@@ -302,9 +302,23 @@ class Dnas:
             "decoded_cost": float(self.net.expected_cost(self.net.one_hot(spec))),
             "cost_reference": self.cost_reference,
             "trajectory": self.trajectory,
+            "settled_from_step": self.settled_from(spec),
             "seconds": self.seconds,
             "steps": self.s.steps,
         }
+
+    def settled_from(self, final: ArchSpec) -> int | None:
+        """The first logged step from which the logits decode ``final`` (what they decode at
+        the end) at every logged step; None if none was logged. Late in the job means its
+        decode was still moving (DARTS+'s sign that the search has not converged): more steps
+        may decode another member, and another CPU's rounding may too."""
+        t, settled = self.trajectory, None
+        for i in reversed(range(len(t["step"]))):
+            logits = {d: [v[i] for v in choices.values()] for d, choices in t["alpha"].items()}
+            if decode(self.net.space, logits).arch_id != final.arch_id:
+                break
+            settled = t["step"][i]
+        return settled
 
     @torch.no_grad()
     def record(self, loss: float) -> None:

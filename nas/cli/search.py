@@ -21,6 +21,9 @@ from nas.core.errors import ConfigError, NasError
 from nas.service.registry.models import FINISHED
 from nas.service.reporter import Reporter
 
+# A DNAS job whose decode last changed in the last tenth of its steps is shown as unsettled.
+UNSETTLED_SHARE = 0.9
+
 
 def add_commands(commands) -> None:
     submit = commands.add_parser("submit", help="run a search from a YAML file (foreground)")
@@ -438,6 +441,19 @@ def _phase(trials, summary) -> str:
     return f"{jobs_text}; {training}" if done or counts["running"] else jobs_text
 
 
+def _settled(result: dict) -> str:
+    """When a DNAS job's decode settled, and a warning if it was still moving at the end."""
+    settled, steps = result.get("settled_from_step"), result.get("steps")
+    if settled is None or not steps:
+        return ""
+    if settled >= UNSETTLED_SHARE * steps:
+        return (
+            f", still changing at step {settled} of {steps}: more steps may decode another "
+            "architecture"
+        )
+    return f", held from step {settled} of {steps}"
+
+
 def _print_jobs(jobs) -> None:
     if not jobs:
         return
@@ -450,7 +466,7 @@ def _print_jobs(jobs) -> None:
         minutes = (timings.get("finished_at", 0) - timings.get("started_at", 0)) / 60
         result = t.metrics or {}
         if "arch_id" in result:
-            found = f"decoded {result['arch_id']}"
+            found = f"decoded {result['arch_id']}{_settled(result)}"
         elif "picks" in result:
             found = f"{result.get('evaluated', 0)} members scored, {len(result['picks'])} picked"
             if result.get("calibration"):

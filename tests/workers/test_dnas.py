@@ -230,6 +230,31 @@ def test_the_probabilities_chart_follows_the_logged_logits(xor) -> None:
         assert final == pytest.approx(result["probabilities"][decision], abs=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_settled_step_is_where_the_logged_logits_began_to_decode_the_final_member(
+    xor, seed
+) -> None:
+    """What `nas status` says of a DNAS job (held from step N, or still changing), read
+    again from the logged logits: from that step on every log decodes the final member,
+    and the log before it another one."""
+    from nas.search.supernet.distributions import decode
+    from search_spaces import SpaceInputs, create_space
+
+    result = dnas.run(
+        settings(space=THREE_WIDTHS, steps=120, log_every=5, seed=seed), xor, None, quiet
+    )
+    space = create_space(THREE_WIDTHS["name"], THREE_WIDTHS["options"], SpaceInputs.of(xor.schema))
+    trajectory = result["trajectory"]
+    decoded = [
+        decode(space, {d: [v[i] for v in c.values()] for d, c in trajectory["alpha"].items()})
+        for i in range(len(trajectory["step"]))
+    ]
+    settled = result["settled_from_step"]
+    first = trajectory["step"].index(settled)
+    assert {spec.arch_id for spec in decoded[first:]} == {result["arch_id"]}
+    assert first == 0 or decoded[first - 1].arch_id != result["arch_id"]
+
+
 def test_a_latency_cost_prices_the_supernet_with_the_cost_model(xor) -> None:
     """cost: latency puts the cost model's microseconds in the DNAS loss; a larger penalty
     still buys a cheaper expected architecture, now in latency."""
