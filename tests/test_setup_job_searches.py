@@ -196,6 +196,8 @@ def test_distdnas_aggregates_its_shards_next_to_the_baselines(tmp_path: Path) ->
         settled = t.metrics["settled_from_step"]
         assert 0 < settled <= 60 and f"{t.metrics['arch_id']}, " in status
         assert f"step {settled} of 60" in status
+        # ... and the search's end names each one still changing in its last tenth (54-60).
+        assert (f"note: {t.arch_id} decoded" in done.stderr) == (settled >= 54)
     assert sum(t.kind == "baseline" for t in trials) == 2
     assert 1 <= sum(t.kind == "searched" for t in trials) <= 2
     # lambda 0's member trained as soon as its two shards ended, before lambda 1's jobs; the

@@ -147,12 +147,14 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
             highlight=False,
         )
     _, search = run_controller(registry, search, Controller, checked, reporter)
-    summary = summarize(checked.config, registry.trials(search.id))
+    trials = registry.trials(search.id)
+    summary = summarize(checked.config, trials)
     code = 130 if search.status == "interrupted" else 0
     if args.json:
         emit_json({**search_row(search, summary), "summary": summary.to_dict()})
         return code
     print_front(search, summary)
+    _print_unsettled(trials)
     _print_ending(search)
     return code
 
@@ -446,12 +448,28 @@ def _settled(result: dict) -> str:
     settled, steps = result.get("settled_from_step"), result.get("steps")
     if settled is None or not steps:
         return ""
-    if settled >= UNSETTLED_SHARE * steps:
+    if _unsettled(result):
         return (
             f", still changing at step {settled} of {steps}: more steps may decode another "
             "architecture"
         )
     return f", held from step {settled} of {steps}"
+
+
+def _unsettled(result: dict) -> bool:
+    settled, steps = result.get("settled_from_step"), result.get("steps")
+    return settled is not None and bool(steps) and settled >= UNSETTLED_SHARE * steps
+
+
+def _print_unsettled(trials) -> None:
+    """After a search: each DNAS job whose decode still moved at its end, in one line."""
+    for t in trials:
+        result = t.metrics or {}
+        if not t.is_candidate and _unsettled(result):
+            console.print(
+                f"[yellow]note[/]: {t.arch_id} decoded {result['arch_id']}{_settled(result)}",
+                highlight=False,
+            )
 
 
 def _print_jobs(jobs) -> None:
