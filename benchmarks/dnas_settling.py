@@ -23,23 +23,31 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nas.data import load_dataset  # noqa: E402
-from nas.search.supernet.distributions import decode  # noqa: E402
+from nas.search.supernet.distributions import decoded_by_step, settled_from  # noqa: E402
 from nas.service.config import load_config  # noqa: E402
 from search_spaces.base import SpaceInputs  # noqa: E402
 from search_spaces.decisions import label  # noqa: E402
 from search_spaces.registry import create_space  # noqa: E402
 
 
-def decoded_by_step(client: MlflowClient, run_id: str, space) -> list[tuple[int, str]]:
-    """(step, the arch_id its logits at that step decode) for every logged step."""
-    logits: dict[int, dict[str, list[float]]] = {}
-    for d in space.decisions:
-        for i, choice in enumerate(d.choices):
-            for m in client.get_metric_history(run_id, f"alpha.{d.name}.{label(choice)}"):
-                logits.setdefault(m.step, {}).setdefault(d.name, [0.0] * len(d.choices))[i] = (
-                    m.value
-                )
-    return [(step, decode(space, logits[step]).arch_id[:12]) for step in sorted(logits)]
+def trajectory(client: MlflowClient, run_id: str, space) -> dict:
+    """A DNAS job's logged logits, read back from its MLflow run in the form the job keeps
+    them (``{"step": [...], "alpha": {decision: {choice: [logit per step]}}}``)."""
+    history = {
+        (d.name, i): {m.step: m.value for m in client.get_metric_history(run_id, name)}
+        for d in space.decisions
+        for i, name in enumerate(f"alpha.{d.name}.{label(c)}" for c in d.choices)
+    }
+    steps = sorted({step for logged in history.values() for step in logged})
+    return {
+        "step": steps,
+        "alpha": {
+            d.name: {
+                i: [history[d.name, i].get(s, 0.0) for s in steps] for i in range(len(d.choices))
+            }
+            for d in space.decisions
+        },
+    }
 
 
 def main() -> None:
@@ -62,10 +70,11 @@ def main() -> None:
     for column in ("job", "decoded", "settled from step", "of", "held >= N steps, then left"):
         table.add_column(column)
     for run in sorted(jobs, key=lambda r: r.info.run_name):
-        seen = decoded_by_step(client, run.info.run_id, space)
-        final = seen[-1][1]
-        moved = [s for (s, arch), (_, was) in zip(seen[1:], seen[:-1], strict=True) if arch != was]
-        settled = moved[-1] if moved else seen[0][0]
+        seen = [
+            (step, arch[:12])
+            for step, arch in decoded_by_step(space, trajectory(client, run.info.run_id, space))
+        ]
+        final, settled = seen[-1][1], settled_from(seen)
         held = []  # an architecture kept for ``hold`` steps or more, then dropped
         start = seen[0]
         for step, arch in seen[1:] + [(seen[-1][0] + 1, None)]:

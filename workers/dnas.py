@@ -59,7 +59,12 @@ import torch.nn.functional as F
 
 from nas.arch.spec import ArchSpec
 from nas.search.supernet import StackSupernet
-from nas.search.supernet.distributions import check_relaxation, decode
+from nas.search.supernet.distributions import (
+    check_relaxation,
+    decode,
+    decoded_by_step,
+    settled_from,
+)
 from search_spaces.decisions import label
 from workers import checkpoint as checkpoints
 from workers.optimizers import Adam
@@ -302,23 +307,10 @@ class Dnas:
             "decoded_cost": float(self.net.expected_cost(self.net.one_hot(spec))),
             "cost_reference": self.cost_reference,
             "trajectory": self.trajectory,
-            "settled_from_step": self.settled_from(spec),
+            "settled_from_step": settled_from(decoded_by_step(self.net.space, self.trajectory)),
             "seconds": self.seconds,
             "steps": self.s.steps,
         }
-
-    def settled_from(self, final: ArchSpec) -> int | None:
-        """The first logged step from which the logits decode ``final`` (what they decode at
-        the end) at every logged step; None if none was logged. Late in the job means its
-        decode was still moving (DARTS+'s sign that the search has not converged): more steps
-        may decode another member, and another CPU's rounding may too."""
-        t, settled = self.trajectory, None
-        for i in reversed(range(len(t["step"]))):
-            logits = {d: [v[i] for v in choices.values()] for d, choices in t["alpha"].items()}
-            if decode(self.net.space, logits).arch_id != final.arch_id:
-                break
-            settled = t["step"][i]
-        return settled
 
     @torch.no_grad()
     def record(self, loss: float) -> None:

@@ -85,6 +85,29 @@ def decode(space, scores: Mapping[str, list[float]]) -> ArchSpec:
     return space.decode(values)
 
 
+def decoded_by_step(space, trajectory: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(step, arch_id) that a DNAS job's logits decode at each logged step. ``trajectory``:
+    ``{"step": [...], "alpha": {decision: {choice: [its logit at each step]}}}``, the
+    choices in the decision's order (what ``workers/dnas.py`` logs)."""
+    alpha = trajectory["alpha"]
+    return [
+        (step, decode(space, {d: [v[i] for v in c.values()] for d, c in alpha.items()}).arch_id)
+        for i, step in enumerate(trajectory["step"])
+    ]
+
+
+def settled_from(decoded: list[tuple[int, str]]) -> int | None:
+    """The first step from which every logged step decodes what the last one does (DARTS+'s
+    sign that the search converged: late in a job means its decode was still moving); None
+    if nothing was logged."""
+    settled = None
+    for step, arch_id in reversed(decoded):
+        if arch_id != decoded[-1][1]:
+            break
+        settled = step
+    return settled
+
+
 def most_likely(space, probabilities: Mapping[str, list[float]], k: int) -> list[ArchSpec]:
     """The ``k`` members of highest probability under independent per-decision
     distributions (a member's probability: the product over its active decisions), most
