@@ -1,4 +1,4 @@
-"""The one-shot strategy's calibrated ranker: it asks ``calibration`` random members first,
+"""The one-shot strategy's calibrated ranker: it asks ``calibration`` members first,
 waits for their results, fits the ranker on them and picks by its estimates. The supernet
 here is a rule with a known bias (it scores two-layer members 0.2 worse than they train), so
 a ranker that learned nothing leaves that error in its estimates."""
@@ -6,6 +6,7 @@ a ranker that learned nothing leaves that error in its estimates."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.search.objectives import get_objective
 from nas.search.strategies import StrategyContext, Waiting, create_strategy, get_strategy
+from nas.search.supernet.ranker import spread_over_families
 from search_spaces import SpaceInputs, create_space
 
 INPUTS = SpaceInputs(11, 8, 64)
@@ -115,3 +117,41 @@ def test_a_calibration_that_leaves_no_room_names_the_field(k, budget, ml1m) -> N
         oneshot.check(oneshot.Options(calibration=k), space, ml1m.schema, budget)
     assert caught.value.field == "strategy.options.calibration"
     assert "use 0 (no ranker) or 4 to 11" in caught.value.message
+
+
+def last_blocks(space, specs) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for spec in specs:
+        block = space.encode(spec)["last.block"]
+        counts[block] = counts.get(block, 0) + 1
+    return counts
+
+
+def test_the_calibration_members_cover_the_families_evenly() -> None:
+    """Random draws of ``ctr_stack`` leave some last blocks with one member or none; the
+    ranker could not correct those. The calibration spreads its members over every value."""
+    space = context().space
+    (blocks,) = [d.choices for d in space.decisions if d.name == "last.block"]
+    for seed in range(3):
+        settings = replace(context(), seed=seed, budget=3 * len(blocks))
+        strategy = create_strategy("oneshot", {"calibration": 2 * len(blocks)}, settings)
+        assert last_blocks(space, strategy.calibration) == {block: 2 for block in blocks}
+        depths = [space.encode(s)["depth"] for s in strategy.calibration]
+        assert abs(depths.count(1) - depths.count(2)) <= 1
+
+
+def test_spreading_picks_rare_families_from_a_skewed_draw() -> None:
+    space = context().space
+    rng = np.random.default_rng(0)
+    drawn = {s.arch_id: s for s in (space.sample(rng) for _ in range(600))}.values()
+    by_block: dict[str, list] = {}
+    for spec in drawn:
+        by_block.setdefault(space.encode(spec)["last.block"], []).append(spec)
+    common, *rare = sorted(by_block)
+    candidates = by_block[common] + [s for block in rare for s in by_block[block][:1]]
+    order = np.random.default_rng(1).permutation(len(candidates))
+    candidates = [candidates[i] for i in order]  # one of each rare block among ~100 common
+    picked = spread_over_families(space, candidates, len(by_block))
+    assert last_blocks(space, picked) == {block: 1 for block in by_block}
+    assert len({s.arch_id for s in picked}) == len(by_block)
+    assert len(spread_over_families(space, candidates[:3], 10)) == 3

@@ -9,9 +9,9 @@ the supernet's weights, the best of them trained stand-alone.
                      first objective, then the next fronts; each is trained stand-alone as
                      an ordinary trial, its supernet estimate logged beside its real figures
 
-With ``calibration: K`` it first asks K members drawn at random (scored by the supernet in
-the same job; they need no supernet, so they train while it does), waits for their
-stand-alone results, fits a calibrated ranker on them
+With ``calibration: K`` it first asks K members spread evenly over the space's families
+(scored by the supernet in the same job; they need no supernet, so they train while it
+does), waits for their stand-alone results, fits a calibrated ranker on them
 (``nas/search/supernet/ranker.py``: the supernet's score and the member's family), and picks
 from every member the subnet search scored by the ranker's estimates instead.
 
@@ -33,6 +33,8 @@ from nas.search.objectives import PER_LABEL, get_objective, split_label
 from nas.search.pareto import nondominated_ranks
 from nas.search.strategies.base import Job, SpaceExhausted, Strategy, StrategyOptions, Waiting
 from nas.search.strategies.registry import register_strategy
+
+CANDIDATES_PER_MEMBER = 20  # random draws the calibration members are chosen from, per member
 
 
 class OneShotOptions(StrategyOptions):
@@ -193,16 +195,20 @@ class OneShot(Strategy):
     # --- the calibrated ranker -----------------------------------------------------------
 
     def _calibration_members(self) -> list[ArchSpec]:
-        """``calibration`` distinct members drawn at random (seeded by the search's seed on a
-        stream of their own, so the same search draws the same ones however it resumes)."""
+        """``calibration`` distinct members spread evenly over the space's families, chosen
+        from random draws (seeded by the search's seed on a stream of their own, so the same
+        search draws the same ones however it resumes)."""
+        from nas.search.supernet.ranker import spread_over_families
+
+        k = self.options.calibration
         rng = np.random.default_rng([self.context.seed, 36])
         drawn: dict[str, ArchSpec] = {}
-        for _ in range(100 * self.options.calibration):
-            if len(drawn) == self.options.calibration:
+        for _ in range(100 * k):
+            if len(drawn) == CANDIDATES_PER_MEMBER * k:
                 break
             spec = self.space.sample(rng)
             drawn.setdefault(spec.arch_id, spec)
-        return list(drawn.values())
+        return spread_over_families(self.space, list(drawn.values()), k)
 
     def _ranked_picks(self) -> int:
         """How many the ranker picks: ``top_k``, or what the budget leaves after calibrating."""
