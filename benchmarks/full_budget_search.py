@@ -4,7 +4,7 @@ train it (issue 36, item 5).
 
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
         distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
-        [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
+        [--oneshot-calibration 16] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
         [--reuse] [--json]
 
 Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
@@ -13,7 +13,7 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
 - ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
-  first ``calibration`` trainings (``ONESHOT`` below);
+  first ``--oneshot-calibration`` trainings (``ONESHOT`` below);
 - ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
   architecture search per penalty (default: the quick examples' 400) relaxed as
   ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
@@ -66,7 +66,7 @@ ONESHOT = {
     "few_shot_steps": 1000,
     "subnet_budget": 500,
     "eval_rows": 20_000,
-    "calibration": 12,
+    "calibration": 16,  # --oneshot-calibration
 }
 ARMS = {
     "sampling": None,  # examples/searches/ctr_asha.yaml as it is
@@ -97,6 +97,13 @@ def main() -> int:
         type=int,
         help="gumbel: choices each decision mixes in the logits' step (default: all)",
     )
+    parser.add_argument(
+        "--oneshot-calibration",
+        type=int,
+        default=ONESHOT["calibration"],
+        metavar="K",
+        help="the oneshot arm's calibration trainings (0: no ranker, its supernet's picks)",
+    )
     parser.add_argument("--reuse", action="store_true", help="measure the arms already run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -107,6 +114,12 @@ def main() -> int:
             f"--dnas-steps must be at least 4 (distdnas's 4 shards), got {args.dnas_steps}"
         )
     check_dnas_options(parser, args)
+    budget = config("oneshot", args)["budget"]["candidates"]
+    if args.oneshot_calibration != 0 and not 4 <= args.oneshot_calibration < budget:
+        parser.error(
+            f"--oneshot-calibration must be 0 or 4 to {budget - 1} (the arm's budget is "
+            f"{budget} candidates), got {args.oneshot_calibration}"
+        )
     args.dataset, args.steps = "movielens-1m", STEPS  # what search_efficiency's report reads
     say = (lambda *_, **__: None) if args.json else print
     say(
@@ -182,6 +195,9 @@ def config(name: str, args) -> dict:
                 "relaxation": args.dnas_relaxation,
                 "mixed_choices": args.dnas_mixed_choices,
             }
+            base["strategy"] = ARMS[name] | {"options": options}
+        if name == "oneshot":
+            options = ARMS[name]["options"] | {"calibration": args.oneshot_calibration}
             base["strategy"] = ARMS[name] | {"options": options}
         base.pop("scheduler")
     return base
