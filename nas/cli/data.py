@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, seed_number, whole_number
-from nas.cli.render import console, emit_json, out, progress_bar
+from nas.cli.render import console, emit_json, out, preparing_under, progress_bar
 
 
 def add_commands(commands) -> None:
@@ -107,9 +107,12 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             as_flags(),
             console.status(f"Preparing {args.name} ...", spinner="dots")
             if not args.json
-            else nullcontext(),
+            else nullcontext() as status,
         ):
-            dataset, reused = prepare_dataset(args.name, args.cache_dir, request, force=args.force)
+            preparing = preparing_under(status, f"Preparing {args.name}")
+            dataset, reused = prepare_dataset(
+                args.name, args.cache_dir, request, force=args.force, progress=preparing
+            )
     seconds = time.perf_counter() - start
     summary = _dataset_summary(dataset)
     summary.update(reused_cache=reused, seconds=round(seconds, 2))

@@ -69,6 +69,22 @@ def format_value(name: str, value) -> str:
     return f"{value:.4f}"
 
 
+def preparing_under(status, doing: str):
+    """``progress(what, rows, total)`` for a dataset's preparation under a spinner
+    (``console.status``): its text, ``doing`` ("Preparing movielens-1m"), then the pass and
+    its rows so far, or whose preparation it waits on. ``status`` None (``--json``): silent."""
+    rows: dict[str, int] = {}
+
+    def hear(what: str, read: int, total: int | None) -> None:
+        if status is None:
+            return
+        rows[what] = rows.get(what, 0) + read
+        done = f" ({rows[what]:,}" + (f" of {total:,}" if total else "") + " rows)"
+        status.update(f"{doing}: {what}{done if rows[what] else ''} ...")
+
+    return hear
+
+
 def progress_bar(fields: str = "{task.fields[note]}", eta: bool = True) -> Progress:
     """The commands' one progress-bar look: description, bar, done/total, ``fields`` (a
     task's own figures), elapsed and, with ``eta``, the time left."""

@@ -14,7 +14,15 @@ from rich import box
 from rich.table import Table
 
 from nas.cli.flags import integer, open_registry, registry_flag, seed_number
-from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
+from nas.cli.render import (
+    console,
+    emit_json,
+    format_value,
+    out,
+    preparing_under,
+    progress_bar,
+    status_text,
+)
 from nas.cli.retrain import run_retrain, status_of_retrain
 from nas.cli.signals import stop_on_sigterm
 from nas.core.errors import ConfigError, NasError
@@ -90,8 +98,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         config = load_config(args.config, {k: v for k, (_, v) in flags.items()})
         from nas.service.plan import plan  # Ray and Tune: not loaded for a config in error
 
-        with console.status(f"Checking {args.config} against {config.dataset} ..."):
-            checked = plan(config, args.config.resolve().parent)
+        with console.status(f"Checking {args.config} against {config.dataset} ...") as status:
+            preparing = preparing_under(status, f"Preparing {config.dataset} (first use)")
+            checked = plan(config, args.config.resolve().parent, progress=preparing)
             registry = open_registry(args, config.registry_url, create=True)
     except ConfigError as err:
         flag, value = flags.get(err.field, (None, None))
@@ -123,8 +132,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise NasError(f"search {search.id} is still running ({where}); nas cancel it first")
     config = validate_config(search.config, f"search {search.id}")
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
-    with console.status(f"Checking search {search.id} ..."):
-        checked = plan(config, base, args.address)
+    with console.status(f"Checking search {search.id} ...") as status:
+        preparing = preparing_under(status, f"Preparing {config.dataset} (first use)")
+        checked = plan(config, base, args.address, preparing)
     return run_search(registry, search, checked, args)
 
 

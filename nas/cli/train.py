@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, integer, number, seed_number
-from nas.cli.render import console, emit_json, out, progress_bar, si
+from nas.cli.render import console, emit_json, out, preparing_under, progress_bar, si
 from nas.core.errors import ConfigError
 from nas.search.objectives import SERVING_CANDIDATES
 from workers.train_settings import TRAIN_PRECISIONS
@@ -134,8 +134,10 @@ def cmd_train(args: argparse.Namespace) -> None:
             precision=args.precision,
             **overrides,
         )
-    with console.status(f"Loading {args.dataset} ...") if not args.json else nullcontext():
-        dataset = load_dataset(args.dataset, args.cache_dir)
+    loading = console.status(f"Loading {args.dataset} ...") if not args.json else nullcontext()
+    with loading as status:
+        preparing = preparing_under(status, f"Preparing {args.dataset} (first use)")
+        dataset = load_dataset(args.dataset, args.cache_dir, preparing)
     try:
         model_configs(spec, dataset.schema)  # every shape error surfaces here, before training
     except ConfigError as err:

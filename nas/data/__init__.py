@@ -330,14 +330,17 @@ def prepare_command(name: str, cache_dir: Path | None = None) -> str:
     return f"nas data prepare {name}{source}"
 
 
-def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
+def load_dataset(
+    name: str, cache_dir: Path | None = None, progress: Progress | None = None
+) -> PreparedDataset:
     """The prepared dataset ``name`` (a built-in dataset, a schema file's path, or the name
-    of a schema file's dataset prepared before), preparing it if it is not cached."""
+    of a schema file's dataset prepared before), preparing it if it is not cached
+    (``progress`` hears that preparation, as ``prepare_dataset``'s does)."""
     if is_schema_path(name):
-        return prepare_dataset(name, cache_dir)[0]
+        return prepare_dataset(name, cache_dir, progress=progress)[0]
     existing = open_prepared((cache_dir or data_cache_dir()) / name)
     if existing is not None and _older(existing):
-        return _prepare_again(existing, cache_dir)
+        return _prepare_again(existing, cache_dir, progress)
     if existing is not None and (
         name in DATASETS or existing.manifest["source"].get("kind") == "schema"
     ):
@@ -355,7 +358,7 @@ def load_dataset(name: str, cache_dir: Path | None = None) -> PreparedDataset:
     info = dataset_info(name)  # an unknown name: the error lists the built-in ones
     if info.needs_source:
         raise NasError(f"dataset {name!r} is not prepared; run: {prepare_command(name)}")
-    return prepare_dataset(name, cache_dir)[0]
+    return prepare_dataset(name, cache_dir, progress=progress)[0]
 
 
 def _older(dataset: PreparedDataset) -> bool:
@@ -366,10 +369,12 @@ def _older(dataset: PreparedDataset) -> bool:
     return m["name"] in DATASETS and m.get("request", {}).get("ingest") != INGEST_VERSION
 
 
-def _prepare_again(dataset: PreparedDataset, cache_dir: Path | None) -> PreparedDataset:
+def _prepare_again(
+    dataset: PreparedDataset, cache_dir: Path | None, progress: Progress | None
+) -> PreparedDataset:
     """A dataset an older recnas prepared, prepared again from what built it."""
     m = dataset.manifest
     if m["source"].get("kind") == "schema":
-        return prepare_dataset(m["source"]["file"], cache_dir)[0]
+        return prepare_dataset(m["source"]["file"], cache_dir, progress=progress)[0]
     asked = {k: v for k, v in m.get("request", {}).items() if k != "ingest"}
-    return prepare_dataset(m["name"], cache_dir, PrepareRequest(**asked))[0]
+    return prepare_dataset(m["name"], cache_dir, PrepareRequest(**asked), progress=progress)[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
@@ -21,6 +21,9 @@ from nas.service.config import SearchConfig
 from search_spaces.base import SearchSpace
 from workers.device import gpu_count
 from workers.metrics import GROUPED
+
+if TYPE_CHECKING:
+    from nas.data import Progress
 
 
 @dataclass
@@ -63,10 +66,16 @@ def tracking_store(config: SearchConfig) -> tuple[str, Path | None]:
     return endpoints.tracking_uri(config.tracking_uri), None
 
 
-def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None) -> Plan:
+def plan(
+    config: SearchConfig,
+    config_dir: Path,
+    ray_address: str | None = None,
+    progress: Progress | None = None,
+) -> Plan:
     """Build everything a search needs from its config (``ray_address``: the command line's,
     over the config's and RAY_ADDRESS); errors name the field. The services it will talk to
-    are checked reachable: a search never starts to find out it cannot record anything."""
+    are checked reachable: a search never starts to find out it cannot record anything.
+    ``progress`` hears the dataset's preparation, where it is not prepared yet."""
     from nas.data import load_dataset
     from nas.service import endpoints
     from search_spaces import SpaceInputs, create_space
@@ -112,7 +121,7 @@ def plan(config: SearchConfig, config_dir: Path, ray_address: str | None = None)
     from nas.arch.cost import get_target
     from nas.search.strategies import check_options, get_strategy
 
-    dataset = load_dataset(config.dataset)
+    dataset = load_dataset(config.dataset, progress=progress)
     for i, o in enumerate(config.objectives):  # the cpu target is measured here once, cached
         if o.name in COST_OBJECTIVES:
             get_target(o.target, config.resources.cpus_per_trial)

@@ -4,11 +4,13 @@ and the later replaced the earlier's folder under its readers."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,46 @@ def test_a_prepare_waits_for_the_one_under_way_and_reuses_what_it_wrote(
     assert reused and prepared.root == cache / dataset
     assert prepared.manifest["split_checksum"] == built.manifest["split_checksum"]
     assert sorted(p.name for p in cache.iterdir()) == [dataset]  # its lock file gone too
+
+
+def test_a_dataset_prepared_on_first_use_says_so_under_the_commands_spinner(
+    tmp_path: Path,
+) -> None:
+    """`nas submit` and `nas train` prepare a dataset they find unprepared: their spinner
+    names the pass and its rows, or whose preparation it waits on, where it used to say only
+    "Checking ..." for as long as that took."""
+    from rich.console import Console
+
+    from nas.cli.render import preparing_under
+    from nas.data import load_dataset
+
+    path = schema_file(tmp_path, fmt="jsonl")
+    cache = tmp_path / "cache"
+    status = Console(file=io.StringIO()).status("Checking ...")
+    said = []
+    progress = preparing_under(status, "Preparing my_ctr (first use)")
+
+    def hear(what: str, rows: int, total: int | None) -> None:
+        progress(what, rows, total)
+        said.append(status.status)
+
+    outcome = {}
+    with preparing(cache / "my_ctr"):  # another process, preparing it
+        waiter = threading.Thread(
+            target=lambda: outcome.update(ds=load_dataset(str(path), cache, hear))
+        )
+        waiter.start()
+        for _ in range(600):
+            if said:
+                break
+            time.sleep(0.1)
+        assert said == [
+            "Preparing my_ctr (first use): waiting for another process preparing my_ctr ..."
+        ]
+    waiter.join(120)  # the other process left nothing: this one builds it
+    rows = outcome["ds"].manifest["rows"]
+    assert said[-1] == f"Preparing my_ctr (first use): 3/3 encoding ({rows:,} of {rows:,} rows) ..."
+    assert any(line.startswith("Preparing my_ctr (first use): 1/3 reading") for line in said)
 
 
 def test_two_prepares_started_at_once_build_the_dataset_once(tmp_path: Path) -> None:
