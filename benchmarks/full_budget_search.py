@@ -134,6 +134,7 @@ def main() -> int:
     for row in rows.values():
         row["to_target"] = first_time(row["curve"], TARGET * final)
         row["to_final"] = first_time(row["curve"], final)
+    read_log_flops(rows)
     tau = oneshot_tau(rows["oneshot"], args) if "oneshot" in rows else {}
     table = render(rows, final, args, reference="sampling")
     log_to_mlflow(rows, table, final, args, reference="sampling")
@@ -143,6 +144,9 @@ def main() -> int:
     print(table)
     for line in against_sampling(rows):
         print(line)
+    print("read with log10(FLOPs), the fronts' FLOPs spanning orders of magnitude:")
+    for line in against_sampling({name: row["log_flops"] for name, row in rows.items()}):
+        print("  " + line)
     if tau.get("tau") is not None:
         print(
             f"oneshot's ranking at the full budget ({tau['by']}): Kendall tau {tau['tau']:.2f} "
@@ -260,6 +264,26 @@ def oneshot_tau(row: dict, args) -> dict:
     }
 
 
+def read_log_flops(rows: dict) -> None:
+    """Each arm's ``log_flops`` reading: its hypervolume of NE x log10(FLOPs), and its times to
+    95% and 100% of sampling's final one. On linear FLOPs the smallest members' points span
+    almost the whole FLOPs axis, so the first cheap candidates give most of the hypervolume
+    (sampling's first minute, 95%); in log10 the front's larger members count as much."""
+    from search_efficiency import hypervolume_curve
+
+    curves = {
+        name: hypervolume_curve(row["trials"], row["started"], log_flops=True)
+        for name, row in rows.items()
+    }
+    final = curves["sampling"][-1][1] if curves["sampling"] else 0.0
+    for name, row in rows.items():
+        row["log_flops"] = {
+            "curve": curves[name],
+            "to_target": first_time(curves[name], TARGET * final),
+            "to_final": first_time(curves[name], final),
+        }
+
+
 def against_sampling(rows: dict) -> list[str]:
     """Each weight-sharing arm's times as shares of sampling's (issue 36's target: a third),
     read two ways: to 95% of sampling's final hypervolume, against sampling's own time to
@@ -327,6 +351,16 @@ def penalties(row: dict) -> dict[str, list[dict]]:
     return out
 
 
+def minutes_or_none(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 60
+
+
+def share(curve: list, rows: dict) -> float | None:
+    """An arm's final log10(FLOPs) hypervolume as a share of sampling's."""
+    base = rows["sampling"]["log_flops"]["curve"]
+    return curve[-1][1] / base[-1][1] if curve and base else None
+
+
 def summary(rows: dict, tau: dict) -> dict:
     return {
         "tau": tau.get("tau"),
@@ -340,6 +374,11 @@ def summary(rows: dict, tau: dict) -> dict:
                 "stopped_early": sum(t.status == "stopped" for t in row["trials"]),
                 "setup_minutes": None if row["setup"] is None else row["setup"] / 60,
                 "status": row["status"],
+                "log_flops": {
+                    "share_of_sampling": share(row["log_flops"]["curve"], rows),
+                    "minutes_to_95": minutes_or_none(row["log_flops"]["to_target"]),
+                    "minutes_to_100": minutes_or_none(row["log_flops"]["to_final"]),
+                },
             }
             | ({"penalties": penalties(row)} if name in ("dnas", "distdnas") else {})
             for name, row in rows.items()

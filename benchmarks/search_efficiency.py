@@ -223,23 +223,27 @@ def measure(runs: Path, name: str, timing: dict) -> dict:
         "status": search.status,
         "trials": searched,
         "curve": hypervolume_curve(searched, timing["started"]),
+        "started": timing["started"],
         "wall": timing["wall"],
         "setup": setup_seconds(jobs),
         "jobs": jobs,
     }
 
 
-def hypervolume_curve(trials, started: float) -> list[tuple[float, float]]:
-    """(seconds since submit, hypervolume of the front so far) after each recorded trial."""
+def hypervolume_curve(trials, started: float, log_flops: bool = False) -> list[tuple[float, float]]:
+    """(seconds since submit, hypervolume of the front so far) after each recorded trial;
+    with ``log_flops``, of NE x log10(FLOPs) against the same reference point."""
     from nas.search.pareto import hypervolume
 
     done = sorted(
         (t for t in trials if t.status == "completed"), key=lambda t: t.timings["recorded_at"]
     )
+    scale = np.log10 if log_flops else (lambda x: x)
+    reference = [REFERENCE[0], float(scale(REFERENCE[1]))]
     points, curve = [], []
     for t in done:
-        points.append([t.metrics["ne"], t.metrics["flops"]])
-        volume = hypervolume(np.array(points), ["min", "min"], list(REFERENCE))
+        points.append([t.metrics["ne"], float(scale(t.metrics["flops"]))])
+        volume = hypervolume(np.array(points), ["min", "min"], reference)
         curve.append((t.timings["recorded_at"] - started, volume))
     return curve
 
