@@ -22,7 +22,8 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
 of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
 95% of the sampling arm's final hypervolume, the full trainings (candidates not stopped
-early) and the setup jobs' minutes; and the Kendall tau at the full budget of the oneshot
+early) and the setup jobs' minutes; the same times with the hypervolume of NE x
+log10(FLOPs) (``log_flops`` in the JSON); and the Kendall tau at the full budget of the oneshot
 arm's ranking (its ranker's, where it calibrated) of the architectures
 ``benchmarks/fidelity.py --also-seed 1`` trained, beside the seed-to-seed ceiling over the
 same ones. A PNG of hypervolume against minutes goes to MLflow (``--runs``). ``--json``
