@@ -109,6 +109,23 @@ def test_a_search_resumed_while_calibrating_asks_what_an_unbroken_one_does() -> 
     assert run(2) == run(None)
 
 
+def test_a_resumed_search_keeps_the_calibration_members_it_started_with(monkeypatch) -> None:
+    """Its state holds them: a recnas that chooses them otherwise (here, K random draws)
+    resumes the search with the members already asked, and its supernet job's scores stay
+    matched to them."""
+    from nas.search.strategies import oneshot
+
+    strategy = create_strategy("oneshot", {"calibration": 6, "top_k": 3}, context())
+    asked = [strategy.ask() for _ in range(2)]
+    state = json.loads(json.dumps(strategy.state_dict()))
+    monkeypatch.setattr(oneshot, "CANDIDATES_PER_MEMBER", 1)  # K random draws, as before
+    drawn_today = create_strategy("oneshot", {"calibration": 6, "top_k": 3}, context())
+    assert [s.arch_id for s in drawn_today.calibration] != [s.arch_id for s in strategy.calibration]
+    drawn_today.load_state_dict(state)
+    assert [s.arch_id for s in drawn_today.calibration] == [s.arch_id for s in strategy.calibration]
+    assert {drawn_today.ask().arch_id for _ in range(4)}.isdisjoint(s.arch_id for s in asked)
+
+
 @pytest.mark.parametrize(("k", "budget"), [(3, 12), (12, 12), (20, 12)])
 def test_a_calibration_that_leaves_no_room_names_the_field(k, budget, ml1m) -> None:
     oneshot = get_strategy("oneshot")

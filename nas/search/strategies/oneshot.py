@@ -177,6 +177,7 @@ class OneShot(Strategy):
         return {
             **super().state_dict(),
             "picks": picks,
+            "calibration": [spec.to_dict() for spec in self.calibration],
             "estimates": self.estimates,
             "told": self.told,
             "pool": self.pool,
@@ -187,6 +188,8 @@ class OneShot(Strategy):
         super().load_state_dict(state)
         picks = state["picks"]
         self.picks = None if picks is None else [ArchSpec.from_dict(p) for p in picks]
+        if "calibration" in state:  # as drawn when it started, whatever draws them today
+            self.calibration = [ArchSpec.from_dict(d) for d in state["calibration"]]
         self.estimates = state["estimates"]
         self.told = state.get("told", {})
         self.pool = state.get("pool", [])
