@@ -269,7 +269,8 @@ def read_log_flops(rows: dict) -> None:
     """Each arm's ``log_flops`` reading: its hypervolume of NE x log10(FLOPs), and its times to
     95% and 100% of sampling's final one. On linear FLOPs the smallest members' points span
     almost the whole FLOPs axis, so the first cheap candidates give most of the hypervolume
-    (sampling's first minute, 95%); in log10 the front's larger members count as much."""
+    (sampling's first minute, 95%); in log10 each order of magnitude of FLOPs counts the
+    same, so the front's larger members count too."""
     from search_efficiency import hypervolume_curve
 
     curves = {
