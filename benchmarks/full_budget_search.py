@@ -4,7 +4,8 @@ train it (issue 36, item 5).
 
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
         distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
-        [--oneshot-calibration 16] [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
+        [--dnas-members-per-penalty 3] [--oneshot-calibration 16]
+        [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
         [--reuse] [--json]
 
 Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
@@ -17,7 +18,7 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 - ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
   architecture search per penalty (default: the quick examples' 400) relaxed as
   ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
-  penalty's ``MEMBERS_PER_PENALTY`` likeliest members trained.
+  penalty's ``--dnas-members-per-penalty`` likeliest members trained.
 
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
 of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
@@ -97,6 +98,12 @@ def main() -> int:
         "--dnas-mixed-choices",
         type=int,
         help="gumbel: choices each decision mixes in the logits' step (default: all)",
+    )
+    parser.add_argument(
+        "--dnas-members-per-penalty",
+        type=int,
+        default=MEMBERS_PER_PENALTY,
+        help="each penalty's likeliest members the DNAS arms train (members_per_penalty)",
     )
     parser.add_argument(
         "--oneshot-calibration",
@@ -199,6 +206,7 @@ def config(name: str, args) -> dict:
                 "steps": args.dnas_steps,
                 "relaxation": args.dnas_relaxation,
                 "mixed_choices": args.dnas_mixed_choices,
+                "members_per_penalty": args.dnas_members_per_penalty,
             }
             base["strategy"] = ARMS[name] | {"options": options}
         if name == "oneshot":
