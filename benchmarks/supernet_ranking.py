@@ -4,7 +4,7 @@ the seed-to-seed ceiling (issue 36).
     python benchmarks/supernet_ranking.py [--results nas-runs/fidelity/ceiling-schema.jsonl]
         [--steps 2000] [--sampling uniform|sandwich] [--few-shot DECISION ...]
         [--few-shot-steps 1000] [--refit-steps 0] [--calibration K [K ...] [--splits 200]]
-        [--eval-rows 50000] [--seed 0] [--json]
+        [--eval-rows 50000] [--seed 0] [--scores EARLIER.json] [--json]
 
 Reads the stand-alone results ``benchmarks/fidelity.py --also-seed S`` kept (the same
 architectures of ``ctr_stack`` trained at the longest budget from two training seeds), trains
