@@ -377,12 +377,12 @@ def summary(rows: dict, tau: dict) -> dict:
         "tau_ceiling": tau.get("tau_ceiling"),
         "arms": {
             name: {
-                "minutes_to_95": None if row["to_target"] is None else row["to_target"] / 60,
-                "minutes_to_100": None if row["to_final"] is None else row["to_final"] / 60,
+                "minutes_to_95": minutes_or_none(row["to_target"]),
+                "minutes_to_100": minutes_or_none(row["to_final"]),
                 "final_hypervolume": row["curve"][-1][1] if row["curve"] else 0.0,
                 "full_trainings": sum(t.status == "completed" for t in row["trials"]),
                 "stopped_early": sum(t.status == "stopped" for t in row["trials"]),
-                "setup_minutes": None if row["setup"] is None else row["setup"] / 60,
+                "setup_minutes": minutes_or_none(row["setup"]),
                 "status": row["status"],
                 "log_flops": {
                     "share_of_sampling": share(row["log_flops"]["curve"], rows),
