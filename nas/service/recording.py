@@ -131,7 +131,7 @@ class Recording:
 
     def add_estimates(self, trial: Trial, estimates: dict[str, float]) -> Trial:
         """The strategy's estimates for a trial recorded before the strategy had them (a
-        one-shot calibration member, trained while the supernet was): in its registry
+        one-shot calibration member, trained before its supernet job ended): in its registry
         figures and on its MLflow run."""
         metrics = {**(trial.metrics or {}), **estimates}
         self.registry.update_trial(trial.id, metrics=metrics)

@@ -10,10 +10,11 @@ the supernet's weights, the best of them trained stand-alone.
                      an ordinary trial, its supernet estimate logged beside its real figures
 
 With ``calibration: K`` it first asks K members spread evenly over the space's families
-(scored by the supernet in the same job; they need no supernet, so they train while it
-does), waits for their stand-alone results, fits a calibrated ranker on them
-(``nas/search/supernet/ranker.py``: the supernet's score and the member's family), and picks
-from every member the subnet search scored by the ranker's estimates instead.
+(they need no supernet, so they train first, and the supernet job, which scores them too,
+takes the workers they leave), waits for their stand-alone results, fits a calibrated
+ranker on them (``nas/search/supernet/ranker.py``: the supernet's score and the member's
+family), and picks from every member the subnet search scored by the ranker's estimates
+instead.
 
 One supernet serves every candidate, so the search's cost is one long training plus
 ``top_k`` ordinary trials (and K), whatever the size of the space. The estimates are only as
