@@ -5,6 +5,7 @@ train it (issue 36, item 5).
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
         distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
         [--dnas-members-per-penalty 3] [--oneshot-calibration 16]
+        [--oneshot-supernet-steps 3000] [--oneshot-few-shot-steps 1000]
         [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
         [--reuse] [--json]
 
@@ -13,8 +14,9 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 (``select_best`` every 250 steps), no baselines, 2 trials at a time:
 
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
-- ``oneshot``: few-shot supernets by the last block, and a calibrated ranker fitted on the
-  first ``--oneshot-calibration`` trainings (``ONESHOT`` below);
+- ``oneshot``: few-shot supernets by the last block (``--oneshot-supernet-steps`` for the
+  shared one, ``--oneshot-few-shot-steps`` for each sub-supernet), and a calibrated ranker
+  fitted on the first ``--oneshot-calibration`` trainings (``ONESHOT`` below);
 - ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
   architecture search per penalty (default: the quick examples' 400) relaxed as
   ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
@@ -63,9 +65,9 @@ DNAS_STEPS = 400  # at 2000, four penalties' jobs took the whole 15 minutes (ben
 MEMBERS_PER_PENALTY = 3
 DNAS = {"lambdas": LAMBDAS, "members_per_penalty": MEMBERS_PER_PENALTY}
 ONESHOT = {
-    "supernet_steps": 3000,
+    "supernet_steps": 3000,  # --oneshot-supernet-steps
     "few_shot": ["last.block"],
-    "few_shot_steps": 1000,
+    "few_shot_steps": 1000,  # --oneshot-few-shot-steps
     "subnet_budget": 500,
     "eval_rows": 20_000,
     "calibration": 16,  # --oneshot-calibration
@@ -112,6 +114,14 @@ def main() -> int:
         metavar="K",
         help="the oneshot arm's calibration trainings (0: no ranker, its supernet's picks)",
     )
+    for option in ("supernet_steps", "few_shot_steps"):
+        parser.add_argument(
+            f"--oneshot-{option.replace('_', '-')}",
+            type=_at_least_one,
+            default=ONESHOT[option],
+            metavar="N",
+            help=f"the oneshot arm's {option}",
+        )
     parser.add_argument("--reuse", action="store_true", help="measure the arms already run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -180,6 +190,16 @@ def main() -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of steps >= 1, got {text!r}")
+    return value
+
+
 def check_dnas_options(parser, args) -> None:
     """The DNAS arms' options as the search will check them, before any arm runs."""
     from nas.core.errors import ConfigError
@@ -210,7 +230,11 @@ def config(name: str, args) -> dict:
             }
             base["strategy"] = ARMS[name] | {"options": options}
         if name == "oneshot":
-            options = ARMS[name]["options"] | {"calibration": args.oneshot_calibration}
+            options = ARMS[name]["options"] | {
+                "calibration": args.oneshot_calibration,
+                "supernet_steps": args.oneshot_supernet_steps,
+                "few_shot_steps": args.oneshot_few_shot_steps,
+            }
             base["strategy"] = ARMS[name] | {"options": options}
         base.pop("scheduler")
     return base
