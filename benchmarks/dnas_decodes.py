@@ -24,7 +24,7 @@ import json
 import statistics
 import sys
 from argparse import Namespace
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,15 +60,14 @@ def main() -> int:
         for seed in args.seeds
         for penalty in args.penalties
     ]
-    say = (lambda *_: None) if args.json else print
-    say(f"{len(jobs)} DNAS jobs, then their decodes and {len(args.seeds)} random members ...")
+    randoms = [random_member(seed) for seed in args.seeds]
     with ProcessPoolExecutor(WORKERS, initializer=_worker_init) as pool:
-        decodes = list(pool.map(_decode, jobs))
-        randoms = [random_member(seed) for seed in args.seeds]
+        decodes = in_pool(pool, _decode, jobs, "DNAS jobs", args.json)
         specs = {d["arch_id"]: d["spec"] for d in decodes} | {
             r.arch_id: r.to_dict() for r in randoms
         }
-        trained = dict(zip(specs, pool.map(_train, specs.values()), strict=True))
+        results = in_pool(pool, _train, list(specs.values()), "stand-alone trainings", args.json)
+        trained = dict(zip(specs, results, strict=True))
     for d in decodes:
         d |= trained[d["arch_id"]]
     random_rows = [
@@ -80,6 +79,19 @@ def main() -> int:
     else:
         render(decodes, random_rows)
     return 0
+
+
+def in_pool(pool, fn, items: list, what: str, quiet: bool) -> list:
+    """``fn`` of every item in ``pool``, in order, with a progress bar of ``what``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    futures = [pool.submit(fn, item) for item in items]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), disable=quiet) as bar:
+        task = bar.add_task(what, total=len(futures))
+        for _ in as_completed(futures):
+            bar.advance(task)
+    return [f.result() for f in futures]
 
 
 def job_settings(seed: int, steps: int, penalty: float) -> dict:
