@@ -37,8 +37,12 @@ WORKERS = 2
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--penalties", type=float, nargs="+", default=[0.0, 0.02])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
+    parser.add_argument(
+        "--penalties", type=float, nargs="+", default=[0.0, 0.02], help="the jobs' lambdas"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="the jobs' search seeds"
+    )
     parser.add_argument(
         "--steps", type=int, nargs="+", default=[400, 1200], help="DNAS steps a job"
     )
