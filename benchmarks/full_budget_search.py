@@ -6,6 +6,7 @@ train it (issue 36, item 5).
         distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
         [--dnas-members-per-penalty 3] [--oneshot-calibration 16]
         [--oneshot-supernet-steps 3000] [--oneshot-few-shot-steps 1000]
+        [--oneshot-eval-rows 20000]
         [--ceiling nas-runs/fidelity/ceiling-schema.jsonl]
         [--reuse] [--json]
 
@@ -15,8 +16,9 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
 - ``oneshot``: few-shot supernets by the last block (``--oneshot-supernet-steps`` for the
-  shared one, ``--oneshot-few-shot-steps`` for each sub-supernet), and a calibrated ranker
-  fitted on the first ``--oneshot-calibration`` trainings (``ONESHOT`` below);
+  shared one, ``--oneshot-few-shot-steps`` for each sub-supernet; each member scored on
+  ``--oneshot-eval-rows`` rows), and a calibrated ranker fitted on the first
+  ``--oneshot-calibration`` trainings (``ONESHOT`` below);
 - ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
   architecture search per penalty (default: the quick examples' 400) relaxed as
   ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
@@ -69,7 +71,7 @@ ONESHOT = {
     "few_shot": ["last.block"],
     "few_shot_steps": 1000,  # --oneshot-few-shot-steps
     "subnet_budget": 500,
-    "eval_rows": 20_000,
+    "eval_rows": 20_000,  # --oneshot-eval-rows
     "calibration": 16,  # --oneshot-calibration
 }
 ARMS = {
@@ -114,10 +116,10 @@ def main() -> int:
         metavar="K",
         help="the oneshot arm's calibration trainings (0: no ranker, its supernet's picks)",
     )
-    for option in ("supernet_steps", "few_shot_steps"):
+    for option in ("supernet_steps", "few_shot_steps", "eval_rows"):
         parser.add_argument(
             f"--oneshot-{option.replace('_', '-')}",
-            type=_at_least_one,
+            type=int,
             default=ONESHOT[option],
             metavar="N",
             help=f"the oneshot arm's {option}",
@@ -131,7 +133,7 @@ def main() -> int:
         parser.error(
             f"--dnas-steps must be at least 4 (distdnas's 4 shards), got {args.dnas_steps}"
         )
-    check_dnas_options(parser, args)
+    check_arm_options(parser, args)
     budget = config("oneshot", args)["budget"]["candidates"]
     if args.oneshot_calibration != 0 and not 4 <= args.oneshot_calibration < budget:
         parser.error(
@@ -190,26 +192,18 @@ def main() -> int:
     return 0
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of steps >= 1, got {text!r}")
-    return value
-
-
-def check_dnas_options(parser, args) -> None:
-    """The DNAS arms' options as the search will check them, before any arm runs."""
+def check_arm_options(parser, args) -> None:
+    """The weight-sharing arms' options as the search will check them, before any arm
+    runs."""
     from nas.core.errors import ConfigError
     from nas.search.strategies import check_options
 
-    for name in {"dnas", "distdnas"} & set(args.arms):
+    for name in {"oneshot", "dnas", "distdnas"} & set(args.arms):
         try:
             check_options(name, config(name, args)["strategy"]["options"])
         except ConfigError as err:
-            flag = "--dnas-" + err.field.rsplit(".", 1)[-1].replace("_", "-")
+            prefix = "--oneshot-" if name == "oneshot" else "--dnas-"
+            flag = prefix + err.field.rsplit(".", 1)[-1].replace("_", "-")
             parser.error(f"{flag}: {err.message}")
 
 
@@ -234,6 +228,7 @@ def config(name: str, args) -> dict:
                 "calibration": args.oneshot_calibration,
                 "supernet_steps": args.oneshot_supernet_steps,
                 "few_shot_steps": args.oneshot_few_shot_steps,
+                "eval_rows": args.oneshot_eval_rows,
             }
             base["strategy"] = ARMS[name] | {"options": options}
         base.pop("scheduler")
