@@ -57,9 +57,9 @@ def main() -> int:
 
     from nas.data import load_dataset
 
-    load_dataset(DATASET)  # prepared once, before the workers read it
+    schema = load_dataset(DATASET).schema  # prepared once, before the workers read it
     jobs = [
-        job_settings(seed, steps, penalty)
+        job_settings(seed, steps, penalty, schema)
         for steps in args.steps
         for seed in args.seeds
         for penalty in args.penalties
@@ -98,7 +98,7 @@ def in_pool(pool, fn, items: list, what: str, quiet: bool) -> list:
     return [f.result() for f in futures]
 
 
-def job_settings(seed: int, steps: int, penalty: float) -> dict:
+def job_settings(seed: int, steps: int, penalty: float, schema) -> dict:
     """The settings of the dnas arm's job for ``penalty``, in its search with ``seed``."""
     from full_budget_search import DNAS_STEPS, MEMBERS_PER_PENALTY, config
 
@@ -117,7 +117,6 @@ def job_settings(seed: int, steps: int, penalty: float) -> dict:
     search = config("dnas", arm)
     search["strategy"]["options"] |= {"steps": steps, "lambdas": [penalty]}
     search = validate_config(search)
-    schema = _schema()
     context = StrategyContext(
         space=create_space(search.space.name, search.space.options, SpaceInputs.of(schema)),
         objectives=search.objective_list(),
@@ -135,12 +134,6 @@ def random_member(seed: int):
 
     (spec,) = draw(1, DATASET, seed)
     return spec
-
-
-def _schema():
-    from nas.data import load_dataset
-
-    return load_dataset(DATASET).schema
 
 
 _DATA = None
