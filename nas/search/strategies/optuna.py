@@ -6,11 +6,14 @@ search's registry database, so a resumed search sees every earlier trial.
 
 Optuna samplers keep no history (they read it from the storage) but do keep an RNG. To make
 "same seed, same asks" hold across a restart, each ask uses a sampler seeded from the search
-seed and the ask's index, rather than one long-lived RNG whose state would be lost.
+seed and the ask's index, rather than one long-lived RNG whose state would be lost. What
+NSGA-II derives from the history, the intersection of the trials' distributions, is
+deterministic, so one cache of it serves every ask's sampler (``_nsga2``).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import Field
@@ -47,6 +50,7 @@ class OptunaStrategy(Strategy):
             load_if_exists=True,
         )
         self.asks = 0
+        self.intersection = optuna.search_space.IntersectionSearchSpace()
         self.pending: dict[str, int] = {}  # arch_id -> Optuna trial number
         self.known: dict[str, list[float] | None] = {}  # told results, to answer duplicates
 
@@ -64,7 +68,9 @@ class OptunaStrategy(Strategy):
         if self.sampler_name == "tpe":
             return samplers.TPESampler(seed=seed, n_startup_trials=self.options.n_startup_trials)
         if self.sampler_name == "nsga2":
-            return samplers.NSGAIISampler(seed=seed, population_size=self.options.population_size)
+            return _nsga2(self._optuna)(
+                self.intersection, seed=seed, population_size=self.options.population_size
+            )
         return samplers.RandomSampler(seed=seed)
 
     def ask(self) -> ArchSpec:
@@ -141,3 +147,24 @@ class OptunaStrategy(Strategy):
         for trial in self.study.get_trials(deepcopy=False, states=(running,)):
             if trial.number not in ours:
                 self._tell(trial.number, None)
+
+
+@cache
+def _nsga2(optuna):
+    """Optuna's NSGA-II sampler, reading its search space from ``intersection``, a cache
+    shared by the strategy's samplers. Optuna gives each sampler a cache of its own, which
+    a sampler that lives one ask starts empty: it would read every trial's distributions at
+    every ask, so a subnet search of n members (``workers/oneshot.py``) cost O(n^2)
+    (``benchmarks/subnet_search.py``). The space is the same either way."""
+
+    class NSGAII(optuna.samplers.NSGAIISampler):
+        def __init__(self, intersection, **options):
+            super().__init__(**options)
+            self.intersection = intersection
+
+        def infer_relative_search_space(self, study, trial):
+            # as NSGAIISampler's own: single-valued distributions are sampled independently
+            found = self.intersection.calculate(study)
+            return {name: d for name, d in found.items() if not d.single()}
+
+    return NSGAII
