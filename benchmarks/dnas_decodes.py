@@ -100,7 +100,7 @@ def in_pool(pool, fn, items: list, what: str, quiet: bool) -> list:
 
 def job_settings(seed: int, steps: int, penalty: float, schema) -> dict:
     """The settings of the dnas arm's job for ``penalty``, in its search with ``seed``."""
-    from full_budget_search import DNAS_STEPS, MEMBERS_PER_PENALTY, config
+    from full_budget_search import DNAS, config
 
     from nas.search.strategies import StrategyContext, create_strategy
     from nas.service.config import validate_config
@@ -109,10 +109,10 @@ def job_settings(seed: int, steps: int, penalty: float, schema) -> dict:
     arm = Namespace(
         seed=seed,
         minutes=20.0,
-        dnas_steps=DNAS_STEPS,
-        dnas_relaxation="gumbel",
-        dnas_mixed_choices=2,
-        dnas_members_per_penalty=MEMBERS_PER_PENALTY,
+        dnas_steps=DNAS["steps"],
+        dnas_relaxation=DNAS["relaxation"],
+        dnas_mixed_choices=DNAS["mixed_choices"],
+        dnas_members_per_penalty=DNAS["members_per_penalty"],
     )
     search = config("dnas", arm)
     search["strategy"]["options"] |= {"steps": steps, "lambdas": [penalty]}

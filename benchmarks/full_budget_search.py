@@ -3,7 +3,7 @@ dnas and distdnas, each for the same wall time, every candidate trained as a ret
 train it (issue 36, item 5).
 
     python benchmarks/full_budget_search.py [--minutes 20] [--arms sampling oneshot dnas
-        distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices K]
+        distdnas] [--dnas-steps 400] [--dnas-relaxation gumbel] [--dnas-mixed-choices 2]
         [--dnas-members-per-penalty 3] [--oneshot-calibration 16]
         [--oneshot-supernet-steps 750] [--oneshot-few-shot-steps 250]
         [--oneshot-eval-rows 8192]
@@ -15,14 +15,15 @@ Each arm is ``nas submit`` in a subprocess (``search_efficiency.run_search``) on
 (``select_best`` every 250 steps), no baselines, 2 trials at a time:
 
 - ``sampling``: ``examples/searches/ctr_asha.yaml`` (evolution, ASHA);
-- ``oneshot``: few-shot supernets by the last block (``--oneshot-supernet-steps`` for the
-  shared one, ``--oneshot-few-shot-steps`` for each sub-supernet; each member scored on
+- ``oneshot``: ``examples/searches/oneshot_full_budget.yaml``'s strategy: few-shot
+  supernets by the last block (``--oneshot-supernet-steps`` for the shared one,
+  ``--oneshot-few-shot-steps`` for each sub-supernet; each member scored on
   ``--oneshot-eval-rows`` rows), and a calibrated ranker fitted on the first
-  ``--oneshot-calibration`` trainings (``ONESHOT`` below);
-- ``dnas`` and ``distdnas``: the penalty sweep ``LAMBDAS``, ``--dnas-steps`` steps of
-  architecture search per penalty (default: the quick examples' 400) relaxed as
-  ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision), each
-  penalty's ``--dnas-members-per-penalty`` likeliest members trained.
+  ``--oneshot-calibration`` trainings;
+- ``dnas`` and ``distdnas`` (4 shards): ``examples/searches/dnas_quick.yaml``'s strategy:
+  its penalty sweep, ``--dnas-steps`` steps of architecture search per penalty relaxed as
+  ``--dnas-relaxation`` says (mixing ``--dnas-mixed-choices`` choices a decision, 0: all),
+  each penalty's ``--dnas-members-per-penalty`` likeliest members trained.
 
 It prints per arm the hypervolume of its validation front (NE x FLOPs, the reference point
 of ``search_efficiency.py``) at its end and as a share of the sampling arm's, the minutes to
@@ -62,20 +63,17 @@ from search_efficiency import (  # noqa: E402  (benchmarks/ on the path first)
 
 STEPS = 2000
 SELECT_BEST = {"every_steps": 250, "patience": 2}
-LAMBDAS = [0.0, 0.02, 0.1, 0.5]
-DNAS_STEPS = 400  # at 2000, four penalties' jobs took the whole 15 minutes (benchmarks/README)
-MEMBERS_PER_PENALTY = 3
-DNAS = {"lambdas": LAMBDAS, "members_per_penalty": MEMBERS_PER_PENALTY}
-ONESHOT = {
-    # a quarter of the 3000 + 5 x 1000 steps it had: the ranker does as well, and the picks
-    # start sooner (benchmarks/README.md, "The oneshot arm with a quarter-length supernet")
-    "supernet_steps": 750,  # --oneshot-supernet-steps
-    "few_shot": ["last.block"],
-    "few_shot_steps": 250,  # --oneshot-few-shot-steps
-    "subnet_budget": 500,
-    "eval_rows": 8192,  # --oneshot-eval-rows
-    "calibration": 16,  # --oneshot-calibration
-}
+EXAMPLES = REPO / "examples/searches"
+
+
+def example_options(file: str) -> dict:
+    return yaml.safe_load((EXAMPLES / file).read_text())["strategy"]["options"]
+
+
+# The weight-sharing arms run the examples' strategies, what won here, so that the two
+# cannot drift apart; the --oneshot-* and --dnas-* flags change them for one run.
+ONESHOT = example_options("oneshot_full_budget.yaml")
+DNAS = example_options("dnas_quick.yaml")
 ARMS = {
     "sampling": None,  # examples/searches/ctr_asha.yaml as it is
     "oneshot": {"name": "oneshot", "options": ONESHOT},
@@ -93,22 +91,26 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=Path, default=REPO / "nas-runs" / "full_budget_search")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dnas-steps", type=int, default=DNAS_STEPS, help="DNAS steps per penalty")
+    parser.add_argument(
+        "--dnas-steps", type=int, default=DNAS["steps"], help="DNAS steps per penalty"
+    )
     parser.add_argument(
         "--dnas-relaxation",
         choices=["gumbel", "softmax", "straight_through"],
-        default="gumbel",
+        default=DNAS["relaxation"],
         help="how the DNAS arms relax the logits' step (workers/dnas.py)",
     )
     parser.add_argument(
         "--dnas-mixed-choices",
-        type=int,
-        help="gumbel: choices each decision mixes in the logits' step (default: all)",
+        type=mixed_choices,
+        default=DNAS["mixed_choices"],
+        metavar="K",
+        help="gumbel: choices each decision mixes in the logits' step (0: all of them)",
     )
     parser.add_argument(
         "--dnas-members-per-penalty",
         type=int,
-        default=MEMBERS_PER_PENALTY,
+        default=DNAS["members_per_penalty"],
         help="each penalty's likeliest members the DNAS arms train (members_per_penalty)",
     )
     parser.add_argument(
@@ -192,6 +194,11 @@ def main() -> int:
             print(f"{name}'s penalties, the FLOPs of the members each decoded: {found or 'none'}")
     print(f"sampling's front spans {low:,.0f} to {high:,.0f} FLOPs")
     return 0
+
+
+def mixed_choices(text: str) -> int | None:
+    """--dnas-mixed-choices: 0 for every choice (the option's None)."""
+    return int(text) or None
 
 
 def check_arm_options(parser, args) -> None:
