@@ -100,11 +100,7 @@ def in_pool(pool, fn, items: list, what: str, quiet: bool) -> list:
 
 def job_settings(seed: int, steps: int, penalty: float, schema) -> dict:
     """The settings of the dnas arm's job for ``penalty``, in its search with ``seed``."""
-    from full_budget_search import DNAS, config
-
-    from nas.search.strategies import StrategyContext, create_strategy
-    from nas.service.config import validate_config
-    from search_spaces import SpaceInputs, create_space
+    from full_budget_search import DNAS, config, strategy_jobs
 
     arm = Namespace(
         seed=seed,
@@ -116,16 +112,7 @@ def job_settings(seed: int, steps: int, penalty: float, schema) -> dict:
     )
     search = config("dnas", arm)
     search["strategy"]["options"] |= {"steps": steps, "lambdas": [penalty]}
-    search = validate_config(search)
-    context = StrategyContext(
-        space=create_space(search.space.name, search.space.options, SpaceInputs.of(schema)),
-        objectives=search.objective_list(),
-        seed=search.seed,
-        train={**search.train.model_dump(), "threads": search.resources.cpus_per_trial},
-        budget=search.budget.candidates,
-        concurrency=search.resources.concurrency,
-    )
-    (job,) = create_strategy("dnas", search.strategy.options, context).jobs()
+    (job,) = strategy_jobs(search, schema)
     return job.settings | {"threads": 1}  # two jobs side by side, one core each
 
 

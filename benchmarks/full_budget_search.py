@@ -244,6 +244,25 @@ def config(name: str, args) -> dict:
     return base
 
 
+def strategy_jobs(search: dict, schema) -> list:
+    """The setup jobs a search (its config, as a dict) starts with, their settings as its
+    strategy writes them: what the benchmarks that run an arm's job in-process start from."""
+    from nas.search.strategies import StrategyContext, create_strategy
+    from nas.service.config import validate_config
+    from search_spaces import SpaceInputs, create_space
+
+    checked = validate_config(search)
+    context = StrategyContext(
+        space=create_space(checked.space.name, checked.space.options, SpaceInputs.of(schema)),
+        objectives=checked.objective_list(),
+        seed=checked.seed,
+        train={**checked.train.model_dump(), "threads": checked.resources.cpus_per_trial},
+        budget=checked.budget.candidates,
+        concurrency=checked.resources.concurrency,
+    )
+    return create_strategy(checked.strategy.name, checked.strategy.options, context).jobs()
+
+
 def oneshot_tau(row: dict, args) -> dict:
     """The Kendall tau, against stand-alone training at the full budget (seed 0 of
     ``--ceiling``), of how the oneshot arm ranks those architectures: its ranker's

@@ -3,13 +3,13 @@ whose asks share one search-space cache, against Optuna's own sampler in the sam
 
     python benchmarks/subnet_search.py [--members 500 1000] [--eval-rows 8192] [--json]
 
-Trains a short few-shot supernet of ``ctr_stack`` (the quick examples' options) on
-MovieLens-1M as the job does (``workers/oneshot.py``, one thread), then runs the job's
-subnet search (NSGA-II on NE and FLOPs) for each ``--members`` budget twice: as recnas runs
-it, and with a plain ``optuna.samplers.NSGAIISampler`` per ask (a search-space cache of its
-own each time). Prints the seconds per member, split into scoring (the supernet's forward,
-the metrics and the analytic cost) and asking (the sampler), and checks that both ways score
-the same members in the same order.
+Trains a short few-shot supernet as the job of ``examples/searches/oneshot_full_budget.yaml``
+does (its settings as the strategy writes them, with fewer steps and one thread), then runs
+the job's subnet search (NSGA-II on NE and FLOPs) for each ``--members`` budget twice: as
+recnas runs it, and with a plain ``optuna.samplers.NSGAIISampler`` per ask (a search-space
+cache of its own each time). Prints the seconds per member, split into scoring (the
+supernet's forward, the metrics and the analytic cost) and asking (the sampler), and checks
+that both ways score the same members in the same order.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def main() -> int:
 
     import optuna
     import torch
-    from fidelity import SPACE_OPTIONS
+    import yaml
+    from full_budget_search import EXAMPLES, strategy_jobs
     from rich.console import Console
     from rich.table import Table
 
@@ -47,31 +48,24 @@ def main() -> int:
     from workers.trial_data import TrialData
 
     torch.set_num_threads(1)
-    settings = {
-        "space": {"name": "ctr_stack", "options": SPACE_OPTIONS},
-        "objectives": ["ne", "flops"],
-        "seed": 0,
+    search = yaml.safe_load((EXAMPLES / "oneshot_full_budget.yaml").read_text())
+    prepared = load_dataset(search["dataset"])
+    (job,) = strategy_jobs(search, prepared.schema)
+    settings = job.settings | {
         "threads": 1,
-        "batch_size": 1024,
-        "lr": 2e-3,
-        "embedding_lr": 1e-2,
         "steps": 200,  # the weights' quality does not change the cost of scoring
-        "sampling": "uniform",
-        "sandwich_paths": 2,
-        "few_shot": ["last.block"],
         "few_shot_steps": 50,
         "checkpoint_every": 10**9,
-        "subnet_search": "nsga2",
         "subnet_budget": 1,
         "eval_rows": args.eval_rows,
-        "picks": 1,
+        "calibration": [],
     }
-    data = TrialData.from_prepared(load_dataset("movielens-1m"), "valid")
+    data = TrialData.from_prepared(prepared, "valid")
     net = job_supernet(settings, data)
     supernets, _ = oneshot.train_supernet(
         net, data, oneshot.OneShotSettings(**settings), None, lambda *_: None
     )
-    score = supernets.scorer(data, args.eval_rows, 0)
+    score = supernets.scorer(data, args.eval_rows, settings["seed"])
     shared_cache = optuna_strategy._nsga2
 
     def own_cache(optuna_module):
