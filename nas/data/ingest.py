@@ -221,7 +221,13 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
         if bad.any():
             i = _first(bad)
             got = "an empty value" if values[i].as_py() is None else shown(array[i].as_py())
-            raise batch.bad(column, i, f"must be 0 or 1 on every row, got {got}")
+            hint = (
+                "drop the rows without a label before preparing"
+                if values[i].as_py() is None
+                else f"for another coding (-1/1, a rating), declare the label as "
+                f"{{name: {column}, column: {column}, at_least: THRESHOLD}}"
+            )
+            raise batch.bad(column, i, f"must be 0 or 1 on every row, got {got} ({hint})")
     elif not np.isfinite(numbers[~np.isnan(numbers)]).all():
         i = _first(np.isinf(numbers))
         raise batch.bad(column, i, f"must be a finite number, got {numbers[i]}")

@@ -413,6 +413,12 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             lambda f: f.assign(click=[0] * 599 + [3]),
             "row 600: column 'click' must be 0 or 1",
         ),
+        (
+            "csv",
+            lambda f: f.assign(click=[1] * 10 + [-1] * 590),
+            "got '-1' (for another coding (-1/1, a rating), declare the label as "
+            "{name: click, column: click, at_least: THRESHOLD})",
+        ),
         ("parquet", lambda f: f.assign(genres=["x"] * 600), "holds text ('x') where a list"),
         # learnable: each split has rows, each label both values in train (the first 480)
         ("jsonl", lambda f: f.assign(like=0), "label 'like' is 0 on all 480 training rows"),
