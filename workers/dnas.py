@@ -155,8 +155,12 @@ class Dnas:
         self.alpha_optimizer = Adam(
             self.alpha.parameters(), lr=s.alpha_lr, betas=(0.5, 0.999), weight_decay=1e-3
         )
-        self.train_batches = Batches(len(self.train.data), s.batch_size, s.seed)
-        self.arch_batches = Batches(len(self.arch_rows.data), s.arch_batch_size, s.seed + 1)
+        self.train_batches = Batches(
+            len(self.train.data), s.batch_size, s.seed, self.train.ids_device
+        )
+        self.arch_batches = Batches(
+            len(self.arch_rows.data), s.arch_batch_size, s.seed + 1, self.arch_rows.ids_device
+        )
         # on the host, whatever the device: the same draws (and resumes) everywhere
         self.noise = torch.Generator().manual_seed(s.seed + 2)
         self.uniform = np.random.default_rng(s.seed + 3)  # members of the warm-up

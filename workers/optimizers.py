@@ -204,7 +204,8 @@ class RowwiseAdam(ParamOptimizer):
     MovieLens-1M it took 15-20% of a DCNv2 or DLRM training step. The step itself is
     ``kernels.rowwise_adam.step_rows``: a C kernel that sums each touched row's gradient and
     updates its weights and moments in two passes, or, where no C compiler is at hand, its
-    PyTorch reference (gather the touched rows, torch's fused Adam kernel, scatter).
+    PyTorch reference (gather the touched rows, torch's fused Adam kernel, scatter; on a GPU
+    small tables are stepped whole and the touched rows kept, without a host sync).
 
     Tables of one layout (dtype, device, row width) are held as row ranges of one buffer
     (``_Tables``: each parameter's ``data`` becomes a view of it), and their Adam moments

@@ -119,21 +119,29 @@ def lr_scale(step: int, config: TrainConfig) -> float:
 class Batches:
     """Row ids of each step's batch: a seeded permutation per epoch, cut in order. Its state
     (generator, permutation, cursor) saves and restores, so a resumed run sees the same
-    batches an unbroken run would."""
+    batches an unbroken run would.
 
-    def __init__(self, rows: int, batch_size: int, seed: int):
+    The permutation is drawn on the host (the same batches on every device) and copied to
+    ``device`` (``DeviceRows.ids_device``) once per epoch: a step's ids copied from pageable
+    host memory would make the host wait for the GPU at every step."""
+
+    def __init__(self, rows: int, batch_size: int, seed: int, device: torch.device = CPU):
         if batch_size > rows:
             raise ConfigError(
                 "batch_size", f"{batch_size} is more than the {rows} training rows; use fewer"
             )
-        self.rows, self.batch_size = rows, batch_size
+        self.rows, self.batch_size, self.device = rows, batch_size, device
         self.generator = torch.Generator().manual_seed(seed)
-        self.order, self.cursor = torch.randperm(rows, generator=self.generator), 0
+        self._start(torch.randperm(rows, generator=self.generator), 0)
+
+    def _start(self, order: torch.Tensor, cursor: int) -> None:
+        self.order, self.cursor = order, cursor
+        self._ids = order.to(self.device)
 
     def next(self) -> torch.Tensor:
         if self.cursor + self.batch_size > self.rows:
-            self.order, self.cursor = torch.randperm(self.rows, generator=self.generator), 0
-        batch = self.order[self.cursor : self.cursor + self.batch_size]
+            self._start(torch.randperm(self.rows, generator=self.generator), 0)
+        batch = self._ids[self.cursor : self.cursor + self.batch_size]
         self.cursor += self.batch_size
         return batch
 
@@ -142,7 +150,7 @@ class Batches:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
-        self.order, self.cursor = state["order"], state["cursor"]
+        self._start(state["order"], state["cursor"])
 
 
 class Optimizers:
@@ -202,11 +210,16 @@ class DeviceRows:
         self.stream = None if self.resident else torch.cuda.Stream(device)
         self._prefetched: tuple[torch.Tensor, tuple[torch.Tensor, ...]] | None = None
 
+    @property
+    def ids_device(self) -> torch.device:
+        """Where a batch's row ids are read (``Batches``' device): the rows' own."""
+        return self.device if self.resident else CPU
+
     def batch(
         self, rows: torch.Tensor, following: torch.Tensor | None = None
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """(the model's inputs, the labels) of ``rows`` (row ids on the host). ``following``:
-        the next step's rows, copied meanwhile when the rows live on the host."""
+        """(the model's inputs, the labels) of ``rows`` (row ids on ``ids_device``).
+        ``following``: the next step's rows, copied meanwhile when the rows live on the host."""
         if self.resident:
             batch = self.data[rows.to(self.device)]
             return batch.inputs(), batch.label
@@ -299,8 +312,8 @@ def train(
     the gradients are reduced across the group before each step."""
     device = device_of(model)
     check_batch(config.batch_size, world()[1])
-    batches = Batches(len(data), config.batch_size, config.seed)
     rows = DeviceRows(data, device)
+    batches = Batches(len(data), config.batch_size, config.seed, rows.ids_device)
     optimizers = Optimizers(model, config)
     losses = Losses(config.steps, read_every(device))
     # its sites named once per training

@@ -9,6 +9,7 @@ import torch
 
 from kernels import rowwise_adam
 from kernels.native import build
+from kernels.pytorch import pt_rowwise_adam
 
 SETTINGS = {"lr": 0.05, "betas": (0.8, 0.99), "eps": 1e-6}
 
@@ -98,6 +99,26 @@ def test_the_kernel_is_sparse_adam_for_one_table() -> None:
         assert torch.equal(moments[0], state["exp_avg"])
         assert torch.equal(moments[1], state["exp_avg_sq"])
         torch.testing.assert_close(weights, table.weight.detach(), rtol=2e-7, atol=2e-7)
+
+
+@pytest.mark.parametrize(("sizes", "dim"), [([7], 1), ([50, 3, 20], 5), ([40], 33)])
+def test_the_sync_free_step_is_the_gathered_one(sizes, dim) -> None:
+    """The GPU's way for small tables (every row stepped on copies, the looked-up ones kept:
+    no ``nonzero``, which would wait for the GPU) against listing the looked-up rows."""
+    rows = sum(sizes)
+    ours, theirs = _buffers(rows, dim, 0), _buffers(rows, dim, 0)
+    for step in range(1, 6):
+        parts = _parts(sizes, dim, lookups=rows, seed=step, strided=step % 2 == 0)
+        pt_rowwise_adam.reference(*ours, parts, adam(step), dense_below=1e9, sync_free=True)
+        pt_rowwise_adam.reference(*theirs, parts, adam(step), dense_below=1e9, sync_free=False)
+        for got, want in zip(ours, theirs, strict=True):  # a vectorised square root or not
+            torch.testing.assert_close(got, want, rtol=2e-7, atol=2e-7)
+    starts = torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist()
+    untouched = torch.cat(
+        [torch.arange(s + max(1, n // 2), s + n) for s, n in zip(starts, sizes, strict=True)]
+    )
+    for got, start in zip(ours, _buffers(rows, dim, 0), strict=True):
+        assert torch.equal(got[untouched], start[untouched]), "rows never looked up stay"
 
 
 @needs_kernel
