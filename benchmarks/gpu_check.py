@@ -14,7 +14,9 @@ training); and DCNv2's bf16 throughput with its rows kept on the host
 (each batch copied on a side stream while the step before computes). Then the setup jobs
 of one-shot and DNAS searches (a supernet trained and its members scored; a DNAS job, its
 draws read back) on the GPU and on the CPU from the same seed: steps/s and the members
-they pick. Prints tables; with ``--out``, writes ``gpu_check.json`` there.
+they pick. Last, where a training step still makes the host wait for the GPU (each sync
+counted at its line of Python). Prints tables; with ``--out``, writes ``gpu_check.json``
+there.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from nas.cli.flags import whole_number
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = ("dcnv2.json", "modern/wukong.json", "modern/hstu_seq.json")
-PARTS = ("optimizers", "training", "jobs")
+PARTS = ("optimizers", "training", "jobs", "syncs")
 
 
 def _trained(spec, data, steps: int, batch: int, precision: str, device: str) -> dict:
@@ -54,6 +56,50 @@ def _trained(spec, data, steps: int, batch: int, precision: str, device: str) ->
         "ne": result.ne,
         "auc": result.auc,
         "seconds": time.perf_counter() - began,
+    }
+
+
+def _host_syncs(spec, data, batch: int, device: str, steps: int = 20, warm: int = 3) -> dict:
+    """Where a training step makes the host wait for the GPU: ``steps`` steps, after
+    ``warm`` (first-step set-up), under ``torch.cuda.set_sync_debug_mode("warn")``, each
+    warning counted at the line of Python that made it. The end of training reads the loss
+    back (one sync, ``Losses.read``). On the CPU nothing is counted (the same path runs)."""
+    import warnings
+
+    from nas.arch.model import build_model
+    from workers.train import TrainConfig, train
+
+    torch.manual_seed(0)
+    model = build_model(spec, data.schema).to(device)
+    rows = data.features("train", model.reads_history)
+    config = TrainConfig(steps=warm + steps, batch_size=batch, warmup_steps=1)
+    debug = device == "cuda"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        counted_from = []
+
+        def on_step(done: int, _loss: float) -> bool:
+            if done == warm:
+                counted_from.append(len(caught))
+                if debug:
+                    torch.cuda.set_sync_debug_mode("warn")
+            return False
+
+        try:
+            train(model, rows, config, on_step)
+        finally:
+            if debug:
+                torch.cuda.set_sync_debug_mode("default")
+    places: dict[str, int] = {}
+    for found in caught[counted_from[0] :]:
+        if "synchroniz" in str(found.message):
+            where = f"{Path(found.filename).name}:{found.lineno}"
+            places[where] = places.get(where, 0) + 1
+    return {
+        "steps": steps,
+        "batch_size": batch,
+        "syncs": sum(places.values()),
+        "places": dict(sorted(places.items(), key=lambda kv: -kv[1])),
     }
 
 
@@ -249,6 +295,7 @@ def main() -> None:
         "rows": [],
         "embedding_optimizers": [],
         "setup_jobs": [],
+        "host_syncs": [],
     }
 
     def keep(section: str, entries: list[dict]) -> None:  # written as it goes: a run cut
@@ -260,7 +307,7 @@ def main() -> None:
     for device in devices if "optimizers" in args.parts else ():
         found = _attempt({"device": device}, _optimizer_rows, device, args, tables)
         keep("embedding_optimizers", found.get("rows") or [found])
-    if {"training", "jobs"} & set(args.parts):
+    if {"training", "jobs", "syncs"} & set(args.parts):
         data = TrialData.from_prepared(load_dataset(args.dataset), "valid", mapped=True)
     for name in args.specs if "training" in args.parts else ():
         spec = ArchSpec.load(REPO / "examples" / "specs" / name)
@@ -293,6 +340,11 @@ def main() -> None:
             labels = {"spec": name, "kind": "agreement", "device": device, "precision": "fp32"}
             run = (spec, data, args.agree_steps, 1024, "fp32", device)
             keep("rows", [_attempt(labels, _trained, *run)])
+    for name in args.specs if "syncs" in args.parts else ():
+        spec = ArchSpec.load(REPO / "examples" / "specs" / name)
+        device = devices[0]
+        labels = {"spec": name, "device": device}
+        keep("host_syncs", [_attempt(labels, _host_syncs, spec, data, args.batch, device)])
     for kind in ("supernet", "dnas") if "jobs" in args.parts else ():
         for device in devices:
             labels = {"job": kind, "device": device}
@@ -348,6 +400,18 @@ def _print(report: dict) -> None:
             continue
         table.add_row(
             j["job"], j["device"], str(j["steps"]), f"{j['steps_per_s']:.1f}", " ".join(j["picked"])
+        )
+    console.print(table)
+    table = Table(title="host syncs in training steps (torch.cuda.set_sync_debug_mode)")
+    for column in ("spec", "device", "steps x batch", "syncs", "where (file:line x count)"):
+        table.add_column(column)
+    for r in report["host_syncs"]:
+        if "error" in r:
+            table.add_row(r["spec"], r["device"], "", "", r["error"][:80])
+            continue
+        places = ", ".join(f"{where} x{n}" for where, n in r["places"].items())
+        table.add_row(
+            r["spec"], r["device"], f"{r['steps']} x {r['batch_size']}", str(r["syncs"]), places
         )
     console.print(table)
 

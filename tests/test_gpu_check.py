@@ -49,6 +49,28 @@ def test_gpu_check_times_both_embedding_optimizers_to_the_same_weights(tmp_path)
     assert report["rows"] == [] and report["setup_jobs"] == []  # only the part asked for
 
 
+def test_gpu_check_counts_host_syncs_of_training_steps(tmp_path, ml100k, cache_dir):
+    """On the CPU the same path runs (model, trainer, warm-up steps, the count from then on)
+    and finds none: the CUDA debug mode is set only on a GPU."""
+    done = _run(
+        *("benchmarks/gpu_check.py", "--smoke", "--parts", "syncs", "--specs", "dcnv2.json"),
+        *("--dataset", "movielens-100k", "--out", str(tmp_path)),
+        RECNAS_CACHE_DIR=str(cache_dir),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    (found,) = report["host_syncs"]
+    assert found == {
+        "spec": "dcnv2.json",
+        "device": "cpu",
+        "steps": 20,
+        "batch_size": 256,
+        "syncs": 0,
+        "places": {},
+    }
+    assert "host syncs in training steps" in done.stdout
+
+
 def test_kernels_are_chosen_by_device_or_by_name():
     cpu = torch.zeros(2)
     assert not triton_chosen("auto", cpu)  # the reference on the CPU
