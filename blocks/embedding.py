@@ -4,7 +4,8 @@
 fused table with per-field row offsets (one lookup, not F), as torchrec and DLRM do.
 
 ``embedding_bag``: one multi-hot field padded to ``max_len`` ids with 0 as padding ->
-``[B, 1, D]``, the mean (or sum) of the present ids' vectors; an empty bag gives zeros.
+``[B, 1, D]``, the mean (or sum) of the present ids' vectors; an empty bag gives zeros. On a
+GPU it runs as a weighted sum whose backward never waits for the GPU (``weighted_sum``).
 
 Id 0 of every field is reserved for "unknown/missing". Tables use sparse gradients, so an
 optimizer updates only the rows a batch touched. Lookups cost 0 FLOPs by convention.
@@ -122,7 +123,21 @@ class EmbeddingBag(Block):
         normal_(self.bag.weight, std=INIT_STD)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.is_cuda and not torch.jit.is_tracing():  # traced (fvcore): as on the CPU
+            return self.weighted_sum(ids).unsqueeze(1)
         return self.bag(ids).unsqueeze(1)  # [B, L] -> [B, 1, D]
+
+    def weighted_sum(self, ids: torch.Tensor) -> torch.Tensor:
+        """The bag as a sum weighted per id (0 for padding; 1 / the ids present, for the
+        mean): what a GPU runs. ``nn.EmbeddingBag``'s sparse gradient drops the padding ids
+        by boolean indexing, which makes the host wait for the GPU every step; here padding
+        rows get a zero gradient instead, which moves neither them nor their Adam moments."""
+        present = (ids != 0).to(self.bag.weight.dtype)
+        if self.config.mode == "mean":
+            present = present / present.sum(1, keepdim=True).clamp(min=1)
+        return nn.functional.embedding_bag(
+            ids, self.bag.weight, mode="sum", sparse=True, per_sample_weights=present
+        )
 
     def example_input(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor]:
         cfg = self.config

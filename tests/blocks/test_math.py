@@ -105,6 +105,29 @@ def test_embedding_bag_mean_ignores_padding():
     torch.testing.assert_close(out[1, 0], torch.zeros(2))
 
 
+@pytest.mark.parametrize("mode", ["mean", "sum"])
+def test_the_bag_a_gpu_runs_is_the_bag_and_leaves_padding_rows_alone(mode):
+    """``weighted_sum`` (a GPU's way: no boolean indexing in its backward) against
+    ``nn.EmbeddingBag``: the same tokens and, on every row but padding's, the same gradient;
+    padding's is zero, so lazy Adam moves neither the row nor its moments."""
+    layer = blocks.create_block("embedding_bag", cardinality=6, max_len=4, dim=3, mode=mode)
+    ids = torch.tensor([[2, 4, 0, 0], [0, 0, 0, 0], [5, 5, 1, 0], [3, 2, 4, 5]])
+    upstream = torch.randn(4, 3, generator=torch.Generator().manual_seed(1))
+    grads = []
+    for bag in (layer.bag, layer.weighted_sum):
+        layer.zero_grad(set_to_none=True)
+        out = bag(ids)
+        (out * upstream).sum().backward()
+        grads.append(layer.bag.weight.grad.coalesce().to_dense())
+        if bag is layer.bag:
+            want = out.detach()
+        else:
+            torch.testing.assert_close(out.detach(), want)
+    plain, weighted = grads
+    torch.testing.assert_close(weighted[1:], plain[1:])
+    assert not weighted[0].any()
+
+
 @pytest.mark.parametrize(
     ("name", "params", "field"),
     [
