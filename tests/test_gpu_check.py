@@ -71,6 +71,41 @@ def test_gpu_check_counts_host_syncs_of_training_steps(tmp_path, ml100k, cache_d
     assert "host syncs in training steps" in done.stdout
 
 
+# Installed here, absent on the lent GPU machine (its package list: the device tool's
+# KINDS.md) and not among the wheels `gpu_check.sh pack` carries there.
+NOT_ON_THE_GPU_MACHINE = (
+    "ray", "mlflow", "psycopg", "plotly", "playwright", "flask", "fastapi", "uvicorn",
+    "starlette", "docker", "tensorboardX", "skops", "cryptography", "opentelemetry",
+)  # fmt: skip
+
+
+def test_gpu_check_imports_nothing_the_gpu_machine_lacks(tmp_path, ml100k, cache_dir):
+    """Every part of the check, on the CPU, with those packages made unimportable: one
+    that needs them fails here, not in a lent GPU's few minutes."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        f"        if name.split('.')[0] in {NOT_ON_THE_GPU_MACHINE!r}:\n"
+        "            raise ModuleNotFoundError(f'not on the GPU machine: {name}')\n"
+        "sys.meta_path.insert(0, Absent())\n"
+    )
+    done = _run(
+        *("benchmarks/gpu_check.py", "--smoke", "--specs", "dcnv2.json"),
+        *("--dataset", "movielens-100k", "--out", str(tmp_path / "out")),
+        RECNAS_CACHE_DIR=str(cache_dir),
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(REPO)]),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    entries = [e for key in ("rows", "embedding_optimizers", "setup_jobs", "host_syncs")
+               for e in report[key]]  # fmt: skip
+    assert {e["kind"] for e in report["rows"]} >= {"throughput", "agreement"}
+    assert len(report["setup_jobs"]) == 2 and report["host_syncs"]
+    assert not [e["error"] for e in entries if "error" in e]
+
+
 def test_kernels_are_chosen_by_device_or_by_name():
     cpu = torch.zeros(2)
     assert not triton_chosen("auto", cpu)  # the reference on the CPU
