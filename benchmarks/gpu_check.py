@@ -11,12 +11,12 @@ the same batch (DCNv2 also at ``--large-batch``, 65,536 rows: a GPU's step at 8,
 mostly kernel launches); and, at a short budget in fp32, the NE the GPU reaches against the CPU's
 from the same seed (the same weights at the start; float rounding apart, the same
 training); and DCNv2's bf16 throughput with its rows kept on the host
-(each batch copied on a side stream while the step before computes). Then the setup jobs
+(each batch copied on a side stream while the step before computes). Then per spec where
+a training step still makes the host wait for the GPU (each sync counted at its line of
+Python), and how long its kernels run against the step's wall time. Last, the setup jobs
 of one-shot and DNAS searches (a supernet trained and its members scored; a DNAS job, its
 draws read back) on the GPU and on the CPU from the same seed: steps/s and the members
-they pick. Last, where a training step still makes the host wait for the GPU (each sync
-counted at its line of Python). Prints tables; with ``--out``, writes ``gpu_check.json``
-there.
+they pick. Prints tables; with ``--out``, writes ``gpu_check.json`` there.
 """
 
 from __future__ import annotations
@@ -95,12 +95,39 @@ def _host_syncs(spec, data, batch: int, device: str, steps: int = 20, warm: int 
         if "synchroniz" in str(found.message):
             where = f"{Path(found.filename).name}:{found.lineno}"
             places[where] = places.get(where, 0) + 1
+    config = TrainConfig(steps=steps, batch_size=batch, warmup_steps=1)
     return {
         "steps": steps,
         "batch_size": batch,
         "syncs": sum(places.values()),
         "places": dict(sorted(places.items(), key=lambda kv: -kv[1])),
+        **_busy(model, rows, config, device),
     }
+
+
+def _busy(model, rows, config, device: str) -> dict:
+    """A step's wall time, and on a GPU the time its kernels ran (the profiler's device
+    time, summed): their ratio says how much of a step the GPU waits for the host (kernel
+    launches, Python), the examples/s a step would reach if it never did."""
+    from workers.train import train
+
+    _sync(device)
+    began = time.perf_counter()
+    train(model, rows, config)
+    _sync(device)
+    wall_ms = (time.perf_counter() - began) / config.steps * 1e3
+    if device != "cuda":
+        return {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": None}
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        train(model, rows, config)
+        _sync(device)
+    microseconds = sum(
+        getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        for e in prof.key_averages()
+    )
+    return {"wall_ms_per_step": wall_ms, "kernel_ms_per_step": microseconds / config.steps / 1e3}
 
 
 SPACE = {"name": "ctr_stack", "options": {"embedding_dims": [8, 16, 32], "max_depth": 2}}
@@ -403,15 +430,23 @@ def _print(report: dict) -> None:
         )
     console.print(table)
     table = Table(title="host syncs in training steps (torch.cuda.set_sync_debug_mode)")
-    for column in ("spec", "device", "steps x batch", "syncs", "where (file:line x count)"):
+    columns = ("spec", "device", "steps x batch", "syncs", "where (file:line x count)")
+    for column in (*columns, "ms/step", "kernels ms/step"):
         table.add_column(column)
     for r in report["host_syncs"]:
         if "error" in r:
             table.add_row(r["spec"], r["device"], "", "", r["error"][:80])
             continue
         places = ", ".join(f"{where} x{n}" for where, n in r["places"].items())
+        kernels = r["kernel_ms_per_step"]
         table.add_row(
-            r["spec"], r["device"], f"{r['steps']} x {r['batch_size']}", str(r["syncs"]), places
+            r["spec"],
+            r["device"],
+            f"{r['steps']} x {r['batch_size']}",
+            str(r["syncs"]),
+            places,
+            f"{r['wall_ms_per_step']:.2f}",
+            "-" if kernels is None else f"{kernels:.2f}",
         )
     console.print(table)
 
