@@ -235,9 +235,8 @@ class DeviceRows:
     def _copy(self, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The batch's inputs and labels, gathered on the host, copied on the side stream."""
         batch = self.data[rows]
-        host = [t.pin_memory() for t in (*batch.inputs(), batch.label)]
         with torch.cuda.stream(self.stream):
-            return tuple(t.to(self.device, non_blocking=True) for t in host)
+            return tuple(_onto(t, self.device) for t in (*batch.inputs(), batch.label))
 
 
 def _fits(data: Features, device: torch.device) -> bool:
@@ -358,10 +357,18 @@ def predict(model: nn.Module, data: Features, batch_size: int) -> torch.Tensor:
     model.eval()
     device = device_of(model)
     logits = [
-        model(*(t.to(device) for t in data[i : i + batch_size].inputs()))
+        model(*(_onto(t, device) for t in data[i : i + batch_size].inputs()))
         for i in range(0, len(data), batch_size)
     ]
     return torch.cat(logits).cpu()
+
+
+def _onto(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: to a GPU through pinned memory without blocking (a copy
+    from pageable memory waits for the GPU to finish what it was given)."""
+    if device.type != "cuda" or tensor.is_cuda:
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def evaluate(
