@@ -22,10 +22,16 @@ def add_commands(commands) -> None:
     fp8.set_defaults(group=fp8)
     verbs = fp8.add_subparsers(title="commands", metavar="COMMAND")
     probe = verbs.add_parser(
-        "probe", help="train (or load) an architecture, find its FP8-safe GEMM sites, plan"
+        "probe",
+        help="train (or load) an architecture, find its FP8-safe GEMM sites and plan their "
+        "dispatch",
     )
     probe.add_argument("spec", type=Path, help="an ArchSpec JSON file (see examples/specs/)")
-    probe.add_argument("--dataset", default="movielens-1m")
+    probe.add_argument(
+        "--dataset",
+        default="movielens-1m",
+        help="a prepared or preparable dataset, or a schema file (default movielens-1m)",
+    )
     probe.add_argument("--steps", type=integer, default=400, help="training steps (default 400)")
     probe.add_argument("--weights", type=Path, help="a trained state dict instead of training")
     probe.add_argument(
@@ -38,7 +44,9 @@ def add_commands(commands) -> None:
         help="largest NE increase a safe site may cause (0.001)",
     )
     probe.add_argument("--target", default="h100-sxm", help="h100-sxm (default) or h200")
-    probe.add_argument("--batch", type=integer, default=4096, help="serving batch to price at")
+    probe.add_argument(
+        "--batch", type=integer, default=4096, help="serving batch to price at (4096)"
+    )
     probe.add_argument("--json", action="store_true")
     probe.set_defaults(run=cmd_probe)
 
