@@ -73,8 +73,9 @@ def config_error_from_pydantic(
 ) -> ConfigError:
     """The first problem of a pydantic ``ValidationError`` as a ``ConfigError`` naming its
     field. With ``model`` (the pydantic class validated), an unknown field lists the valid ones."""
-    first = err.errors()[0]
-    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
+    first = _first_problem(err.errors())
+    loc = tuple(part for part in first["loc"] if not _union_member(part))
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown field"
@@ -86,9 +87,33 @@ def config_error_from_pydantic(
     elif first["type"] == "model_type":  # pydantic's words name our class
         found = _model_at(model, first["loc"]) if model is not None else None
         message = "must be a mapping" if found is None else _mapping_of(found)
-    if first["loc"] and first["type"] not in ("missing", "extra_forbidden", "value_error"):
+    if loc and first["type"] not in ("missing", "extra_forbidden", "value_error"):
         message += f" (got {shown(first['input'])})"
     return ConfigError(field.lstrip("."), message).within(prefix, source)
+
+
+def _union_member(part) -> bool:
+    """Whether a part of an error's location names a member of a union type (pydantic's
+    ``constrained-str``, ``tuple[str, ...]``, ``int``), not a field or an index."""
+    return isinstance(part, str) and (not part.isidentifier() or part in _TYPE_NAMES)
+
+
+_TYPE_NAMES = {"str", "int", "float", "bool", "bytes", "none", "list", "tuple", "dict"}
+
+
+def _first_problem(errors: list[dict]) -> dict:
+    """The first error, or where a value failed every member of a union, the member it went
+    furthest in (a list of names with one bad item: that item, not "should be a string")."""
+    first = errors[0]
+    at = next((i for i, part in enumerate(first["loc"]) if _union_member(part)), None)
+    if at is None:
+        return first
+    members = [
+        e
+        for e in errors
+        if e["loc"][:at] == first["loc"][:at] and len(e["loc"]) > at and _union_member(e["loc"][at])
+    ]
+    return max(members, key=lambda e: len(e["loc"]))  # the first of the furthest
 
 
 def _mapping_of(model) -> str:
