@@ -84,6 +84,8 @@ def config_error_from_pydantic(
             message += f"; valid fields here: {', '.join(found.model_fields)}"
     elif first["type"] == "missing":
         message = "is required"
+    elif first["type"] in _IN_YAML_WORDS:  # pydantic's words name Python's types
+        message = _IN_YAML_WORDS[first["type"]]
     elif first["type"] == "model_type":  # pydantic's words name our class
         found = _model_at(model, first["loc"]) if model is not None else None
         message = "must be a mapping" if found is None else _mapping_of(found)
@@ -98,6 +100,11 @@ def _union_member(part) -> bool:
     return isinstance(part, str) and (not part.isidentifier() or part in _TYPE_NAMES)
 
 
+_IN_YAML_WORDS = {
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+}
 _TYPE_NAMES = {"str", "int", "float", "bool", "bytes", "none", "list", "tuple", "dict"}
 
 
