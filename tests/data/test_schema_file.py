@@ -391,6 +391,10 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
             lambda s: s.replace("name: [item_id]", "name: [item_id, 5]"),
             "name[1]: Input should be a valid string (got 5)",
         ),
+        (
+            lambda s: s.replace("labels: [click, like]", "labels: click"),
+            "labels: must be a list (got 'click')",
+        ),
     ],
 )
 def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) -> None:
