@@ -434,21 +434,55 @@ class ValueCounts:
 
 @dataclass
 class DenseStats:
+    """A dense field's training values: their count, mean and sum of squared deviations,
+    merged batch by batch (Chan, Golub and LeVeque's update), not E[x^2] - mean^2, which
+    loses the variance to cancellation when the mean is large against the spread."""
+
     count: int = 0
-    total: float = 0.0
-    squares: float = 0.0
+    mean: float = 0.0
+    deviations: float = 0.0  # the sum of (x - mean)^2
 
     def add(self, values: np.ndarray) -> None:
-        self.count += len(values)
-        self.total += float(values.sum())
-        self.squares += float(np.square(values).sum())
+        if not len(values):
+            return
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is mean_std's to name
+            mean = float(values.mean())
+            deviations = float(np.square(values - mean).sum())
+        if self.count == 0:
+            self.count, self.mean, self.deviations = len(values), mean, deviations
+            return
+        total = self.count + len(values)
+        delta = mean - self.mean
+        self.mean += delta * len(values) / total
+        self.deviations += deviations + delta * delta * self.count * len(values) / total
+        self.count = total
 
     def mean_std(self) -> tuple[float, float]:
+        """The mean and standard deviation (1 where it is 0); NaN or Inf where the values
+        are too large for float64's squares."""
         if self.count == 0:
             return 0.0, 1.0
-        mean = self.total / self.count
-        std = math.sqrt(max(self.squares / self.count - mean * mean, 0.0))
-        return mean, std if std > 1e-12 else 1.0
+        finite = math.isfinite(self.deviations)
+        std = math.sqrt(self.deviations / self.count) if finite else math.inf
+        return self.mean, 1.0 if std <= 1e-12 else std
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_dense(batch: Batch, encoder: Encoder, values: np.ndarray) -> None:
+    """A dense field read as it is (transform none) must fit the float32 it is stored as."""
+    if (encoder.feature.transform or "none") != "none":
+        return
+    beyond = np.abs(values) > FLOAT32_MAX  # NaN (missing) compares False
+    if beyond.any():
+        i = _first(beyond)
+        raise batch.bad(
+            encoder.column,
+            i,
+            f"is {values[i]:g}, beyond the float32 a dense feature is stored as "
+            f"(at most {FLOAT32_MAX:.3g}); declare transform: log1p or standardize",
+        )
 
 
 # --- encoding ---------------------------------------------------------------------------
@@ -697,6 +731,10 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
         if from_rows:
             items.add(encoders[sequence.vocab_of].values(batch))
         train = split[batch.start : batch.start + len(batch)] == 0
+        for name, stat in stats.items():
+            x = encoders[name].values(batch).to_numpy(zero_copy_only=False)
+            _check_dense(batch, encoders[name], x)
+            stat.add(np.where(np.isnan(x[train]), encoders[name].feature.fill or 0.0, x[train]))
         if train.any():
             mask = pa.array(train)
             for name, counter in counts.items():
@@ -704,9 +742,6 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
                 if encoders[name].feature.type == "multi_hot":
                     values = pc.list_flatten(values)
                 counter.add(values)
-            for name, stat in stats.items():
-                x = encoders[name].values(batch).to_numpy(zero_copy_only=False)[train]
-                stat.add(np.where(np.isnan(x), encoders[name].feature.fill or 0.0, x))
         _tick(progress, "2/3 checking every column, fitting on train", len(batch), len(split))
     for name, encoder in encoders.items():
         if name in counts:
@@ -715,6 +750,15 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
             encoder.value_set = pa.array(encoder.vocab, pa.string())
         if name in stats:
             encoder.mean, encoder.std = stats[name].mean_std()
+            if encoder.feature.transform == "standardize" and not (
+                math.isfinite(encoder.mean) and math.isfinite(encoder.std)
+            ):
+                raise DataError(
+                    schema.source.path,
+                    f"dense field {name!r} (column {encoder.column!r}): its training values "
+                    "are too large to standardize (their squares overflow float64); declare "
+                    "transform: log1p or rescale the column",
+                )
     sequence_encoder = None
     if sequence is not None:
         owner = encoders[sequence.vocab_of]

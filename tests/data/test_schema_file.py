@@ -436,6 +436,12 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             "label 'click' is 1 on all 480 training rows",
         ),
         ("jsonl", lambda f: f.iloc[:5], "leave the test split empty (train 4, valid 1, test 0)"),
+        (
+            "parquet",
+            lambda f: f.assign(price=[1e308, 1.0] * 300),
+            "dense field 'price' (column 'price'): its training values are too large to "
+            "standardize",
+        ),
     ],
 )
 def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
@@ -451,6 +457,28 @@ def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
     assert words in str(err.value), str(err.value)
     assert "data/" in str(err.value)  # names the file
     assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
+    frame = logs().assign(count=[1.0] * 300 + [5e38] + [2.0] * 299)
+    path = schema_file(tmp_path, "parquet", frame)
+    path.write_text(path.read_text().replace("transform: log1p", "transform: none"))
+    with pytest.raises(DataError, match=r"row \d+: column 'count' is 5e\+38, beyond the float32"):
+        prepare_dataset(str(path), tmp_path / "cache")
+    path.write_text(path.read_text().replace("transform: none", "transform: log1p"))
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert np.isfinite(np.asarray(dataset.array("dense"))).all()
+
+
+def test_standardizing_keeps_the_spread_of_values_far_from_zero(tmp_path: Path) -> None:
+    """Prices of about 1e9 that differ in their last digits: E[x^2] - mean^2 cancels to
+    nothing in float64 (a spread of 0, so no scaling); the merged deviations keep it."""
+    rng = np.random.default_rng(0)
+    frame = logs().assign(price=1e9 + rng.random(ROWS))
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path, "parquet", frame)), tmp_path / "cache")
+    train = np.asarray(dataset.array("split")) == 0
+    price = np.asarray(dataset.array("dense"))[train, 1]
+    assert abs(price.mean()) < 1e-3 and abs(price.std() - 1) < 1e-3
 
 
 def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> None:
