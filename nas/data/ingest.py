@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from nas.core.errors import DataError, shown
 from nas.data.chronology import Chronology
 from nas.data.prepared import SPLITS, PreparedWriter, row_chunks, unlearnable
-from nas.data.raw import DERIVED, RawForm, normalise_year, stable_hash
+from nas.data.raw import DERIVED, FLOAT32_MAX, RawForm, normalise_year, stable_hash
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile
@@ -465,9 +465,6 @@ class DenseStats:
         finite = math.isfinite(self.deviations)
         std = math.sqrt(self.deviations / self.count) if finite else math.inf
         return self.mean, 1.0 if std <= 1e-12 else std
-
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _check_dense(batch: Batch, encoder: Encoder, values: np.ndarray) -> None:

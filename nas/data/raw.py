@@ -115,7 +115,8 @@ class RawForm:
                 multi_hot[i, j, : len(ids)] = ids
         dense = np.zeros((n, len(self.dense)), dtype=np.float32)
         for j, recipe in enumerate(self.dense):
-            dense[:, j] = [_dense(recipe, c[recipe["column"]]) for c in cells]
+            for i, c in enumerate(cells):
+                dense[i, j] = _dense_cell(i + 1, recipe, c[recipe["column"]])
         arrays = {
             "categorical": categorical,
             "multi_hot": multi_hot,
@@ -252,6 +253,24 @@ def _dense(recipe: dict, value: float | None) -> float:
     if transform == "standardize":
         return (x - recipe["mean"]) / recipe["std"]
     return x
+
+
+def _dense_cell(row: int, recipe: dict, value: float | None) -> float:
+    """``_dense`` of one row's value, which the model reads as float32: one beyond its
+    range is refused (the model would score it NaN)."""
+    x = _dense(recipe, value)
+    if abs(x) > FLOAT32_MAX:
+        transform = recipe.get("transform", "log1p")
+        raise RawInputError(
+            row,
+            recipe["column"],
+            f"is {value:g}: as the model reads it ({transform}) beyond float32's range "
+            f"(at most {FLOAT32_MAX:.3g})",
+        )
+    return x
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _undense(recipe: dict, x: float) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -35,6 +36,18 @@ def test_criteo_rows_in_raw_form_encode_to_the_prepared_features(criteo_like) ->
     assert torch.allclose(again.dense, features.dense, atol=1e-5)
     empty = criteo_like.raw_form().features([{}], criteo_like.schema)  # every column optional
     assert empty.categorical.sum() == 0 and empty.dense.abs().sum() == 0
+
+
+def test_a_dense_value_the_model_cannot_read_is_refused(criteo_like) -> None:
+    """Read as it is (transform none), 1e300 is beyond the float32 the model reads: the
+    model would score the row NaN."""
+    form = copy.deepcopy(criteo_like.raw_form())
+    form.dense[0] = recipe = dict(form.dense[0], transform="none")
+    _, rows = raw_rows(criteo_like, "valid", 2)
+    with pytest.raises(RawInputError) as caught:
+        form.features([rows[0], dict(rows[1], **{recipe["column"]: 1e300})], criteo_like.schema)
+    assert (caught.value.row, caught.value.column) == (2, recipe["column"])
+    assert "is 1e+300: as the model reads it (none) beyond float32's range" in str(caught.value)
 
 
 def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
