@@ -20,6 +20,7 @@ at 2, most frequent first. A hashed field maps a value to ``1 + blake2b(value) m
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -115,6 +116,10 @@ class Rows:
                     return list(self.schema.source.columns or ())
                 return list(self._open_csv(path, None).schema.names)
             return list(self._open_json(path).schema.names)
+        except pa.ArrowInvalid as err:
+            if fmt == "jsonl" and _mixed_json_types(err):
+                return _json_keys(path)
+            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
         except (pa.ArrowException, OSError) as err:
             raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
 
@@ -128,10 +133,23 @@ class Rows:
             elif fmt == "csv":
                 yield from self._open_csv(path, columns)
             else:
-                for record in self._open_json(path):
-                    yield record.select(columns)
+                yield from self._json(path, columns)
         except pa.ArrowInvalid as err:
             raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
+
+    def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """Arrow's reader, or where a column mixes JSON types (ids written as numbers on
+        some rows and as strings on others, which Arrow refuses), the file line by line in
+        Python, several times slower, each mixed column's values as their JSON text."""
+        done = 0
+        try:
+            for record in self._open_json(path):
+                yield record.select(columns)
+                done += record.num_rows
+        except pa.ArrowInvalid as err:
+            if not _mixed_json_types(err):
+                raise
+            yield from _json_by_line(path, columns, skip=done)
 
     def _open_csv(self, path: Path, columns: list[str] | None):
         import pyarrow.csv as pacsv
@@ -171,6 +189,80 @@ class Rows:
         if kind == "list":
             return _lists(batch, column, array, self.schema.reading(column))
         return _texts(batch, column, array)
+
+
+def _mixed_json_types(err: Exception) -> bool:
+    """Whether Arrow's JSON reader stopped at a column whose JSON type changed."""
+    return "changed from" in str(err)
+
+
+def _json_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-empty line of a JSON-lines file."""
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                found = json.loads(line)
+            except ValueError as err:
+                raise DataError(path, f"is not JSON: {err}", line=number) from None
+            if not isinstance(found, dict):
+                raise DataError(path, f"holds {shown(found)}, not an object", line=number)
+            yield number, found
+
+
+def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
+    """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen."""
+    keys: dict[str, None] = {}
+    for i, (_, found) in enumerate(_json_objects(path)):
+        keys.update(dict.fromkeys(found))
+        if i + 1 == rows:
+            break
+    return list(keys)
+
+
+def _json_by_line(path: Path, columns: list[str], skip: int) -> Iterator[pa.RecordBatch]:
+    """The rows after the first ``skip`` as record batches, read by Python's json."""
+    chunk: list[dict] = []
+    for row, (_, found) in enumerate(_json_objects(path)):
+        if row < skip:
+            continue
+        chunk.append(found)
+        if len(chunk) == BATCH_ROWS:
+            yield _json_batch(path, chunk, columns)
+            chunk = []
+    if chunk:
+        yield _json_batch(path, chunk, columns)
+
+
+def _json_batch(path: Path, objects: list[dict], columns: list[str]) -> pa.RecordBatch:
+    arrays = []
+    for column in columns:
+        values = [found.get(column) for found in objects]
+        arrays.append(_json_array(values))
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
+
+
+def _json_array(values: list) -> pa.Array:
+    """A column's values as Arrow infers them; where JSON types mix, as their text (a list's
+    items likewise); where lists and single values mix, every value as its JSON text."""
+    for convert in (None, _json_text):
+        try:
+            return pa.array(values if convert is None else [convert(v) for v in values])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            continue
+    return pa.array([_whole_json_text(v) for v in values], pa.string())
+
+
+def _json_text(value: object) -> object:
+    """A JSON value as text: a string as it is, a list item by item, else as JSON writes it."""
+    if isinstance(value, list):
+        return [_json_text(item) for item in value]
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _whole_json_text(value: object) -> str | None:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
 def _first_line(err: Exception) -> str:
@@ -288,7 +380,7 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
         )
     try:
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            array = pc.cast(array, pa.timestamp("s"))
+            array = _time_from_text(batch, column, array)
         if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
             array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
         elif pa.types.is_floating(array.type):
@@ -301,6 +393,31 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
             f"must be a unix time in seconds or a date-time, got type {array.type} "
             f"({shown(array[0].as_py())})",
         ) from None
+
+
+def _time_from_text(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """Times written as text: unix seconds ('1600000000') or date-times, the same on every
+    row; else the first row that is not as the first is named."""
+    for kind in (pa.float64(), pa.timestamp("s")):
+        try:
+            return pc.cast(array, kind)
+        except pa.ArrowInvalid:
+            continue
+    texts = array.to_pylist()
+    seconds = _casts(texts[0], pa.float64())
+    for i, text in enumerate(texts):
+        if not _casts(text, pa.float64() if seconds else pa.timestamp("s")):
+            wants = "unix seconds, as" if seconds else "a date-time, as"
+            raise batch.bad(column, i, f"must be {wants} its first row is, got {shown(text)}")
+    raise batch.bad(column, 0, "must be a unix time in seconds or a date-time")
+
+
+def _casts(text: str, kind: pa.DataType) -> bool:
+    try:
+        pc.cast(pa.array([text]), kind)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 # --- the split --------------------------------------------------------------------------

@@ -437,6 +437,13 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
         ),
         ("jsonl", lambda f: f.iloc[:5], "leave the test split empty (train 4, valid 1, test 0)"),
         (
+            "csv",
+            lambda f: f.assign(
+                ts=[*map(str, f["ts"][:300]), "yesterday", *map(str, f["ts"][301:])]
+            ),
+            "row 301: column 'ts' must be unix seconds, as its first row is, got 'yesterday'",
+        ),
+        (
             "parquet",
             lambda f: f.assign(price=[1e308, 1.0] * 300),
             "dense field 'price' (column 'price'): its training values are too large to "
@@ -479,6 +486,29 @@ def test_standardizing_keeps_the_spread_of_values_far_from_zero(tmp_path: Path) 
     train = np.asarray(dataset.array("split")) == 0
     price = np.asarray(dataset.array("dense"))[train, 1]
     assert abs(price.mean()) < 1e-3 and abs(price.std() - 1) < 1e-3
+
+
+def test_jsonl_whose_columns_mix_json_types_reads_as_their_text(tmp_path: Path) -> None:
+    """Ids written as numbers on some rows and strings on others (Arrow's JSON reader
+    refuses a column whose type changes), a count sometimes quoted, list items of both
+    kinds: the same dataset as the file with every id and item a string."""
+    frame = logs().assign(user_id=[str(i % 40) for i in range(ROWS)])
+    frame["hist"] = [[str(i % 30), "i3"] for i in range(ROWS)]
+    as_text = schema_file(tmp_path / "text", "jsonl", frame)
+    mixed = schema_file(tmp_path / "mixed", "jsonl", frame)
+    rows = [
+        json.loads(line) for line in (mixed.parent / "data/logs.jsonl").read_text().splitlines()
+    ]
+    for i, row in enumerate(rows):
+        if i % 3 == 1:  # past the first rows, so Arrow has typed each column already
+            row["user_id"] = int(row["user_id"])
+            row["hist"] = [int(row["hist"][0]), "i3"]
+            row["count"] = None if row["count"] is None else str(row["count"])
+    (mixed.parent / "data/logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want, _ = prepare_dataset(str(as_text), tmp_path / "text" / "cache")
+    got, _ = prepare_dataset(str(mixed), tmp_path / "mixed" / "cache")
+    for name in ("categorical", "multi_hot", "dense", "event_item", "split"):
+        assert np.array_equal(np.asarray(got.array(name)), np.asarray(want.array(name))), name
 
 
 def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> None:
