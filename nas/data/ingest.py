@@ -384,6 +384,11 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
         if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
             array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
         elif pa.types.is_floating(array.type):
+            x = array.to_numpy(zero_copy_only=False)
+            beyond = ~(np.abs(x) < 2.0**63)  # NaN and Inf too
+            if beyond.any():
+                i = _first(beyond)
+                raise batch.bad(column, i, f"must be a unix time in seconds, got {x[i]:g}")
             array = pc.floor(array)
         return pc.cast(array, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -444,6 +444,11 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             "row 301: column 'ts' must be unix seconds, as its first row is, got 'yesterday'",
         ),
         (
+            "csv",
+            lambda f: f.assign(ts=[*f["ts"][:300] * 1.0, math.inf, *f["ts"][301:] * 1.0]),
+            "row 301: column 'ts' must be a unix time in seconds, got inf",
+        ),
+        (
             "parquet",
             lambda f: f.assign(price=[1e308, 1.0] * 300),
             "dense field 'price' (column 'price'): its training values are too large to "
