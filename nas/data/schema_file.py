@@ -138,7 +138,7 @@ class Feature(_Strict):
     transform: Literal["log1p", "standardize", "none"] | None = None
     fill: float | None = None
     # categorical, multi_hot
-    min_freq: Annotated[int, Field(ge=1)] | None = None
+    min_freq: Annotated[int, Field(ge=1, le=2**62)] | None = None
     max_size: Annotated[int, Field(ge=1, le=2**31 - 3)] | None = None
     hash: Annotated[int, Field(ge=1, le=2**31 - 2)] | None = None
     # multi_hot, sequence

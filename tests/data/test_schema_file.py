@@ -387,6 +387,8 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
         (lambda s: s.replace("labels: [click, like]", "labels: []"), "labels"),
         (lambda s: s.replace("name: my_ctr", "name: movielens-1m"), "built-in dataset"),
         (lambda s: s + "colour: red\n", "colour: unknown field"),
+        (lambda s: s.replace("max_size: 20", "min_freq: 1e30"), "min_freq: Input should be"),
+        (lambda s: s.replace("max_size: 20", f"min_freq: {10**30}"), "min_freq: Input should be"),
         (  # a list of names, one of them not a name: that item, not the list
             lambda s: s.replace("name: [item_id]", "name: [item_id, 5]"),
             "name[1]: Input should be a valid string (got 5)",
