@@ -11,6 +11,7 @@ from nas.arch.flops import measure_flops, measure_flops_per_example
 from nas.arch.model import build_model, model_configs
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
+from nas.data.schema import Schema
 
 SPECS = sorted((Path(__file__).parent.parent / "examples" / "specs").glob("*.json"))
 
@@ -46,6 +47,14 @@ def test_dense_features_become_a_token(criteo_like):
     configs = model_configs(spec, criteo_like.schema)
     assert configs["bottom"].widths == (32, 8) and configs["bottom"].dim == 13
     assert configs["top"].dim == 27 * 8
+
+
+def test_a_dataset_without_ids_is_refused_saying_what_to_declare(criteo_like):
+    only_dense = Schema(tuple(f for f in criteo_like.schema.fields if f.kind != "categorical"))
+    spec = ArchSpec.from_dict({"embedding_dim": 8, "interaction": [], "top_mlp": []})
+    with pytest.raises(ConfigError, match="needs at least one.*type categorical") as err:
+        build_model(spec, only_dense)
+    assert err.value.field == "dataset"
 
 
 def test_shape_errors_name_the_layer(ml100k):

@@ -349,7 +349,11 @@ def model_configs(spec: ArchSpec, schema: Schema) -> dict[str, BlockConfig]:
     """
     d = spec.embedding_dim
     if not schema.of_kind("categorical"):
-        raise ConfigError("dataset", "the schema has no categorical fields to embed")
+        raise ConfigError(
+            "dataset",
+            "the schema has no categorical fields to embed; every model needs at least one "
+            "(an id such as the user or the item: type categorical)",
+        )
     configs: dict[str, BlockConfig] = {}
     for name, side in (("request_embedding", "request"), ("embedding", "candidate")):
         fields = schema.of_kind("categorical", side)
