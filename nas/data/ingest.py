@@ -409,12 +409,17 @@ def _time_from_text(batch: Batch, column: str, array: pa.Array) -> pa.Array:
         except pa.ArrowInvalid:
             continue
     texts = array.to_pylist()
-    seconds = _casts(texts[0], pa.float64())
+    seconds = [_casts(text, pa.float64()) for text in texts]
     for i, text in enumerate(texts):
-        if not _casts(text, pa.float64() if seconds else pa.timestamp("s")):
-            wants = "unix seconds, as" if seconds else "a date-time, as"
-            raise batch.bad(column, i, f"must be {wants} its first row is, got {shown(text)}")
-    raise batch.bad(column, 0, "must be a unix time in seconds or a date-time")
+        if not seconds[i] and not _casts(text, pa.timestamp("s")):
+            raise batch.bad(
+                column, i, f"must be a unix time in seconds or a date-time, got {shown(text)}"
+            )
+    i = seconds.index(not seconds[0])  # every row is one or the other: they mix
+    kinds = ("unix seconds", "a date-time") if seconds[i] else ("a date-time", "unix seconds")
+    raise batch.bad(
+        column, i, f"is {kinds[0]} ({shown(texts[i])}) where row {batch.first + 1} is {kinds[1]}"
+    )
 
 
 def _casts(text: str, kind: pa.DataType) -> bool:

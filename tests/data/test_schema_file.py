@@ -13,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nas.core.errors import ConfigError, DataError, NasError
 from nas.data import check_dataset, load_dataset, prepare_dataset
@@ -443,7 +445,14 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             lambda f: f.assign(
                 ts=[*map(str, f["ts"][:300]), "yesterday", *map(str, f["ts"][301:])]
             ),
-            "row 301: column 'ts' must be unix seconds, as its first row is, got 'yesterday'",
+            "row 301: column 'ts' must be a unix time in seconds or a date-time, got 'yesterday'",
+        ),
+        (
+            "csv",
+            lambda f: f.assign(
+                ts=[*pd.to_datetime(f["ts"][:300], unit="s").astype(str), *map(str, f["ts"][300:])]
+            ),
+            "row 301: column 'ts' is unix seconds ('1600",
         ),
         (
             "csv",
@@ -758,3 +767,58 @@ def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
     assert fields["genres"]["out_of_vocabulary"] == pytest.approx((~kept.isin(list(genres))).mean())
     hist = frame["hist"].map(lambda h: min(len(h), 4))
     assert fields["hist"]["missing"] == pytest.approx((hist == 0).mean())
+
+
+DAMAGE = st.sampled_from(
+    [None, "", " ", "nan", "inf", 1e308, -1, 2**63, 2**64, 0.5, True, "x" * 5000, "é€😀",
+     [], ["a", 1], {"a": 1}, "a|b|c|d|e", 3, "2024-01-01"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    fmt=st.sampled_from(["jsonl", "csv"]),
+    damage=st.lists(
+        st.tuples(
+            st.integers(0, ROWS - 1),
+            st.sampled_from(["click", "user_id", "ts", "site", "count", "price", "genres", "hist"]),
+            DAMAGE,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, damage) -> None:
+    """Any value in any column of a few rows: the dataset prepares, or a ``DataError`` names
+    the file; never another exception, and nothing is left in the cache."""
+    folder = tmp_path_factory.mktemp("damaged")
+    rows = logs().to_dict("records")
+    for row, column, value in damage:
+        rows[row][column] = value
+    (folder / "data").mkdir()
+    if fmt == "jsonl":
+        lines = [json.dumps(r, default=lambda v: v.item()) for r in rows]
+        source, sep = "{format: jsonl, path: data/logs.jsonl}", ""
+    else:  # lists as "|"-separated text, the rest as Python writes it
+
+        def cell(value) -> str:
+            text = "|".join(map(str, value)) if isinstance(value, list) else str(value)
+            return '"' + ("" if value is None else text).replace('"', '""') + '"'
+
+        lines = [",".join(rows[0])] + [",".join(cell(v) for v in r.values()) for r in rows]
+        source, sep = "{format: csv, path: data/logs.csv}", ', sep: "|"'
+    (folder / "data" / f"logs.{fmt}").write_text("\n".join(lines) + "\n")
+    path = folder / "my_ctr.yaml"
+    split = "{method: time, valid: 0.1, test: 0.1}"
+    path.write_text(SCHEMA.format(name="damaged", source=source, split=split, sep=sep))
+    try:
+        prepare_dataset(str(path), folder / "cache")
+    except DataError as err:
+        assert "data/" in str(err)
+        assert not (folder / "cache").exists() or not any((folder / "cache").iterdir())
