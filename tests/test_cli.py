@@ -184,3 +184,21 @@ def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
     assert "…" not in done.stdout, done.stdout
     assert "(--rows, --seed)" in done.stdout  # the last words of the widest description
     assert max(len(line) for line in done.stdout.splitlines()) > 80
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"a": 1}, {"a": 2}]',
+        '{"dataframe_records": [{"a": 1}, {"a": 2}]}',
+        '{"instances": [\n  {"a": 1},\n  {"a": 2}\n]}',
+    ],
+)
+def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> None:
+    from nas.cli.models import read_rows
+
+    path = tmp_path / "rows.json"
+    path.write_text(text)
+    assert read_rows(str(path)) == [{"a": 1}, {"a": 2}]
+    path.write_text('{"a": 1, "instances": []}')  # a row that happens to have such a key
+    assert read_rows(str(path)) == [{"a": 1, "instances": []}]

@@ -2,7 +2,7 @@
 
 nas models list [NAME]                      registered versions, their aliases and tags
 nas models register RETRAIN_ID NAME         register a finished retrain's best model
-nas predict MODEL_URI --input rows.jsonl    score raw rows (JSONL or CSV)
+nas predict MODEL_URI --input rows.jsonl    score raw rows (JSONL, JSON or CSV)
 nas export MODEL_URI --format torch-export --out DIR
 """
 
@@ -43,7 +43,9 @@ def add_commands(commands) -> None:
 
     predict = commands.add_parser("predict", help="score raw rows with a registered model")
     predict.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion, or runs:/ID/model")
-    predict.add_argument("--input", required=True, help="rows as JSON lines (.jsonl) or CSV")
+    predict.add_argument(
+        "--input", required=True, help="rows as JSON lines (.jsonl), a JSON array (.json) or CSV"
+    )
     tracking_flag(predict)
     predict.add_argument("--json", action="store_true", help="one JSON object per row")
     predict.set_defaults(run=cmd_predict)
@@ -123,19 +125,27 @@ def print_registered(registered) -> None:
     )
 
 
+# MLflow's scoring request forms (``{"dataframe_records": [...]}`` and the like) whose
+# value is a list of row objects: a .json file may hold its rows under one of these.
+JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
+
+
 def read_rows(path: str) -> list[dict]:
-    """Rows from JSON lines or CSV (by the file's suffix); ``ConfigError`` names the line."""
+    """Rows from JSON lines, a JSON array (or MLflow's scoring request forms) or CSV (by
+    the file's suffix); ``ConfigError`` names the line."""
     file = Path(path)
     require_file(file, "--input")
     suffix = file.suffix.lower()
     if suffix not in (".jsonl", ".json", ".csv"):
-        raise ConfigError("--input", f"{file}: use a .jsonl (JSON lines) or .csv file")
+        raise ConfigError("--input", f"{file}: use a .jsonl (JSON lines), .json or .csv file")
     try:
         text = file.read_text()
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError("--input", f"{file}: cannot read it ({err})") from None
     if suffix == ".csv":
         return list(csv.DictReader(text.splitlines()))
+    if suffix == ".json":
+        return _json_rows(file, text)
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -145,6 +155,20 @@ def read_rows(path: str) -> list[dict]:
         except ValueError as err:
             raise ConfigError("--input", f"{file} line {number}: not JSON ({err})") from None
     return rows
+
+
+def _json_rows(file: Path, text: str) -> list:
+    """A .json file's rows: an array of row objects, one row object, or an object holding
+    the array under one of ``JSON_ROW_KEYS``."""
+    try:
+        found = json.loads(text)
+    except ValueError as err:
+        raise ConfigError("--input", f"{file}: not JSON ({err})") from None
+    if isinstance(found, dict):
+        wrapped = [key for key in JSON_ROW_KEYS if isinstance(found.get(key), list)]
+        if wrapped and len(found) == 1:
+            found = found[wrapped[0]]
+    return found if isinstance(found, list) else [found]
 
 
 def cmd_predict(args: argparse.Namespace) -> None:

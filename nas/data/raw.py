@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.core.errors import NasError
+from nas.core.errors import NasError, shown
 from nas.data.schema import Features, Schema
 
 COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
@@ -177,6 +177,13 @@ class RawForm:
         """One row's columns, checked and converted to their types."""
         if not isinstance(row, Mapping):
             raise RawInputError(number, "(row)", f"must be an object of columns, got {row!r}")
+        if row and not any(name in row for name in self.columns):
+            raise RawInputError(
+                number,
+                "(row)",
+                f"has none of the columns the model reads ({', '.join(self.columns)}); "
+                f"its columns: {shown(', '.join(map(str, row)), 200)}",
+            )
         out = {}
         for name, column in self.columns.items():
             value = row.get(name)

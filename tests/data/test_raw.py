@@ -50,6 +50,13 @@ def test_a_dense_value_the_model_cannot_read_is_refused(criteo_like) -> None:
     assert "is 1e+300: as the model reads it (none) beyond float32's range" in str(caught.value)
 
 
+def test_a_row_with_none_of_the_model_columns_is_refused(ml100k) -> None:
+    """A wrapper object or a header spelled otherwise would score as a row of unknowns."""
+    _, rows = raw_rows(ml100k, "test", 1)
+    with pytest.raises(RawInputError, match=r"row 2: .*has none of the columns the model "):
+        ml100k.raw_form().features([rows[0], {"User_Id": 1, "rows": []}], ml100k.schema)
+
+
 def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
     _, rows = raw_rows(ml100k, "test", 2)
     form = ml100k.raw_form()
