@@ -9,6 +9,8 @@ import pytest
 from nas.core.errors import ConfigError, NasError
 from nas.service.config import load_config, validate_config
 
+REPO = Path(__file__).resolve().parents[1]
+
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "searches").glob("*.yaml"))
 MINIMAL = {"name": "t", "space": {"name": "ctr_stack"}}
 
@@ -134,3 +136,19 @@ def test_not_a_mapping_and_missing_file(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="space: is required"):
         validate_config({"name": "t"})
+
+
+def test_a_schema_files_mistake_names_both_files(tmp_path: Path) -> None:
+    """The search config names a dataset schema file: its error says the config, the field
+    and the schema file with its own field."""
+    search = (REPO / "examples/searches/ctr_quick.yaml").read_text()
+    path = tmp_path / "search.yaml"
+    path.write_text(search.replace("dataset: movielens-1m", "dataset: data/nope.yaml"))
+    with pytest.raises(ConfigError, match=r"search.yaml: dataset: .*data/nope.yaml: cannot read"):
+        load_config(path)
+    schema = (REPO / "examples/datasets/my_ctr.yaml").read_text()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/nope.yaml").write_text(schema.replace("labels: [click, like]", "labels: 5"))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}: dataset: {tmp_path / 'data/nope.yaml'}: labels:")

@@ -290,6 +290,9 @@ def validate_config(data: Any, source: str | None = None) -> SearchConfig:
         raise err.within(source=source) from None
     try:
         check_dataset(config.dataset)
+    except ConfigError as err:  # a schema file's own error: named with its file
+        raise err.within("dataset" if err.source else "", source) from None
+    try:
         search_spaces.check_options(config.space.name, config.space.options)
         nas.search.strategies.check_options(config.strategy.name, config.strategy.options)
         config.early_stopping()
