@@ -196,8 +196,8 @@ def _mixed_json_types(err: Exception) -> bool:
     return "changed from" in str(err)
 
 
-def _json_objects(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-empty line of a JSON-lines file."""
+def _json_objects(path: Path) -> Iterator[dict]:
+    """The object on each non-empty line of a JSON-lines file."""
     with open(path, "rb") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -208,13 +208,13 @@ def _json_objects(path: Path) -> Iterator[tuple[int, dict]]:
                 raise DataError(path, f"is not JSON: {err}", line=number) from None
             if not isinstance(found, dict):
                 raise DataError(path, f"holds {shown(found)}, not an object", line=number)
-            yield number, found
+            yield found
 
 
 def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
     """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen."""
     keys: dict[str, None] = {}
-    for i, (_, found) in enumerate(_json_objects(path)):
+    for i, found in enumerate(_json_objects(path)):
         keys.update(dict.fromkeys(found))
         if i + 1 == rows:
             break
@@ -224,22 +224,19 @@ def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
 def _json_by_line(path: Path, columns: list[str], skip: int) -> Iterator[pa.RecordBatch]:
     """The rows after the first ``skip`` as record batches, read by Python's json."""
     chunk: list[dict] = []
-    for row, (_, found) in enumerate(_json_objects(path)):
+    for row, found in enumerate(_json_objects(path)):
         if row < skip:
             continue
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
-            yield _json_batch(path, chunk, columns)
+            yield _json_batch(chunk, columns)
             chunk = []
     if chunk:
-        yield _json_batch(path, chunk, columns)
+        yield _json_batch(chunk, columns)
 
 
-def _json_batch(path: Path, objects: list[dict], columns: list[str]) -> pa.RecordBatch:
-    arrays = []
-    for column in columns:
-        values = [found.get(column) for found in objects]
-        arrays.append(_json_array(values))
+def _json_batch(objects: list[dict], columns: list[str]) -> pa.RecordBatch:
+    arrays = [_json_array([found.get(column) for found in objects]) for column in columns]
     return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
