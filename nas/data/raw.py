@@ -267,11 +267,12 @@ def _dense_cell(row: int, recipe: dict, value: float | None) -> float:
     range is refused (the model would score it NaN)."""
     x = _dense(recipe, value)
     if abs(x) > FLOAT32_MAX:
+        given = recipe.get("fill", 0.0) if value is None else value
         transform = recipe.get("transform", "log1p")
         raise RawInputError(
             row,
             recipe["column"],
-            f"is {value:g}: as the model reads it ({transform}) beyond float32's range "
+            f"is {given:g}: as the model reads it ({transform}) beyond float32's range "
             f"(at most {FLOAT32_MAX:.3g})",
         )
     return x

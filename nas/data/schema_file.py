@@ -136,7 +136,7 @@ class Feature(_Strict):
     action: Name | None = None  # a sequence from rows: the integer column of each event's kind
     # dense
     transform: Literal["log1p", "standardize", "none"] | None = None
-    fill: float | None = None
+    fill: Annotated[float, Field(allow_inf_nan=False, ge=-3.4e38, le=3.4e38)] | None = None
     # categorical, multi_hot
     min_freq: Annotated[int, Field(ge=1, le=2**62)] | None = None
     max_size: Annotated[int, Field(ge=1, le=2**31 - 3)] | None = None

@@ -390,6 +390,8 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
         (lambda s: s.replace("name: my_ctr", "name: movielens-1m"), "built-in dataset"),
         (lambda s: s + "colour: red\n", "colour: unknown field"),
         (lambda s: s.replace("max_size: 20", "min_freq: 1e30"), "min_freq: Input should be"),
+        (lambda s: s.replace("fill: 0", "fill: .nan"), "fill: Input should be a finite number"),
+        (lambda s: s.replace("fill: 0", "fill: 1e300"), "fill: Input should be less than"),
         (lambda s: s.replace("max_size: 20", f"min_freq: {10**30}"), "min_freq: Input should be"),
         (  # a list of names, one of them not a name: that item, not the list
             lambda s: s.replace("name: [item_id]", "name: [item_id, 5]"),
