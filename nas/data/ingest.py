@@ -20,6 +20,7 @@ at 2, most frequent first. A hashed field maps a value to ``1 + blake2b(value) m
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -197,8 +198,9 @@ def _mixed_json_types(err: Exception) -> bool:
 
 
 def _json_objects(path: Path) -> Iterator[dict]:
-    """The object on each non-empty line of a JSON-lines file."""
-    with open(path, "rb") as lines:
+    """The object on each non-empty line of a JSON-lines file (compressed as its name says,
+    as Arrow's reader reads it)."""
+    with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

@@ -3,6 +3,7 @@ checked against an independent pandas computation of the same rules."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -525,8 +526,14 @@ def test_jsonl_whose_columns_mix_json_types_reads_as_their_text(tmp_path: Path) 
     (mixed.parent / "data/logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     want, _ = prepare_dataset(str(as_text), tmp_path / "text" / "cache")
     got, _ = prepare_dataset(str(mixed), tmp_path / "mixed" / "cache")
+    data = mixed.parent / "data"  # compressed, as Arrow's reader would read it
+    (data / "logs.jsonl.gz").write_bytes(gzip.compress((data / "logs.jsonl").read_bytes()))
+    (data / "logs.jsonl").unlink()
+    mixed.write_text(mixed.read_text().replace("logs.jsonl", "logs.jsonl.gz"))
+    gzipped, _ = prepare_dataset(str(mixed), tmp_path / "gzipped" / "cache")
     for name in ("categorical", "multi_hot", "dense", "event_item", "split"):
         assert np.array_equal(np.asarray(got.array(name)), np.asarray(want.array(name))), name
+        assert np.array_equal(np.asarray(gzipped.array(name)), np.asarray(want.array(name)))
 
 
 def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> None:
