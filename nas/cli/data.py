@@ -142,10 +142,21 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
 
     inputs = [f for f in m["schema"] if f["kind"] != LABEL]
     table.add_row("fields", ", ".join(_field_label(f) for f in inputs))
+    if empty := [f["name"] for f in inputs if _carries_nothing(f)]:
+        table.add_row(
+            "[yellow]warning[/]",
+            f"{', '.join(empty)}: no value kept from the training rows (every one missing, or "
+            "rarer than min_freq), so the field carries nothing",
+        )
     source = {k: v for k, v in m["source"].items() if k != "fingerprint"}
     table.add_row("source", ", ".join(f"{k}={v}" for k, v in source.items()))
     table.add_row("cache", str(dataset.root))
     out.print(table)
+
+
+def _carries_nothing(field: dict) -> bool:
+    """A categorical or multi-hot field whose only ids are 0 (missing) and 1 (unknown)."""
+    return field["kind"] in ("categorical", "multi_hot") and field["cardinality"] <= 2
 
 
 def _field_label(field: dict) -> str:

@@ -17,6 +17,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nas.cli import main
 from nas.core.errors import ConfigError, DataError, NasError
 from nas.data import check_dataset, load_dataset, prepare_dataset
 
@@ -328,7 +329,6 @@ def test_another_schema_file_of_the_same_name_does_not_replace_a_dataset_unasked
 def test_doctor_checks_a_schema_files_dataset_as_a_built_in_one(tmp_path: Path, capsys) -> None:
     import shutil
 
-    from nas.cli import main
     from nas.service.doctor import data_check
 
     cache = tmp_path / "cache"
@@ -831,3 +831,12 @@ def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, dam
     except DataError as err:
         assert "data/" in str(err)
         assert not (folder / "cache").exists() or not any((folder / "cache").iterdir())
+
+
+def test_prepare_warns_of_a_field_that_keeps_no_value(tmp_path: Path, capsys) -> None:
+    """min_freq above every value's count: the field's ids are all 1 (unknown)."""
+    path = schema_file(tmp_path)
+    path.write_text(path.read_text().replace("min_freq: 20", "min_freq: 100000"))
+    assert main(["data", "prepare", str(path), "--cache-dir", str(tmp_path / "cache")]) in (0, None)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "warning │ site: no value kept from the training rows" in shown
