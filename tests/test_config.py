@@ -152,3 +152,11 @@ def test_a_schema_files_mistake_names_both_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value).startswith(f"{path}: dataset: {tmp_path / 'data/nope.yaml'}: labels:")
+
+
+def test_an_error_of_a_file_the_source_names_already_is_not_named_twice() -> None:
+    inner = ConfigError("embedding_dim", "must be at least 1", "spec.json")
+    again = inner.within(source="spec.json (on movielens-1m)")
+    assert str(again) == "spec.json (on movielens-1m): embedding_dim: must be at least 1"
+    nested = inner.within("baselines[0]", "search.yaml")
+    assert str(nested) == "search.yaml: baselines[0]: spec.json: embedding_dim: must be at least 1"

@@ -38,8 +38,9 @@ class ConfigError(NasError):
     def within(self, prefix: str = "", source: str | None = None) -> ConfigError:
         """The same error, its field placed under ``prefix``, naming ``source`` (a file).
         An error of another file (a schema file a search config names) keeps that file's
-        name and field in its message, under ``prefix``."""
-        if source and self.source and self.source != source:
+        name and field in its message, under ``prefix``; one of a file ``source`` already
+        names ("spec.json (on movielens-1m)") takes ``source`` as it is."""
+        if source and self.source and self.source not in source:
             return ConfigError(prefix, str(self), source)
         field = ".".join(part for part in (prefix, self.field) if part)
         return ConfigError(field, self.message, source or self.source)
