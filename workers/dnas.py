@@ -71,7 +71,6 @@ from workers.optimizers import Adam
 from workers.supernet_job import Progress, job_supernet
 from workers.train import (
     CPU,
-    Batches,
     DeviceRows,
     Losses,
     Optimizers,
@@ -155,12 +154,8 @@ class Dnas:
         self.alpha_optimizer = Adam(
             self.alpha.parameters(), lr=s.alpha_lr, betas=(0.5, 0.999), weight_decay=1e-3
         )
-        self.train_batches = Batches(
-            len(self.train.data), s.batch_size, s.seed, self.train.ids_device
-        )
-        self.arch_batches = Batches(
-            len(self.arch_rows.data), s.arch_batch_size, s.seed + 1, self.arch_rows.ids_device
-        )
+        self.train_batches = self.train.batches(s.batch_size, s.seed)
+        self.arch_batches = self.arch_rows.batches(s.arch_batch_size, s.seed + 1)
         # on the host, whatever the device: the same draws (and resumes) everywhere
         self.noise = torch.Generator().manual_seed(s.seed + 2)
         self.uniform = np.random.default_rng(s.seed + 3)  # members of the warm-up

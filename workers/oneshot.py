@@ -39,7 +39,6 @@ from workers.metrics import binary_metrics
 from workers.supernet_job import Progress, job_supernet
 from workers.train import (
     CPU,
-    Batches,
     DeviceRows,
     Losses,
     Optimizers,
@@ -222,7 +221,7 @@ def _train_phase(net, rows, s, steps, seed, draw, state, keep, progress) -> floa
         steps=steps, batch_size=s.batch_size, lr=s.lr, embedding_lr=s.embedding_lr, seed=seed
     )
     losses = Losses(steps, read_every(device_of(net)))
-    batches = Batches(len(rows.data), s.batch_size, seed, rows.ids_device)
+    batches = rows.batches(s.batch_size, seed)
     optimizers = Optimizers(net, config)
     rng = np.random.default_rng(seed)
     step, seconds = 0, 0.0

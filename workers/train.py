@@ -122,7 +122,7 @@ class Batches:
     batches an unbroken run would.
 
     The permutation is drawn on the host (the same batches on every device) and copied to
-    ``device`` (``DeviceRows.ids_device``) once per epoch: a step's ids copied from pageable
+    ``device`` (the rows', ``DeviceRows.batches``) once per epoch: a step's ids copied from pageable
     host memory would make the host wait for the GPU at every step."""
 
     def __init__(self, rows: int, batch_size: int, seed: int, device: torch.device = CPU):
@@ -210,15 +210,14 @@ class DeviceRows:
         self.stream = None if self.resident else torch.cuda.Stream(device)
         self._prefetched: tuple[torch.Tensor, tuple[torch.Tensor, ...]] | None = None
 
-    @property
-    def ids_device(self) -> torch.device:
-        """Where a batch's row ids are read (``Batches``' device): the rows' own."""
-        return self.device if self.resident else CPU
+    def batches(self, batch_size: int, seed: int) -> Batches:
+        """Each step's row ids over these rows, on the device the rows are read from."""
+        return Batches(len(self.data), batch_size, seed, self.device if self.resident else CPU)
 
     def batch(
         self, rows: torch.Tensor, following: torch.Tensor | None = None
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """(the model's inputs, the labels) of ``rows`` (row ids on ``ids_device``).
+        """(the model's inputs, the labels) of ``rows`` (row ids from ``batches``).
         ``following``: the next step's rows, copied meanwhile when the rows live on the host."""
         if self.resident:
             batch = self.data[rows.to(self.device)]
@@ -312,7 +311,7 @@ def train(
     device = device_of(model)
     check_batch(config.batch_size, world()[1])
     rows = DeviceRows(data, device)
-    batches = Batches(len(data), config.batch_size, config.seed, rows.ids_device)
+    batches = rows.batches(config.batch_size, config.seed)
     optimizers = Optimizers(model, config)
     losses = Losses(config.steps, read_every(device))
     # its sites named once per training

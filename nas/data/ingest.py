@@ -250,17 +250,14 @@ def _json_array(values: list) -> pa.Array:
             return pa.array(values if convert is None else [convert(v) for v in values])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             continue
-    return pa.array([_whole_json_text(v) for v in values], pa.string())
+    return pa.array([_json_text(v, items=False) for v in values], pa.string())
 
 
-def _json_text(value: object) -> object:
-    """A JSON value as text: a string as it is, a list item by item, else as JSON writes it."""
-    if isinstance(value, list):
+def _json_text(value: object, items: bool = True) -> object:
+    """A JSON value as text: a string as it is, a list item by item (with ``items``), else
+    as JSON writes it."""
+    if items and isinstance(value, list):
         return [_json_text(item) for item in value]
-    return value if value is None or isinstance(value, str) else json.dumps(value)
-
-
-def _whole_json_text(value: object) -> str | None:
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
