@@ -150,6 +150,30 @@ def test_an_error_prints_the_users_text_as_it_is(tmp_path):
     assert done.returncode == 2 and "root:x:0:0" in done.stderr
 
 
+def test_text_from_a_trial_or_a_search_prints_as_it_is(tmp_path):
+    """Rich markup is off: gloo's errors read "[/__w/...]", which rich took for a closing tag
+    (`nas status` of a search with such a failed trial crashed with a traceback), and
+    "[red]" in a message is the user's text, not a colour."""
+    from nas.service.config import load_config
+    from tests.test_search import nas_here, registry_of, write_search
+
+    runs = tmp_path / "runs"
+    registry = registry_of(runs)
+    registry.create_search(
+        "mark-abc123", "mark", load_config(write_search(tmp_path)).to_dict(), None
+    )
+    gloo = "RuntimeError: [/__w/gloo/pair.cc:537] Read error [127.0.0.1]:27563"
+    trial = registry.add_trial("mark-abc123", None, "a" * 16, None)
+    registry.finish_trial(trial.id, "failed", error=gloo)
+    message = "[red]as written[/red] [/x]"
+    registry.update_search("mark-abc123", status="failed", message=message, pid=None)
+    for args in (("status", "mark"), ("list",), ("pareto", "mark")):
+        done = nas_here(runs, *args)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    status = nas_here(runs, "status", "mark").stdout
+    assert gloo in status and message in status, status
+
+
 def test_blocks_listing():
     done = nas("blocks", "--json")
     names = {b["name"] for b in json.loads(done.stdout)}

@@ -28,9 +28,7 @@ import errno
 import gc
 import sys
 
-from rich.markup import escape
-
-from nas.cli.render import console
+from nas.cli.render import console, phrase, styled
 from nas.core.errors import NasError, TrainingError
 
 GROUPS = ("data", "train", "search", "retrain", "models", "fp8", "dashboard", "doctor")
@@ -45,23 +43,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.run(args)  # a command may return an exit code; None is success
     except TrainingError as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        console.print(phrase(styled("error:", "red"), f" {err}"))
         return 1
     except NasError as err:  # user input, a file, a service: one paragraph, never markup
-        console.print(f"[red]error:[/] {escape(str(err))}", highlight=False)
+        console.print(phrase(styled("error:", "red"), f" {err}"))
         return 2
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
+        console.print(styled("interrupted", "yellow"))
         return 130
     except OSError as err:
         if err.errno != errno.ENOSPC:
             raise
         where = f" holding {err.filename}" if err.filename else ""
         console.print(
-            f"[red]error:[/] no space left on the disk{escape(where)}: free some, or move the "
-            "data cache (RECNAS_CACHE_DIR) or the runs folder (RECNAS_RUNS_DIR) to a larger "
-            "disk, and run the command again (what it was writing was not kept)",
-            highlight=False,
+            phrase(
+                styled("error:", "red"),
+                f" no space left on the disk{where}: free some, or move the data cache "
+                "(RECNAS_CACHE_DIR) or the runs folder (RECNAS_RUNS_DIR) to a larger disk, and "
+                "run the command again (what it was writing was not kept)",
+            )
         )
         return 1
     return code or 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, seed_number, whole_number
-from nas.cli.render import console, emit_json, out, preparing_under, progress_bar
+from nas.cli.render import console, emit_json, out, preparing_under, progress_bar, styled
 
 
 def add_commands(commands) -> None:
@@ -144,7 +144,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     table.add_row("fields", ", ".join(_field_label(f) for f in inputs))
     if empty := [f["name"] for f in inputs if _carries_nothing(f)]:
         table.add_row(
-            "[yellow]warning[/]",
+            styled("warning", "yellow"),
             f"{', '.join(empty)}: no value kept from the training rows (every one missing, or "
             "rarer than min_freq), so the field carries nothing",
         )

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from rich.markup import escape
 from rich.table import Table
 
 from nas.cli.flags import common_flags
-from nas.cli.render import console, emit_json, out
+from nas.cli.render import console, emit_json, out, styled
 
 
 def add_commands(commands) -> None:
@@ -36,7 +35,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for column in ("check", "", "found", "to fix"):
             table.add_column(column, overflow="fold")
         for check in checks:
-            mark = "[green]ok[/]" if check.ok else "[red]no[/]"
-            table.add_row(check.name, mark, escape(check.found), escape(check.fix))
+            mark = styled("ok", "green") if check.ok else styled("no", "red")
+            table.add_row(check.name, mark, check.found, check.fix)
         out.print(table)
     return 0 if all(check.ok for check in checks) else 1

@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from nas.cli.flags import integer, number
-from nas.cli.render import console, emit_json, out
+from nas.cli.render import console, emit_json, out, styled
 from nas.core.errors import ConfigError
 from nas.core.user_files import require_file
 from nas.search.objectives import PROBE_ROWS, PROBE_THRESHOLD
@@ -124,7 +124,7 @@ def _print(result, spec) -> None:
             f"{s.error_tensor:.3f}",
             f"{s.error_row:.3f}",
             f"{s.ne_delta:+.4f}",
-            "yes" if s.safe else "[red]no[/]",
+            "yes" if s.safe else styled("no", "red"),
             s.precision,
             f"{s.bf16_us:.1f}",
             f"{s.fp8_us:.1f}",

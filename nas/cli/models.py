@@ -17,7 +17,7 @@ from rich import box
 from rich.table import Table
 
 from nas.cli.flags import open_registry, registry_flag
-from nas.cli.render import console, emit_json, out
+from nas.cli.render import console, emit_json, out, phrase, styled
 from nas.core.errors import ConfigError
 from nas.core.user_files import require_file
 
@@ -118,10 +118,13 @@ def cmd_models_register(args: argparse.Namespace) -> None:
 
 def print_registered(registered) -> None:
     out.print(
-        f"registered [bold]{registered.name}[/] version {registered.version} "
-        f"({registered.arch_id[:12]}, seed {registered.seed}) as @{registered.alias}; "
-        f"score rows with: nas predict {registered.uri} --input rows.jsonl",
-        highlight=False,
+        phrase(
+            "registered ",
+            styled(registered.name, "bold"),
+            f" version {registered.version} ({registered.arch_id[:12]}, seed {registered.seed}) "
+            f"as @{registered.alias}; score rows with: nas predict {registered.uri} --input "
+            "rows.jsonl",
+        )
     )
 
 

@@ -16,10 +16,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Column
+from rich.text import Text
 
-# Progress and messages; stdout carries results. No emoji codes: user text such as a
-# passwd line's ":x:" would print as an emoji (rich's default).
-console = Console(stderr=True, emoji=False)
+# Progress and messages; stdout carries results. Every string prints as it is: no emoji codes
+# (user text such as a passwd line's ":x:" would print as an emoji, rich's default) and no
+# markup (gloo's errors read "[/__w/pytorch/...]", which rich takes for a closing tag and
+# fails on; a path or a field may hold "[red]"). Colour is given with ``styled`` and ``phrase``.
+console = Console(stderr=True, emoji=False, markup=False)
 
 PIPED_WIDTH = 10_000  # wider than any table: rich would otherwise wrap and cut at 80 columns
 
@@ -27,10 +30,10 @@ PIPED_WIDTH = 10_000  # wider than any table: rich would otherwise wrap and cut 
 def _results_console() -> Console:
     """Results on stdout: a terminal's own width; piped or redirected to a file, tables at
     their full width, never cut (unless $COLUMNS asks for a width)."""
-    console = Console(emoji=False)
+    console = Console(emoji=False, markup=False)
     if console.is_terminal or "COLUMNS" in os.environ:
         return console
-    return Console(width=PIPED_WIDTH, emoji=False)
+    return Console(width=PIPED_WIDTH, emoji=False, markup=False)
 
 
 out = _results_console()
@@ -92,18 +95,28 @@ def progress_bar(fields: str = "{task.fields[note]}", eta: bool = True) -> Progr
     # at 80): there the bar takes what the other columns leave.
     narrow = console.width < 130
     columns = [
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(bar_width=None, table_column=Column(ratio=1)) if narrow else BarColumn(),
         MofNCompleteColumn(),
-        TextColumn(fields),
+        TextColumn(fields, markup=False),
         TimeElapsedColumn(),
     ]
     if eta:
-        columns += [TextColumn("eta"), TimeRemainingColumn()]
+        columns += [TextColumn("eta", markup=False), TimeRemainingColumn()]
     return Progress(*columns, console=console, expand=narrow)
 
 
-def status_text(status: str) -> str:
+def styled(text: object, style: str) -> Text:
+    """``text`` as it is, in ``style`` (a colour, "bold")."""
+    return Text(str(text), style=style)
+
+
+def phrase(*parts: str | Text) -> Text:
+    """One line of plain strings and ``styled`` parts."""
+    return Text.assemble(*parts)
+
+
+def status_text(status: str) -> Text:
     color = {
         "completed": "green",
         "running": "cyan",
@@ -114,4 +127,4 @@ def status_text(status: str) -> str:
         "cancelling": "yellow",
         "stopped": "yellow",
     }.get(status, "white")
-    return f"[{color}]{status}[/]"
+    return styled(status, color)

@@ -7,11 +7,19 @@ import math
 from pathlib import Path
 
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from nas.cli.flags import integer, number, open_registry, registry_flag
-from nas.cli.render import console, emit_json, format_value, out, progress_bar, status_text
+from nas.cli.render import (
+    console,
+    emit_json,
+    format_value,
+    out,
+    phrase,
+    progress_bar,
+    status_text,
+    styled,
+)
 from nas.cli.signals import stop_on_sigterm
 from nas.core.errors import ConfigError
 from nas.service.reporter import Reporter
@@ -142,10 +150,13 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
     retrain = config.retrain
     if not args.json:
         console.print(
-            f"retrain [bold]{search.id}[/] of {retrain.of}: {len(retrain.picks)} "
-            f"architectures x {retrain.seeds} seeds, {config.budget.steps} steps each on "
-            f"{retrain.train_on}, measured on the test split of {config.dataset}",
-            highlight=False,
+            phrase(
+                "retrain ",
+                styled(search.id, "bold"),
+                f" of {retrain.of}: {len(retrain.picks)} architectures x {retrain.seeds} seeds, "
+                f"{config.budget.steps} steps each on {retrain.train_on}, measured on the test "
+                f"split of {config.dataset}",
+            )
         )
     reporter = Reporter() if args.json else RetrainReporter()
     controller, search = run_controller(registry, search, RetrainController, checked, reporter)
@@ -170,9 +181,11 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
         print_registered(recording.registered)
     if recording.register_error:
         console.print(
-            f"[red]error:[/] could not register the model: {escape(recording.register_error)}; "
-            f"try again with: nas models register {search.id} {retrain.register_as.name}",
-            highlight=False,
+            phrase(
+                styled("error:", "red"),
+                f" could not register the model: {recording.register_error}; try again with: "
+                f"nas models register {search.id} {retrain.register_as.name}",
+            )
         )
     return code
 
@@ -233,7 +246,9 @@ class RetrainReporter(Reporter):
         self.progress.update(self.task, description=f"training {trial.label}")
 
     def trial_retried(self, trial, reason: str) -> None:
-        self.progress.console.print(f"[yellow]retrying[/] {trial.label}: {reason}", highlight=False)
+        self.progress.console.print(
+            phrase(styled("retrying", "yellow"), f" {trial.label}: {reason}")
+        )
 
     def trial_finished(self, trial, report) -> None:
         done = report.counts["completed"] + report.counts["failed"]
@@ -242,7 +257,7 @@ class RetrainReporter(Reporter):
         if trial.status == "failed":
             first = (trial.error or "").splitlines()[0] if trial.error else ""
             self.progress.console.print(
-                f"[yellow]{trial.label} failed:[/] {first}", highlight=False
+                phrase(styled(f"{trial.label} failed:", "yellow"), f" {first}")
             )
 
     def stop(self) -> None:

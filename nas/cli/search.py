@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from nas.cli.flags import integer, open_registry, registry_flag, seed_number
 from nas.cli.render import (
@@ -19,9 +20,11 @@ from nas.cli.render import (
     emit_json,
     format_value,
     out,
+    phrase,
     preparing_under,
     progress_bar,
     status_text,
+    styled,
 )
 from nas.cli.retrain import run_retrain, status_of_retrain
 from nas.cli.signals import stop_on_sigterm
@@ -150,11 +153,14 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
     reporter = Reporter() if args.json else ProgressReporter(checked.config)
     if not args.json:
         console.print(
-            f"search [bold]{search.id}[/]: {checked.config.space.name} space, "
-            f"{checked.config.strategy.name} strategy, {checked.config.budget.candidates} "
-            f"candidates + {len(checked.baselines)} baselines, "
-            f"{checked.config.budget.steps} steps each, on {checked.config.dataset}",
-            highlight=False,
+            phrase(
+                "search ",
+                styled(search.id, "bold"),
+                f": {checked.config.space.name} space, {checked.config.strategy.name} strategy, "
+                f"{checked.config.budget.candidates} candidates + {len(checked.baselines)} "
+                f"baselines, {checked.config.budget.steps} steps each, on "
+                f"{checked.config.dataset}",
+            )
         )
     _, search = run_controller(registry, search, Controller, checked, reporter)
     trials = registry.trials(search.id)
@@ -219,7 +225,9 @@ class ProgressReporter(Reporter):
     def trial_retried(self, trial, reason: str) -> None:
         label = trial.label or trial.arch_id[:8]
         self.progress.console.print(
-            f"[yellow]retrying[/] {label} (attempt {trial.attempts + 1}): {reason}", highlight=False
+            phrase(
+                styled("retrying", "yellow"), f" {label} (attempt {trial.attempts + 1}): {reason}"
+            )
         )
 
     def trial_finished(self, trial, summary) -> None:
@@ -235,7 +243,7 @@ class ProgressReporter(Reporter):
         if trial.status == "failed":
             first_line = (trial.error or "").splitlines()[0] if trial.error else ""
             self.progress.console.print(
-                f"[yellow]trial {trial.number} failed:[/] {first_line}", highlight=False
+                phrase(styled(f"trial {trial.number} failed:", "yellow"), f" {first_line}")
             )
 
     def stop(self) -> None:
@@ -248,9 +256,11 @@ def _print_ending(search) -> None:
     color = {"completed": "green", "cancelled": "yellow"}.get(search.status, "red")
     note = f" ({search.message})" if search.message else ""
     console.print(
-        f"search {search.id}: [{color}]{search.status}[/]{note} after "
-        f"{search.elapsed_s / 60:.1f} min",
-        highlight=False,
+        phrase(
+            f"search {search.id}: ",
+            styled(search.status, color),
+            f"{note} after {search.elapsed_s / 60:.1f} min",
+        )
     )
     if search.status in ("interrupted", "failed"):
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
@@ -477,8 +487,10 @@ def _print_unsettled(trials) -> None:
         result = t.metrics or {}
         if not t.is_candidate and _unsettled(result):
             console.print(
-                f"[yellow]note[/]: {t.arch_id} decoded {result['arch_id']}{_settled(result)}",
-                highlight=False,
+                phrase(
+                    styled("note", "yellow"),
+                    f": {t.arch_id} decoded {result['arch_id']}{_settled(result)}",
+                )
             )
 
 
@@ -577,9 +589,9 @@ def print_front(search, summary) -> None:
     for name in extras:
         table.add_column(name, justify="right")
     for c in summary.front:
-        label = f"[orange3]{c.label} (baseline)[/]" if c.is_baseline else c.arch_id
+        label = styled(f"{c.label} (baseline)", "orange3") if c.is_baseline else Text(c.arch_id)
         if len(summary.objectives) > 1 and summary.knee and c.number == summary.knee.number:
-            label += " [red]* knee[/]"
+            label.append(" * knee", style="red")
         cells = [format_value(n, v) for n, v in zip(summary.objectives, c.values, strict=True)]
         extra = [format_value(n, c.metrics.get(n)) for n in extras]
         table.add_row(str(c.number), label, *cells, *extra)
