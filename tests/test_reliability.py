@@ -158,13 +158,14 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
         assert workers, "a Tune worker trains the candidate"
         time.sleep(3)  # into training
         workers[0].send_signal(signal.SIGKILL)
-        _, err = submit.communicate(timeout=600)
+        out, err = submit.communicate(timeout=600)
     finally:
         if submit.poll() is None:
             submit.kill()
             submit.communicate()
     assert submit.returncode == 0, err
     assert "Traceback" not in err and "ActorDiedError" not in err, err
+    assert "raylet" not in out + err, out  # Ray's words: runs/ray/errors.log
     (search,) = registry_of(runs).list_searches()
     trials = registry_of(runs).trials(search.id)
     (trial,) = trials
@@ -172,6 +173,47 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     (reason,) = trial.timings["retried_after"]
     assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
     assert "retrying" in err
+
+
+@pytest.mark.slow
+def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
+    tmp_path: Path,
+) -> None:
+    """Rank 0's collective fails with gloo's error when rank 1's worker dies: the candidate is
+    retried, as when its own worker dies, and Ray's paragraph about the dead worker goes to
+    the runs folder's ray/errors.log, not into the JSON on stdout."""
+    runs = runs_with_store(tmp_path)
+    path = tmp_path / "dp.yaml"
+    path.write_text(
+        "name: dp\ndataset: movielens-100k\n"
+        "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
+        "strategy: random\nbudget: {candidates: 1, steps: 1500}\ntrain: {batch_size: 256}\n"
+        "resources: {concurrency: 1, cpus_per_trial: 1, workers_per_trial: 2}\n"
+        "scheduler: null\ninclude_baselines: false\n"
+    )
+    submit = start_submit(runs, path, "--json")
+    try:
+        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+        deadline = time.time() + 120
+        while not (ranks := _workers_named(submit.pid, "_Rank")) and time.time() < deadline:
+            time.sleep(0.5)
+        assert ranks, "an actor trains rank 1"
+        time.sleep(3)  # into training
+        ranks[0].send_signal(signal.SIGKILL)
+        out, err = submit.communicate(timeout=600)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    assert submit.returncode == 0, err
+    assert json.loads(out)["status"] == "completed", out
+    assert "Traceback" not in err and "raylet" not in err, err
+    (search,) = registry_of(runs).list_searches()
+    (trial,) = registry_of(runs).trials(search.id)
+    assert trial.status == "completed" and trial.attempts == 2, trial.error
+    (reason,) = trial.timings["retried_after"]
+    assert reason.startswith("attempt 1: the Ray worker of data-parallel rank 1 died"), reason
+    assert "A worker died" in (runs / "ray" / "errors.log").read_text()
 
 
 @pytest.mark.slow
@@ -239,10 +281,15 @@ def _alive(process: psutil.Process) -> bool:
 
 def _tune_workers(driver: int) -> list[psutil.Process]:
     """The Ray workers running a Tune trial for the search process ``driver``."""
+    return _workers_named(driver, "ImplicitFunc")
+
+
+def _workers_named(driver: int, name: str) -> list[psutil.Process]:
+    """The Ray workers of the search process ``driver`` whose command line has ``name``."""
     found = []
     for process in psutil.Process(driver).children(recursive=True) + _marked(driver):
         try:
-            if "ImplicitFunc" in " ".join(process.cmdline()):
+            if name in " ".join(process.cmdline()):
                 found.append(process)
         except psutil.Error:  # gone in between
             continue

@@ -58,6 +58,8 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
         # The last rung is the full budget's: the scheduler files it at its top rung.
         if result.rungs and request.settings.rungs:
             rung = {"step": result.steps, "rung_ne": result.rungs[-1]["ne"]}
+    except RankLost:  # not the candidate's fault: Tune records a failed trial, which is retried
+        raise
     except NasError as err:
         outcome, payload = "failed", str(err)
     except MemoryError:
@@ -149,13 +151,30 @@ def _run(
     return result
 
 
+class RankLost(Exception):
+    """A data-parallel rank's Ray worker died (a kill, a lost node, a crash outside Python):
+    raised out of the trial, so that the controller trains the candidate again
+    (``resources.max_retries``), as it does a candidate whose own worker died."""
+
+
+# How long rank 0, whose collective failed, waits to learn whether another rank ended (a
+# worker's death reaches Ray within a second or two; one still training is not waited for).
+RANK_NEWS_S = 10.0
+
+
 class _Group:
     """A data-parallel candidate (``resources.workers_per_trial``): this trial's process is
-    rank 0, which reports to Tune; ranks 1..N-1 are Ray tasks in the trial's own placement
+    rank 0, which reports to Tune; ranks 1..N-1 are Ray actors in the trial's own placement
     group (one bundle of ``cpus_per_trial`` CPUs per rank), which Tune removes when the
-    trial ends, however it ends (completed, failed, or stopped at a rung): the tasks go
+    trial ends, however it ends (completed, failed, or stopped at a rung): the actors go
     with it. Every rank trains the same way (``workers/data_parallel.py``) and checks
     itself on the same rows, so they stop at the same step.
+
+    When another rank ends early, rank 0's next collective fails with gloo's error
+    ("Connection reset by peer"); the trial then fails with that rank's own error (a NaN,
+    its memory limit), or, where its worker died, raises ``RankLost`` to be retried. The
+    ranks are actors, not tasks: Ray prints a line of its own to the search's terminal for
+    a task whose worker died, and none for an actor.
 
     Written here rather than with Ray Train's ``TorchTrainer``: in Ray 2.60 a Train run
     inside a Tune trial that the scheduler stops keeps its workers' CPUs (its cleaner
@@ -164,6 +183,7 @@ class _Group:
 
     def __init__(self, config: dict[str, Any], data: TrialData, settings):
         self.config, self.data, self.settings = config, data, settings
+        self.ranks: list = []  # the actors: a handle dropped would end its actor
         self.refs: list = []
 
     def __enter__(self) -> _Group:
@@ -175,15 +195,15 @@ class _Group:
         size = self.settings.workers
         address = f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
         group = get_current_placement_group()
-        rank_task = ray.remote(_other_rank)
+        rank_actor = ray.remote(_Rank)
         data = ray.put(self.data)
         for rank in range(1, size):
             where = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)
-            self.refs.append(
-                rank_task.options(
-                    num_cpus=self.settings.threads, scheduling_strategy=where, max_retries=0
-                ).remote(self.config, data, address, rank, size)
-            )
+            actor = rank_actor.options(
+                num_cpus=self.settings.threads, scheduling_strategy=where, max_restarts=0
+            ).remote()
+            self.ranks.append(actor)
+            self.refs.append(actor.run.remote(self.config, data, address, rank, size))
         dist.init_process_group("gloo", init_method=address, rank=0, world_size=size)
         return self
 
@@ -193,24 +213,59 @@ class _Group:
 
         done, _ = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)
         for ref in done:
-            ray.get(ref)  # a rank that failed: its error, here
-            raise TrainingError("a data-parallel rank ended before rank 0")
+            self._raise_for(ref)
 
     def __exit__(self, kind, error, trace) -> None:
         import ray
         import torch.distributed as dist
 
-        if error is None:
-            ray.get(self.refs)
-        dist.destroy_process_group()
+        try:
+            if error is None:
+                ray.get(self.refs)
+            elif not isinstance(error, NasError):  # rank 0's own failure needs no news
+                self._why_a_rank_ended()
+        finally:
+            dist.destroy_process_group()
+            for actor in self.ranks:
+                ray.kill(actor)
+
+    def _why_a_rank_ended(self) -> None:
+        """After rank 0's collective failed: why another rank ended, if one did within
+        ``RANK_NEWS_S`` (else rank 0's error stands)."""
+        import ray
+
+        done, _ = ray.wait(self.refs, num_returns=1, timeout=RANK_NEWS_S)
+        for ref in done:
+            self._raise_for(ref)
+
+    def _raise_for(self, ref) -> None:
+        """Raise why the rank of ``ref``, which ended before rank 0, did: its own error (a
+        NaN, its memory limit, a bug), or ``RankLost`` where its Ray worker died."""
+        import ray
+        from ray.exceptions import RayError, RayTaskError
+
+        rank = self.refs.index(ref) + 1
+        try:
+            ray.get(ref)
+        except RayTaskError as err:
+            raise err.cause from None
+        except RayError as err:
+            first = (str(err).strip().splitlines() or [""])[0][:160]
+            raise RankLost(
+                f"the Ray worker of data-parallel rank {rank} died (killed, or crashed outside "
+                f"Python): {type(err).__name__}: {first}"
+            ) from None
+        raise TrainingError(f"data-parallel rank {rank} ended before rank 0")
 
 
-def _other_rank(config: dict[str, Any], data, address: str, rank: int, size: int) -> None:
-    """Rank ``rank`` of a data-parallel candidate (``_Group``)."""
-    import torch.distributed as dist
+class _Rank:
+    """Rank 1..N-1 of a data-parallel candidate (``_Group``), as a Ray actor."""
 
-    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
-    try:
-        _run(TrialRequest.from_config(config), data, report_rungs=False)
-    finally:
-        dist.destroy_process_group()
+    def run(self, config: dict[str, Any], data, address: str, rank: int, size: int) -> None:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
+        try:
+            _run(TrialRequest.from_config(config), data, report_rungs=False)
+        finally:
+            dist.destroy_process_group()

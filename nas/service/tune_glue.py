@@ -14,6 +14,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from nas.search.pareto import pareto_order
 # <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
 MAX_RAY_TEMP_LEN = 107 - 62
 DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
+ERRORS_LOG = "errors.log"  # in ray_dir(): what Ray's driver would print on stdout
 THROWAWAY_PREFIX = "recnas-ray-"  # Ray's folder in /tmp when the runs folder's path is long
 RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
 # The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
@@ -69,6 +71,7 @@ def init_ray(address: str | None) -> bool:
     # a setup job that ended there, its MLflow run and plots included (1-2 s): nothing a user
     # could act on.
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
+    _published_errors_to_file()
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         import blocks
@@ -108,6 +111,27 @@ def init_ray(address: str | None) -> bool:
             log_to_driver=False,
         )
     return True
+
+
+def _published_errors_to_file() -> None:
+    """Ray's driver prints each error its cluster publishes (a worker that died: a paragraph
+    of ids and advice) on stdout, whatever ``log_to_driver`` says, and stdout carries
+    results (``--json``). The controller says what happened in one line (``worker_crash``);
+    Ray's own words go to ``errors.log`` in the runs folder's ``ray/``. Ray has no option
+    for this: its module's printer is replaced (the thread that prints the errors,
+    ``listen_error_messages``, looks it up at each one)."""
+    import ray._private.worker as ray_worker
+
+    log = ray_dir() / ERRORS_LOG
+
+    def keep(data: dict, ignore_prefix: bool = False) -> None:
+        with contextlib.suppress(OSError):  # a full disk: Ray's words are lost, nothing else
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as file:
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+                file.write(f"{stamp} ({data.get('pid')}) " + "\n".join(data["lines"]) + "\n")
+
+    ray_worker.print_to_stdstream = keep
 
 
 def check_gpus(per_trial: float) -> None:
@@ -450,6 +474,10 @@ def worker_crash(trial) -> WorkerCrash:
         text = Path(trial.error_file).read_text(errors="replace")
     lines = [line for line in text.strip().splitlines() if line.strip()]
     oom = "OutOfMemoryError" in text
+    lost = next((line for line in lines if "RankLost: " in line), None)
+    if lost is not None:  # workers/search_trial.py: another rank's worker died; its words
+        reason = lost.split("RankLost: ", 1)[1].strip()[:300]
+        return WorkerCrash(reason, "OutOfMemoryError" in reason)
     if oom:
         reason = "killed by Ray's memory monitor: the node ran low on memory"
     elif "ActorDiedError" in text or "RayActorError" in text or "died unexpectedly" in text:
