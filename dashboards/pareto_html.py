@@ -17,6 +17,7 @@ Pure functions of registry rows and a ``SearchSummary``; nothing here talks to M
 
 from __future__ import annotations
 
+from html import escape
 from itertools import combinations
 
 import numpy as np
@@ -28,7 +29,8 @@ LOG_SCALE = ("flops", "serving_flops", "params")
 
 def _hover(c, link: str | None) -> str:
     m = c.metrics
-    parts = [f"<b>{c.label}</b>", f"arch_id {c.arch_id}", f"trial {c.number}"]
+    # plotly's hover text is HTML: a spec's name is the user's text, shown as written
+    parts = [f"<b>{escape(c.label)}</b>", f"arch_id {c.arch_id}", f"trial {c.number}"]
     for key, fmt in (("ne", ".4f"), ("auc", ".4f"), ("flops", ".4s"), ("params", ".4s")):
         if m.get(key) is not None:
             parts.append(f"{key} {format(m[key], fmt) if fmt != '.4s' else _si(m[key])}")
@@ -207,8 +209,6 @@ def progress_figure(summary, trials, title: str):
 
 def page(title: str, *figures) -> str:
     """One page that opens anywhere, offline: plotly.js inlined once, then each figure."""
-    from html import escape
-
     parts = [
         figure.to_html(full_html=False, include_plotlyjs=(k == 0))
         for k, figure in enumerate(figures)
