@@ -265,17 +265,23 @@ class PreparedDataset:
         return self.array("labels" if self.schema.labels else "label")
 
     def problems(self, checksums: bool = True) -> list[str]:
-        """Files that are missing, or not of their size, or (with ``checksums``: every byte
-        read, seconds per GB) do not match their checksum. Empty when intact."""
+        """Files that are missing, or not of their size, or that do not match their checksum
+        (every byte read, seconds per GB): with ``checksums`` every file is checked so,
+        else only a file whose modification time is not the one recorded as it was written
+        (changed in place: a training would read other ids than were prepared). Empty when
+        intact."""
         found = []
-        sizes = self.manifest.get("sizes", {})
+        sizes, mtimes = self.manifest.get("sizes", {}), self.manifest.get("mtimes", {})
         for name, expected in self.manifest["files"].items():
             path = self.root / name
             if not path.exists():
                 found.append(f"{path} is missing")
-            elif name in sizes and path.stat().st_size != sizes[name]:
+                continue
+            stat = path.stat()
+            touched = name in mtimes and stat.st_mtime_ns != mtimes[name]
+            if name in sizes and stat.st_size != sizes[name]:
                 found.append(f"{path} is not of its size ({sizes[name]:,} bytes)")
-            elif checksums and sha256_file(path) != expected:
+            elif (checksums or touched) and sha256_file(path) != expected:
                 found.append(f"{path} does not match its checksum")
         return found
 
@@ -452,7 +458,9 @@ class PreparedWriter:
         (self.tmp / RAW_FORM).write_text(raw_form)
         names = sorted(p.name for p in self.tmp.iterdir())
         manifest["files"] = {name: sha256_file(self.tmp / name) for name in names}
-        manifest["sizes"] = {name: (self.tmp / name).stat().st_size for name in names}
+        stats = {name: (self.tmp / name).stat() for name in names}
+        manifest["sizes"] = {name: stat.st_size for name, stat in stats.items()}
+        manifest["mtimes"] = {name: stat.st_mtime_ns for name, stat in stats.items()}
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         old = self.root.with_name(f"{self.root.name}{WORK_SUFFIXES[1]}{os.getpid()}")
         if self.root.exists():

@@ -142,6 +142,24 @@ def test_a_damaged_cache_is_named_when_loaded_and_rebuilt_by_prepare(fresh_cache
     assert data_check(fresh_cache).ok
 
 
+def test_a_file_changed_in_place_is_named_when_loaded(fresh_cache):
+    """Bytes changed in place (same size: ids beyond the vocabulary) used to reach training
+    as an IndexError; a file whose modification time moved is checked against its checksum
+    as the dataset loads. A file only touched still loads."""
+    import os
+
+    first, _ = prepare_dataset("movielens-100k", fresh_cache)
+    path = first.root / "categorical.npy"
+    os.utime(path, ns=(0, 10**18))  # touched: its bytes are as prepared
+    assert not load_dataset("movielens-100k", fresh_cache).problems(checksums=False)
+    ids = np.load(path, mmap_mode="r+")
+    ids[100:200] = 2**30
+    ids.flush()
+    del ids
+    with pytest.raises(NasError, match="categorical.npy does not match its checksum"):
+        load_dataset("movielens-100k", fresh_cache)
+
+
 def test_split_checksum_depends_on_assignment():
     split = np.array([0, 0, 1, 2], dtype=np.int8)
     rows = np.arange(4)
