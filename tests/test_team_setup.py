@@ -27,6 +27,7 @@ import yaml
 from mlflow import MlflowClient
 
 from nas.service.registry import Registry
+from tests.mlflow_server import mlflow_server as serving_mlflow
 from tests.test_search import REPO, env_for, nas, start_submit, write_search
 
 # `make test` runs a test file on one worker (xdist's loadfile): the module fixtures
@@ -83,49 +84,13 @@ def postgres():
 @pytest.fixture(scope="module")
 def mlflow_server(postgres: str):
     """`mlflow server` backed by the Postgres above, artifacts served from a folder."""
-    port = _free_port()
     artifacts = Path(tempfile.mkdtemp(prefix="recnas-artifacts-"))
-    log = artifacts.parent / f"{artifacts.name}.log"
-    with log.open("wb") as stderr:
-        server = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "mlflow"),
-                "server",
-                "--backend-store-uri",
-                f"{postgres.replace('postgresql://', 'postgresql+psycopg://')}/mlflow",
-                "--artifacts-destination",
-                artifacts.as_uri(),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "1",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-            # MLflow's job runner (GenAI jobs) is not what a search needs: 8 processes fewer.
-            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        )
-    uri = f"http://127.0.0.1:{port}"
+    backend = f"{postgres.replace('postgresql://', 'postgresql+psycopg://')}/mlflow"
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                import urllib.request
-
-                with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                    break
-            except OSError:
-                assert server.poll() is None, log.read_text(errors="replace")[-2000:]
-                time.sleep(0.5)
-        yield uri, artifacts
+        with serving_mlflow(backend, artifacts, _free_port()) as uri:
+            yield uri, artifacts
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
         shutil.rmtree(artifacts, ignore_errors=True)
-        log.unlink(missing_ok=True)
 
 
 def test_a_search_on_postgres_and_an_mlflow_server_survives_kill_9_and_resumes(

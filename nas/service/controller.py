@@ -112,6 +112,7 @@ class Controller:
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
         self.cancelled = False
         self.interrupted = False  # a first Ctrl-C: the trials stop, the search is resumable
+        self.failure: Exception | None = None  # in Tune's hooks (``failed``): the search stops
         self.deadline: float | None = None  # budget.max_minutes, as a time.time()
         self._last_poll = 0.0
         self.tracker = Tracker(self.plan.tracking_uri, self.plan.artifact_root)
@@ -133,6 +134,7 @@ class Controller:
         status, message = "failed", None
         heartbeat = Heartbeat(self.registry, search.id)
         started_ray = False
+        stopped_by: BaseException | None = None
         try:
             trials = self.begin(search)
             remaining = self._time_left(search)
@@ -143,11 +145,11 @@ class Controller:
             check_gpus(self.config.resources.gpus_per_trial)
             self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
-        except KeyboardInterrupt:
-            status, message = "interrupted", INTERRUPTED
+        except KeyboardInterrupt as err:
+            status, message, stopped_by = "interrupted", INTERRUPTED, err
             raise
         except Exception as err:
-            message = f"{type(err).__name__}: {err}".splitlines()[0]
+            message, stopped_by = f"{type(err).__name__}: {err}".splitlines()[0], err
             raise
         finally:
             heartbeat.stop()
@@ -156,6 +158,11 @@ class Controller:
             # systemd sends) Ray's processes are gone and its shutdown can hang for a minute.
             try:
                 search = self.recording.close(search, status, message, time.time() - start)
+            except NasError:
+                if stopped_by is None:
+                    raise
+                # What stopped the search is the news (MLflow down, say, fails its close too);
+                # the registry has the end recorded before the close failed.
             finally:
                 if started_ray:
                     shutdown_ray()
@@ -209,6 +216,8 @@ class Controller:
             self.setup.close("search stopped" if self.setup.error is None else "a job failed")
         if self.setup.error is not None:
             raise self.setup.error
+        if self.failure is not None:
+            raise self.failure
         if unfinished and self.deadline is not None and time.time() >= self.deadline - 1:
             self.setup_stop = "stopped"
 
@@ -556,8 +565,20 @@ class Controller:
 
     def should_stop(self) -> bool:
         """Whether the trials must stop now: ``nas cancel``, a first Ctrl-C, a failed setup
-        job."""
-        return self.poll_cancel() or self.interrupted or self.setup.error is not None
+        job, a failure in the bookkeeping."""
+        return (
+            self.poll_cancel()
+            or self.interrupted
+            or self.setup.error is not None
+            or self.failure is not None
+        )
+
+    def failed(self, error: Exception) -> None:
+        """An error in Tune's hooks (recording a trial, the setup jobs' pump): the registry
+        or MLflow stopped answering, or a bug. The trials stop, and the search ends failed
+        with it (``_run_phases`` raises it), resumable; the first one is kept."""
+        if self.failure is None:
+            self.failure = error
 
     def poll_cancel(self) -> bool:
         """Whether ``nas cancel`` asked this search to stop (reads the registry at most once
@@ -611,3 +632,6 @@ def run_controller(registry, search, controller_class, checked, reporter):
         return controller, controller.run()
     except KeyboardInterrupt:
         return controller, registry.get_search(search.id)
+    except NasError as err:  # recorded as failed (the store that failed may be MLflow's)
+        err.args = (f"{err}\nthe search stopped, resumable: nas resume {search.id}",)
+        raise

@@ -24,7 +24,7 @@ from nas.service.registry import Registry, Search, Trial
 from nas.service.registry.models import FINISHED, utcnow
 from nas.service.reporter import Reporter
 from nas.service.summary import SearchSummary, summarize
-from nas.service.tracking import Tracker
+from nas.service.tracking import Tracker, TrackingError
 
 
 @dataclass(frozen=True)
@@ -179,9 +179,14 @@ class Recording:
         )
         if self.search is not None and self.search.mlflow_run_id:  # None: MLflow unreachable
             try:
-                self.log_end(search, self.registry.trials(search.id))
-            finally:  # the run says how the search ended, even if its front failed to log
-                self.tracker.end_search(search.mlflow_run_id, status)
+                try:
+                    self.log_end(search, self.registry.trials(search.id))
+                finally:  # the run says how the search ended, even if its front failed to log
+                    self.tracker.end_search(search.mlflow_run_id, status)
+            except TrackingError as err:
+                if status == "completed":  # MLflow lacks its end: `nas resume` logs it
+                    self.registry.update_search(search.id, status="failed", message=str(err))
+                raise
         return search
 
     def log_end(self, search: Search, trials: list[Trial]) -> None:

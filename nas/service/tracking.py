@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,19 @@ METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch call
 
 class TrackingError(NasError):
     """The MLflow tracking store cannot be reached or written."""
+
+
+def _unanswered(reason: str) -> str:
+    """A request the server never answered reads, from MLflow, "API request to URL failed
+    with exception HTTPConnectionPool(...): Max retries exceeded with url: ... (Caused by
+    NewConnectionError(...: [Errno 111] Connection refused))": that, in a few words. Any
+    other reason (the server's own error) as it is."""
+    if "Max retries exceeded" not in reason:
+        return reason
+    why = re.search(r"\[Errno -?\d+\] ([^\"')(]+)", reason) or re.search(
+        r"(timed out|Connection aborted|Remote end closed connection)", reason
+    )
+    return "the server did not answer" + (f" ({why.group(1).strip()})" if why else "")
 
 
 def flatten_spec(spec: dict[str, Any]) -> dict[str, str]:
@@ -107,7 +121,9 @@ class Tracker:
         except (MlflowException, SQLAlchemyError, OSError) as err:
             # A database error's message goes on with its SQL statement and parameters.
             reason = str(getattr(err, "message", None) or err).strip().splitlines()[0]
-            raise TrackingError(f"MLflow at {self.uri}: could not {what}: {reason}") from None
+            raise TrackingError(
+                f"MLflow at {self.uri}: could not {what}: {_unanswered(reason)}"
+            ) from None
 
     def experiment(self, name: str) -> str:
         """The experiment ``name`` (made if missing), marked as model training: MLflow's UI

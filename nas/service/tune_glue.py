@@ -284,6 +284,8 @@ class TuneHost(Protocol):
 
     def pump(self) -> None: ...
 
+    def failed(self, error: Exception) -> None: ...
+
     def yardstick(self, tune_id: str) -> bool: ...
 
     def stopped_early(self, tune_id: str) -> None: ...
@@ -326,17 +328,29 @@ class StrategySearcher(_Glue, Searcher):
 
 
 class Recorder(_Glue, Callback):
+    """Tune's callbacks into the controller. Tune swallows a callback's exception (it logs
+    it, fails that trial and goes on), which would leave a trial half recorded and the
+    search running blind when the registry or MLflow stops answering. So each hook hands
+    its error to the controller (``failed``): the search stops and ends failed, with the
+    reason, resumable."""
+
     def __init__(self, controller: TuneHost):
         self.controller = controller
 
+    def _hear(self, hook: Callable[..., None], *args) -> None:
+        try:
+            hook(*args)
+        except Exception as err:
+            self.controller.failed(err)
+
     def on_step_begin(self, iteration, trials, **info) -> None:
-        self.controller.pump()  # the setup jobs, while trials train beside them
+        self._hear(self.controller.pump)  # the setup jobs, while trials train beside them
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
-        self.controller.record(trial.trial_id, trial.last_result, None)
+        self._hear(self.controller.record, trial.trial_id, trial.last_result, None)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
-        self.controller.record(trial.trial_id, None, worker_crash(trial))
+        self._hear(self.controller.record, trial.trial_id, None, worker_crash(trial))
 
 
 class StopWhenAsked(_Glue, Stopper):
