@@ -570,7 +570,10 @@ def cmd_pareto(args: argparse.Namespace) -> None:
 
 def print_front(search, summary) -> None:
     if not summary.front:
-        console.print(f"search {search.id} has no completed candidates yet")
+        failed = summary.counts["failed"]
+        why = f" ({failed} failed; the reasons: nas status {search.id})" if failed else ""
+        still = " yet" if search.status == "running" else ""
+        console.print(f"search {search.id} has no completed candidates{still}{why}")
         return
     table = Table(
         title=f"Pareto front of {search.id} over "
