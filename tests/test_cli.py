@@ -162,7 +162,7 @@ def test_text_from_a_trial_or_a_search_prints_as_it_is(tmp_path):
     registry.create_search(
         "mark-abc123", "mark", load_config(write_search(tmp_path)).to_dict(), None
     )
-    gloo = "RuntimeError: [/__w/gloo/pair.cc:537] Read error [127.0.0.1]:27563"
+    gloo = "RuntimeError: [/__w/gloo/pair.cc:537] [127.0.0.1]"  # fits 80 columns
     trial = registry.add_trial("mark-abc123", None, "a" * 16, None)
     registry.finish_trial(trial.id, "failed", error=gloo)
     message = "[red]as written[/red] [/x]"

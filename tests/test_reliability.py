@@ -195,9 +195,9 @@ def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
     try:
         wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
         deadline = time.time() + 120
-        while not (ranks := _workers_named(submit.pid, "_Rank")) and time.time() < deadline:
+        while not (ranks := _workers_named(submit.pid, "_other_rank")) and time.time() < deadline:
             time.sleep(0.5)
-        assert ranks, "an actor trains rank 1"
+        assert ranks, "a Ray task trains rank 1"
         time.sleep(3)  # into training
         ranks[0].send_signal(signal.SIGKILL)
         out, err = submit.communicate(timeout=600)
@@ -327,7 +327,11 @@ def _tune_workers(driver: int) -> list[psutil.Process]:
 def _workers_named(driver: int, name: str) -> list[psutil.Process]:
     """The Ray workers of the search process ``driver`` whose command line has ``name``."""
     found = []
-    for process in psutil.Process(driver).children(recursive=True) + _marked(driver):
+    try:
+        children = psutil.Process(driver).children(recursive=True)
+    except psutil.NoSuchProcess:  # the search ended
+        return found
+    for process in children + _marked(driver):
         try:
             if name in " ".join(process.cmdline()):
                 found.append(process)

@@ -164,17 +164,15 @@ RANK_NEWS_S = 10.0
 
 class _Group:
     """A data-parallel candidate (``resources.workers_per_trial``): this trial's process is
-    rank 0, which reports to Tune; ranks 1..N-1 are Ray actors in the trial's own placement
+    rank 0, which reports to Tune; ranks 1..N-1 are Ray tasks in the trial's own placement
     group (one bundle of ``cpus_per_trial`` CPUs per rank), which Tune removes when the
-    trial ends, however it ends (completed, failed, or stopped at a rung): the actors go
+    trial ends, however it ends (completed, failed, or stopped at a rung): the tasks go
     with it. Every rank trains the same way (``workers/data_parallel.py``) and checks
     itself on the same rows, so they stop at the same step.
 
     When another rank ends early, rank 0's next collective fails with gloo's error
     ("Connection reset by peer"); the trial then fails with that rank's own error (a NaN,
-    its memory limit), or, where its worker died, raises ``RankLost`` to be retried. The
-    ranks are actors, not tasks: Ray prints a line of its own to the search's terminal for
-    a task whose worker died, and none for an actor.
+    its memory limit), or, where its worker died, raises ``RankLost`` to be retried.
 
     Written here rather than with Ray Train's ``TorchTrainer``: in Ray 2.60 a Train run
     inside a Tune trial that the scheduler stops keeps its workers' CPUs (its cleaner
@@ -183,7 +181,6 @@ class _Group:
 
     def __init__(self, config: dict[str, Any], data: TrialData, settings):
         self.config, self.data, self.settings = config, data, settings
-        self.ranks: list = []  # the actors: a handle dropped would end its actor
         self.refs: list = []
 
     def __enter__(self) -> _Group:
@@ -195,15 +192,15 @@ class _Group:
         size = self.settings.workers
         address = f"tcp://{ray.util.get_node_ip_address()}:{free_port()}"
         group = get_current_placement_group()
-        rank_actor = ray.remote(_Rank)
+        rank_task = ray.remote(_other_rank)
         data = ray.put(self.data)
         for rank in range(1, size):
             where = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)
-            actor = rank_actor.options(
-                num_cpus=self.settings.threads, scheduling_strategy=where, max_restarts=0
-            ).remote()
-            self.ranks.append(actor)
-            self.refs.append(actor.run.remote(self.config, data, address, rank, size))
+            self.refs.append(
+                rank_task.options(
+                    num_cpus=self.settings.threads, scheduling_strategy=where, max_retries=0
+                ).remote(self.config, data, address, rank, size)
+            )
         dist.init_process_group("gloo", init_method=address, rank=0, world_size=size)
         return self
 
@@ -226,8 +223,6 @@ class _Group:
                 self._why_a_rank_ended()
         finally:
             dist.destroy_process_group()
-            for actor in self.ranks:
-                ray.kill(actor)
 
     def _why_a_rank_ended(self) -> None:
         """After rank 0's collective failed: why another rank ended, if one did within
@@ -258,14 +253,12 @@ class _Group:
         raise TrainingError(f"data-parallel rank {rank} ended before rank 0")
 
 
-class _Rank:
-    """Rank 1..N-1 of a data-parallel candidate (``_Group``), as a Ray actor."""
+def _other_rank(config: dict[str, Any], data, address: str, rank: int, size: int) -> None:
+    """Rank ``rank`` of a data-parallel candidate (``_Group``)."""
+    import torch.distributed as dist
 
-    def run(self, config: dict[str, Any], data, address: str, rank: int, size: int) -> None:
-        import torch.distributed as dist
-
-        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
-        try:
-            _run(TrialRequest.from_config(config), data, report_rungs=False)
-        finally:
-            dist.destroy_process_group()
+    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
+    try:
+        _run(TrialRequest.from_config(config), data, report_rungs=False)
+    finally:
+        dist.destroy_process_group()
