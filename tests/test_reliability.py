@@ -187,7 +187,7 @@ def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
     path.write_text(
         "name: dp\ndataset: movielens-100k\n"
         "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
-        "strategy: random\nbudget: {candidates: 1, steps: 1500}\ntrain: {batch_size: 256}\n"
+        "strategy: random\nbudget: {candidates: 1, steps: 1000}\ntrain: {batch_size: 256}\n"
         "resources: {concurrency: 1, cpus_per_trial: 1, workers_per_trial: 2}\n"
         "scheduler: null\ninclude_baselines: false\n"
     )
@@ -230,7 +230,7 @@ def test_a_search_whose_mlflow_server_stops_ends_failed_and_its_resume_logs_ever
 
     runs, artifacts = tmp_path / "runs", tmp_path / "artifacts"
     backend, port = f"sqlite:///{tmp_path / 'mlflow.db'}", _free_port()
-    path = write_search(tmp_path, candidates=4, steps=300, baselines="false")
+    path = write_search(tmp_path, candidates=3, steps=200, baselines="false")
     with mlflow_server(backend, artifacts, port) as uri:
         submit = start_submit(runs, path, "--tracking-uri", uri)
         try:
@@ -247,7 +247,7 @@ def test_a_search_whose_mlflow_server_stops_ends_failed_and_its_resume_logs_ever
         done = nas(runs, "resume", search.id)
         assert done.returncode == 0, done.stderr
         trials = registry_of(runs).trials(search.id)
-        assert [t.status for t in trials] == ["completed"] * 4
+        assert [t.status for t in trials] == ["completed"] * 3
         client = MlflowClient(uri)
         found = client.search_runs([registry_of(runs).get_search(search.id).mlflow_experiment_id])
     children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
