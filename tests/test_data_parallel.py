@@ -90,3 +90,52 @@ def test_a_data_parallel_search_that_cannot_start_exits_2(tmp_path: Path) -> Non
         assert done.returncode == 2, done.stderr
         assert words in " ".join(done.stderr.split())
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
+    tmp_path: Path,
+) -> None:
+    """Rank 0's collective fails with gloo's error when rank 1's worker dies: the candidate is
+    retried, as when its own worker dies, and Ray's paragraph about the dead worker goes to
+    the runs folder's ray/errors.log, not into the JSON on stdout."""
+    import json
+    import signal
+    import time
+
+    from tests.conftest import runs_with_store
+    from tests.test_reliability import _workers_named
+    from tests.test_search import registry_of, start_submit, wait_for
+
+    runs = runs_with_store(tmp_path)
+    path = tmp_path / "dp.yaml"
+    path.write_text(
+        "name: dp\ndataset: movielens-100k\n"
+        "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
+        "strategy: random\nbudget: {candidates: 1, steps: 1000}\ntrain: {batch_size: 256}\n"
+        "resources: {concurrency: 1, cpus_per_trial: 1, workers_per_trial: 2}\n"
+        "scheduler: null\ninclude_baselines: false\n"
+    )
+    submit = start_submit(runs, path, "--json")
+    try:
+        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+        deadline = time.time() + 120
+        while not (ranks := _workers_named(submit.pid, "_other_rank")) and time.time() < deadline:
+            time.sleep(0.5)
+        assert ranks, "a Ray task trains rank 1"
+        time.sleep(3)  # into training
+        ranks[0].send_signal(signal.SIGKILL)
+        out, err = submit.communicate(timeout=600)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    assert submit.returncode == 0, err
+    assert json.loads(out)["status"] == "completed", out
+    assert "Traceback" not in err and "raylet" not in err, err
+    (search,) = registry_of(runs).list_searches()
+    (trial,) = registry_of(runs).trials(search.id)
+    assert trial.status == "completed" and trial.attempts == 2, trial.error
+    (reason,) = trial.timings["retried_after"]
+    assert reason.startswith("attempt 1: the Ray worker of data-parallel rank 1 died"), reason
+    assert "A worker died" in (runs / "ray" / "errors.log").read_text()

@@ -156,7 +156,9 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
         while not (workers := _tune_workers(submit.pid)) and time.time() < deadline:
             time.sleep(0.5)
         assert workers, "a Tune worker trains the candidate"
-        time.sleep(3)  # into training
+        # Killed starting or training, it is retried: 800 steps take only seconds, so the kill
+        # must not wait long (after 3 s it found the trial done, under a loaded suite).
+        time.sleep(1)
         workers[0].send_signal(signal.SIGKILL)
         out, err = submit.communicate(timeout=600)
     finally:
@@ -173,87 +175,6 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     (reason,) = trial.timings["retried_after"]
     assert reason.startswith("attempt 1: the Ray worker died") and "memory" not in reason
     assert "retrying" in err
-
-
-@pytest.mark.slow
-def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
-    tmp_path: Path,
-) -> None:
-    """Rank 0's collective fails with gloo's error when rank 1's worker dies: the candidate is
-    retried, as when its own worker dies, and Ray's paragraph about the dead worker goes to
-    the runs folder's ray/errors.log, not into the JSON on stdout."""
-    runs = runs_with_store(tmp_path)
-    path = tmp_path / "dp.yaml"
-    path.write_text(
-        "name: dp\ndataset: movielens-100k\n"
-        "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
-        "strategy: random\nbudget: {candidates: 1, steps: 1000}\ntrain: {batch_size: 256}\n"
-        "resources: {concurrency: 1, cpus_per_trial: 1, workers_per_trial: 2}\n"
-        "scheduler: null\ninclude_baselines: false\n"
-    )
-    submit = start_submit(runs, path, "--json")
-    try:
-        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
-        deadline = time.time() + 120
-        while not (ranks := _workers_named(submit.pid, "_other_rank")) and time.time() < deadline:
-            time.sleep(0.5)
-        assert ranks, "a Ray task trains rank 1"
-        time.sleep(3)  # into training
-        ranks[0].send_signal(signal.SIGKILL)
-        out, err = submit.communicate(timeout=600)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.communicate()
-    assert submit.returncode == 0, err
-    assert json.loads(out)["status"] == "completed", out
-    assert "Traceback" not in err and "raylet" not in err, err
-    (search,) = registry_of(runs).list_searches()
-    (trial,) = registry_of(runs).trials(search.id)
-    assert trial.status == "completed" and trial.attempts == 2, trial.error
-    (reason,) = trial.timings["retried_after"]
-    assert reason.startswith("attempt 1: the Ray worker of data-parallel rank 1 died"), reason
-    assert "A worker died" in (runs / "ray" / "errors.log").read_text()
-
-
-@pytest.mark.slow
-def test_a_search_whose_mlflow_server_stops_ends_failed_and_its_resume_logs_every_trial(
-    tmp_path: Path,
-) -> None:
-    """MLflow going away mid-search used to be swallowed by Tune (its callbacks' errors are
-    only logged): the search went on with trials missing from MLflow, ended `completed`
-    with its MLflow run still open, and could not be resumed. Now it stops, failed and
-    resumable, and its resume logs the missing trials and ends the run."""
-    from mlflow import MlflowClient
-
-    from tests.mlflow_server import mlflow_server
-
-    runs, artifacts = tmp_path / "runs", tmp_path / "artifacts"
-    backend, port = f"sqlite:///{tmp_path / 'mlflow.db'}", _free_port()
-    path = write_search(tmp_path, candidates=3, steps=200, baselines="false")
-    with mlflow_server(backend, artifacts, port) as uri:
-        submit = start_submit(runs, path, "--tracking-uri", uri)
-        try:
-            wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
-        except BaseException:
-            submit.kill()
-            raise
-    _, err = submit.communicate(timeout=600)
-    (search,) = registry_of(runs).list_searches()
-    assert submit.returncode == 2 and "Traceback" not in err, err
-    assert f"MLflow at {uri}" in err and f"resumable: nas resume {search.id}" in err, err
-    assert search.status == "failed" and "MLflow" in search.message
-    with mlflow_server(backend, artifacts, port):
-        done = nas(runs, "resume", search.id)
-        assert done.returncode == 0, done.stderr
-        trials = registry_of(runs).trials(search.id)
-        assert [t.status for t in trials] == ["completed"] * 3
-        client = MlflowClient(uri)
-        found = client.search_runs([registry_of(runs).get_search(search.id).mlflow_experiment_id])
-    children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(int(r.data.tags["trial"]) for r in children) == [t.number for t in trials]
-    (parent,) = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
-    assert parent.info.status == "FINISHED"
 
 
 @pytest.mark.slow

@@ -110,3 +110,45 @@ def test_an_artifacts_folder_that_cannot_be_written_is_named_in_one_line(tmp_pat
     with pytest.raises(TrackingError, match="could not log config.json: .*Errno") as raised:
         tracker.start_search(experiment, "exp-1", {"strategy": {"name": "random"}})
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.slow
+def test_a_search_whose_mlflow_server_stops_ends_failed_and_its_resume_logs_every_trial(
+    tmp_path: Path,
+) -> None:
+    """MLflow going away mid-search used to be swallowed by Tune (its callbacks' errors are
+    only logged): the search went on with trials missing from MLflow, ended `completed`
+    with its MLflow run still open, and could not be resumed. Now it stops, failed and
+    resumable, and its resume logs the missing trials and ends the run."""
+    from mlflow import MlflowClient
+
+    from tests.mlflow_server import mlflow_server
+    from tests.test_reliability import _free_port
+    from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
+
+    runs, artifacts = tmp_path / "runs", tmp_path / "artifacts"
+    backend, port = f"sqlite:///{tmp_path / 'mlflow.db'}", _free_port()
+    path = write_search(tmp_path, candidates=3, steps=200, baselines="false")
+    with mlflow_server(backend, artifacts, port) as uri:
+        submit = start_submit(runs, path, "--tracking-uri", uri)
+        try:
+            wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
+        except BaseException:
+            submit.kill()
+            raise
+    _, err = submit.communicate(timeout=600)
+    (search,) = registry_of(runs).list_searches()
+    assert submit.returncode == 2 and "Traceback" not in err, err
+    assert f"MLflow at {uri}" in err and f"resumable: nas resume {search.id}" in err, err
+    assert search.status == "failed" and "MLflow" in search.message
+    with mlflow_server(backend, artifacts, port):
+        done = nas(runs, "resume", search.id)
+        assert done.returncode == 0, done.stderr
+        trials = registry_of(runs).trials(search.id)
+        assert [t.status for t in trials] == ["completed"] * 3
+        client = MlflowClient(uri)
+        found = client.search_runs([registry_of(runs).get_search(search.id).mlflow_experiment_id])
+    children = [r for r in found if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(int(r.data.tags["trial"]) for r in children) == [t.number for t in trials]
+    (parent,) = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.info.status == "FINISHED"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -30,6 +31,11 @@ import torch.distributed as dist
 from torch import nn
 
 from nas.core.errors import ConfigError, NasError
+
+# How long a rank waits for the others, to join the group or at a step's reduction (gloo's
+# default is 30 minutes). A rank whose worker died mid-training ends the others' wait at
+# once (its sockets close); one that died before joining, or hangs, ends it after this.
+GROUP_TIMEOUT = timedelta(minutes=5)
 
 
 def world() -> tuple[int, int]:
@@ -134,7 +140,7 @@ def run_processes(
 def _process(rank, processes, port, threads, target, args, results) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
-    dist.init_process_group("gloo", rank=rank, world_size=processes)
+    dist.init_process_group("gloo", rank=rank, world_size=processes, timeout=GROUP_TIMEOUT)
     try:
         results[rank] = ("done", target(*args))
     except NasError as err:  # the message travels; the process still fails (ending the rest)

@@ -34,7 +34,7 @@ import torch
 from nas.arch.model import training_bytes
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError, TrainingError
-from workers.data_parallel import free_port
+from workers.data_parallel import GROUP_TIMEOUT, free_port
 from workers.messages import TrialReport, TrialRequest
 from workers.trial import Rungs, TrialResult, evaluate
 from workers.trial_data import TrialData
@@ -201,7 +201,9 @@ class _Group:
                     num_cpus=self.settings.threads, scheduling_strategy=where, max_retries=0
                 ).remote(self.config, data, address, rank, size)
             )
-        dist.init_process_group("gloo", init_method=address, rank=0, world_size=size)
+        dist.init_process_group(
+            "gloo", init_method=address, rank=0, world_size=size, timeout=GROUP_TIMEOUT
+        )
         return self
 
     def check(self) -> None:
@@ -257,7 +259,9 @@ def _other_rank(config: dict[str, Any], data, address: str, rank: int, size: int
     """Rank ``rank`` of a data-parallel candidate (``_Group``)."""
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=size)
+    dist.init_process_group(
+        "gloo", init_method=address, rank=rank, world_size=size, timeout=GROUP_TIMEOUT
+    )
     try:
         _run(TrialRequest.from_config(config), data, report_rungs=False)
     finally:
