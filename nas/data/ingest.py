@@ -135,7 +135,9 @@ class Rows:
                 yield from self._open_csv(path, columns)
             else:
                 yield from self._json(path, columns)
-        except pa.ArrowInvalid as err:
+        # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
+        # a truncated .gz, the disk
+        except (pa.ArrowException, OSError) as err:
             raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
 
     def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
