@@ -150,6 +150,25 @@ def test_an_error_prints_the_users_text_as_it_is(tmp_path):
     assert done.returncode == 2 and "root:x:0:0" in done.stderr
 
 
+def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nas.cli.models import read_rows
+    from nas.core.errors import ConfigError
+
+    path = tmp_path / "rows.parquet"
+    table = pa.table({"user_id": ["u1", None], "genres": [["a", "b"], []], "ts": [5, 6]})
+    pq.write_table(table, path)
+    assert read_rows(str(path)) == [
+        {"user_id": "u1", "genres": ["a", "b"], "ts": 5},
+        {"user_id": None, "genres": [], "ts": 6},
+    ]
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(ConfigError, match=r"rows.parquet: not readable as Parquet \("):
+        read_rows(str(path))
+
+
 def test_text_from_a_trial_or_a_search_prints_as_it_is(tmp_path):
     """Rich markup is off: gloo's errors read "[/__w/...]", which rich took for a closing tag
     (`nas status` of a search with such a failed trial crashed with a traceback), and

@@ -44,7 +44,9 @@ def add_commands(commands) -> None:
     predict = commands.add_parser("predict", help="score raw rows with a registered model")
     predict.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion, or runs:/ID/model")
     predict.add_argument(
-        "--input", required=True, help="rows as JSON lines (.jsonl), a JSON array (.json) or CSV"
+        "--input",
+        required=True,
+        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV or Parquet",
     )
     tracking_flag(predict)
     predict.add_argument("--json", action="store_true", help="one JSON object per row")
@@ -134,13 +136,17 @@ JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
 
 
 def read_rows(path: str) -> list[dict]:
-    """Rows from JSON lines, a JSON array (or MLflow's scoring request forms) or CSV (by
-    the file's suffix); ``ConfigError`` names the line."""
+    """Rows from JSON lines, a JSON array (or MLflow's scoring request forms), CSV or
+    Parquet (by the file's suffix); ``ConfigError`` names the line."""
     file = Path(path)
     require_file(file, "--input")
     suffix = file.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".csv"):
-        raise ConfigError("--input", f"{file}: use a .jsonl (JSON lines), .json or .csv file")
+    if suffix not in (".jsonl", ".json", ".csv", ".parquet"):
+        raise ConfigError(
+            "--input", f"{file}: use a .jsonl (JSON lines), .json, .csv or .parquet file"
+        )
+    if suffix == ".parquet":
+        return _parquet_rows(file)
     try:
         text = file.read_text()
     except (OSError, UnicodeDecodeError) as err:
@@ -158,6 +164,19 @@ def read_rows(path: str) -> list[dict]:
         except ValueError as err:
             raise ConfigError("--input", f"{file} line {number}: not JSON ({err})") from None
     return rows
+
+
+def _parquet_rows(file: Path) -> list[dict]:
+    """A Parquet file's rows (a day of your own logs, say), each as a mapping of column to
+    value: lists stay lists, as the model's raw form reads them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(file).to_pylist()
+    except (pa.ArrowException, OSError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError("--input", f"{file}: not readable as Parquet ({reason})") from None
 
 
 def _json_rows(file: Path, text: str) -> list:
@@ -184,7 +203,9 @@ def cmd_predict(args: argparse.Namespace) -> None:
         scores = predict_rows(_tracking(args), args.model_uri, rows)
     if args.json:
         for i, row in enumerate(rows):
-            print(json.dumps({"row": row, **{k: float(v[i]) for k, v in scores.items()}}))
+            # default=str: a Parquet row's times are datetimes
+            scored = {"row": row, **{k: float(v[i]) for k, v in scores.items()}}
+            print(json.dumps(scored, default=str))
         return
     table = Table(box=box.SIMPLE_HEAD, title=f"{args.model_uri}: probabilities")
     table.add_column("row", justify="right")

@@ -485,7 +485,6 @@ def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
     assert not cache.exists() or not any(cache.iterdir())
 
 
-
 def test_a_parquet_file_damaged_mid_file_is_named_and_nothing_is_kept(tmp_path: Path) -> None:
     """Its footer intact, a page's bytes damaged: found only as the pages are read (pyarrow's
     OSError, "Couldn't deserialize thrift" or "Corrupt snappy compressed data"), which
@@ -500,6 +499,7 @@ def test_a_parquet_file_damaged_mid_file_is_named_and_nothing_is_kept(tmp_path: 
     with pytest.raises(DataError, match="part-1.parquet: could not be read as parquet"):
         prepare_dataset(str(path), cache)
     assert not cache.exists() or not any(cache.iterdir())
+
 
 def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
     frame = logs().assign(count=[1.0] * 300 + [5e38] + [2.0] * 299)
