@@ -211,6 +211,9 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     run = client.get_run(completed[0].mlflow_run_id)
     assert run.data.metrics["ne:like"] == completed[0].metrics["ne:like"]
     assert "val_ne:click" in run.data.metrics
+    listing = nas(runs, "list").stdout  # its best NE is the named label's, not "-"
+    best = min(t.metrics["ne:like"] for t in completed)
+    assert f"{best:.4f}" in next(line for line in listing.splitlines() if found.id in line)
     done = nas(
         runs, "retrain", found.id, "--steps", "40", "--seeds", "1",
         "--register", "two-heads", "--json",

@@ -326,7 +326,8 @@ def cmd_list(args: argparse.Namespace) -> None:
         # Never cut an id or a status short: they are what the user types and reads.
         table.add_column(column, justify="left" if left else "right", no_wrap=left)
     for row in rows:
-        ne = row["best"].get("ne")
+        # a search of several labels ranks one label's NE: "ne:click"
+        ne = next((v for k, v in row["best"].items() if k.partition(":")[0] == "ne"), None)
         table.add_row(
             row["id"],
             status_text(row["status"]),
