@@ -211,5 +211,6 @@ def test_a_registry_from_before_trial_kinds_is_upgraded_in_place(tmp_path: Path)
         ("searched", {"k": 1}, False),
     ]
     assert registry.get_search("s-1").elapsed_s == 12.5
+    registry.claim(registry.get_search("s-1"))  # a controller's writes need the lease
     job = registry.add_trial("s-1", None, "supernet", None, "supernet", job={"steps": 10})
     assert job.spec is None and not job.is_candidate and job.job == {"steps": 10}

@@ -178,6 +178,39 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_a_controller_taken_over_while_silent_stops_and_writes_nothing(tmp_path: Path) -> None:
+    """A controller silent for over a minute (stopped, suspended, cut off) reads crashed, and
+    `nas resume` elsewhere takes the search over. When the first one wakes it must not go on
+    recording the same search: its next write or heartbeat finds the row names another
+    owner, and it stops with nothing written. The takeover is made here as a claim makes
+    it: the row's owner changed under the running search."""
+    from datetime import UTC, datetime
+
+    runs = runs_with_store(tmp_path)
+    path = write_search(tmp_path, candidates=6, steps=300, baselines="false")
+    submit = start_submit(runs, path)
+    try:
+        search = wait_for(runs, lambda trials: any(t.status == "completed" for t in trials))
+        registry = registry_of(runs)
+        registry.update_search(search.id, host="elsewhere", pid=12345)
+        taken = datetime.now(UTC).replace(tzinfo=None)
+        _, err = submit.communicate(timeout=300)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    assert submit.returncode == 2 and "Traceback" not in err, err
+    assert f"search {search.id} was taken over by process 12345 on elsewhere" in err, err
+    assert "nas resume" not in err  # the search is the new controller's, not to resume
+    row = registry.get_search(search.id)
+    assert (row.host, row.pid, row.status) == ("elsewhere", 12345, "running")
+    trials = registry.trials(search.id)
+    assert len(trials) < 6 and all(
+        t.finished_at is None or t.finished_at <= taken for t in trials
+    ), [(t.number, t.status, t.finished_at, taken) for t in trials]
+
+
+@pytest.mark.slow
 def test_sigterm_to_the_whole_process_group_stops_the_search_as_interrupted(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -38,7 +39,7 @@ from nas.search.strategies import SpaceExhausted, Strategy, Waiting
 from nas.service.baselines import BaselineSchedule
 from nas.service.plan import Plan
 from nas.service.recording import Outcome, Recording
-from nas.service.registry import Registry, Search, Trial
+from nas.service.registry import LeaseLost, Registry, Search, Trial
 from nas.service.registry.models import FINISHED
 from nas.service.registry.store import HEARTBEAT_S
 from nas.service.reporter import Reporter
@@ -67,18 +68,24 @@ INTERRUPTED = "stopped before the budget was spent; continue with nas resume"
 
 class Heartbeat:
     """Renews this process's lease on a search every ``HEARTBEAT_S``, from a thread, so the
-    search reads as crashed soon after its controller dies, from any host."""
+    search reads as crashed soon after its controller dies, from any host. A lease found
+    taken over (this process was silent too long, and another resumed the search) is
+    handed to ``on_lost``, and the beats stop."""
 
-    def __init__(self, registry: Registry, search_id: str):
-        self.registry, self.search_id = registry, search_id
+    def __init__(self, registry: Registry, search_id: str, on_lost: Callable[[Exception], None]):
+        self.registry, self.search_id, self.on_lost = registry, search_id, on_lost
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="recnas-heartbeat", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while not self.stopped.wait(HEARTBEAT_S):
+            renewed = True
             with contextlib.suppress(NasError):  # unreachable now: the next beat tries again
-                self.registry.beat(self.search_id)
+                renewed = self.registry.beat(self.search_id)
+            if not renewed:
+                self.on_lost(LeaseLost(self.search_id, self.registry.get_search(self.search_id)))
+                return
 
     def stop(self) -> None:
         self.stopped.set()
@@ -132,7 +139,7 @@ class Controller:
         start = time.time()
         search = self.registry.claim(self.search)
         status, message = "failed", None
-        heartbeat = Heartbeat(self.registry, search.id)
+        heartbeat = Heartbeat(self.registry, search.id, self.failed)
         started_ray = False
         stopped_by: BaseException | None = None
         try:
@@ -632,6 +639,8 @@ def run_controller(registry, search, controller_class, checked, reporter):
         return controller, controller.run()
     except KeyboardInterrupt:
         return controller, registry.get_search(search.id)
+    except LeaseLost:  # another process controls the search now
+        raise
     except NasError as err:  # recorded as failed (the store that failed may be MLflow's)
         err.args = (f"{err}\nthe search stopped, resumable: nas resume {search.id}",)
         raise

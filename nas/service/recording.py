@@ -78,7 +78,7 @@ class Recording:
             experiment = self.tracker.experiment(search.name)
             run_id = self.tracker.start_search(experiment, search.id, search.config, dataset)
             search = self.registry.update_search(
-                search.id, mlflow_experiment_id=experiment, mlflow_run_id=run_id
+                search.id, owned=True, mlflow_experiment_id=experiment, mlflow_run_id=run_id
             )
         else:
             self.tracker.resume_search(search.mlflow_run_id)
@@ -171,6 +171,7 @@ class Recording:
         finished = None if status in ("interrupted", "stopped") else utcnow()
         search = self.registry.update_search(
             search.id,
+            owned=True,
             status=status,
             message=message,
             elapsed_s=search.elapsed_s + seconds,

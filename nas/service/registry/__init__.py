@@ -2,6 +2,7 @@
 
 from nas.service.registry.models import Search, Trial
 from nas.service.registry.store import (
+    LeaseLost,
     Registry,
     RegistryError,
     controller_alive,
@@ -11,6 +12,7 @@ from nas.service.registry.store import (
 )
 
 __all__ = [
+    "LeaseLost",
     "Registry",
     "RegistryError",
     "Search",

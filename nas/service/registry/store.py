@@ -32,6 +32,21 @@ class RegistryError(NasError):
     """The registry database cannot be reached, read or written."""
 
 
+class LeaseLost(RegistryError):
+    """This process no longer controls the search it was running: it was silent for over
+    ``LEASE_S`` (stopped, suspended, cut off from the registry), and another process took
+    the search over with ``nas resume``. Its writes are refused, so two controllers never
+    record one search."""
+
+    def __init__(self, search_id: str, row: Search | None = None):
+        by = f" by process {row.pid} on {row.host}" if row is not None and row.pid else ""
+        super().__init__(
+            f"search {search_id} was taken over{by}: this process was silent for over "
+            f"{LEASE_S:.0f} s (stopped, suspended, or cut off from the registry), so it stops "
+            f"and leaves the search to its new controller (see: nas status {search_id})"
+        )
+
+
 SCHEMA_WAIT_S = 30.0  # how long to wait for another process creating the schema
 HEARTBEAT_S = 10.0  # how often a running search's controller renews its lease
 LEASE_S = 60.0  # a running search whose heartbeat is older has no live controller
@@ -172,9 +187,11 @@ class Registry:
         with self.session() as s:
             return list(s.scalars(select(Search).order_by(Search.created_at.desc())).all())
 
-    def update_search(self, search_id: str, **fields: Any) -> Search:
+    def update_search(self, search_id: str, *, owned: bool = False, **fields: Any) -> Search:
+        """Set fields of a search; with ``owned``, only while this process controls it
+        (else ``LeaseLost``): what its controller writes."""
         with self.session() as s:
-            search = s.get(Search, search_id)
+            search = self._owned(s, search_id) if owned else s.get(Search, search_id)
             for key, value in fields.items():
                 setattr(search, key, value)
             search.updated_at = utcnow()
@@ -198,15 +215,26 @@ class Registry:
             row.updated_at = row.session_started_at = row.heartbeat_at = utcnow()
             return row
 
-    def beat(self, search_id: str) -> None:
-        """Renew this process's lease on a search it controls."""
+    def beat(self, search_id: str) -> bool:
+        """Renew this process's lease on a search it controls; False when it controls it no
+        longer (another process took it over)."""
         host, pid = owner()
         with self.session() as s:
-            s.execute(
+            renewed = s.execute(
                 update(Search)
                 .where(Search.id == search_id, Search.host == host, Search.pid == pid)
                 .values(heartbeat_at=utcnow())
             )
+            return renewed.rowcount == 1
+
+    def _owned(self, s: Session, search_id: str) -> Search:
+        """The search's row, locked for this transaction, while this process controls it;
+        else ``LeaseLost``. The controller's writes go through it: a controller that was
+        taken over while it was silent finds out at its next write, and writes nothing."""
+        row = s.get(Search, search_id, with_for_update=True)
+        if row is None or (row.host, row.pid) != owner():
+            raise LeaseLost(search_id, row)
+        return row
 
     # --- trials -------------------------------------------------------------------------
 
@@ -230,6 +258,7 @@ class Registry:
         if kind not in TRIAL_KINDS:
             raise ValueError(f"trial kind must be one of {TRIAL_KINDS}, got {kind!r}")
         with self.session() as s:
+            search = self._owned(s, search_id)
             count = s.scalar(select(func.count()).where(Trial.search_id == search_id))
             trial = Trial(
                 search_id=search_id,
@@ -244,7 +273,7 @@ class Registry:
             )
             s.add(trial)
             if strategy_state is not None:
-                s.get(Search, search_id).strategy_state = strategy_state
+                search.strategy_state = strategy_state
             return trial
 
     def trained_before(self, arch_id: str, key: str) -> Trial | None:
@@ -265,6 +294,7 @@ class Registry:
     def restart_trial(self, trial_id: int) -> Trial:
         with self.session() as s:
             trial = s.get(Trial, trial_id)
+            self._owned(s, trial.search_id)
             trial.status = "running"
             trial.attempts += 1
             trial.error = None
@@ -284,10 +314,11 @@ class Registry:
         """Record a trial's outcome, and the strategy state after the tell, atomically."""
         with self.session() as s:
             trial = s.get(Trial, trial_id)
+            search = self._owned(s, trial.search_id)
             trial.status, trial.values, trial.metrics = status, values, metrics
             trial.timings, trial.error, trial.finished_at = timings, error, utcnow()
             if strategy_state is not None:
-                s.get(Search, trial.search_id).strategy_state = strategy_state
+                search.strategy_state = strategy_state
             return trial
 
     def update_trial(self, trial_id: int, **fields: Any) -> None:
