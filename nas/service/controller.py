@@ -84,7 +84,10 @@ class Heartbeat:
             with contextlib.suppress(NasError):  # unreachable now: the next beat tries again
                 renewed = self.registry.beat(self.search_id)
             if not renewed:
-                self.on_lost(LeaseLost(self.search_id, self.registry.get_search(self.search_id)))
+                row = None
+                with contextlib.suppress(NasError):  # who took it over, if the registry says
+                    row = self.registry.get_search(self.search_id)
+                self.on_lost(LeaseLost(self.search_id, row))
                 return
 
     def stop(self) -> None:
