@@ -162,9 +162,10 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
     from mlflow import MlflowClient
 
     from nas.data import load_dataset
-    from tests.test_search import TWO_BASELINES, nas, registry_of, write_search
+    from tests.test_search import nas, registry_of, write_search
 
-    path = write_search(tmp_path, candidates=3, steps=30)
+    # Few trials: each is probed for FP8 (an NE per linear site) and timed on this CPU.
+    path = write_search(tmp_path, candidates=3, steps=30, baselines="false")
     path.write_text(
         path.read_text()
         + "objectives: [ne, {name: latency, target: h100-sxm, precision: fp8-dispatch,"
@@ -175,7 +176,7 @@ def test_a_search_on_latency_records_it_for_every_trial_and_fronts_on_it(tmp_pat
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()
     trials = [t for t in registry_of(runs).trials(search.id) if t.status == "completed"]
-    assert len(trials) == 3 + len(TWO_BASELINES)  # candidates and baselines
+    assert len(trials) == 3
     schema = load_dataset("movielens-100k").schema
     for t in trials:
         assert t.values[1] == t.metrics["latency"] > 0 and t.values[2] > 0

@@ -114,7 +114,7 @@ def test_the_plan_puts_fp8_only_where_it_is_safe_and_faster(shapes, target_name,
 def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
     from mlflow import MlflowClient
 
-    from tests.test_search import nas
+    from tests.test_search import nas, nas_here
 
     runs = runs_with_store(tmp_path)
     done = nas(
@@ -139,7 +139,7 @@ def test_nas_fp8_probe_on_real_data_logs_its_tables(tmp_path) -> None:
         (["--weights", str(tmp_path / "none.pt")], "--weights: no file at"),
         (["--batch", "9" * 20], "--batch: must be an integer from 1 to 1,048,576"),  # was priced
     ):
-        bad = nas(runs, "fp8", "probe", "examples/specs/dcnv2.json", *flags)
+        bad = nas_here(runs, "fp8", "probe", "examples/specs/dcnv2.json", *flags)
         assert bad.returncode == 2 and words in " ".join(bad.stderr.split()), bad.stderr
         assert "Traceback" not in bad.stderr
     # An MLflow store it cannot log to is named before the training, not after it.
