@@ -39,12 +39,16 @@ class LeaseLost(RegistryError):
     record one search."""
 
     def __init__(self, search_id: str, row: Search | None = None):
-        by = f" by process {row.pid} on {row.host}" if row is not None and row.pid else ""
-        super().__init__(
-            f"search {search_id} was taken over{by}: this process was silent for over "
-            f"{LEASE_S:.0f} s (stopped, suspended, or cut off from the registry), so it stops "
-            f"and leaves the search to its new controller (see: nas status {search_id})"
+        silent = (
+            f"this process was silent for over {LEASE_S:.0f} s (stopped, suspended, or cut "
+            "off from the registry)"
         )
+        if row is not None and row.pid is None:  # `nas cancel` of a search read as crashed
+            what = f"was {row.status} meanwhile: {silent}, so it stops"
+        else:
+            by = f" by process {row.pid} on {row.host}" if row is not None else ""
+            what = f"was taken over{by}: {silent}, so it stops and leaves it to its new controller"
+        super().__init__(f"search {search_id} {what} (see: nas status {search_id})")
 
 
 SCHEMA_WAIT_S = 30.0  # how long to wait for another process creating the schema
