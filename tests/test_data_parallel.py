@@ -100,12 +100,10 @@ def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
     retried, as when its own worker dies, and Ray's paragraph about the dead worker goes to
     the runs folder's ray/errors.log, not into the JSON on stdout."""
     import json
-    import signal
-    import time
 
     from tests.conftest import runs_with_store
-    from tests.test_reliability import _workers_named
-    from tests.test_search import registry_of, start_submit, wait_for
+    from tests.test_reliability import kill_worker_then_finish
+    from tests.test_search import registry_of, start_submit
 
     runs = runs_with_store(tmp_path)
     path = tmp_path / "dp.yaml"
@@ -117,19 +115,8 @@ def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
         "scheduler: null\ninclude_baselines: false\n"
     )
     submit = start_submit(runs, path, "--json")
-    try:
-        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
-        deadline = time.time() + 120
-        while not (ranks := _workers_named(submit.pid, "_other_rank")) and time.time() < deadline:
-            time.sleep(0.5)
-        assert ranks, "a Ray task trains rank 1"
-        time.sleep(3)  # into training
-        ranks[0].send_signal(signal.SIGKILL)
-        out, err = submit.communicate(timeout=600)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.communicate()
+    # into training: rank 0 waits minutes for a rank that never joined its group
+    out, err = kill_worker_then_finish(runs, submit, "_other_rank", after_s=3)
     assert submit.returncode == 0, err
     assert json.loads(out)["status"] == "completed", out
     assert "Traceback" not in err and "raylet" not in err, err

@@ -150,21 +150,9 @@ def test_a_candidate_whose_worker_is_killed_is_trained_again(tmp_path: Path) -> 
     runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=1, steps=800, baselines="false")
     submit = start_submit(runs, path)
-    try:
-        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
-        deadline = time.time() + 120  # a loaded machine may take a while to start the actor
-        while not (workers := _tune_workers(submit.pid)) and time.time() < deadline:
-            time.sleep(0.5)
-        assert workers, "a Tune worker trains the candidate"
-        # Killed starting or training, it is retried: 800 steps take only seconds, so the kill
-        # must not wait long (after 3 s it found the trial done, under a loaded suite).
-        time.sleep(1)
-        workers[0].send_signal(signal.SIGKILL)
-        out, err = submit.communicate(timeout=600)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.communicate()
+    # Killed starting or training, it is retried: 800 steps take only seconds, so the kill
+    # must not wait long (after 3 s it found the trial done, under a loaded suite).
+    out, err = kill_worker_then_finish(runs, submit, "ImplicitFunc", after_s=1)
     assert submit.returncode == 0, err
     assert "Traceback" not in err and "ActorDiedError" not in err, err
     assert "raylet" not in out + err, out  # Ray's words: runs/ray/errors.log
@@ -273,9 +261,23 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def _tune_workers(driver: int) -> list[psutil.Process]:
-    """The Ray workers running a Tune trial for the search process ``driver``."""
-    return _workers_named(driver, "ImplicitFunc")
+def kill_worker_then_finish(runs: Path, submit, name: str, after_s: float) -> tuple[str, str]:
+    """Once a trial of the search ``submit`` runs, kill -9 its first Ray worker whose
+    command line has ``name`` (``ImplicitFunc``: a Tune trial), ``after_s`` seconds after it
+    appears; then the search's output, once it ends."""
+    try:
+        wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
+        deadline = time.time() + 120  # a loaded machine may take a while to start a worker
+        while not (workers := _workers_named(submit.pid, name)) and time.time() < deadline:
+            time.sleep(0.5)
+        assert workers, f"a Ray worker named {name} runs"
+        time.sleep(after_s)
+        workers[0].send_signal(signal.SIGKILL)
+        return submit.communicate(timeout=600)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
 
 
 def _workers_named(driver: int, name: str) -> list[psutil.Process]:
