@@ -73,10 +73,13 @@ def test_train_json_on_movielens_100k(ml100k, cache_dir):
     assert result["split"] == "valid" and result["steps"] == 150
 
 
-def test_train_prints_a_table(ml100k, cache_dir):
-    done = nas("train", DCNV2, "--dataset", "movielens-100k", "--steps", "20", cache=cache_dir)
-    assert done.returncode == 0, done.stderr
-    assert "dcnv2 on movielens-100k (valid split)" in done.stdout
+def test_train_prints_a_table(ml100k, cache_dir, tmp_path):
+    spec = json.loads(Path(DCNV2).read_text()) | {"name": "[/bold] [red]dcnv2"}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    done = nas("train", str(tmp_path / "spec.json"), "--dataset", "movielens-100k",
+               "--steps", "20", cache=cache_dir)  # fmt: skip
+    assert done.returncode == 0, done.stderr  # a name rich read as markup failed it
+    assert "[/bold] [red]dcnv2 on movielens-100k (valid split)" in done.stdout
     for label in ("NE", "AUC", "FLOPs / example", "train examples/s"):
         assert label in done.stdout
 
