@@ -318,7 +318,11 @@ class StrategySearcher(_Glue, Searcher):
         pass
 
     def suggest(self, trial_id: str):
-        config = self.controller.next_config(trial_id)
+        try:
+            config = self.controller.next_config(trial_id)
+        except Exception as err:  # the registry gone, a bug: the search stops (``Recorder``)
+            self.controller.failed(err)
+            return None
         if config == WAIT:
             return None  # Tune's "not ready yet": it asks again
         return config if config is not None else Searcher.FINISHED
