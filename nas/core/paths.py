@@ -65,6 +65,11 @@ def ray_dir() -> Path:
     return runs_dir() / "ray"
 
 
+def ray_errors_file() -> Path:
+    """What Ray's driver would print on stdout: the errors its cluster publishes."""
+    return ray_dir() / "errors.log"
+
+
 def checkpoint_file(search_id: str, job: str) -> Path:
     return runs_dir() / "checkpoints" / search_id / f"{job}.pt"
 

@@ -27,7 +27,7 @@ from ray.tune.schedulers.async_hyperband import _Bracket
 from ray.tune.search import Searcher
 
 from nas.core.errors import NasError
-from nas.core.paths import ray_dir
+from nas.core.paths import ray_dir, ray_errors_file
 from nas.search.early_stopping import RUNG_LOSSES, RUNG_METRIC, RUNG_TIME, Scheduler
 from nas.search.pareto import pareto_order
 
@@ -35,7 +35,6 @@ from nas.search.pareto import pareto_order
 # <temp>/session_2026-11-30_15-03-01_837784_15325/sockets/plasma_store (62 more bytes).
 MAX_RAY_TEMP_LEN = 107 - 62
 DRIVER_MARK = "RECNAS_RAY_DRIVER"  # the pid of the search that started a local Ray
-ERRORS_LOG = "errors.log"  # in ray_dir(): what Ray's driver would print on stdout
 THROWAWAY_PREFIX = "recnas-ray-"  # Ray's folder in /tmp when the runs folder's path is long
 RANKED = "ranked"  # what ASHA's rungs rank: the report's losses (the glue fills it in)
 # The mkdtemp folder of the local Ray this process runs, when its runs folder's path was too
@@ -117,12 +116,12 @@ def _published_errors_to_file() -> None:
     """Ray's driver prints each error its cluster publishes (a worker that died: a paragraph
     of ids and advice) on stdout, whatever ``log_to_driver`` says, and stdout carries
     results (``--json``). The controller says what happened in one line (``worker_crash``);
-    Ray's own words go to ``errors.log`` in the runs folder's ``ray/``. Ray has no option
+    Ray's own words go to ``ray_errors_file()`` (``ray/errors.log``). Ray has no option
     for this: its module's printer is replaced (the thread that prints the errors,
     ``listen_error_messages``, looks it up at each one)."""
     import ray._private.worker as ray_worker
 
-    log = ray_dir() / ERRORS_LOG
+    log = ray_errors_file()
 
     def keep(data: dict, ignore_prefix: bool = False) -> None:
         with contextlib.suppress(OSError):  # a full disk: Ray's words are lost, nothing else
