@@ -541,6 +541,9 @@ class Controller:
         (None: a baseline, which the strategy is not told)."""
         if trial.is_baseline:
             return None
+        # Optuna's study is in the registry's database too: a controller taken over while it
+        # was silent must not tell it a result beside the new one
+        self.registry.require_lease(self.search.id)
         spec = ArchSpec.from_dict(trial.spec)
         self._tell(spec, outcome.status, outcome.values, outcome.metrics)
         return self.strategy.state_dict()

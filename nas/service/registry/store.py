@@ -231,6 +231,12 @@ class Registry:
             )
             return renewed.rowcount == 1
 
+    def require_lease(self, search_id: str) -> None:
+        """``LeaseLost`` unless this process controls the search: checked before a write
+        outside the registry (the strategy's own storage) that a fenced one follows."""
+        with self.session() as s:
+            self._owned(s, search_id)
+
     def _owned(self, s: Session, search_id: str) -> Search:
         """The search's row, locked for this transaction, while this process controls it;
         else ``LeaseLost``. The controller's writes go through it: a controller that was
