@@ -63,7 +63,7 @@ class _PassesBar:
     def __init__(self, quiet: bool):
         self.bar = None if quiet else progress_bar(fields="{task.fields[note]}", eta=True)
         self.tasks: dict[str, int] = {}
-        self.started: dict[str, float] = {}
+        self.started: dict[str, tuple[float, int]] = {}  # pass -> (its first report, rows)
 
     def __enter__(self) -> _PassesBar:
         if self.bar is not None:
@@ -77,13 +77,14 @@ class _PassesBar:
     def __call__(self, what: str, rows: int, total: int | None) -> None:
         if self.bar is None:
             return
-        if what not in self.tasks:
-            self.tasks[what] = self.bar.add_task(what, total=total, note="")
-            self.started[what] = time.perf_counter()
+        if what not in self.tasks:  # a pass's first report: its first batch, already read
+            self.tasks[what] = self.bar.add_task(what, total=total, completed=rows, note="")
+            self.started[what] = (time.perf_counter(), rows)
+            return
         task = self.tasks[what]
         self.bar.advance(task, rows)
-        done = self.bar.tasks[task].completed
-        rate = done / max(time.perf_counter() - self.started[what], 1e-9)
+        began, first = self.started[what]  # the rate of the batches read since the first
+        rate = (self.bar.tasks[task].completed - first) / max(time.perf_counter() - began, 1e-9)
         self.bar.update(task, note=f"{rate:,.0f} rows/s")
 
 
