@@ -239,3 +239,26 @@ def test_a_path_that_is_not_a_file_is_named_for_what_it_is(
     err = capsys.readouterr().err
     _check_refusal(code, err, runs)
     assert code == 2 and f"{command[-1]}: " in err and words in " ".join(err.split()), err
+
+
+@FUZZ
+@given(
+    row=st.integers(0, 3),
+    column=st.sampled_from(["user_id", "item_id", "age", "timestamp", "genres", "history", "x"]),
+    value=bad_value | st.sampled_from(["", "nan", "1e400", [None], [[1]], b"bytes", "\ud800"]),
+)
+def test_fuzzed_rows_to_score_are_encoded_or_refused_naming_row_and_column(
+    row: int, column: str, value, ml100k
+) -> None:
+    """What `nas predict` and the registered model read: rows a user wrote."""
+    from nas.data.raw import RawInputError
+
+    rows = ml100k.raw_rows("test", 4)
+    rows[row][column] = value
+    try:
+        features = ml100k.raw_form().features(rows, ml100k.schema)
+    except RawInputError as err:
+        assert str(err).startswith(f"row {row + 1}: '{column}' "), err
+        assert len(str(err)) < 2_000, "a long value was echoed"
+        return
+    assert features.categorical.shape[0] == 4

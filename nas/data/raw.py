@@ -62,7 +62,7 @@ class RawInputError(NasError):
     """A raw row the model cannot read: names the row (1-based) and the column."""
 
     def __init__(self, row: int, column: str, problem: str):
-        super().__init__(f"row {row}: {column!r} {problem}")
+        super().__init__(f"row {row}: {shown(column)} {problem}")
         self.row, self.column = row, column
 
 
@@ -176,7 +176,7 @@ class RawForm:
     def _read(self, number: int, row: Mapping[str, Any]) -> dict[str, Any]:
         """One row's columns, checked and converted to their types."""
         if not isinstance(row, Mapping):
-            raise RawInputError(number, "(row)", f"must be an object of columns, got {row!r}")
+            raise RawInputError(number, "(row)", f"must be an object of columns, got {shown(row)}")
         if row and not any(name in row for name in self.columns):
             raise RawInputError(
                 number,
@@ -317,13 +317,16 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
     """``value`` as column type ``kind`` (an optional column's empty value: "" for a
     string, None for a number, [] for a list); ``sep`` splits a "strings" column's text."""
     wants = _wants({"type": kind})
-    bad = RawInputError(number, name, f"must be {wants}, got {value!r}")
+    bad = RawInputError(number, name, f"must be {wants}, got {shown(value)}")
     if kind == "string":
         if value is None:
             return ""
         if isinstance(value, bool) or not isinstance(value, str | int | np.integer):
             raise bad
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # an int over sys.get_int_max_str_digits() digits
+            raise bad from None
     if kind in ("integer", "number"):
         if value is None or value == "":
             if kind == "integer":
@@ -331,16 +334,22 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
             return None
         if isinstance(value, bool):
             raise bad
+        limit = (
+            "a 64-bit integer (from -2^63 to 2^63 - 1)"
+            if kind == "integer"
+            else "a number a 64-bit float can hold"
+        )
+        too_large = RawInputError(number, name, f"must be {limit}, got {shown(value)}")
         try:
             parsed = float(value)
+        except OverflowError:  # an int beyond a float's range
+            raise too_large from None
         except (TypeError, ValueError):
             raise bad from None
         if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
             raise bad
         if kind == "integer" and not -INT64_LIMIT <= parsed < INT64_LIMIT:
-            raise RawInputError(
-                number, name, f"must be a 64-bit integer (from -2^63 to 2^63 - 1), got {value!r}"
-            )
+            raise too_large
         return int(parsed) if kind == "integer" else parsed
     if kind == "strings":
         if value is None or value == "":
