@@ -1,8 +1,10 @@
 """DCA, Deep Cross Attention (ROCS): a layer's tokens attend over the encoded request sequence.
 
-    H          = the encoded history, [R, L, d]       request-only: the model's sequence encoder
+    H          = the encoded history, [R, L, d_H]     request-only: the model's sequence encoder
     K_s, V_s   = H W_K^s, H W_V^s                     s in {request, candidate}: separate
-                                                      projections, both once per request
+                                                      projections, both once per request,
+                                                      from the history's width d_H to the
+                                                      tokens' d (a layer before may widen them)
     Y_s        = X_s + Attn(X_s W_Q^s, K_s, V_s) W_O^s     softmax over the valid positions
 
 Request tokens read the request and its history only, so they stay request-side; candidate
@@ -30,9 +32,14 @@ from nas.core.errors import ConfigError
 
 @dataclass(frozen=True, kw_only=True)
 class DCAConfig(GLMConfig):
-    context_fields: ClassVar[tuple[str, ...]] = (*GLMConfig.context_fields, "memory_tokens")
+    context_fields: ClassVar[tuple[str, ...]] = (
+        *GLMConfig.context_fields,
+        "memory_tokens",
+        "memory_dim",
+    )
 
     memory_tokens: int  # L: the encoded history's length
+    memory_dim: int  # d_H: its width (the embedding dim)
     num_heads: int = 1
 
     def __post_init__(self) -> None:
@@ -51,19 +58,20 @@ class DCAConfig(GLMConfig):
 
     @classmethod
     def example(cls) -> DCAConfig:
-        return cls(num_tokens=5, dim=8, num_request_tokens=2, memory_tokens=6)
+        return cls(num_tokens=5, dim=8, num_request_tokens=2, memory_tokens=6, memory_dim=4)
 
     def out_shape(self) -> TokenShape:
         return TokenShape(self.num_tokens, self.dim, self.num_request_tokens)
 
     def gemms(self, batch_size: int) -> list[Gemm]:
         d, L, b, h = self.dim, self.memory_tokens, batch_size, self.num_heads
+        d_h = self.memory_dim
         gemms = []
         for tokens, request in zip(self.sides, (True, False), strict=True):
             if not tokens:
                 continue
             gemms += [
-                *maybe_gemm(b * L, 2 * d, d, request=True),  # K, V of the history: once per request
+                *maybe_gemm(b * L, 2 * d, d_h, request=True),  # K, V of the history, per request
                 *maybe_gemm(b * tokens, d, d, request=request),  # Q
                 *maybe_gemm(tokens, L, d // h, b * h, request, "none"),  # Q K^T
                 *maybe_gemm(tokens, d // h, L, b * h, request, "none"),  # A V
@@ -75,17 +83,18 @@ class DCAConfig(GLMConfig):
 class _CrossAttention(nn.Module):
     """One side's projections: queries from its tokens, keys and values from the history."""
 
-    def __init__(self, dim: int, num_heads: int):
+    def __init__(self, dim: int, memory_dim: int, num_heads: int):
         super().__init__()
         self.num_heads = num_heads
         self.q = nn.Linear(dim, dim, bias=False)
-        self.kv = nn.Linear(dim, 2 * dim, bias=False)
+        self.kv = nn.Linear(memory_dim, 2 * dim, bias=False)
         self.o = nn.Linear(dim, dim, bias=False)
 
     def keys(self, history: torch.Tensor) -> torch.Tensor:
-        """[R, L, d] -> keys and values [R, 2, h, L, d/h]."""
+        """[R, L, d_H] -> keys and values [R, 2, h, L, d/h]."""
         r, length, _ = history.shape
-        return self.kv(history).view(r, length, 2, self.num_heads, -1).permute(0, 2, 3, 1, 4)
+        head = self.q.out_features // self.num_heads
+        return self.kv(history).view(r, length, 2, self.num_heads, head).permute(0, 2, 3, 1, 4)
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
@@ -105,14 +114,14 @@ class DCA(GLMBlock):
 
     def __init__(self, config: DCAConfig):
         super().__init__(config)
-        self.request_side = _CrossAttention(config.dim, config.num_heads)
-        self.candidate_side = _CrossAttention(config.dim, config.num_heads)
+        self.request_side = _CrossAttention(config.dim, config.memory_dim, config.num_heads)
+        self.candidate_side = _CrossAttention(config.dim, config.memory_dim, config.num_heads)
 
     def example_input(self, batch_size: int, generator: torch.Generator) -> tuple:
         """Tokens, an encoded history, and history lengths (one empty, one full)."""
         c = self.config
         x = torch.randn(batch_size, c.num_tokens, c.dim, generator=generator)
-        memory = torch.randn(batch_size, c.memory_tokens, c.dim, generator=generator)
+        memory = torch.randn(batch_size, c.memory_tokens, c.memory_dim, generator=generator)
         lengths = torch.randint(0, c.memory_tokens + 1, (batch_size,), generator=generator)
         lengths[0] = c.memory_tokens
         if batch_size > 1:

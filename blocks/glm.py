@@ -255,8 +255,9 @@ class MaskedAttention(nn.Module):
         self.res = nn.Linear(dim, dim, bias=False)
 
     def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        b, n, _ = x.shape
-        return self.qkv(x).view(b, n, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        b, n, d = x.shape  # the head width spelt out: a side may have no tokens (n = 0)
+        heads = self.qkv(x).view(b, n, 3, self.num_heads, d // self.num_heads)
+        return heads.permute(2, 0, 3, 1, 4).unbind(0)
 
     def forward(self, x: Split) -> Split:
         r, c = x.request, x.candidate

@@ -26,7 +26,7 @@ STACKED = {
         {"block": "dca", "num_heads": 2},
         {"block": "glm_dhen", "modules": ["dot", "self_attention", "conv", "dcn", "linear"]},
         {"block": "glm_linear", "out_tokens": 6},
-        {"block": "glm_mlp", "widths": [16, 8]},
+        {"block": "glm_mlp", "widths": [16, 12]},  # tokens wider than the history (8)
         {"block": "dhen", "modules": ["linear", "dcn"]},  # no GLM: the rest is candidate-side
         {"block": "glm_linear"},
         {"block": "dca"},

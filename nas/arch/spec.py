@@ -61,13 +61,15 @@ class LayerSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"block": self.block, **{k: _to_json(v) for k, v in self.params}}
 
-    def config(self, in_shape: TokenShape, memory_tokens: int = 0) -> BlockConfig:
+    def config(self, in_shape: TokenShape, memory: TokenShape | None = None) -> BlockConfig:
+        """Its config at ``in_shape``, reading the encoded history's ``memory`` (if any)."""
         entry = blocks.get_block(self.block)
         context = {
             "num_tokens": in_shape.num_tokens,
             "dim": in_shape.dim,
             "num_request_tokens": in_shape.num_request,
-            "memory_tokens": memory_tokens,
+            "memory_tokens": memory.num_tokens if memory else 0,
+            "memory_dim": memory.dim if memory else 0,
         }
         return entry.config(
             {k: _to_json(v) for k, v in self.params},
@@ -221,7 +223,7 @@ class ArchSpec:
         Checks every parameter value and every shape; an error names the layer's field.
         """
         shape = TokenShape(input_tokens, self.embedding_dim, num_request)
-        memory = self.sequence.max_len if self.sequence is not None else 0
+        memory = TokenShape(self.sequence.max_len, self.embedding_dim) if self.sequence else None
         configs = []
         for i, layer in enumerate(self.interaction):
             try:

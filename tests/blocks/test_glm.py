@@ -61,7 +61,7 @@ def _layer(name: str, params: dict) -> GLMBlock:
     torch.manual_seed(0)
     context = {"num_tokens": N_R + N_C, "dim": D, "num_request_tokens": N_R}
     if name == "dca":
-        context["memory_tokens"] = 6
+        context.update(memory_tokens=6, memory_dim=D)
     return blocks.build_block(blocks.get_block(name).config(params, **context)).eval()
 
 
@@ -188,6 +188,17 @@ def test_masked_attention_is_attention_under_the_mask():
     torch.testing.assert_close(torch.cat([out.request, out.candidate], 1), expected)
 
 
+def test_masked_attention_without_request_tokens_attends_among_candidates():
+    op = MaskedAttention(D, 2)
+    x = _split(batch=2)
+    no_request = x.replace(x.request[:, :0], x.candidate)  # a GLM layer with no request output
+    q, k, v = op._heads(x.candidate)
+    attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+    out = op(no_request)
+    assert out.request.shape == (2, 0, D)
+    torch.testing.assert_close(out.candidate, torch.relu(attended + op.res(x.candidate)))
+
+
 def test_dca_without_history_leaves_the_tokens_alone():
     layer = _layer("dca", {})
     x = _split(memory=True)
@@ -201,7 +212,7 @@ def test_dca_without_history_leaves_the_tokens_alone():
 def test_dca_needs_a_history_and_glm_outputs_need_request_inputs():
     entry = blocks.get_block("dca")
     with pytest.raises(ConfigError, match="sequence"):
-        entry.config({}, num_tokens=4, dim=8, num_request_tokens=2, memory_tokens=0)
+        entry.config({}, num_tokens=4, dim=8, num_request_tokens=2, memory_tokens=0, memory_dim=8)
     wukong = blocks.get_block("glm_wukong")
     with pytest.raises(ConfigError, match="no request-side tokens"):
         wukong.config({"request_fm_tokens": 2}, num_tokens=4, dim=8, num_request_tokens=0)
