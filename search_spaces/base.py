@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from pydantic import field_validator
 
 from nas.arch.spec import ArchSpec
 from nas.core.catalog import Options
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, shown
 from search_spaces import decisions
 from search_spaces.decisions import Decision, Values, check_member
 
@@ -70,7 +71,39 @@ class SpaceInputs:
         return spec
 
 
-class SpaceOptions(Options):
+class ChoiceOptions(Options):
+    """Options whose lists are choices: each list field, and each list in a mapping field
+    (``block_params``), names at least one choice and no choice twice (a choice listed twice
+    would weigh double when sampled, and Optuna refuses it)."""
+
+    @field_validator("*")
+    @classmethod
+    def _distinct_choices(cls, value: Any) -> Any:
+        _check_choices(value)
+        return value
+
+
+def _check_choices(value: Any, where: str = "") -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _check_choices(inner, f"{where}{key}: ")
+    elif isinstance(value, list):
+        if not value:
+            raise ValueError(f"{where}lists no choice; give at least one choice")
+        seen = set()
+        for choice in value:
+            key = decisions.freeze(choice)
+            try:
+                hash(key)
+            except TypeError:  # a mapping as a choice: compared as written
+                key = repr(choice)
+            if key in seen:
+                twice = f"{where}lists {shown(choice)} twice"
+                raise ValueError(f"{twice}; the choices must be distinct")
+            seen.add(key)
+
+
+class SpaceOptions(ChoiceOptions):
     """Base of every space's options."""
 
 

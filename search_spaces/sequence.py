@@ -17,9 +17,8 @@ from pydantic import Field, field_validator
 
 import blocks
 from nas.arch.spec import POOLINGS
-from nas.core.catalog import Options
 from nas.core.errors import ConfigError
-from search_spaces.base import SpaceInputs
+from search_spaces.base import ChoiceOptions, SpaceInputs
 from search_spaces.decisions import Decision, Values
 
 Gene = dict[str, Any]
@@ -35,7 +34,7 @@ class SequencePlan:
     poolings: tuple[str, ...]
 
 
-class SequenceOptions(Options):
+class SequenceOptions(ChoiceOptions):
     """Choices for the history encoder."""
 
     max_lens: list[int] = Field(default=[16, 32], min_length=1)  # events encoded

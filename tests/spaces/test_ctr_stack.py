@@ -103,7 +103,11 @@ def test_size_counts_the_members() -> None:
         ({"embedding_dims": [8, 8]}, "space.options.embedding_dims", "distinct"),
         ({"top_inputs": ["first"]}, "space.options.top_inputs", "'last', 'all'"),
         ({"block_params": {"dcnv2": {"rnk": [3]}}}, "space.options", "no parameter 'rnk'"),
-        ({"block_params": {"dcnv2": {"rank": []}}}, "space.options", "at least one choice"),
+        (
+            {"block_params": {"dcnv2": {"rank": []}}},
+            "space.options.block_params",
+            "dcnv2: rank: lists no choice",
+        ),
         ({"depth": 3}, "space.options.depth", "valid fields here: embedding_dims"),
         (
             {"embedding_dims": [6], "block_params": {"self_attention": {"num_heads": [4]}}},
@@ -117,6 +121,36 @@ def test_bad_options_name_the_field(options, field, words) -> None:
         create_space("ctr_stack", options, INPUTS)
     assert caught.value.field == field
     assert words in str(caught.value)
+
+
+def _choice_lists(options: dict, path: tuple = ()):
+    """Each list of choices in a space's options, with where it sits: ((key, ...), list)."""
+    for key, value in options.items():
+        if isinstance(value, list):
+            yield (*path, key), value
+        elif isinstance(value, dict):
+            yield from _choice_lists(value, (*path, key))
+
+
+def _with(options: dict, path: tuple, value) -> dict:
+    head, *rest = path
+    return {**options, head: _with(options[head], tuple(rest), value) if rest else value}
+
+
+@pytest.mark.parametrize("name", list_spaces())
+def test_a_choice_listed_twice_or_no_choice_is_refused_naming_its_option(name: str) -> None:
+    from search_spaces.registry import SPACES
+
+    defaults = SPACES.get(name).Options().model_dump()
+    lists = list(_choice_lists(defaults))
+    assert len(lists) >= 5
+    for path, choices in lists:
+        for changed, words in (([*choices, choices[0]], "twice"), ([], "no choice")):
+            with pytest.raises(ConfigError) as caught:
+                create_space(name, _with(defaults, path, changed), INPUTS)
+            message = str(caught.value)
+            assert words in message or "at least 1" in message, (path, message)
+            assert caught.value.field.startswith(f"space.options.{path[0]}"), (path, message)
 
 
 @pytest.mark.parametrize("name", list_spaces())
