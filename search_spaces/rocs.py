@@ -68,6 +68,13 @@ class RocsOptions(SpaceOptions):
             raise ValueError(f"lists a block twice: {names}")
         return names
 
+    @field_validator("embedding_dims", "dca_heads")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values):
+            raise ValueError(f"must be positive integers, got {values}")
+        return values
+
     @field_validator("request_shares")
     @classmethod
     def _shares(cls, shares: list[float]) -> list[float]:

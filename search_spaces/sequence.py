@@ -63,12 +63,18 @@ class SequenceOptions(ChoiceOptions):
     @field_validator("hstu_params")
     @classmethod
     def _params(cls, params: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        names = blocks.get_block("hstu").config_cls.param_names()
+        hstu = blocks.get_block("hstu")
+        names = hstu.config_cls.param_names()
         for name, choices in params.items():
             if name not in names:
                 raise ValueError(f"hstu has no parameter {name!r}; valid: {', '.join(names)}")
             if not choices:
                 raise ValueError(f"hstu_params.{name}: needs at least one choice")
+            for choice in choices:  # each alone: HSTU's checks do not depend on the shape
+                try:
+                    hstu.config({name: choice}, num_tokens=1, dim=1)
+                except ConfigError as err:
+                    raise ValueError(str(err)) from None
         return params
 
 

@@ -154,6 +154,21 @@ def test_a_choice_listed_twice_or_no_choice_is_refused_naming_its_option(name: s
 
 
 @pytest.mark.parametrize("name", list_spaces())
+@pytest.mark.parametrize("bad", [0, -1, "nope", 1.5, None, [0], True])
+def test_a_bad_choice_anywhere_in_the_options_is_refused_or_builds(name: str, bad) -> None:
+    from search_spaces.registry import SPACES
+
+    defaults = SPACES.get(name).Options().model_dump()
+    inputs = SpaceInputs(11, 8, 64)
+    for path, choices in _choice_lists(defaults):
+        try:
+            space = create_space(name, _with(defaults, path, [bad, *choices[1:]]), inputs)
+        except ConfigError:
+            continue
+        inputs.check(space.sample(np.random.default_rng(0)))  # accepted: its members build
+
+
+@pytest.mark.parametrize("name", list_spaces())
 def test_every_registered_space_yields_buildable_members(name: str) -> None:
     space = create_space(name, {}, INPUTS)
     rng = np.random.default_rng(3)
