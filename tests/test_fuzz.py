@@ -222,7 +222,7 @@ def test_fuzzed_flags_are_refused_in_one_paragraph(
     assert "Traceback" not in err and len(err) < 2_000
 
 
-@pytest.mark.parametrize("kind", ["missing", "folder", "device"])
+@pytest.mark.parametrize("kind", ["missing", "folder", "device", "too long"])
 @pytest.mark.parametrize(
     "command",
     [["predict", "models:/ranker@prod", "--input"], ["fp8", "probe", "x.json", "--weights"]],
@@ -234,11 +234,36 @@ def test_a_path_that_is_not_a_file_is_named_for_what_it_is(
         "missing": (tmp_path / "rows.jsonl", "no file at"),
         "folder": (tmp_path, "is a folder, not a file"),
         "device": (Path("/dev/null"), "is not a regular file"),
+        "too long": (tmp_path / ("x" * 300), "File name too long"),
     }[kind]
     code = main([*command, str(path)])
     err = capsys.readouterr().err
     _check_refusal(code, err, runs)
     assert code == 2 and f"{command[-1]}: " in err and words in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list", "--registry-url", "sqlite:///{long}/registry.db"],
+        ["models", "list", "--tracking-uri", "sqlite:///{long}/mlflow.db"],
+        ["data", "inspect", "movielens-100k", "--cache-dir", "{long}"],
+        ["export", "models:/ranker@prod", "--out", "{long}/model"],
+        ["data", "prepare", "criteo", "--source", "{long}.tsv"],
+    ],
+)
+def test_a_path_the_system_refuses_is_named_not_a_traceback(
+    command: list[str], runs: Path, tmp_path: Path, capsys
+) -> None:
+    """A name longer than the file system allows (or a folder that may not be searched)."""
+    long = str(tmp_path / ("x" * 300))
+    try:
+        code = main([part.format(long=long) for part in command])
+    except SystemExit as exit:  # argparse refuses a flag's type
+        code = exit.code
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "Traceback" not in err, err
+    assert "File name too long" in err and len(err) < 2_000, err
 
 
 @FUZZ

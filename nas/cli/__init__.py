@@ -29,9 +29,20 @@ import gc
 import sys
 
 from nas.cli.render import console, phrase, styled
-from nas.core.errors import NasError, TrainingError
+from nas.core.errors import NasError, TrainingError, shown
 
 GROUPS = ("data", "train", "search", "retrain", "models", "fp8", "dashboard", "doctor")
+# What the file system says of a path given on the command line (too long, not searchable,
+# read-only, under a file): the user's to fix, as any bad input.
+PATH_ERRORS = {
+    errno.ENAMETOOLONG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.EROFS,
+    errno.ELOOP,
+    errno.EISDIR,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print(styled("interrupted", "yellow"))
         return 130
     except OSError as err:
+        if err.errno in PATH_ERRORS:  # a path the user gave that the system refuses
+            named = f" {shown(str(err.filename), 200)}:" if err.filename else ""
+            console.print(phrase(styled("error:", "red"), f" cannot use{named} {err.strerror}"))
+            return 2
         if err.errno != errno.ENOSPC:
             raise
         where = f" holding {err.filename}" if err.filename else ""

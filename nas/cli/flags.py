@@ -48,7 +48,10 @@ def folder(text: str) -> Path:
     """A folder flag's value: an existing folder, or one that can be made where it is named
     (a write is tried in its nearest existing parent and undone; nothing is left behind)."""
     path = Path(text).expanduser()
-    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    try:
+        existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    except OSError as err:  # a name too long, a parent that may not be searched
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {err.strerror}") from None
     if not existing.is_dir():
         where = "" if existing == path.absolute() else f" ({existing} is a file)"
         raise argparse.ArgumentTypeError(f"{shown(text)} is not a folder{where}")

@@ -16,9 +16,9 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from nas.cli.flags import open_registry, registry_flag
+from nas.cli.flags import folder, open_registry, registry_flag
 from nas.cli.render import console, emit_json, out, phrase, styled
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 
 FORMATS = ("torch-export", "torchscript")
@@ -55,7 +55,9 @@ def add_commands(commands) -> None:
     export = commands.add_parser("export", help="export a registered model for serving")
     export.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion")
     export.add_argument("--format", default="torch-export", help=" or ".join(FORMATS))
-    export.add_argument("--out", required=True, help="folder to write (must not exist)")
+    export.add_argument(
+        "--out", required=True, type=folder, help="folder to write (must not exist)"
+    )
     tracking_flag(export)
     export.add_argument("--json", action="store_true")
     export.set_defaults(run=cmd_export)
@@ -227,17 +229,17 @@ def cmd_export(args: argparse.Namespace) -> None:
     from nas.service.serving import export_model
 
     if args.format not in FORMATS:
-        raise ConfigError("--format", f"must be one of {', '.join(FORMATS)}, got {args.format!r}")
-    folder = Path(args.out)
-    if folder.exists():
-        raise ConfigError("--out", f"{folder} exists; give a new folder (nothing is overwritten)")
+        valid = ", ".join(FORMATS)
+        raise ConfigError("--format", f"must be one of {valid}, got {shown(args.format)}")
+    if args.out.exists():
+        raise ConfigError("--out", f"{args.out} exists; give a new folder (nothing is overwritten)")
     with console.status(f"Exporting {args.model_uri} as {args.format} ..."):
-        written = export_model(_tracking(args), args.model_uri, args.format, folder)
+        written = export_model(_tracking(args), args.model_uri, args.format, args.out)
     if args.json:
         emit_json(written)
         return
     out.print(
-        f"exported {args.model_uri} ({args.format}) to {folder}:", highlight=False, soft_wrap=True
+        f"exported {args.model_uri} ({args.format}) to {args.out}:", highlight=False, soft_wrap=True
     )
     for name, what in written["files"].items():
         out.print(f"  {name}  {what}", highlight=False)

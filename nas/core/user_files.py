@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, shown
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a search config or a spec is a few hundred bytes
 MAX_DEPTH = 32  # the deepest real config nests 5 levels
@@ -28,12 +28,15 @@ MAX_VALUES = 100_000  # values in one document, YAML aliases expanded
 
 def require_file(path: Path, flag: str) -> None:
     """A ``ConfigError`` on ``flag`` unless ``path`` is a regular file, saying what it is."""
-    if path.is_file():
-        return
-    if path.is_dir():
-        raise ConfigError(flag, f"{path} is a folder, not a file")
-    if path.exists():
-        raise ConfigError(flag, f"{path} is not a regular file")
+    try:
+        if path.is_file():
+            return
+        if path.is_dir():
+            raise ConfigError(flag, f"{path} is a folder, not a file")
+        if path.exists():
+            raise ConfigError(flag, f"{path} is not a regular file")
+    except OSError as err:  # a name too long, a folder that may not be searched
+        raise ConfigError(flag, f"cannot use {shown(str(path))} ({err.strerror})") from None
     raise ConfigError(flag, f"no file at {path}")
 
 
