@@ -35,12 +35,13 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nas.core.errors import ConfigError, config_error_from_pydantic
+from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.user_files import parse_yaml, read_text
 
 FORMATS = ("parquet", "csv", "jsonl")
@@ -74,9 +75,13 @@ class Source(_Strict):
         return self
 
 
+LABEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 class Label(_Strict):
-    """A 0/1 column (written as its name), or a label made from a numeric column: 1 where
-    it is at least ``at_least``, else 0."""
+    """A 0/1 column (written as its name, or ``{name, column}``), or a label made from a
+    numeric column: 1 where it is at least ``at_least``, else 0. Its name names metrics
+    (``ne:click``, ``auc:click``) and the model's outputs (``probability_click``)."""
 
     name: Name
     column: Name | None = None  # default: the column of that name
@@ -87,11 +92,16 @@ class Label(_Strict):
     def _a_name(cls, value):
         return {"name": value} if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _a_rule(self) -> Label:
-        if self.column is not None and self.at_least is None:
-            raise ValueError("a label from another column needs at_least: its threshold")
-        return self
+    @field_validator("name")
+    @classmethod
+    def _a_metric_name(cls, name: str) -> str:
+        if not LABEL_NAME.fullmatch(name):
+            raise ValueError(
+                f"{shown(name)} may hold only letters, digits, _, - and . (up to 64; it names "
+                f"metrics such as ne:NAME); to read a column named otherwise, give "
+                f"{{name: click, column: {shown(name)}}}"
+            )
+        return name
 
 
 class Keys(_Strict):

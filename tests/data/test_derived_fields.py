@@ -144,7 +144,10 @@ def test_served_rows_encode_to_the_prepared_features(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        (lambda s: s.replace(", at_least: 4", ""), "needs at_least"),
+        (  # a 0/1 column, then: the rating is also each event's action, a number
+            lambda s: s.replace(", at_least: 4", ""),
+            "column 'rating' is read as label (label like) and as number",
+        ),
         (lambda s: s.replace("from: release, derive", "derive"), "need from:"),
         (lambda s: s.replace("from: ts, derive: hour", "from: zip_code, derive: hour"), "from: ts"),
         (lambda s: s.replace("from: item_id,", "from: rating,"), "reads the label column"),

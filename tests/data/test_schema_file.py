@@ -199,6 +199,20 @@ def test_a_parquet_source_is_encoded_as_pandas_computes_it(tmp_path: Path) -> No
     assert schema["hist"]["kind"] == "sequence"
 
 
+def test_a_label_reads_a_column_of_another_name(tmp_path: Path) -> None:
+    """A 0/1 column whose name cannot name metrics, read under a name that can."""
+    frame = logs().rename(columns={"click": "clicked?"})
+    path = schema_file(tmp_path, frame=frame)
+    path.write_text(
+        path.read_text().replace(
+            "labels: [click, like]", 'labels: [{name: click, column: "clicked?"}, like]'
+        )
+    )
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert dataset.schema.labels == ("click", "like")
+    assert (by_source(dataset, "labels") == frame[["clicked?", "like"]].to_numpy()).all()
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_csv_and_jsonl_give_the_same_arrays_as_parquet(tmp_path: Path, fmt: str) -> None:
     frame = logs(seed=3)
@@ -401,6 +415,10 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
         (
             lambda s: s.replace("labels: [click, like]", "labels: click"),
             "labels: must be a list (got 'click')",
+        ),
+        (
+            lambda s: s.replace("labels: [click, like]", "labels: [click, 'like it!']"),
+            "labels[1].name: 'like it!' may hold only letters, digits, _, - and .",
         ),
     ],
 )
