@@ -45,7 +45,7 @@ def read_text(path: Path, what: str) -> str:
     try:
         size = path.stat().st_size
         if path.is_dir():
-            raise ConfigError("", f"is a folder, not a {what} file", str(path))
+            raise ConfigError("", f"is a folder, not a {what}", str(path))
         if size > MAX_FILE_BYTES:
             raise ConfigError(
                 "", f"{size} bytes is too large for a {what} (limit {MAX_FILE_BYTES})", str(path)
