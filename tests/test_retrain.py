@@ -150,6 +150,8 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     listed = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
     (version,) = listed
     assert version["aliases"] == ["prod"]
+    unknown = nas(runs, "models", "list", "no-such-model")
+    assert "no registered model named 'no-such-model'" in unknown.stdout, unknown.stdout
     dataset = registry_of(runs).get_search(search_id).config["dataset"]
     from nas.data import load_dataset
 

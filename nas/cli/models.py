@@ -86,6 +86,9 @@ def cmd_models_list(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(versions)
         return
+    if not versions and args.name:
+        out.print(f"no registered model named {shown(args.name)} (all of them: nas models list)")
+        return
     if not versions:
         out.print("no registered models yet; register one with nas retrain ... --register NAME")
         return

@@ -38,7 +38,7 @@ import torch
 
 from kernels.fp8_linear import Dispatched, Fp8Dispatch
 from nas.arch.spec import ArchSpec
-from nas.core.errors import ConfigError, NasError
+from nas.core.errors import ConfigError, NasError, shown
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm
 from nas.data.schema import Features, Schema
@@ -395,7 +395,7 @@ def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
     client = tracker.client
     query = f"name = '{name}'" if name else ""
     if name and not NAME_RE.match(name):
-        raise ConfigError("name", f"{name!r} is not a registered model name")
+        raise ConfigError("name", f"{shown(name)} is not a registered model name")
     found = tracker.call("list model versions", client.search_model_versions, query)
     aliases: dict[tuple[str, str], list[str]] = {}  # a version's own record may not list them
     for model_name in sorted({v.name for v in found}):
