@@ -215,6 +215,16 @@ def test_asha_files_a_baselines_rungs_but_never_stops_it() -> None:
     assert asha.controller.ids == ["late"]
 
 
+@pytest.mark.parametrize("name", ["asha", "median"])
+def test_a_failed_trials_final_report_is_not_ranked(name: str) -> None:
+    """A trial that failed before any rung (over its memory, say) reports its reason alone."""
+    scheduler = tune_scheduler(create_scheduler(name, {"grace_steps": 10}, 80), _Stops())
+    failed = {"payload": "used 0.41 GiB at step 1, over the limit", "outcome": "failed"}
+    assert _rung(scheduler, "failed", failed) == "CONTINUE"
+    assert _rung(scheduler, "next", _report(10, 0.80)) == "CONTINUE"
+    assert scheduler.controller.ids == []
+
+
 def test_a_bad_rank_is_named() -> None:
     with pytest.raises(ConfigError) as err:
         create_scheduler("asha", {"rank": "auc"}, 80)

@@ -109,8 +109,8 @@ def _run(
     needed = training_bytes(spec, data.schema)
     if needed > limit:  # refuse before the allocator sees it
         raise TrainingError(
-            f"its parameters need {needed / 2**30:.2f} GiB to train (weights, gradients and "
-            f"optimizer state), over the limit of {limit / 2**30:.2f} GiB per trial "
+            f"its parameters need {_size(needed)} to train (weights, gradients and "
+            f"optimizer state), over the limit of {_size(limit)} per trial "
             "(resources.memory_gb_per_trial)"
         )
     process = psutil.Process()
@@ -122,8 +122,8 @@ def _run(
         for used, where in ((rss, ""), (gpu, " of GPU memory")):
             if used > limit:
                 raise TrainingError(
-                    f"used {used / 2**30:.2f} GiB{where} {when}, over the limit of "
-                    f"{limit / 2**30:.2f} GiB per trial (resources.memory_gb_per_trial)"
+                    f"used {_size(used)}{where} {when}, over the limit of "
+                    f"{_size(limit)} per trial (resources.memory_gb_per_trial)"
                 )
 
     def on_step(step: int, loss: float) -> None:
@@ -266,3 +266,8 @@ def _other_rank(config: dict[str, Any], data, address: str, rank: int, size: int
         _run(TrialRequest.from_config(config), data, report_rungs=False)
     finally:
         dist.destroy_process_group()
+
+
+def _size(count: int) -> str:
+    """Bytes as GiB, or as MiB below a quarter GiB (where two decimals of GiB read 0.00)."""
+    return f"{count / 2**30:.2f} GiB" if count >= 2**28 else f"{count / 2**20:.1f} MiB"

@@ -171,7 +171,7 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
         return code
     print_front(search, summary)
     _print_unsettled(trials)
-    _print_ending(search)
+    _print_ending(search, bool(summary.front))
     return code
 
 
@@ -252,7 +252,7 @@ class ProgressReporter(Reporter):
             self.progress.stop()
 
 
-def _print_ending(search) -> None:
+def _print_ending(search, anything_to_retrain: bool) -> None:
     color = {"completed": "green", "cancelled": "yellow"}.get(search.status, "red")
     note = f" ({search.message})" if search.message else ""
     console.print(
@@ -264,11 +264,12 @@ def _print_ending(search) -> None:
     )
     if search.status in ("interrupted", "failed"):
         console.print(f"continue it with: nas resume {search.id}", highlight=False)
-    console.print(
-        f"browse it: nas dashboard {search.id}\n"
-        f"retrain its knee against the baselines, on test: nas retrain {search.id}",
-        highlight=False,
-    )
+    console.print(f"browse it: nas dashboard {search.id}", highlight=False)
+    if anything_to_retrain:
+        console.print(
+            f"retrain its knee against the baselines, on test: nas retrain {search.id}",
+            highlight=False,
+        )
 
 
 def search_row(search, summary) -> dict:

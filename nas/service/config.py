@@ -118,7 +118,9 @@ class TrainOptions(Strict):
 class Resources(Strict):
     concurrency: int = Field(default=2, ge=1, le=4096)  # candidates trained at once
     cpus_per_trial: int = Field(default=1, ge=1, le=1024)  # also the trial's torch thread count
-    memory_gb_per_trial: float = Field(default=4.0, gt=0, le=4096)  # a trial above it fails
+    # a trial above it fails; a trial's process holds about 0.4 GiB (Python, torch, Ray)
+    # before its model, so less than a quarter GiB is a slip (of units), not a budget
+    memory_gb_per_trial: float = Field(default=4.0, ge=0.25, le=4096)
     max_retries: int = Field(default=2, ge=0, le=10)  # a candidate whose worker died
     # GPUs each trial (and each setup job: supernet, DNAS) trains on: a share of one (0.25:
     # four trials to a GPU) or whole ones; 0 (the default): the CPU

@@ -376,6 +376,8 @@ class _EarlyStopping(_Glue):
     trial's, but it is never stopped: it is the yardstick the candidates are judged by."""
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        if RUNG_METRIC not in result:  # a failed trial's final report: nothing to rank
+            return TrialScheduler.CONTINUE
         decision = super().on_trial_result(tune_controller, trial, self.ranked(result))
         if "outcome" in result:  # the final report: the trial has ended anyway
             return decision

@@ -45,5 +45,5 @@ def test_a_candidate_too_large_for_the_trial_memory_fails_before_training(ml100k
 def test_the_memory_limit_holds_in_trials_shorter_than_the_check_interval(ml100k) -> None:
     data = TrialData.from_prepared(ml100k, "valid")
     small = {"embedding_dim": 8, "interaction": [{"block": "fm"}], "top_mlp": []}
-    with pytest.raises(TrainingError, match="over the limit"):
+    with pytest.raises(TrainingError, match="over the limit of 10.2 MiB per trial"):
         _run(_config(small, steps=3, memory_gb=0.01), data)  # any process uses more
