@@ -48,8 +48,8 @@ class CtrStackOptions(SpaceOptions):
     @field_validator("embedding_dims")
     @classmethod
     def _positive(cls, dims: list[int]) -> list[int]:
-        if any(d < 1 for d in dims) or len(set(dims)) != len(dims):
-            raise ValueError(f"must be distinct positive integers, got {dims}")
+        if any(d < 1 for d in dims):
+            raise ValueError(f"must be positive integers, got {dims}")
         return dims
 
     @field_validator("blocks")
@@ -64,15 +64,13 @@ class CtrStackOptions(SpaceOptions):
                     f"{name!r} keeps request and candidate sides apart (GLM, DCA); "
                     "search it with the rocs space"
                 )
-        if len(set(names)) != len(names):
-            raise ValueError(f"lists a block twice: {names}")
         return names
 
     @field_validator("top_inputs")
     @classmethod
     def _top_inputs(cls, values: list[str]) -> list[str]:
-        if not set(values) <= {"last", "all"} or len(set(values)) != len(values):
-            raise ValueError(f"must be distinct values from 'last', 'all'; got {values}")
+        if not set(values) <= {"last", "all"}:
+            raise ValueError(f"must be values from 'last', 'all'; got {values}")
         return values
 
     @field_validator("top_mlps")
@@ -86,15 +84,13 @@ class CtrStackOptions(SpaceOptions):
     def _block_params(self) -> CtrStackOptions:
         for block, params in self.block_params.items():
             entry = blocks.get_block(block, kind="interaction")
-            for param, choices in params.items():
+            for param in params:
                 if param not in entry.config_cls.param_names():
                     valid = ", ".join(entry.config_cls.param_names())
                     raise ValueError(
                         f"block_params.{block}.{param}: {block} has no parameter {param!r}; "
                         f"valid: {valid}"
                     )
-                if not choices:
-                    raise ValueError(f"block_params.{block}.{param}: needs at least one choice")
         for i, dim in enumerate(self.embedding_dims):
             for block in self.blocks:
                 try:

@@ -64,8 +64,6 @@ class RocsOptions(SpaceOptions):
         for name in names:
             if name not in LAYERS:
                 raise ValueError(f"{name!r} has no GLM variant; valid: {', '.join(LAYERS)}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"lists a block twice: {names}")
         return names
 
     @field_validator("embedding_dims", "dca_heads")
@@ -78,8 +76,8 @@ class RocsOptions(SpaceOptions):
     @field_validator("request_shares")
     @classmethod
     def _shares(cls, shares: list[float]) -> list[float]:
-        if any(not 0 < s < 1 for s in shares) or len(set(shares)) != len(shares):
-            raise ValueError(f"must be distinct fractions strictly between 0 and 1, got {shares}")
+        if any(not 0 < s < 1 for s in shares):
+            raise ValueError(f"must be fractions strictly between 0 and 1, got {shares}")
         return shares
 
     @model_validator(mode="after")
@@ -88,14 +86,12 @@ class RocsOptions(SpaceOptions):
             if block not in LAYERS:
                 raise ValueError(f"block_params.{block}: valid blocks are {', '.join(LAYERS)}")
             names = blocks.get_block(block).config_cls.param_names()
-            for param, choices in params.items():
+            for param in params:
                 if param not in names:
                     raise ValueError(
                         f"block_params.{block}.{param}: {block} has no parameter {param!r}; "
                         f"valid: {', '.join(names)}"
                     )
-                if not choices:
-                    raise ValueError(f"block_params.{block}.{param}: needs at least one choice")
         for dim in self.embedding_dims:
             for heads in self.dca_heads:
                 if dim % heads:
