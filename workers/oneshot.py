@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ import torch
 from nas.arch.model import RankingModel
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
-from nas.search.objectives import SERVING_CANDIDATES, get_objective
+from nas.search.objectives import SERVING_CANDIDATES, CostSettings, cost_values, get_objective
 from nas.search.strategies import SpaceExhausted, StrategyContext, create_strategy
 from nas.search.strategies.oneshot import pick_front
 from nas.search.supernet import StackSupernet
@@ -71,6 +71,8 @@ class OneShotSettings:
     few_shot: tuple[str, ...] = ()  # decisions whose values split the space into families
     few_shot_steps: int = 0  # each family's sub-supernet, after the shared training
     calibration: list = field(default_factory=list)  # members (dicts) to score for the ranker
+    costs: list = field(default_factory=list)  # the latency objectives (CostSettings as dicts)
+    cost_threads: int = 1  # the threads a trial is priced on (target cpu)
 
 
 def run(
@@ -84,7 +86,8 @@ def run(
     net = job_supernet(settings, data, device)
     trained, train_seconds = train_supernet(net, data, s, checkpoint, progress)
     start = time.perf_counter()
-    score = trained.scorer(data, s.eval_rows, s.seed)
+    costs = [CostSettings(**c) for c in s.costs]
+    score = trained.scorer(data, s.eval_rows, s.seed, costs, s.cost_threads)
     scored = search_subnets(net.space, score, s, progress)
     picks = pick_front(scored, s.objectives, s.picks)
     result = {
@@ -123,7 +126,14 @@ class Supernets:
         net.load_state_dict(self.states[family])
         return net
 
-    def scorer(self, data: TrialData, rows: int, seed: int) -> Callable[[ArchSpec], dict]:
+    def scorer(
+        self,
+        data: TrialData,
+        rows: int,
+        seed: int,
+        costs: Sequence[CostSettings] = (),
+        threads: int = 1,
+    ) -> Callable[[ArchSpec], dict]:
         """Scores members as ``SubnetScorer`` does, each with its family's weights (a
         family's scorer made when one of its members is first scored)."""
         made: dict[int | None, SubnetScorer] = {}
@@ -131,7 +141,7 @@ class Supernets:
         def score(spec: ArchSpec) -> dict[str, float]:
             family = None if self.split is None else self.split.index(spec)
             if family not in made:
-                made[family] = SubnetScorer(self.net(family), data, rows, seed)
+                made[family] = SubnetScorer(self.net(family), data, rows, seed, costs, threads)
             return made[family](spec)
 
         return score
@@ -279,15 +289,28 @@ def analytic(spec: ArchSpec, net: StackSupernet) -> dict[str, float]:
 
 
 class SubnetScorer:
-    """Members scored with a supernet's weights: NE, AUC and logloss on a fixed sample of the
-    held-out split (embedded once for all of them), cost from their configs."""
+    """Members scored with a supernet's weights: NE, AUC, logloss (and AUC per user or
+    request, where the data has them) on a fixed sample of the held-out split (embedded once
+    for all of them); FLOPs, parameters and the latency objectives' ``costs`` from their
+    configs, as a trial's are."""
 
-    def __init__(self, net: StackSupernet, data: TrialData, rows: int, seed: int):
+    def __init__(
+        self,
+        net: StackSupernet,
+        data: TrialData,
+        rows: int,
+        seed: int,
+        costs: Sequence[CostSettings] = (),
+        threads: int = 1,
+    ):
         held = data.features(data.split, net.reads_history)
         order = torch.randperm(len(held), generator=torch.Generator().manual_seed(seed))
-        batch = held[order[:rows]]
+        kept = order[:rows]
+        batch = held[kept]
         self.label = batch.label
+        self.groups = {name: keys[kept.numpy()] for name, keys in data.groups().items()}
         self.net, self.rates = net, data.train_rates
+        self.costs, self.threads = costs, threads
         with torch.no_grad():
             self.tokens = net.embed(*batch.to(device_of(net)).inputs())
 
@@ -295,8 +318,9 @@ class SubnetScorer:
     def __call__(self, spec: ArchSpec) -> dict[str, float]:
         self.net.eval()
         logits = self.net.logits(spec, self.tokens).cpu()  # one copy back per member
-        metrics = binary_metrics(self.label, logits, self.rates)
-        return metrics | analytic(spec, self.net)
+        metrics = binary_metrics(self.label, logits, self.rates, self.groups)
+        costs = cost_values(self.costs, spec, self.net.schema, self.threads)
+        return metrics | analytic(spec, self.net) | costs
 
 
 def search_subnets(

@@ -22,6 +22,18 @@ SERVING_CANDIDATES = 100  # candidates per request that ``serving_flops`` assume
 
 
 @dataclass(frozen=True)
+class CostSettings:
+    """A latency objective as a search config states it (``cost_values`` reads these), in a
+    form a job can carry: a one-shot job prices the members it scores itself."""
+
+    name: str  # latency or serving_latency
+    target: str | None = None
+    precision: str | None = None
+    batch: int | None = None
+    candidates: int | None = None
+
+
+@dataclass(frozen=True)
 class Objective:
     name: str
     direction: str  # "min" | "max"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError
 from nas.core.paths import artifacts_dir
-from nas.search.objectives import COST_OBJECTIVES, split_label
+from nas.search.objectives import COST_OBJECTIVES, CostSettings, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
 from nas.service.baselines import load_baseline
 from nas.service.config import SearchConfig
@@ -52,6 +52,11 @@ class Plan:
             },
             budget=self.config.budget.candidates,
             concurrency=self.config.resources.concurrency,
+            costs=tuple(
+                CostSettings(o.name, o.target, o.precision, o.batch, o.candidates)
+                for o in self.config.objectives
+                if o.name in COST_OBJECTIVES
+            ),
         )
         return create_strategy(self.config.strategy.name, self.config.strategy.options, context)
 

@@ -138,3 +138,30 @@ def test_picks_spread_along_the_front_then_take_the_next_fronts() -> None:
     assert [m["ne"] for _, m in picks] == [0.50, 0.60, 0.70]  # ends and middle of 5
     picks = oneshot.pick_front(scored, ["ne", "flops"], 6)
     assert [m["ne"] for _, m in picks][-1] == 0.66  # the dominated one comes last
+
+
+def test_the_subnet_search_scores_gauc_and_latency_as_a_trial_is_scored(ml100k) -> None:
+    """Objectives a trial's result has beside NE: the AUC per user from the held-out rows'
+    users, and the latency the cost model prices for the search's target."""
+    from nas.search.objectives import CostSettings, cost_values
+    from workers.trial_data import TrialData
+
+    data = TrialData.from_prepared(ml100k, "valid")
+    latency = CostSettings("latency", target="h200", batch=512)
+    result = oneshot.run(
+        settings(
+            steps=20,
+            objectives=["gauc", "latency"],
+            costs=[{"name": "latency", "target": "h200", "batch": 512}],
+            subnet_budget=6,
+        ),
+        data,
+        None,
+        quiet,
+    )
+    for subnet in result["subnets"]:
+        assert 0.0 < subnet["gauc"] < 1.0 and subnet["gauc"] != subnet["auc"]
+    for pick in result["picks"]:
+        spec = ArchSpec.from_dict(pick["spec"])
+        priced = cost_values([latency], spec, ml100k.schema)["latency"]
+        assert pick["estimate"]["latency"] == pytest.approx(priced) and priced > 0

@@ -30,7 +30,7 @@ import numpy as np
 from nas.arch.spec import ArchSpec
 from nas.core.catalog import Options
 from nas.core.errors import NasError
-from nas.search.objectives import Objective
+from nas.search.objectives import CostSettings, Objective
 from search_spaces.base import SearchSpace
 
 MAX_DRAWS = 2000  # draws in a row that only give known architectures: the space is spent
@@ -60,6 +60,7 @@ class StrategyContext:
     train: dict[str, Any] = field(default_factory=dict)  # batch_size, lr, embedding_lr, threads
     budget: int = 20  # searched candidates the search trains stand-alone
     concurrency: int = 1  # trials (and setup jobs) the search runs at once
+    costs: tuple[CostSettings, ...] = ()  # the latency objectives, for jobs that price members
 
 
 @dataclass(frozen=True)

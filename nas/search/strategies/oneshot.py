@@ -23,6 +23,7 @@ good as the weight sharing: ``benchmarks/supernet_ranking.py`` reports how well 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import numpy as np
@@ -94,6 +95,8 @@ class OneShot(Strategy):
         o = self.options
         settings = self.job_settings() | {
             "objectives": [objective.name for objective in self.context.objectives],
+            "costs": [dataclasses.asdict(cost) for cost in self.context.costs],
+            "cost_threads": self.context.train.get("threads", 1),  # a trial's, as it is priced
             "steps": o.supernet_steps,
             "sampling": o.sampling,
             "sandwich_paths": o.sandwich_paths,
