@@ -76,6 +76,12 @@ def test_ids_resolve_by_unique_prefix(registry: Registry) -> None:
         registry.get_search("demo-")
     with pytest.raises(NasError, match="no search 'nope'.*recent searches: demo-"):
         registry.get_search("nope")
+    # A whole name names its search, though a longer name starts with it (its retrain's).
+    registry.create_search("ctr-ccc333", "ctr", {}, None)
+    registry.create_search("ctr-retrain-ddd444", "ctr-retrain", {}, None)
+    assert registry.get_search("ctr").id == "ctr-ccc333"
+    with pytest.raises(NasError, match="ambiguous: demo-aaa111, demo-bbb222"):
+        registry.get_search("demo")  # two searches of that name
 
 
 def test_a_search_is_owned_by_its_creator_before_any_controller_claims_it(

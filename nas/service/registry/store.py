@@ -168,7 +168,8 @@ class Registry:
 
     def get_search(self, search_id: str) -> Search:
         """The search ``search_id`` (a unique prefix is enough; no wildcards: ``%`` and
-        ``_`` are matched as themselves)."""
+        ``_`` are matched as themselves). A prefix that is one search's whole name names it,
+        though others start with it too (``ctr`` is ``ctr-1a2b3c``, not ``ctr-retrain-...``)."""
         if not search_id:
             raise NasError("a search id is required (see: nas list)")
         with self.session() as s:
@@ -177,12 +178,13 @@ class Registry:
                 return found
             prefix = Search.id.startswith(search_id, autoescape=True)
             matches = s.scalars(select(Search).where(prefix)).all()
-            if len(matches) == 1:
-                return matches[0]
+            named = [m for m in matches if m.name == search_id]
+            if len(matches) == 1 or len(named) == 1:
+                return (named or matches)[0]
             known = s.scalars(select(Search.id).order_by(Search.created_at.desc())).all()
         if matches:
             raise NasError(
-                f"search id {search_id!r} is ambiguous: {', '.join(m.id for m in matches)}"
+                f"search id {shown(search_id)} is ambiguous: {', '.join(m.id for m in matches)}"
             )
         hint = f"; recent searches: {', '.join(known[:5])}" if known else "; none yet"
         raise NasError(f"no search {shown(search_id)} in {self.where}{hint} (see: nas list)")
