@@ -124,7 +124,9 @@ def site_name(weight: torch.Tensor, names: dict[int, str]) -> str | None:
 
 class LinearSites(TorchFunctionMode):
     """While active, every ``F.linear`` call on one of ``model``'s sites goes through
-    ``at_site`` (which, here, runs it as it is); other calls are untouched."""
+    ``at_site`` (which, here, runs it as it is); other calls are untouched, and so is a call
+    with no work (an empty weight or input: a GLM side with no tokens), which has nothing to
+    quantise or price."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -135,7 +137,7 @@ class LinearSites(TorchFunctionMode):
         if func is F.linear:
             x, weight, bias = _linear_args(*args, **kwargs)
             name = site_name(weight, self.names)
-            if name is not None:
+            if name is not None and weight.numel() and x.numel():
                 return self.at_site(name, x, weight, bias)
         return func(*args, **kwargs)
 

@@ -145,6 +145,21 @@ def test_a_model_trains_in_fp8_close_to_fp32(ml100k) -> None:
     assert ne["fp8"] != ne["fp32"] and abs(ne["fp8"] - ne["fp32"]) < 0.01
 
 
+@pytest.mark.parametrize("shape", [(0, 4), (4, 0)])
+def test_a_linear_with_no_work_runs_as_it_is_in_fp8_training_and_dispatch(shape) -> None:
+    """An empty weight (a GLM layer's side with no tokens) has nothing to quantise."""
+    from kernels.fp8_linear import Fp8Training
+
+    with pytest.warns(UserWarning, match="zero-element"):
+        layer = torch.nn.Linear(shape[1], shape[0])
+    x = torch.randn(8, shape[1], requires_grad=True)
+    for mode in (Fp8Training(layer), Fp8Dispatch(layer, None)):  # every site in FP8
+        with mode:
+            y = layer(x)
+        assert torch.equal(y, F.linear(x, layer.weight, layer.bias))
+    y.sum().backward()
+
+
 def test_fp8_training_keeps_to_the_plans_sites() -> None:
     from kernels.fp8_linear import Fp8Training, fp8_linear, quantise_rows
 
