@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 import blocks
 from nas.arch.spec import ArchSpec
@@ -34,7 +34,7 @@ from search_spaces.registry import register_space
 
 
 class CtrStackOptions(SpaceOptions):
-    embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
+    embedding_dims: list[PositiveInt] = Field(default=[8, 16, 32], min_length=1)
     max_depth: int = Field(default=3, ge=1, le=8)
     blocks: list[str] = Field(default=["mlp", "dot", "fm", "dcnv2", "self_attention"], min_length=1)
     block_params: dict[str, dict[str, list[Any]]] = {
@@ -44,13 +44,6 @@ class CtrStackOptions(SpaceOptions):
     }
     top_mlps: list[list[int]] = Field(default=[[], [128], [256, 128], [512, 256]], min_length=1)
     top_inputs: list[str] = Field(default=["last", "all"], min_length=1)
-
-    @field_validator("embedding_dims")
-    @classmethod
-    def _positive(cls, dims: list[int]) -> list[int]:
-        if any(d < 1 for d in dims):
-            raise ValueError(f"must be positive integers, got {dims}")
-        return dims
 
     @field_validator("blocks")
     @classmethod
@@ -210,7 +203,7 @@ class CtrStack(SearchSpace):
 class WukongStackOptions(CtrStackOptions):
     """A stack of Wukong layers (the paper's model: Wukong layers, then an MLP)."""
 
-    embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
+    embedding_dims: list[PositiveInt] = Field(default=[8, 16, 32], min_length=1)
     blocks: list[str] = Field(default=["wukong"], min_length=1)
     block_params: dict[str, dict[str, list[Any]]] = {
         "wukong": {
@@ -233,7 +226,7 @@ class WukongStack(CtrStack):
 class DHENStackOptions(CtrStackOptions):
     """A hierarchy of DHEN layers, each an ensemble of interaction modules."""
 
-    embedding_dims: list[int] = Field(default=[8, 16, 32], min_length=1)
+    embedding_dims: list[PositiveInt] = Field(default=[8, 16, 32], min_length=1)
     blocks: list[str] = Field(default=["dhen"], min_length=1)
     block_params: dict[str, dict[str, list[Any]]] = {
         "dhen": {

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 import blocks
 from blocks.base import TokenShape
@@ -36,7 +36,7 @@ LAYERS = ("wukong", "dhen")  # each has a GLM variant, glm_<name>
 
 
 class RocsOptions(SpaceOptions):
-    embedding_dims: list[int] = Field(default=[8, 16], min_length=1)
+    embedding_dims: list[PositiveInt] = Field(default=[8, 16], min_length=1)
     max_depth: int = Field(default=2, ge=1, le=6)
     blocks: list[str] = Field(default=list(LAYERS), min_length=1)
     block_params: dict[str, dict[str, list[Any]]] = {
@@ -54,7 +54,7 @@ class RocsOptions(SpaceOptions):
     }
     request_shares: list[float] = Field(default=[0.25, 0.5, 0.75], min_length=1)
     dca: list[bool] = Field(default=[True, False], min_length=1)
-    dca_heads: list[int] = Field(default=[1, 2], min_length=1)
+    dca_heads: list[PositiveInt] = Field(default=[1, 2], min_length=1)
     sequence: SequenceOptions = SequenceOptions()
     top_mlps: list[list[int]] = Field(default=[[128], [256, 128]], min_length=1)
 
@@ -65,13 +65,6 @@ class RocsOptions(SpaceOptions):
             if name not in LAYERS:
                 raise ValueError(f"{name!r} has no GLM variant; valid: {', '.join(LAYERS)}")
         return names
-
-    @field_validator("embedding_dims", "dca_heads")
-    @classmethod
-    def _positive(cls, values: list[int]) -> list[int]:
-        if any(v < 1 for v in values):
-            raise ValueError(f"must be positive integers, got {values}")
-        return values
 
     @field_validator("request_shares")
     @classmethod

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, PositiveInt, field_validator
 
 import blocks
 from nas.arch.spec import POOLINGS
@@ -37,21 +37,14 @@ class SequencePlan:
 class SequenceOptions(ChoiceOptions):
     """Choices for the history encoder."""
 
-    max_lens: list[int] = Field(default=[16, 32], min_length=1)  # events encoded
-    depths: list[int] = Field(default=[1, 2], min_length=1)  # HSTU layers
+    max_lens: list[PositiveInt] = Field(default=[16, 32], min_length=1)  # events encoded
+    depths: list[PositiveInt] = Field(default=[1, 2], min_length=1)  # HSTU layers
     hstu_params: dict[str, list[Any]] = {
         "num_heads": [1, 2],
         "qk_dim": [8, 16],
         "value_dim": [8, 16],
     }
     poolings: list[str] = Field(default=list(POOLINGS), min_length=1)
-
-    @field_validator("max_lens", "depths")
-    @classmethod
-    def _positive(cls, values: list[int]) -> list[int]:
-        if any(v < 1 for v in values):
-            raise ValueError(f"must be positive integers, got {values}")
-        return values
 
     @field_validator("poolings")
     @classmethod

@@ -35,13 +35,13 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
+from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
 
 FORMATS = ("parquet", "csv", "jsonl")
@@ -75,9 +75,6 @@ class Source(_Strict):
         return self
 
 
-LABEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
 class Label(_Strict):
     """A 0/1 column (written as its name, or ``{name, column}``), or a label made from a
     numeric column: 1 where it is at least ``at_least``, else 0. Its name names metrics
@@ -95,7 +92,7 @@ class Label(_Strict):
     @field_validator("name")
     @classmethod
     def _a_metric_name(cls, name: str) -> str:
-        if not LABEL_NAME.fullmatch(name):
+        if not is_name(name, longest=64):
             raise ValueError(
                 f"{shown(name)} may hold only letters, digits, _, - and . (up to 64; it names "
                 f"metrics such as ne:NAME); to read a column named otherwise, give "
@@ -234,7 +231,7 @@ class Feature(_Strict):
 
 
 class SchemaFile(_Strict):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")]
+    name: Annotated[str, Field(pattern=f"^{name_pattern()}$")]
     description: str = ""
     source: Source
     labels: Annotated[tuple[Label, ...], Field(min_length=1, max_length=16)]

@@ -20,7 +20,6 @@ An error names the file and the field and says what would be valid (``ConfigErro
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,12 +33,11 @@ from pydantic import (
 )
 
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
+from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import BASELINES_DIR, registry_file, tracking_file
 from nas.search.early_stopping import DEFAULT_EVAL_ROWS
 from nas.search.objectives import PER_LABEL, Objective, check_cost_options, get_objective
 from workers.train_settings import MAX_BATCH, MAX_STEPS, TRAIN_PRECISIONS
-
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 SEED_MAX = 2**32 - 1  # numpy's and torch's seed range
 
@@ -191,10 +189,10 @@ class SearchConfig(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME.fullmatch(value):
+        if not is_name(value):
             raise ValueError(
-                f"{shown(value)} is not a search name: use 1-100 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit (it names the MLflow experiment and the id)"
+                f"{shown(value)} is not a search name: use 1-100 {NAME_RULE} (it names the "
+                "MLflow experiment and the id)"
             )
         return value
 

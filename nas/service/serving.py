@@ -39,13 +39,13 @@ import torch
 from kernels.fp8_linear import Dispatched, Fp8Dispatch
 from nas.arch.spec import ArchSpec
 from nas.core.errors import ConfigError, NasError, shown
+from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
 MODEL_FILE, WEIGHTS_FILE = "recnas_model.json", "weights.pt"
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 SIGNATURE_TYPES = {
     "string": "string",
@@ -60,12 +60,8 @@ PREDICT_BATCH = 4096
 
 def check_name(name: str, alias: str) -> None:
     """A registered model's name and alias as MLflow takes them, or ``ConfigError``."""
-    if not NAME_RE.match(name):
-        raise ConfigError(
-            "--register",
-            f"{name!r} is not a model name: use letters, digits, '.', '_' and '-' (up to 100), "
-            "starting with a letter or digit",
-        )
+    if not is_name(name):
+        raise ConfigError("--register", f"{shown(name)} is not a model name: use 1-100 {NAME_RULE}")
     if not ALIAS_RE.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
         raise ConfigError(
             "--alias",
@@ -394,7 +390,7 @@ def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
     tracker = _store(tracking_uri)
     client = tracker.client
     query = f"name = '{name}'" if name else ""
-    if name and not NAME_RE.match(name):
+    if name and not is_name(name):
         raise ConfigError("name", f"{shown(name)} is not a registered model name")
     found = tracker.call("list model versions", client.search_model_versions, query)
     aliases: dict[tuple[str, str], list[str]] = {}  # a version's own record may not list them
