@@ -76,10 +76,15 @@ def test_ids_resolve_by_unique_prefix(registry: Registry) -> None:
         registry.get_search("demo-")
     with pytest.raises(NasError, match="no search 'nope'.*recent searches: demo-"):
         registry.get_search("nope")
-    # A whole name names its search, though a longer name starts with it (its retrain's).
+    # A whole name names its search, though its retrain's id starts with it too and keeps
+    # its name (as `nas retrain` writes them); a name longer than an id's 25 characters too.
     registry.create_search("ctr-ccc333", "ctr", {}, None)
-    registry.create_search("ctr-retrain-ddd444", "ctr-retrain", {}, None)
+    registry.create_search("ctr-retrain-ddd444", "ctr", {}, None)
     assert registry.get_search("ctr").id == "ctr-ccc333"
+    long = "a-very-long-search-name-of-a-team"
+    registry.create_search(f"{long[:25]}-eee555", long, {}, None)
+    registry.create_search(f"{long[:16]}-retrain-fff666", long, {}, None)
+    assert registry.get_search(long).id == f"{long[:25]}-eee555"
     with pytest.raises(NasError, match="ambiguous: demo-aaa111, demo-bbb222"):
         registry.get_search("demo")  # two searches of that name
 

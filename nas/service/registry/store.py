@@ -62,6 +62,12 @@ def new_search_id(name: str) -> str:
     return f"{name[:25]}-{secrets.token_hex(3)}"
 
 
+def _is_named(search: Search, name: str) -> bool:
+    """Whether ``search`` is one that ``nas submit`` named ``name`` (id ``name-<6 hex>``), not
+    a retrain of it: a retrain keeps its search's name, under the id ``name-retrain-<6 hex>``."""
+    return search.name == name and search.id[:-7] == name[:25]
+
+
 def owner() -> tuple[str, int]:
     """This process, as a search's controller: (host, pid)."""
     return socket.gethostname(), os.getpid()
@@ -168,8 +174,10 @@ class Registry:
 
     def get_search(self, search_id: str) -> Search:
         """The search ``search_id`` (a unique prefix is enough; no wildcards: ``%`` and
-        ``_`` are matched as themselves). A prefix that is one search's whole name names it,
-        though others start with it too (``ctr`` is ``ctr-1a2b3c``, not ``ctr-retrain-...``)."""
+        ``_`` are matched as themselves). A search's whole name names it, though other ids
+        start with it too (``ctr`` is ``ctr-1a2b3c``, not its retrain ``ctr-retrain-...``,
+        whose name is ``ctr`` too), and though it is longer than the 25 characters of it that
+        its id keeps."""
         if not search_id:
             raise NasError("a search id is required (see: nas list)")
         with self.session() as s:
@@ -177,9 +185,10 @@ class Registry:
             if found is not None:
                 return found
             prefix = Search.id.startswith(search_id, autoescape=True)
-            matches = s.scalars(select(Search).where(prefix)).all()
-            named = [m for m in matches if m.name == search_id]
-            if len(matches) == 1 or len(named) == 1:
+            found = s.scalars(select(Search).where(prefix | (Search.name == search_id))).all()
+            named = [m for m in found if _is_named(m, search_id)]
+            matches = named if len(named) > 1 else [m for m in found if m.id.startswith(search_id)]
+            if len(named) == 1 or len(matches) == 1:
                 return (named or matches)[0]
             known = s.scalars(select(Search.id).order_by(Search.created_at.desc())).all()
         if matches:
