@@ -341,3 +341,42 @@ def test_a_runs_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
     done = nas(runs, "submit", str(write_search(tmp_path)))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "RECNAS_RUNS_DIR" in done.stderr and "is a file" in done.stderr
+
+
+def test_a_disk_without_room_for_a_program_or_checkpoint_is_an_error_naming_the_file(
+    ml100k, tmp_path: Path
+) -> None:
+    """Torch's zip writer, given a path on a disk that fills up, throws from its destructor
+    and the C++ runtime aborts the process (exit 134, a screen of C++ frames): `nas export`
+    onto a full disk did. Through `nas.core.disk.torch_file` it is the file system's error,
+    naming the file, and nothing half-written is left. A file size limit (`ulimit -f`) makes
+    the disk too small here; the pytest process itself would die without the fix."""
+    import errno
+    import resource
+
+    from nas.service.serving import export_loaded
+    from tests.test_fp8_serving import _loaded
+    from workers import checkpoint
+
+    loaded = _loaded(ml100k, tmp_path, "dcnv2.json", None)
+    example = loaded.features(ml100k.raw_rows("test", 8)).inputs()
+    saved = tmp_path / "job.pt"
+    checkpoint.save(saved, {"step": 1, "weights": loaded.network.state_dict()})
+    before = saved.read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, hard))  # below the weights' size
+    try:
+        for fmt, name in (("torch-export", "model.pt2"), ("torchscript", "model.pt")):
+            with pytest.raises(OSError) as raised:
+                export_loaded(loaded, example, fmt, tmp_path / "out", "test")
+            assert raised.value.errno == errno.EFBIG
+            assert raised.value.filename == str(tmp_path / ".out.tmp" / name)
+        with pytest.raises(OSError) as raised:
+            checkpoint.save(saved, {"step": 2, "weights": loaded.network.state_dict()})
+        assert raised.value.errno == errno.EFBIG and raised.value.filename.endswith(".tmp")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.pt", "model.json", "weights.pt"]
+    assert saved.read_bytes() == before  # the previous checkpoint, whole
+    kept = checkpoint.load(saved)
+    assert kept["step"] == 1 and kept["weights"].keys() == loaded.network.state_dict().keys()

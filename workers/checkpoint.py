@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from nas.core.disk import torch_file
 from nas.core.errors import NasError
 
 
@@ -21,7 +22,8 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(state, temporary)
+    with torch_file(temporary) as file:
+        torch.save(state, file)
     os.replace(temporary, path)
 
 

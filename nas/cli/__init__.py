@@ -27,9 +27,11 @@ import argparse
 import errno
 import gc
 import sys
+from pathlib import Path
 
 from nas.cli.render import console, phrase, styled
 from nas.core.errors import NasError, TrainingError, shown
+from nas.core.paths import data_cache_dir, runs_dir
 
 GROUPS = ("data", "train", "search", "retrain", "models", "fp8", "dashboard", "doctor")
 # What the file system says of a path given on the command line (too long, not searchable,
@@ -43,6 +45,10 @@ PATH_ERRORS = {
     errno.ELOOP,
     errno.EISDIR,
 }
+
+# A write that found no room: a full disk, a user's quota, a file over the size limit (ulimit
+# -f, FAT32's 4 GiB). Not the user's input: exit 1.
+NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,19 +73,36 @@ def main(argv: list[str] | None = None) -> int:
             named = f" {shown(str(err.filename), 200)}:" if err.filename else ""
             console.print(phrase(styled("error:", "red"), f" cannot use{named} {err.strerror}"))
             return 2
-        if err.errno != errno.ENOSPC:
+        if err.errno not in NO_ROOM:
             raise
-        where = f" holding {err.filename}" if err.filename else ""
-        console.print(
-            phrase(
-                styled("error:", "red"),
-                f" no space left on the disk{where}: free some, or move the data cache "
-                "(RECNAS_CACHE_DIR) or the runs folder (RECNAS_RUNS_DIR) to a larger disk, and "
-                "run the command again (what it was writing was not kept)",
-            )
-        )
+        console.print(phrase(styled("error:", "red"), f" {_no_room(err)}"))
         return 1
     return code or 0
+
+
+def _no_room(err: OSError) -> str:
+    """What to do when a write found no room (a full disk, a quota, a file size limit): where
+    recnas keeps its own files, move them."""
+    if not err.filename:
+        return (
+            f"{err.strerror}: free some space, or move the data cache (RECNAS_CACHE_DIR) or the "
+            "runs folder (RECNAS_RUNS_DIR) to a larger disk, and run the command again (what "
+            "it was writing was not kept)"
+        )
+    path = Path(err.filename).resolve()
+    try:  # the cache first: by default it is inside the runs folder
+        own = {
+            "data cache (RECNAS_CACHE_DIR)": data_cache_dir(),
+            "runs folder (RECNAS_RUNS_DIR)": runs_dir(),
+        }
+    except NasError:  # a runs folder that cannot be: not what this command wrote to
+        own = {}
+    moves = [what for what, folder in own.items() if path.is_relative_to(folder)]
+    where = f"or move the {moves[0]} to a larger disk" if moves else "or write elsewhere"
+    return (
+        f"cannot write {shown(err.filename, 200)}: {err.strerror}. Free some space, {where}, "
+        "and run the command again (what it was writing was not kept)"
+    )
 
 
 def entry() -> int:

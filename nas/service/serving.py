@@ -38,6 +38,7 @@ import torch
 
 from kernels.fp8_linear import Dispatched, Fp8Dispatch
 from nas.arch.spec import ArchSpec
+from nas.core.disk import torch_file
 from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
@@ -588,7 +589,8 @@ def _save_program(module, args, shapes, fmt: str, path: Path):
             shapes = (shapes,)
         with torch.no_grad():
             program = torch.export.export(module, args, dynamic_shapes=shapes)
-        torch.export.save(program, path)
+        with torch_file(path) as file:
+            torch.export.save(program, file)
         return torch.export.load(path).module()
     with torch.no_grad(), warnings.catch_warnings():
         # Branches on shapes that are fixed per model (a side with no tokens); the callers
@@ -596,7 +598,9 @@ def _save_program(module, args, shapes, fmt: str, path: Path):
         # favour of torch.export, but it is what was asked for.
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
-        torch.jit.trace(module, args, check_trace=False).save(str(path))
+        traced = torch.jit.trace(module, args, check_trace=False)
+        with torch_file(path) as file:
+            torch.jit.save(traced, file)
         return torch.jit.load(str(path))
 
 

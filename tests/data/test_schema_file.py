@@ -598,7 +598,7 @@ def test_a_disk_without_room_fails_the_prepare_with_its_path_and_keeps_nothing(
     monkeypatch.setenv("RECNAS_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["data", "prepare", str(schema_file(tmp_path))]) == 1
     said = " ".join(capsys.readouterr().err.split())
-    assert "no space left on the disk holding" in said, said  # the path: wrapped at 80
+    assert "No space left on device. Free some space" in said, said  # the path: wrapped at 80
     assert "RECNAS_CACHE_DIR" in said and "Traceback" not in said
     assert not any((tmp_path / "cache").iterdir())
 
