@@ -380,3 +380,36 @@ def test_a_disk_without_room_for_a_program_or_checkpoint_is_an_error_naming_the_
     assert saved.read_bytes() == before  # the previous checkpoint, whole
     kept = checkpoint.load(saved)
     assert kept["step"] == 1 and kept["weights"].keys() == loaded.network.state_dict().keys()
+
+
+@pytest.mark.parametrize(
+    ("damage", "file", "words"),
+    [
+        ("truncate", "weights.pt", "RuntimeError: PytorchStreamReader failed"),
+        ("truncate", "model.json", "JSONDecodeError"),
+        ("no schema", "model.json", "KeyError"),
+        ("delete", "weights.pt", "FileNotFoundError"),
+    ],
+)
+def test_a_registered_models_damaged_file_is_named(ml100k, tmp_path: Path, damage, file, words):
+    """A registered model's files changed after it was logged (a truncated copy, an edited
+    JSON) fail `nas predict` and `nas export` with the file named, not a traceback."""
+    from nas.core.errors import NasError
+    from nas.service.serving import LoadedModel
+    from tests.test_fp8_serving import _loaded
+
+    _loaded(ml100k, tmp_path, "dcnv2.json", None)
+    path = tmp_path / file
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "delete":
+        path.unlink()
+    else:
+        path.write_text(
+            json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "schema"})
+        )
+    with pytest.raises(NasError) as raised:
+        LoadedModel.from_files(tmp_path / "model.json", tmp_path / "weights.pt")
+    said = str(raised.value)
+    assert said.startswith(f"{path} is not a recnas model's file ({words}"), said
+    assert "register it again" in said

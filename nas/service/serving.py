@@ -71,6 +71,15 @@ def check_name(name: str, alias: str) -> None:
         )
 
 
+def _damaged(file: str | Path, err: Exception) -> NasError:
+    said = str(err).strip().splitlines()[0][:120] if str(err).strip() else ""
+    return NasError(
+        f"{file} is not a recnas model's file ({type(err).__name__}"
+        f"{': ' + said if said else ''}): missing or changed since the model "
+        "was logged; register it again from its retrain (nas models register RETRAIN_ID NAME)"
+    )
+
+
 # --- the model --------------------------------------------------------------------------------
 
 
@@ -85,14 +94,24 @@ class LoadedModel:
 
     @classmethod
     def from_files(cls, model_file: str | Path, weights_file: str | Path) -> LoadedModel:
+        """The model of a recnas model file (spec, schema, raw form) and its weights;
+        ``NasError`` naming the file that is missing or damaged."""
         from nas.arch.model import build_model
 
-        info = json.loads(Path(model_file).read_text())
-        schema = Schema.from_list(info["schema"])
-        model = build_model(ArchSpec.from_dict(info["spec"]), schema)
-        model.load_state_dict(torch.load(weights_file, weights_only=True))
+        # Any error: files changed after the model was logged can fail in any way.
+        try:
+            info = json.loads(Path(model_file).read_text())
+            schema = Schema.from_list(info["schema"])
+            model = build_model(ArchSpec.from_dict(info["spec"]), schema)
+            raw_form = RawForm.from_dict(info["raw_form"])
+        except Exception as err:
+            raise _damaged(model_file, err) from None
+        try:
+            model.load_state_dict(torch.load(weights_file, weights_only=True))
+        except Exception as err:
+            raise _damaged(weights_file, err) from None
         model.eval()
-        return cls(model, schema, RawForm.from_dict(info["raw_form"]), info)
+        return cls(model, schema, raw_form, info)
 
     @property
     def outputs(self) -> list[str]:
