@@ -7,6 +7,7 @@ Everything runs for real: `nas` in subprocesses, a local Ray, sqlite stores, Mov
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -413,3 +414,45 @@ def test_a_registered_models_damaged_file_is_named(ml100k, tmp_path: Path, damag
     said = str(raised.value)
     assert said.startswith(f"{path} is not a recnas model's file ({words}"), said
     assert "register it again" in said
+
+
+def test_a_search_whose_raylet_is_killed_ends_failed_saying_so(tmp_path: Path) -> None:
+    """Ray's driver ends its process from C++ when the local raylet dies (exit 1, a log
+    line, the search left `crashed` with no reason). The search's watch on its Ray says
+    what died, records the search failed with it, leaves nothing of Ray, and exits 2."""
+    import psutil
+
+    from nas.service.tune_glue import _driver_mark
+
+    def of_search(pid: int) -> list[psutil.Process]:
+        """The live processes of the local Ray that search process ``pid`` started."""
+        found = []
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if _driver_mark(process) == str(pid) and process.status() != "zombie":
+                    found.append(process)
+        return found
+
+    runs = runs_with_store(tmp_path)
+    path = write_search(tmp_path, candidates=4, steps=3000, baselines="false")
+    submit = start_submit(runs, path)
+    try:
+        wait_for(runs, lambda trials: bool(trials))
+        ours = [p for p in psutil.process_iter() if _driver_mark(p) == str(submit.pid)]
+        (raylet,) = [p for p in ours if p.name() == "raylet"]
+        raylet.kill()
+        _, err = submit.communicate(timeout=60)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    said = " ".join(err.split())
+    assert submit.returncode == 2, err
+    assert f"error: Ray's raylet (its node process), pid {raylet.pid}, was killed (SIGKILL)" in said
+    assert "Traceback" not in err
+    (search,) = registry_of(runs).list_searches()
+    assert f"the search stopped, resumable: nas resume {search.id}" in said
+    assert search.status == "failed" and "raylet" in search.message and search.pid is None
+    assert all(t.status != "running" for t in registry_of(runs).trials(search.id))
+    time.sleep(1)
+    assert not of_search(submit.pid)  # its agents too, which outlive a dead raylet

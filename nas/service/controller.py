@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 from nas.arch.spec import ArchSpec
 from nas.core.errors import NasError
-from nas.core.paths import tune_dir
+from nas.core.paths import ray_errors_file, tune_dir
 from nas.data.profile import profile
 from nas.search.objectives import cost_values, fp8_probe_settings
 from nas.search.strategies import SpaceExhausted, Strategy, Waiting
@@ -49,12 +49,14 @@ from nas.service.tracking import Tracker
 from nas.service.trained_before import training_key
 from nas.service.tune_glue import (
     WAIT,
+    RayWatch,
     Recorder,
     StopWhenAsked,
     StrategySearcher,
     WorkerCrash,
     check_gpus,
     init_ray,
+    kill_local_ray,
     shutdown_ray,
     tune_scheduler,
 )
@@ -143,7 +145,7 @@ class Controller:
         search = self.registry.claim(self.search)
         status, message = "failed", None
         heartbeat = Heartbeat(self.registry, search.id, self.failed)
-        started_ray = False
+        started_ray, watch = False, None
         stopped_by: BaseException | None = None
         try:
             trials = self.begin(search)
@@ -152,6 +154,7 @@ class Controller:
             finished = sum(t.status in FINISHED for t in trials)
             self.reporter.start(search, total, finished)
             started_ray = init_ray(self.plan.ray_address)
+            watch = RayWatch(functools.partial(self._ray_died, start)) if started_ray else None
             check_gpus(self.config.resources.gpus_per_trial)
             self._run_phases(search, remaining)
             status, message = self._final_status(search, remaining, time.time() - start)
@@ -162,6 +165,8 @@ class Controller:
             message, stopped_by = f"{type(err).__name__}: {err}".splitlines()[0], err
             raise
         finally:
+            if watch is not None:
+                watch.stop()
             heartbeat.stop()
             self.reporter.stop()
             # The record first, then Ray: after a SIGTERM to the whole process group (what
@@ -585,6 +590,22 @@ class Controller:
             or self.setup.error is not None
             or self.failure is not None
         )
+
+    def _ray_died(self, started: float, what: str) -> None:
+        """Ray's GCS or raylet died under the search (``RayWatch``, from its thread). Ray's
+        driver would end this process without a word, so the search's end is recorded and
+        said here; then what is left of its Ray is killed and this process exits 2."""
+        message = f"{what}; the trials stopped with it (Ray's own words: {ray_errors_file()})"
+        self.reporter.stop()
+        try:
+            self.recording.close(self.search, "failed", message, time.time() - started)
+        except Exception as err:  # the registry too: the search reads crashed, resumable
+            message += f" (and its end could not be recorded: {err})"
+        self.reporter.fatal(
+            f"{message}\nthe search stopped, resumable: nas resume {self.search.id}"
+        )
+        kill_local_ray()
+        os._exit(2)
 
     def failed(self, error: Exception) -> None:
         """An error in Tune's hooks (recording a trial, the setup jobs' pump): the registry

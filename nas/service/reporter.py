@@ -6,6 +6,7 @@ Its own module, light to import, so that the commands which only watch or read a
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,3 +36,8 @@ class Reporter:
     def job_finished(self, job, trial: Trial) -> None: ...
 
     def stop(self) -> None: ...
+
+    def fatal(self, text: str) -> None:
+        """What ended the search where no exception can carry it to the command (Ray died
+        under it): said at once, on stderr; the process exits next."""
+        print(f"error: {text}", file=sys.stderr, flush=True)

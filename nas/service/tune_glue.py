@@ -112,6 +112,70 @@ def init_ray(address: str | None) -> bool:
     return True
 
 
+class RayWatch:
+    """Watches the GCS and the raylet of the local Ray that ``init_ray`` started, and calls
+    ``on_death`` with a sentence once either has died of anything but a stop signal.
+
+    Ray's driver cannot say so itself: on a dead raylet (killed, out of memory) its C++ core
+    ends this process within seconds, and on a dead GCS after a minute's wait, with one log
+    line, exit 1 and no Python code run: the search read ``crashed`` with no reason. A death by
+    SIGTERM or SIGINT is left alone: those reach Ray's processes from a supervisor or a
+    Ctrl-C to the whole process group, which stop the search as interrupted. Nothing is
+    watched on a cluster this process joined (its head is not this machine's to watch)."""
+
+    POLL_S = 0.5
+    WATCHED = {"gcs_server": "GCS (its head process)", "raylet": "raylet (its node process)"}
+    STOPS = (-signal.SIGTERM, -signal.SIGINT)
+
+    def __init__(self, on_death: Callable[[str], None]):
+        import ray._private.worker as ray_worker
+
+        node = ray_worker._global_node  # no public API names a local Ray's processes
+        found = node.all_processes if node is not None and node.head else {}
+        self.processes = [
+            (kind, info.process) for kind in self.WATCHED for info in found.get(kind, ())
+        ]
+        self.on_death = on_death
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="recnas-ray-watch", daemon=True)
+        if self.processes:
+            self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.POLL_S):
+            dead = [(kind, p) for kind, p in self.processes if p.poll() is not None]
+            if not dead:
+                continue
+            # A stop signal to the whole group may reach one process first, and the other
+            # then exits of its own: a moment later, every death is known.
+            if self.stopped.wait(2 * self.POLL_S):
+                return
+            codes = [p.poll() for _, p in self.processes]
+            if any(code in self.STOPS for code in codes):
+                return  # the search is being stopped: its own handler says so
+            kind, process = dead[0]
+            code = process.returncode
+            how = (
+                f"was killed ({signal.Signals(-code).name})"
+                if code < 0 and -code in signal.valid_signals()
+                else f"exited with code {code}"
+            )
+            self.on_death(f"Ray's {self.WATCHED[kind]}, pid {process.pid}, {how}")
+            return
+
+    def stop(self) -> None:
+        """No more watching: before Ray is shut down on purpose."""
+        self.stopped.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+def kill_local_ray() -> None:
+    """Kill every process of the local Ray this process started, at once (no shutdown: it
+    would wait on the dead ones)."""
+    _reap(lambda driver: driver == os.getpid())
+
+
 def _published_errors_to_file() -> None:
     """Ray's driver prints each error its cluster publishes (a worker that died: a paragraph
     of ids and advice) on stdout, whatever ``log_to_driver`` says, and stdout carries
@@ -157,7 +221,7 @@ def shutdown_ray() -> None:
 
     global _throwaway_temp
     ray.shutdown()
-    _reap(lambda driver: driver == os.getpid())
+    kill_local_ray()
     if _throwaway_temp is not None:  # Ray's logs and sockets in /tmp: no one would find them
         shutil.rmtree(_throwaway_temp, ignore_errors=True)
         _throwaway_temp = None
@@ -244,11 +308,27 @@ def _reap(is_left: Callable[[int], bool]) -> None:
                 continue
             if process.info["uids"].real != mine:
                 continue
-            driver = process.environ().get(DRIVER_MARK)
+            driver = _driver_mark(process)
             if driver and driver.isdigit() and is_left(int(driver)):
                 process.kill()
         except psutil.Error:
             continue  # gone meanwhile, or not ours to read
+
+
+def _driver_mark(process) -> str | None:
+    """``DRIVER_MARK`` in ``process``'s environment. Read from /proc where there is one: Ray's
+    agents set their process titles over the start of their environment's memory, and
+    psutil's ``environ()``, which stops at the first empty entry, finds none there (so a
+    killed search's agents were never reaped; they linger for a minute)."""
+    if not Path("/proc/self/environ").exists():  # no /proc (macOS): psutil's reading
+        return process.environ().get(DRIVER_MARK)
+    try:
+        raw = Path(f"/proc/{process.pid}/environ").read_bytes()
+    except OSError:
+        return None  # gone, or not ours to read
+    prefix = f"{DRIVER_MARK}=".encode()
+    marks = [entry[len(prefix) :] for entry in raw.split(b"\0") if entry.startswith(prefix)]
+    return marks[0].decode() if marks else None
 
 
 def private_temp_dir() -> Path:
