@@ -4,6 +4,10 @@ weights as each other; a failure in one process ends both and says why."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +68,39 @@ def test_two_processes_train_to_what_one_process_does(ml100k, spec: str) -> None
 def test_a_failure_in_one_process_ends_the_group_with_its_reason() -> None:
     with pytest.raises(NasError, match="rank 1 ran out of luck"):
         run_processes(2, _fails_on_rank_one, ())
+
+
+def _sleeps(folder: str) -> None:
+    Path(folder, f"{os.getpid()}.pid").touch()
+    time.sleep(300)
+
+
+def test_the_processes_end_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    """A `nas train --workers 2` killed with SIGKILL (no handler runs) left both ranks
+    training and the manager holding their results, for good: they now end with it."""
+    import psutil
+
+    script = (
+        "import sys\nfrom tests.test_data_parallel import _sleeps\n"
+        "from workers.data_parallel import run_processes\n"
+        "run_processes(2, _sleeps, (sys.argv[1],))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO)
+    try:
+        deadline = time.time() + 120
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        children = psutil.Process(parent.pid).children(recursive=True)
+        ranks = {int(p.stem) for p in tmp_path.glob("*.pid")}
+        assert len(ranks) == 2 and ranks < {c.pid for c in children}, (ranks, children)
+        parent.kill()
+        parent.wait()
+        _, alive = psutil.wait_procs(children, timeout=10)
+        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [(p.pid, p.cmdline()[-3:]) for p in alive]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
 
 
 def test_a_batch_that_does_not_split_over_the_workers_exits_2(tmp_path: Path) -> None:

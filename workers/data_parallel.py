@@ -116,17 +116,21 @@ def run_processes(
     """``target(*args)`` in ``processes`` processes of one gloo process group on this machine
     (each with ``threads`` torch threads); what each returned, by rank. A process that
     raises ends them all; a ``NasError`` it raised is raised here with its message."""
+    from multiprocessing.managers import SyncManager
+
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
 
     port = free_port("127.0.0.1")
-    context = mp.get_context("spawn")
-    with context.Manager() as manager:
+    parent = os.getpid()
+    manager = SyncManager(ctx=mp.get_context("spawn"))
+    manager.start(die_with_parent, (parent,))  # (a with-block alone starts it without)
+    with manager:
         results = manager.dict()
         try:
             mp.start_processes(
                 _process,
-                args=(processes, port, threads, target, args, results),
+                args=(processes, port, threads, target, args, results, parent),
                 nprocs=processes,
                 start_method="spawn",
             )
@@ -137,7 +141,8 @@ def run_processes(
         return [results[rank][1] for rank in range(processes)]
 
 
-def _process(rank, processes, port, threads, target, args, results) -> None:
+def _process(rank, processes, port, threads, target, args, results, parent) -> None:
+    die_with_parent(parent)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=processes, timeout=GROUP_TIMEOUT)
@@ -148,6 +153,27 @@ def _process(rank, processes, port, threads, target, args, results) -> None:
         raise
     finally:
         dist.destroy_process_group()
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` ends, however it ends (Linux; elsewhere a no-op).
+
+    The processes of ``run_processes`` (its ranks and the manager that collects their
+    results) otherwise outlive a parent killed by a signal it cannot catch: a `nas train
+    --workers 2` killed with SIGKILL left both ranks training and the manager waiting,
+    for good."""
+    import ctypes
+    import ctypes.util
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the request was made
+        os._exit(1)
 
 
 def free_port(host: str = "") -> int:

@@ -166,8 +166,10 @@ def _train_in_processes(spec, dataset, args, config):
     """``nas train --workers N``: N processes of one gloo group train it, rank 0 reports."""
     import os
 
+    from nas.cli.signals import stop_on_sigterm
     from workers.data_parallel import run_processes
 
+    stop_on_sigterm()  # as Ctrl-C: the processes end with this one (at exit: daemons)
     threads = max(1, (os.cpu_count() or 1) // args.workers)
     task = (spec.to_dict(), str(dataset.root), args.split, config)
     with console.status(f"Training {spec.name or spec.arch_id} on {args.workers} processes ..."):
