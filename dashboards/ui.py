@@ -9,7 +9,9 @@ command prints the URL of the search's parent run.
 
 from __future__ import annotations
 
+import functools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from nas.core.errors import NasError
+from nas.core.processes import end_with_parent
 
 STARTUP_S = 90  # mlflow ui imports the whole server on first start
 
@@ -53,7 +56,13 @@ def start_ui(tracking_uri: str, artifacts: Path | None, port: int, log: Path) ->
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as sink:
         process = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, env=_ui_environment()
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=_ui_environment(),
+            # SIGTERM, which MLflow's server answers by stopping its workers, when `nas
+            # dashboard` ends however it ends: killed, it left the UI holding the port.
+            preexec_fn=functools.partial(end_with_parent, os.getpid(), signal.SIGTERM),
         )
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:

@@ -216,6 +216,20 @@ def test_dashboard_serves_the_search_run_on_loopback(tmp_path, recorded) -> None
                 process.kill()
                 raise
         assert process.returncode == 0
+    # Killed with SIGKILL (nothing of it runs), it left the UI serving, holding the port.
+    with subprocess.Popen(
+        [sys.executable, "-m", "nas.cli", "dashboard", ids[1], "--port", str(port)],
+        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as process:  # fmt: skip
+        try:
+            assert process.stdout.readline().startswith(f"{ids[1]}: http://127.0.0.1:{port}/")
+            ui = psutil.Process(process.pid).children(recursive=True)
+            assert ui, "mlflow ui runs under nas dashboard"
+        finally:
+            process.kill()
+            process.communicate()
+    _, alive = psutil.wait_procs(ui, timeout=30)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], alive
 
 
 def _check_served(process, runs, ids, port) -> None:

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import nn
 
 from nas.core.errors import ConfigError, NasError
+from nas.core.processes import end_with_parent
 
 # How long a rank waits for the others, to join the group or at a step's reduction (gloo's
 # default is 30 minutes). A rank whose worker died mid-training ends the others' wait at
@@ -124,7 +125,9 @@ def run_processes(
     port = free_port("127.0.0.1")
     parent = os.getpid()
     manager = SyncManager(ctx=mp.get_context("spawn"))
-    manager.start(die_with_parent, (parent,))  # (a with-block alone starts it without)
+    # Its processes end with this one, even killed by SIGKILL (a `nas train --workers 2`
+    # killed so left both ranks training and the manager waiting, for good).
+    manager.start(end_with_parent, (parent,))  # (a with-block alone starts it without)
     with manager:
         results = manager.dict()
         try:
@@ -142,7 +145,7 @@ def run_processes(
 
 
 def _process(rank, processes, port, threads, target, args, results, parent) -> None:
-    die_with_parent(parent)
+    end_with_parent(parent)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=processes, timeout=GROUP_TIMEOUT)
@@ -153,27 +156,6 @@ def _process(rank, processes, port, threads, target, args, results, parent) -> N
         raise
     finally:
         dist.destroy_process_group()
-
-
-def die_with_parent(parent: int) -> None:
-    """End this process when ``parent`` ends, however it ends (Linux; elsewhere a no-op).
-
-    The processes of ``run_processes`` (its ranks and the manager that collects their
-    results) otherwise outlive a parent killed by a signal it cannot catch: a `nas train
-    --workers 2` killed with SIGKILL left both ranks training and the manager waiting,
-    for good."""
-    import ctypes
-    import ctypes.util
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent:  # it ended before the request was made
-        os._exit(1)
 
 
 def free_port(host: str = "") -> int:
