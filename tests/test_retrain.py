@@ -73,6 +73,11 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched, retrai
     assert next(r for r in rows if r["label"] == "dcnv2")["picked_as"] == ["baseline"]
     assert any("knee" in r["picked_as"] for r in rows)
     assert any(f"trial {picked_number}" in r["picked_as"] for r in rows)
+    # A retrain has a table, not a front: its pareto says where each is.
+    front = nas_here(runs, "pareto", report["id"])
+    assert front.returncode == 2 and f"the search it retrained: nas pareto {search_id}" in " ".join(
+        front.stderr.split()
+    )
     assert [r["ne_mean"] for r in rows] == sorted(r["ne_mean"] for r in rows)
     best = report["best_baseline"]
     assert best == min((r for r in rows if r["baseline"]), key=lambda r: r["ne_mean"])["label"]

@@ -556,6 +556,12 @@ def cmd_pareto(args: argparse.Namespace) -> None:
 
     registry = open_registry(args)
     search = registry.get_search(args.search_id)
+    retrain = (search.config or {}).get("retrain")
+    if retrain:
+        raise NasError(
+            f"{search.id} is a retrain: it has no front. Its table: nas status {search.id}; "
+            f"the front of the search it retrained: nas pareto {retrain['of']}"
+        )
     objectives = None
     if args.objectives:
         objectives = [o.strip() for o in args.objectives.split(",") if o.strip()]
