@@ -83,7 +83,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     url = run_url(
         f"http://127.0.0.1:{args.port}", search.mlflow_experiment_id, search.mlflow_run_id
     )
-    _say(search.id, url, args.json, "its pareto.html is among the run's artifacts; Ctrl-C stops")
+    html = "retrain.html" if config.retrain is not None else "pareto.html"
+    _say(search.id, url, args.json, f"its {html} is among the run's artifacts; Ctrl-C stops")
     if args.open:
         webbrowser.open(url)
     stop_on_sigterm()  # a supervisor's stop ends the UI too
