@@ -456,3 +456,42 @@ def test_a_search_whose_raylet_is_killed_ends_failed_saying_so(tmp_path: Path) -
     assert all(t.status != "running" for t in registry_of(runs).trials(search.id))
     time.sleep(1)
     assert not of_search(submit.pid)  # its agents too, which outlive a dead raylet
+
+
+def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_candidate(
+    tmp_path: Path,
+) -> None:
+    """Trials map the prepared folder's files; a folder deleted or moved under a search
+    (a cleanup, a disk unmounted) failed every candidate left, each with the same missing
+    file, and the search ended `completed` with nothing: its budget spent. Now the first
+    trial that cannot read it stops the search, failed and resumable, saying how to prepare
+    it again, and that trial is left to run again on the resume."""
+    import shutil
+
+    from tests import nas_process
+    from tests.conftest import CACHE
+    from tests.test_search import REPO, env_for
+
+    runs = runs_with_store(tmp_path)
+    cache = tmp_path / "cache"
+    shutil.copytree(CACHE / "movielens-100k", cache / "movielens-100k")
+    path = write_search(tmp_path, candidates=6, steps=200, baselines="false")
+    env = {**env_for(runs), "RECNAS_CACHE_DIR": str(cache)}
+    submit = nas_process.start(["submit", str(path)], env, REPO)
+    try:
+        wait_for(runs, lambda trials: bool(trials))
+        (cache / "movielens-100k").rename(cache / "elsewhere")
+        _, err = submit.communicate(timeout=300)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    said = " ".join(err.split())
+    assert submit.returncode == 2 and "Traceback" not in err, err
+    # the first trial after the move opens the folder; a running one, its next file
+    assert f"{cache / 'movielens-100k'} cannot be read" in said
+    assert "prepare it again (nas data prepare movielens-100k) first" in said
+    (search,) = registry_of(runs).list_searches()
+    assert f"resumable: nas resume {search.id}" in said and search.status == "failed"
+    statuses = [t.status for t in registry_of(runs).trials(search.id)]
+    assert "failed" not in statuses and "cancelled" in statuses, statuses

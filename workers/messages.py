@@ -19,7 +19,9 @@ from nas.search.early_stopping import RUNG_METRIC, RUNG_TIME
 from workers.train import TrainConfig
 from workers.trial import SelectBest
 
-OUTCOMES = ("completed", "failed")
+# "unavailable": the trial's data is gone where it ran (``TrialData.unavailable``): not the
+# candidate's failure; the search stops, and the trial runs again on its resume.
+OUTCOMES = ("completed", "failed", "unavailable")
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class TrialRequest:
 
 @dataclass(frozen=True)
 class TrialReport:
-    """A trial's report. Final: ``outcome`` (completed or failed) with the ``TrialResult``
+    """A trial's report. Final: ``outcome`` (one of ``OUTCOMES``) with the ``TrialResult``
     as JSON or the failure's reason in ``payload``. At a rung: no outcome, the figures of
     the steps so far in ``payload``, and ``step`` and ``rung_ne`` for the scheduler (a final
     report of a trial with rungs carries them too: its last rung is the full budget's)."""

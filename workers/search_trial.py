@@ -60,15 +60,25 @@ def run_candidate(config: dict[str, Any], data: TrialData) -> None:
             rung = {"step": result.steps, "rung_ne": result.rungs[-1]["ne"]}
     except RankLost:  # not the candidate's fault: Tune records a failed trial, which is retried
         raise
-    except NasError as err:
-        outcome, payload = "failed", str(err)
     except MemoryError:
         outcome, payload = "failed", "ran out of memory (MemoryError)"
-    except Exception as err:  # a bug in a block or a space: record it, let the search go on
-        tail = "".join(traceback.format_exception(err)[-3:]).strip()
-        outcome, payload = "failed", f"{type(err).__name__}: {err}\n{tail}"
+    except Exception as err:
+        outcome, payload = _ended_by(err, data)
     report = TrialReport(payload, started, time.time(), _node(), outcome, **rung)
     tune.report(report.to_result())
+
+
+def _ended_by(err: Exception, data: TrialData) -> tuple[str, str]:
+    """A trial's outcome and payload when ``err`` ended it: its data gone where it runs
+    (``unavailable``: not the candidate's doing), or ``failed`` with the reason (a bug in a
+    block or a space is recorded, and the search goes on)."""
+    lost = data.unavailable(err)
+    if lost is not None:
+        return "unavailable", lost
+    if isinstance(err, NasError):
+        return "failed", str(err)
+    tail = "".join(traceback.format_exception(err)[-3:]).strip()
+    return "failed", f"{type(err).__name__}: {err}\n{tail}"
 
 
 def _node() -> str:

@@ -20,10 +20,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.core.errors import TrainingError
+from nas.core.errors import NasError, TrainingError
 from nas.data.prepared import PreparedDataset, open_prepared
 from nas.data.schema import Features, Schema
 from workers.metrics import GROUPED, Groups, Rates
+
+
+class DatasetUnavailable(NasError):
+    """The prepared dataset a trial reads is gone or unreadable where the trial runs: the
+    search's environment, not its candidate (the controller stops the search, resumable)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,20 @@ class TrialData:
         rows = np.concatenate([dataset.split_rows(part) for part in self.train_on])
         return np.asarray(dataset.array("timestamp")[rows])
 
+    def unavailable(self, err: BaseException) -> str | None:
+        """Why ``err``, raised in a trial, means this data is gone where the trial runs (a
+        file of the mapped folder missing or unreadable), or None: the candidate's failure."""
+        if isinstance(err, DatasetUnavailable):
+            return str(err)
+        if self.root is None or not isinstance(err, OSError) or not err.filename:
+            return None
+        if not Path(err.filename).is_relative_to(self.root):
+            return None
+        return (
+            f"the prepared dataset {self.name} at {self.root} cannot be read: "
+            f"{Path(err.filename).name}: {err.strerror}"
+        )
+
     @property
     def nbytes(self) -> int:
         """Bytes carried through the object store (none when mapped)."""
@@ -163,9 +182,9 @@ def _mapped(root: str) -> PreparedDataset:
     """The prepared dataset at ``root``, opened once per process."""
     dataset = open_prepared(Path(root))
     if dataset is None:
-        raise TrainingError(
-            f"the prepared dataset at {root} is not readable on this machine: a search over "
-            "memory-mapped data needs its cache at the same path on every node "
-            "(RECNAS_CACHE_DIR on a shared disk)"
+        what = "no manifest of this recnas version" if Path(root).is_dir() else "no such folder"
+        raise DatasetUnavailable(
+            f"the prepared dataset at {root} cannot be read on this machine: {what} (on a "
+            "cluster every node needs it at that path: RECNAS_CACHE_DIR on a shared disk)"
         )
     return dataset

@@ -322,7 +322,10 @@ def _schema_cache_ready(path: Path, root: Path, key: str, force: bool) -> Prepar
 
 
 def prepare_command(name: str, cache_dir: Path | None = None) -> str:
-    """The command that (re)builds the cache of dataset ``name``."""
+    """The command that (re)builds the cache of dataset ``name`` (or of a schema file's
+    path, as a search's ``dataset`` may name it)."""
+    if is_schema_path(name):
+        return f"nas data prepare {name}"
     if name not in DATASETS:  # a schema file's: its path, if its manifest still says it
         found = _prepared_schema(name, cache_dir)
         return f"nas data prepare {found.manifest['source']['file'] if found else 'FILE.yaml'}"

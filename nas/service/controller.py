@@ -472,6 +472,11 @@ class Controller:
         reported = report is not None and (report.outcome is not None or stopped)
         if entry is None or (crash is None and not reported):
             return
+        if report is not None and report.outcome == "unavailable":
+            # Not the candidate's doing: it stays open (cancelled at the search's end, to run
+            # again on the resume), and the search stops rather than fail every candidate.
+            self.failed(NasError(f"{report.payload}; prepare it again ({self._prepare}) first"))
+            return
         begin = time.time()
         trial = entry.trial
         if crash is not None and self._retry(trial, crash):
@@ -500,6 +505,13 @@ class Controller:
             metrics["training_key"] = self.training_key(trial.spec)
         stopped_by = self.rungs.scheduler.name if stopped else None
         return Outcome.measured(metrics, self.objectives, stopped_by)
+
+    @property
+    def _prepare(self) -> str:
+        """The command that prepares the search's dataset again."""
+        from nas.data import prepare_command
+
+        return prepare_command(self.config.dataset)
 
     def training_key(self, spec: dict[str, Any]) -> str:
         """The key this search's training of ``spec`` files its figures under."""
