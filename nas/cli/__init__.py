@@ -82,12 +82,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _no_room(err: OSError) -> str:
     """What to do when a write found no room (a full disk, a quota, a file size limit): where
-    recnas keeps its own files, move them."""
+    recnas keeps its own files, move them; then run the command again, or do what its notes
+    say (a search: resume it)."""
+    notes = getattr(err, "__notes__", None)
+    then = (
+        "\n".join(["", *notes])
+        if notes
+        else ", and run the command again (what it was writing was not kept)"
+    )
     if not err.filename:
         return (
             f"{err.strerror}: free some space, or move the data cache (RECNAS_CACHE_DIR) or the "
-            "runs folder (RECNAS_RUNS_DIR) to a larger disk, and run the command again (what "
-            "it was writing was not kept)"
+            f"runs folder (RECNAS_RUNS_DIR) to a larger disk{then}"
         )
     path = Path(err.filename).resolve()
     try:  # the cache first: by default it is inside the runs folder
@@ -100,8 +106,7 @@ def _no_room(err: OSError) -> str:
     moves = [what for what, folder in own.items() if path.is_relative_to(folder)]
     where = f"or move the {moves[0]} to a larger disk" if moves else "or write elsewhere"
     return (
-        f"cannot write {shown(err.filename, 200)}: {err.strerror}. Free some space, {where}, "
-        "and run the command again (what it was writing was not kept)"
+        f"cannot write {shown(err.filename, 200)}: {err.strerror}. Free some space, {where}{then}"
     )
 
 

@@ -683,3 +683,6 @@ def run_controller(registry, search, controller_class, checked, reporter):
     except NasError as err:  # recorded as failed (the store that failed may be MLflow's)
         err.args = (f"{err}\nthe search stopped, resumable: nas resume {search.id}",)
         raise
+    except OSError as err:  # a full disk: recorded as failed where the disk still took it
+        err.add_note(f"the search stopped, resumable: nas resume {search.id}")
+        raise
