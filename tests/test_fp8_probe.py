@@ -84,6 +84,13 @@ def test_fp8_error_and_quantisation_behave() -> None:
     spiky = x.clone()
     spiky[0, 0] = 1e5  # one outlier row: per-row scales keep the other rows
     assert fp8_gemm_error(spiky, w, "row") < fp8_gemm_error(spiky, w, "tensor")
+    # Each is the error of the GEMM of the operands through e4m3 and back, to rounding
+    # (the per-tensor scale runs as the same scale on every row: the CPU's fast path).
+    for scaling in ("tensor", "row"):
+        a, b = quantise_dequantise(spiky, scaling), quantise_dequantise(w, scaling)
+        exact = spiky @ w.t()
+        want = float((a @ b.t() - exact).norm() / exact.norm())
+        assert fp8_gemm_error(spiky, w, scaling) == pytest.approx(want, rel=1e-4)
 
 
 dims = st.integers(1, 16384)

@@ -63,11 +63,22 @@ def fp8_gemm_error(x: torch.Tensor, weight: torch.Tensor, scaling: str) -> float
     x, weight = x.float().reshape(-1, x.shape[-1]), weight.float()
     exact = x @ weight.t()
     sx, sw = _scale(x, scaling), _scale(weight, scaling)
+    if scaling == "row":
+        scale_a, scale_b = sx, sw.t()
+    elif not x.is_cuda:
+        # On the CPU a per-tensor scale goes as the same scale for every row: the CPU's
+        # per-tensor _scaled_mm is over 100 times slower than its row-wise one (19 s for a
+        # 4096 x 400 x 256 GEMM, measured; a search on latency probes every trial so), and
+        # the values are the same to float rounding.
+        scale_a = sx.reshape(1, 1).repeat(x.shape[0], 1)
+        scale_b = sw.reshape(1, 1).repeat(1, weight.shape[0])
+    else:
+        scale_a, scale_b = sx.reshape(()), sw.reshape(())
     y = torch._scaled_mm(
         (x / sx).to(E4M3),
         (weight / sw).to(E4M3).t(),
-        scale_a=sx if scaling == "row" else sx.reshape(()),
-        scale_b=sw.t() if scaling == "row" else sw.reshape(()),
+        scale_a=scale_a,
+        scale_b=scale_b,
         out_dtype=torch.float32,
     )
     return float((y - exact).norm() / exact.norm().clamp(min=1e-30))
