@@ -147,7 +147,7 @@ def test_a_data_parallel_candidate_whose_other_rank_is_killed_is_trained_again(
     path.write_text(
         "name: dp\ndataset: movielens-100k\n"
         "space: {name: ctr_stack, options: {max_depth: 2, embedding_dims: [8]}}\n"
-        "strategy: random\nbudget: {candidates: 1, steps: 1000}\ntrain: {batch_size: 256}\n"
+        "strategy: random\nbudget: {candidates: 1, steps: 500}\ntrain: {batch_size: 256}\n"
         "resources: {concurrency: 1, cpus_per_trial: 1, workers_per_trial: 2}\n"
         "scheduler: null\ninclude_baselines: false\n"
     )
