@@ -317,39 +317,41 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
     """``value`` as column type ``kind`` (an optional column's empty value: "" for a
     string, None for a number, [] for a list); ``sep`` splits a "strings" column's text."""
     wants = _wants({"type": kind})
-    bad = RawInputError(number, name, f"must be {wants}, got {shown(value)}")
+
+    def bad() -> RawInputError:  # made only when raised: most values are fine
+        return RawInputError(number, name, f"must be {wants}, got {shown(value)}")
+
     if kind == "string":
         if value is None:
             return ""
         if isinstance(value, bool) or not isinstance(value, str | int | np.integer):
-            raise bad
+            raise bad()
         try:
             return str(value)
         except ValueError:  # an int over sys.get_int_max_str_digits() digits
-            raise bad from None
+            raise bad() from None
     if kind in ("integer", "number"):
         if value is None or value == "":
             if kind == "integer":
                 raise RawInputError(number, name, f"must be {wants}, got an empty value")
             return None
         if isinstance(value, bool):
-            raise bad
+            raise bad()
         limit = (
             "a 64-bit integer (from -2^63 to 2^63 - 1)"
             if kind == "integer"
             else "a number a 64-bit float can hold"
         )
-        too_large = RawInputError(number, name, f"must be {limit}, got {shown(value)}")
         try:
             parsed = float(value)
         except OverflowError:  # an int beyond a float's range
-            raise too_large from None
+            raise RawInputError(number, name, f"must be {limit}, got {shown(value)}") from None
         except (TypeError, ValueError):
-            raise bad from None
+            raise bad() from None
         if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
-            raise bad
+            raise bad()
         if kind == "integer" and not -INT64_LIMIT <= parsed < INT64_LIMIT:
-            raise too_large
+            raise RawInputError(number, name, f"must be {limit}, got {shown(value)}")
         return int(parsed) if kind == "integer" else parsed
     if kind == "strings":
         if value is None or value == "":
@@ -358,7 +360,7 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
             return value.split(sep)
         if isinstance(value, list | tuple | np.ndarray) and all(isinstance(v, str) for v in value):
             return list(value)
-        raise bad
+        raise bad()
     # events
     if value is None or value == "":
         return []
@@ -366,21 +368,29 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
         try:
             value = json.loads(value)
         except ValueError:
-            raise bad from None
+            raise bad() from None
     if not isinstance(value, list | tuple):
-        raise bad
+        raise bad()
     events = []
     for event in value:
         if not (isinstance(event, list | tuple) and len(event) == 3):
-            raise bad
+            raise bad()
         key, action, when = event
         if not isinstance(key, str | int) or isinstance(key, bool):
-            raise bad
+            raise bad()
         events.append(
             [
                 str(key),
-                _convert(number, f"{name}[action]", "integer", action),
-                _convert(number, f"{name}[time]", "integer", when),
+                _int64(action) or _convert(number, f"{name}[action]", "integer", action),
+                _int64(when) or _convert(number, f"{name}[time]", "integer", when),
             ]
         )
     return events
+
+
+def _int64(value: Any) -> int | None:
+    """``value`` when it is a plain int a 64-bit integer holds, else None (0 too: then
+    ``_convert`` reads it): a history's thousands of events take this path."""
+    if type(value) is int and -INT64_LIMIT <= value < INT64_LIMIT:
+        return value
+    return None
