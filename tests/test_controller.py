@@ -191,7 +191,7 @@ def test_worker_deaths_are_told_apart_from_memory_kills(
     error_file = tmp_path / "error.txt"
     error_file.write_text(f"Failure # 1 (occurred at 2026-11-30)\n{text}\n")
     crash = worker_crash(SimpleNamespace(error_file=str(error_file)))
-    assert crash.out_of_memory is oom and crash.reason.startswith(words)
+    assert crash.final is oom and crash.reason.startswith(words)
 
 
 def another_search(first: Controller, search_id: str, **changes) -> Controller:

@@ -495,3 +495,23 @@ def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_c
     assert f"resumable: nas resume {search.id}" in said and search.status == "failed"
     statuses = [t.status for t in registry_of(runs).trials(search.id)]
     assert "failed" not in statuses and "cancelled" in statuses, statuses
+
+
+def test_a_trial_over_its_time_limit_is_killed_and_fails_without_a_retry(tmp_path: Path) -> None:
+    """A hung trial (a stalled disk, a stopped process) never reports, so nothing ended it
+    and the search waited for good. With `resources.max_trial_minutes` its worker is killed
+    at the limit; it fails with the reason (another attempt would hang too) and the search
+    goes on to its end."""
+    runs = runs_with_store(tmp_path)
+    path = write_search(tmp_path, candidates=1, steps=1_000_000, baselines="false")
+    text = path.read_text().replace("memory_gb_per_trial: 4}", "max_trial_minutes: 0.1}")
+    path.write_text(text)
+    assert "max_trial_minutes: 0.1" in text
+    started = time.time()
+    done = nas(runs, "submit", str(path))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert time.time() - started < 120  # the million steps would take an hour
+    (search,) = registry_of(runs).list_searches()
+    (trial,) = registry_of(runs).trials(search.id)
+    assert search.status == "completed" and trial.status == "failed" and trial.attempts == 1
+    assert trial.error == "ran over resources.max_trial_minutes (0.1) and was killed"

@@ -126,6 +126,9 @@ class Resources(Strict):
     # processes that train one candidate together, data parallel, each with cpus_per_trial
     # CPUs (on any nodes); CPUs only for now
     workers_per_trial: int = Field(default=1, ge=1, le=256)
+    # a trial still running after this many minutes is killed and fails (a hung one: a
+    # stalled disk, a stopped process, a deadlock); none by default
+    max_trial_minutes: float | None = Field(default=None, ge=0.05, le=10_080)
 
     @field_validator("gpus_per_trial")
     @classmethod

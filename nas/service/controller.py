@@ -119,6 +119,7 @@ class Controller:
         select = self.config.selection()  # None: every candidate keeps its last weights
         self.selection = SelectBest(**select) if select else None
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
+        self.timed_out: set[str] = set()  # Tune trial ids killed over max_trial_minutes
         self.exhausted: str | None = None
         self.setup = SetupJobs(self)  # the strategy's setup jobs (none for sampling)
         self.setup_stop: str | None = None  # why the setup jobs stopped short, if they did
@@ -479,6 +480,9 @@ class Controller:
             return
         begin = time.time()
         trial = entry.trial
+        if tune_id in self.timed_out:  # killed on purpose: another attempt would hang too
+            limit = self.config.resources.max_trial_minutes
+            crash = WorkerCrash(f"ran over resources.max_trial_minutes ({limit:g}) and was killed", True)
         if crash is not None and self._retry(trial, crash):
             return
         timings: dict[str, Any] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
@@ -565,6 +569,17 @@ class Controller:
         self._tell(spec, outcome.status, outcome.values, outcome.metrics)
         return self.strategy.state_dict()
 
+    def overdue(self) -> set[str]:
+        """The running Tune trials over ``resources.max_trial_minutes`` since they were
+        suggested, each named once (its worker is then killed)."""
+        limit = self.config.resources.max_trial_minutes
+        if limit is None:
+            return set()
+        late = time.time() - limit * 60
+        found = {i for i, e in self.running.items() if e.suggested_at < late} - self.timed_out
+        self.timed_out |= found
+        return found
+
     def yardstick(self, tune_id: str) -> bool:
         """Whether a running Tune trial is a baseline, which the scheduler files but never
         stops."""
@@ -581,8 +596,9 @@ class Controller:
 
     def _retry(self, trial: Trial, crash: WorkerCrash) -> bool:
         """Whether the candidate of a worker that died is run again (on a new worker): yes,
-        up to ``resources.max_retries`` times, unless memory killed it (it would again)."""
-        if crash.out_of_memory or trial.attempts > self.config.resources.max_retries:
+        up to ``resources.max_retries`` times, unless its death was final (memory or its
+        time limit killed it: it would again)."""
+        if crash.final or trial.attempts > self.config.resources.max_retries:
             return False
         first = crash.reason.splitlines()[0][:300]
         self.retried.setdefault(trial.id, []).append(f"attempt {trial.attempts}: {first}")

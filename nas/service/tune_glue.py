@@ -371,6 +371,8 @@ class TuneHost(Protocol):
 
     def rung_losses(self, report: dict[str, Any]) -> list[float]: ...
 
+    def overdue(self) -> set[str]: ...
+
 
 class _Glue:
     """Tune pickles its search algorithm, callbacks and stopper into its own experiment
@@ -428,6 +430,19 @@ class Recorder(_Glue, Callback):
 
     def on_step_begin(self, iteration, trials, **info) -> None:
         self._hear(self.controller.pump)  # the setup jobs, while trials train beside them
+        self._hear(self._kill_overdue, trials)
+
+    def _kill_overdue(self, trials) -> None:
+        """Kill the worker of each trial over its time limit (``resources.max_trial_minutes``):
+        a hung trial never reports, so no stopper of Tune's would end it. Tune then hears
+        its worker died, and the controller records it failed."""
+        import ray
+
+        overdue = self.controller.overdue()
+        for trial in trials:
+            actor = trial.temporary_state.ray_actor
+            if trial.trial_id in overdue and actor is not None:
+                ray.kill(actor, no_restart=True)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._hear(self.controller.record, trial.trial_id, trial.last_result, None)
@@ -556,12 +571,12 @@ def tune_scheduler(scheduler: Scheduler, controller: TuneHost) -> TrialScheduler
 @dataclass(frozen=True)
 class WorkerCrash:
     """A trial whose Ray worker died before it reported (the trainable itself reports every
-    failure it can catch). ``out_of_memory``: Ray's memory monitor killed it, and running it
-    again would only repeat that; any other death (a kill, a lost node, a crash outside
-    Python) is worth another attempt on a new worker."""
+    failure it can catch). ``final``: running it again would only repeat that (Ray's
+    memory monitor killed it, or the controller did, over its time limit); any other death
+    (a kill, a lost node, a crash outside Python) is worth another attempt on a new worker."""
 
     reason: str
-    out_of_memory: bool
+    final: bool
 
 
 def worker_crash(trial) -> WorkerCrash:
