@@ -314,3 +314,33 @@ def test_a_search_started_with_ctrl_c_ignored_keeps_ignoring_it(controller) -> N
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, inherited)
+
+
+def test_only_a_trial_on_a_worker_past_the_time_limit_is_killed_and_it_fails_final(
+    controller, monkeypatch
+) -> None:
+    """`resources.max_trial_minutes` counts from when a trial is first seen on a worker (not
+    while it waits for one), names each trial once, never a finished one; a killed trial
+    fails with the reason and is not retried, one that reported in time is recorded as it
+    reported."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    resources = controller.config.resources.model_copy(update={"max_trial_minutes": 1.0})
+    controller.config = controller.config.model_copy(update={"resources": resources})
+    for i in range(3):
+        controller.next_config(f"tune-{i}")
+    assert controller.overdue({"tune-0"}) == set()  # tune-1, tune-2 wait for a worker
+    clock[0] += 50
+    assert controller.overdue({"tune-0", "tune-1"}) == set()
+    clock[0] += 20  # tune-0: 70 s on its worker; tune-1: 20 s
+    assert controller.overdue({"tune-0", "tune-1"}) == {"tune-0"}
+    assert controller.overdue({"tune-0", "tune-1"}) == set()  # named once
+    died = WorkerCrash("the Ray worker died (killed, or crashed outside Python): EOF", False)
+    controller.record("tune-0", None, died)
+    clock[0] += 100
+    controller.record("tune-1", report(0.8), None)  # it reported, then the limit passed
+    assert controller.overdue({"tune-1"}) == set()  # finished: not named
+    by_number = {t.number: t for t in controller.registry.trials("unit-1")}
+    assert by_number[0].status == "failed" and by_number[0].attempts == 1
+    assert by_number[0].error == "ran over resources.max_trial_minutes (1) and was killed"
+    assert by_number[1].status == "completed"

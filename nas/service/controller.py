@@ -119,6 +119,7 @@ class Controller:
         select = self.config.selection()  # None: every candidate keeps its last weights
         self.selection = SelectBest(**select) if select else None
         self.retried: dict[int, list[str]] = {}  # trial id -> why its earlier attempts died
+        self.live_since: dict[str, float] = {}  # Tune trial id -> first seen on a worker
         self.timed_out: set[str] = set()  # Tune trial ids killed over max_trial_minutes
         self.exhausted: str | None = None
         self.setup = SetupJobs(self)  # the strategy's setup jobs (none for sampling)
@@ -480,9 +481,10 @@ class Controller:
             return
         begin = time.time()
         trial = entry.trial
-        if tune_id in self.timed_out:  # killed on purpose: another attempt would hang too
+        if crash is not None and tune_id in self.timed_out:  # killed: it would hang again
             limit = self.config.resources.max_trial_minutes
-            crash = WorkerCrash(f"ran over resources.max_trial_minutes ({limit:g}) and was killed", True)
+            why = f"ran over resources.max_trial_minutes ({limit:g}) and was killed"
+            crash = WorkerCrash(why, final=True)
         if crash is not None and self._retry(trial, crash):
             return
         timings: dict[str, Any] = {"suggested_at": entry.suggested_at, "recorded_at": begin}
@@ -569,14 +571,17 @@ class Controller:
         self._tell(spec, outcome.status, outcome.values, outcome.metrics)
         return self.strategy.state_dict()
 
-    def overdue(self) -> set[str]:
-        """The running Tune trials over ``resources.max_trial_minutes`` since they were
-        suggested, each named once (its worker is then killed)."""
+    def overdue(self, live: set[str]) -> set[str]:
+        """Of the Tune trials on a worker now (``live``), those over
+        ``resources.max_trial_minutes`` since first seen there, each named once: their
+        workers are killed (a trial waiting for a worker is not counted)."""
         limit = self.config.resources.max_trial_minutes
         if limit is None:
             return set()
-        late = time.time() - limit * 60
-        found = {i for i, e in self.running.items() if e.suggested_at < late} - self.timed_out
+        now, running = time.time(), live & self.running.keys()
+        for tune_id in running:
+            self.live_since.setdefault(tune_id, now)
+        found = {i for i in running if now - self.live_since[i] > limit * 60} - self.timed_out
         self.timed_out |= found
         return found
 

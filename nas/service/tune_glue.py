@@ -371,7 +371,7 @@ class TuneHost(Protocol):
 
     def rung_losses(self, report: dict[str, Any]) -> list[float]: ...
 
-    def overdue(self) -> set[str]: ...
+    def overdue(self, live: set[str]) -> set[str]: ...
 
 
 class _Glue:
@@ -438,11 +438,10 @@ class Recorder(_Glue, Callback):
         its worker died, and the controller records it failed."""
         import ray
 
-        overdue = self.controller.overdue()
-        for trial in trials:
-            actor = trial.temporary_state.ray_actor
-            if trial.trial_id in overdue and actor is not None:
-                ray.kill(actor, no_restart=True)
+        actors = {t.trial_id: t.temporary_state.ray_actor for t in trials if t.status == "RUNNING"}
+        live = {tune_id for tune_id, actor in actors.items() if actor is not None}
+        for tune_id in self.controller.overdue(live):
+            ray.kill(actors[tune_id], no_restart=True)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._hear(self.controller.record, trial.trial_id, trial.last_result, None)
