@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -281,6 +282,19 @@ def kill_worker_then_finish(runs: Path, submit, name: str, after_s: float) -> tu
             submit.communicate()
 
 
+def _once_it_trains(runs: Path, submit, act: Callable[[], object]) -> str:
+    """``act()`` once the search ``submit`` has a trial; then its stderr, when it ends
+    (killed if the test fails first)."""
+    try:
+        wait_for(runs, lambda trials: bool(trials))
+        act()
+        return submit.communicate(timeout=300)[1]
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+
+
 def _workers_named(driver: int, name: str) -> list[psutil.Process]:
     """The Ray workers of the search process ``driver`` whose command line has ``name``."""
     found = []
@@ -436,19 +450,17 @@ def test_a_search_whose_raylet_is_killed_ends_failed_saying_so(tmp_path: Path) -
     runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=4, steps=3000, baselines="false")
     submit = start_submit(runs, path)
-    try:
-        wait_for(runs, lambda trials: bool(trials))
-        ours = [p for p in psutil.process_iter() if _driver_mark(p) == str(submit.pid)]
-        (raylet,) = [p for p in ours if p.name() == "raylet"]
+    killed = []
+
+    def kill_its_raylet() -> None:
+        (raylet,) = [p for p in of_search(submit.pid) if p.name() == "raylet"]
         raylet.kill()
-        _, err = submit.communicate(timeout=60)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.communicate()
+        killed.append(raylet.pid)
+
+    err = _once_it_trains(runs, submit, kill_its_raylet)
     said = " ".join(err.split())
     assert submit.returncode == 2, err
-    assert f"error: Ray's raylet (its node process), pid {raylet.pid}, was killed (SIGKILL)" in said
+    assert f"error: Ray's raylet (its node process), pid {killed[0]}, was killed (SIGKILL)" in said
     assert "Traceback" not in err
     (search,) = registry_of(runs).list_searches()
     assert f"the search stopped, resumable: nas resume {search.id}" in said
@@ -478,14 +490,9 @@ def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_c
     path = write_search(tmp_path, candidates=6, steps=200, baselines="false")
     env = {**env_for(runs), "RECNAS_CACHE_DIR": str(cache)}
     submit = nas_process.start(["submit", str(path)], env, REPO)
-    try:
-        wait_for(runs, lambda trials: bool(trials))
-        (cache / "movielens-100k").rename(cache / "elsewhere")
-        _, err = submit.communicate(timeout=300)
-    finally:
-        if submit.poll() is None:
-            submit.kill()
-            submit.communicate()
+    err = _once_it_trains(
+        runs, submit, lambda: (cache / "movielens-100k").rename(cache / "elsewhere")
+    )
     said = " ".join(err.split())
     assert submit.returncode == 2 and "Traceback" not in err, err
     # the first trial after the move opens the folder; a running one, its next file
