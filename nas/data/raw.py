@@ -342,16 +342,20 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
             if kind == "integer"
             else "a number a 64-bit float can hold"
         )
+
+        def too_large() -> RawInputError:
+            return RawInputError(number, name, f"must be {limit}, got {shown(value)}")
+
         try:
             parsed = float(value)
         except OverflowError:  # an int beyond a float's range
-            raise RawInputError(number, name, f"must be {limit}, got {shown(value)}") from None
+            raise too_large() from None
         except (TypeError, ValueError):
             raise bad() from None
         if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
             raise bad()
         if kind == "integer" and not -INT64_LIMIT <= parsed < INT64_LIMIT:
-            raise RawInputError(number, name, f"must be {limit}, got {shown(value)}")
+            raise too_large()
         return int(parsed) if kind == "integer" else parsed
     if kind == "strings":
         if value is None or value == "":
@@ -381,16 +385,16 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
         events.append(
             [
                 str(key),
-                _int64(action) or _convert(number, f"{name}[action]", "integer", action),
-                _int64(when) or _convert(number, f"{name}[time]", "integer", when),
+                _integer(number, f"{name}[action]", action),
+                _integer(number, f"{name}[time]", when),
             ]
         )
     return events
 
 
-def _int64(value: Any) -> int | None:
-    """``value`` when it is a plain int a 64-bit integer holds, else None (0 too: then
-    ``_convert`` reads it): a history's thousands of events take this path."""
+def _integer(number: int, name: str, value: Any) -> int:
+    """``_convert``'s integer, a plain int in range taken as it is: a history's thousands
+    of events take this path."""
     if type(value) is int and -INT64_LIMIT <= value < INT64_LIMIT:
         return value
-    return None
+    return _convert(number, name, "integer", value)

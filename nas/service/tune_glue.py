@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -320,7 +321,7 @@ def _driver_mark(process) -> str | None:
     agents set their process titles over the start of their environment's memory, and
     psutil's ``environ()``, which stops at the first empty entry, finds none there (so a
     killed search's agents were never reaped; they linger for a minute)."""
-    if not Path("/proc/self/environ").exists():  # no /proc (macOS): psutil's reading
+    if not sys.platform.startswith("linux"):  # no /proc (macOS): psutil's reading
         return process.environ().get(DRIVER_MARK)
     try:
         raw = Path(f"/proc/{process.pid}/environ").read_bytes()
