@@ -302,7 +302,7 @@ def _workers_named(driver: int, name: str) -> list[psutil.Process]:
         children = psutil.Process(driver).children(recursive=True)
     except psutil.NoSuchProcess:  # the search ended
         return found
-    for process in children + _marked(driver):
+    for process in {p.pid: p for p in children + _marked(driver)}.values():  # each once
         try:
             if name in " ".join(process.cmdline()):
                 found.append(process)

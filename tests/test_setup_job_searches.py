@@ -17,6 +17,7 @@ from mlflow import MlflowClient
 from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
 from tests.conftest import runs_with_store
+from tests.test_reliability import _workers_named
 from tests.test_search import baselines_yaml, nas, nas_here, registry_of, start_submit
 from workers import dnas
 from workers.trial_data import TrialData
@@ -135,6 +136,44 @@ def test_dnas_killed_during_its_jobs_resumes_to_the_same_architectures(tmp_path:
         assert {"spec.json", "probabilities.json", "probabilities.html"} <= {
             a.path for a in client.list_artifacts(run.info.run_id)
         }
+
+
+@pytest.mark.slow
+def test_a_setup_job_that_stops_reporting_is_killed_and_the_search_stops_resumable(
+    tmp_path: Path,
+) -> None:
+    """A hung job (a stopped process, a stalled disk) held its search for good. With
+    `resources.max_trial_minutes`, a job silent that long is killed, recorded failed with
+    the reason, and the search stops, resumable from the job's checkpoint."""
+    path = write(tmp_path, "dnas", "{lambdas: [0.0], steps: 1000000, checkpoint_every: 20}")
+    text = path.read_text().replace(
+        "cpus_per_trial: 1}", "cpus_per_trial: 1, max_trial_minutes: 0.15}"
+    )
+    path.write_text(text)
+    assert "max_trial_minutes: 0.15" in text
+    runs = runs_with_store(tmp_path)
+    submit = start_submit(runs, path)
+    try:
+        deadline = time.time() + 300
+        while not list(runs.glob("checkpoints/*/dnas-l0.pt")) and time.time() < deadline:
+            time.sleep(0.5)
+        (job,) = _workers_named(submit.pid, "run_job")
+        job.suspend()  # SIGSTOP: it neither reports nor ends
+        _, err = submit.communicate(timeout=300)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    said = " ".join(err.split())
+    search, (trial,) = trials_of(runs)
+    assert submit.returncode == 1 and "Traceback" not in err, err
+    why = "reported no progress for 0.15 minutes, over resources.max_trial_minutes, and was killed"
+    assert f"setup job dnas-l0 failed: {why}" in said
+    assert f"continue with: nas resume {search.id} (it restarts from its checkpoint)" in said
+    assert search.status == "failed" and trial.status == "failed" and trial.error == why
+    assert Path(trial.checkpoint).exists()  # what the resume starts from
+    time.sleep(1)
+    assert not job.is_running() or job.status() == "zombie"
 
 
 @pytest.mark.slow

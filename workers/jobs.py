@@ -4,7 +4,9 @@ sent back to the controller.
     run_job("dnas", settings, data, checkpoint, progress_queue, "dnas-l0.05", "cuda") -> result
 
 Progress goes through a Ray queue (so it reaches the controller from any node of a
-cluster), at most once a second per job plus the last step of each phase.
+cluster): a first message as the job starts (phase ``None``: it runs now, no longer waits for
+its resources), then at most once a second per job plus the last step of each phase. The
+controller kills a job silent for longer than ``resources.max_trial_minutes`` (hung).
 """
 
 from __future__ import annotations
@@ -34,13 +36,17 @@ def run_job(
     """Run the job on ``device`` ("cuda": the GPU Ray gave this task)."""
     last = 0.0
 
+    def send(phase: str | None, done: int, total: int) -> None:
+        # A full or closed queue only costs a progress line.
+        with contextlib.suppress(Exception):
+            queue.put_nowait((name, phase, done, total))
+
     def progress(phase: str, done: int, total: int) -> None:
         nonlocal last
         now = time.monotonic()
         if done == total or now - last >= PROGRESS_EVERY_S:
             last = now
-            # A full or closed queue only costs a progress line.
-            with contextlib.suppress(Exception):
-                queue.put_nowait((name, phase, done, total))
+            send(phase, done, total)
 
+    send(None, 0, 0)
     return RUNNERS[kind](settings, data, checkpoint, progress, torch.device(device))

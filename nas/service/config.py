@@ -127,7 +127,8 @@ class Resources(Strict):
     # CPUs (on any nodes); CPUs only for now
     workers_per_trial: int = Field(default=1, ge=1, le=256)
     # a trial still running after this many minutes is killed and fails (a hung one: a
-    # stalled disk, a stopped process, a deadlock); none by default
+    # stalled disk, a stopped process, a deadlock), and so is a setup job that reports no
+    # progress for that long (it reports every second); none by default
     max_trial_minutes: float | None = Field(default=None, ge=0.05, le=10_080)
 
     @field_validator("gpus_per_trial")

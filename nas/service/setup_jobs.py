@@ -31,7 +31,9 @@ it: a trained supernet does); then the job's MLflow run (settings, the logits'
 trajectories, the decoded or picked architectures) and the strategy's summary on the search
 run. A job that raises fails the search (``error``; ``nas resume`` runs it again from its
 checkpoint); after a crash, the jobs the strategy has not been told about run again from
-theirs, and a job's run gives the same result however often it was interrupted.
+theirs, and a job's run gives the same result however often it was interrupted. A job that
+reports no progress for ``resources.max_trial_minutes`` once it runs (hung: a stopped
+process, a stalled disk; a running job reports every second) is killed and fails so too.
 """
 
 from __future__ import annotations
@@ -77,7 +79,11 @@ class _Running:
     trial: Trial
     began: float
     workers: int
-    saved: float = 0.0
+    saved: float = 0.0  # when its progress was last written to the registry
+    heard: float | None = None  # when it last reported; None: not running yet
+
+    def timings(self) -> dict[str, float]:
+        return {"started_at": self.began, "finished_at": time.time()}
 
 
 class SetupJobs:
@@ -138,7 +144,8 @@ class SetupJobs:
         for ref in done:
             self._finish(self.running.pop(ref), ref)
             if self.error is not None:
-                break
+                return len(done)
+        self._kill_silent()
         return len(done)
 
     def close(self, why: str) -> None:
@@ -192,18 +199,10 @@ class SetupJobs:
         import ray
 
         job, trial = entry.job, entry.trial
-        timings = {"started_at": entry.began, "finished_at": time.time()}
         try:
             result = ray.get(ref)
         except Exception as err:  # the task raised, or its worker died
-            reason = _task_error(err)
-            trial = self.c.registry.finish_trial(trial.id, "failed", error=reason, timings=timings)
-            self.c.recording.log_job(trial, None)
-            self.close(f"setup job {job.name} failed")
-            self.error = TrainingError(
-                f"setup job {job.name} failed: {reason}\n"
-                f"continue with: nas resume {self.c.search.id} (it restarts from its checkpoint)"
-            )
+            self._fail(entry, _task_error(err))
             return
         self.c.strategy.job_done(job, result)
         kept = {k: v for k, v in result.items() if k not in BULKY}
@@ -211,7 +210,7 @@ class SetupJobs:
             trial.id,
             "completed",
             metrics=kept,
-            timings=timings,
+            timings=entry.timings(),
             strategy_state=self.c.strategy.state_dict(),
         )
         self.c.known[job.name] = trial
@@ -220,6 +219,19 @@ class SetupJobs:
             Path(trial.checkpoint).unlink(missing_ok=True)
             self.c.registry.update_trial(trial.id, checkpoint=None)
         self.c.reporter.job_finished(job, trial)
+
+    def _fail(self, entry: _Running, reason: str) -> None:
+        """The job failed: recorded so, the other jobs cancelled, and the search to fail."""
+        job = entry.job
+        trial = self.c.registry.finish_trial(
+            entry.trial.id, "failed", error=reason, timings=entry.timings()
+        )
+        self.c.recording.log_job(trial, None)
+        self.close(f"setup job {job.name} failed")
+        self.error = TrainingError(
+            f"setup job {job.name} failed: {reason}\n"
+            f"continue with: nas resume {self.c.search.id} (it restarts from its checkpoint)"
+        )
 
     # --- watching ---------------------------------------------------------------------------
 
@@ -233,14 +245,36 @@ class SetupJobs:
                 name, phase, done, total = queue.get_nowait()
             except Empty:
                 return
-            self.c.reporter.job_progress(name, phase, done, total)
             entry = by_name.get(name)
+            if entry is not None:
+                entry.heard = time.time()
+            if phase is None:  # it started: nothing to show yet
+                continue
+            self.c.reporter.job_progress(name, phase, done, total)
             if entry is not None and time.time() - entry.saved >= PROGRESS_SAVE_S:
                 entry.saved = time.time()
                 progress = {"phase": phase, "done": done, "total": total}
                 job = {**(entry.trial.job or {}), "progress": progress}
                 self.c.registry.update_trial(entry.trial.id, job=job)
                 entry.trial.job = job
+
+    def _kill_silent(self) -> None:
+        """Kill the first running job silent for longer than ``resources.max_trial_minutes``
+        (its worker ends, the task is cancelled) and fail it: the search stops, and its
+        resume starts the job again from its last checkpoint."""
+        import ray
+
+        limit = self.c.config.resources.max_trial_minutes
+        if limit is None:
+            return
+        now = time.time()
+        for ref, entry in self.running.items():
+            if entry.heard is not None and now - entry.heard > limit * 60:
+                ray.cancel(ref, force=True)
+                del self.running[ref]
+                why = f"reported no progress for {limit:g} minutes, over "
+                self._fail(entry, why + "resources.max_trial_minutes, and was killed")
+                return
 
 
 def _task_error(err: Exception) -> str:
