@@ -44,8 +44,6 @@ from workers.metrics import Rates
 from workers.train import TrainConfig, evaluate, train
 from workers.trial_data import TrialData
 
-SCALINGS = ("tensor", "row")
-
 
 def _scale(x: torch.Tensor, scaling: str) -> torch.Tensor:
     return fp8_scales(x, per_row=scaling == "row")

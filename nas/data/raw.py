@@ -39,7 +39,6 @@ import numpy as np
 from nas.core.errors import NasError, shown
 from nas.data.schema import Features, Schema
 
-COLUMN_TYPES = ("string", "integer", "number", "strings", "events")
 OOV_TEXT = "<out of vocabulary>"  # what an input example shows for an out-of-vocabulary id
 INT64_LIMIT = 2**63  # integers are stored as int64
 DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)

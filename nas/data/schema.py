@@ -79,9 +79,6 @@ class Schema:
         return cls(tuple(Field(**item) for item in items))
 
 
-HISTORY_COLUMNS = ("item", "action", "age")  # age: seconds before the row's timestamp
-
-
 _ROW_IDS = (torch.int64, torch.int32)
 
 

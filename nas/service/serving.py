@@ -4,7 +4,8 @@ A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two a
 
     recnas_model.json   the spec, the dataset's schema and raw form (vocabularies), where it
                         came from (search, retrain, arch_id, seed, split checksum)
-    weights.pt          the trained state dict, read with ``torch.load(weights_only=True)``
+    ARCH-sSEED.pt       the trained state dict (the retrain's weights file), read with
+                        ``torch.load(weights_only=True)``
 
 Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
 sends, with "strings" columns as one string with "|" between values and the history as a
@@ -46,7 +47,7 @@ from nas.data.raw import RawForm
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
-MODEL_FILE, WEIGHTS_FILE = "recnas_model.json", "weights.pt"
+MODEL_FILE = "recnas_model.json"
 ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 SIGNATURE_TYPES = {
     "string": "string",
