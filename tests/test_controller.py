@@ -179,6 +179,13 @@ def test_a_candidate_whose_worker_died_runs_again_up_to_max_retries(controller) 
             False,
             "the Ray worker died",
         ),
+        (  # its node's raylet killed (as Ray 2.60 words it)
+            "The actor c6e8eb3eea6bc8464931d83401000000 is unavailable: The actor is "
+            "temporarily unavailable: RpcError: RPC error: Socket closed rpc_code: 14. The "
+            "task may or may not have been executed on the actor.",
+            False,
+            "the Ray worker stopped answering (its node died or left the cluster): The actor",
+        ),
     ],
 )
 def test_worker_deaths_are_told_apart_from_memory_kills(

@@ -596,6 +596,8 @@ def worker_crash(trial) -> WorkerCrash:
         reason = "killed by Ray's memory monitor: the node ran low on memory"
     elif "ActorDiedError" in text or "RayActorError" in text or "died unexpectedly" in text:
         reason = "the Ray worker died (killed, or crashed outside Python)"
+    elif "is unavailable" in text or "ActorUnavailableError" in text:
+        reason = "the Ray worker stopped answering (its node died or left the cluster)"
     else:
         reason = "the Ray worker failed"
     detail = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else "")
