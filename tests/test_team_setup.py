@@ -194,6 +194,35 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         found = next(s for s in registry.list_searches() if s.name == "parallel")
         assert sorted(t.status for t in registry.trials(found.id)) == ["completed", "stopped"]
+        # The head's GCS killed under a search: Ray's driver would end the process after its
+        # wait (12 s here, 60 by default) with one log line, the search left `crashed`.
+        # The search says what happened first, and ends failed, resumable.
+        data["name"], data["scheduler"] = "headless", None
+        data["budget"] = {"candidates": 2, "steps": 20000}  # still training when killed
+        data["resources"] |= {"workers_per_trial": 1}
+        headless = tmp_path / "headless.yaml"
+        headless.write_text(yaml.safe_dump(data))
+        env["RAY_gcs_rpc_server_reconnect_timeout_s"] = "12"
+        command = [sys.executable, "-m", "nas.cli", "submit", str(headless)]
+        command += ["--address", f"127.0.0.1:{port}"]
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+        ) as process:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                time.sleep(0.5)
+                search = next((s for s in registry.list_searches() if s.name == "headless"), None)
+                if search and any(t.status == "running" for t in registry.trials(search.id)):
+                    break
+            (gcs,) = [p for p in _marked(mark) if p.name() == "gcs_server"]
+            gcs.kill()
+            _, err = process.communicate(timeout=120)
+        said = " ".join(err.split())
+        assert process.returncode == 2 and "Traceback" not in err, err
+        assert f":{port} (its GCS) stopped answering 9 s ago" in said
+        assert f"the search stopped, resumable: nas resume {search.id}" in said
+        search = registry.get_search(search.id)
+        assert search.status == "failed" and "stopped answering" in search.message
         registry.engine.dispose()
     finally:
         _stop_marked(mark)
@@ -207,21 +236,25 @@ def _stop_marked(mark: str) -> None:
     """SIGTERM, then after 10 s SIGKILL, to every process whose environment holds ``mark``."""
     import psutil
 
-    def marked() -> list[psutil.Process]:
-        found = []
-        for process in psutil.process_iter():
-            try:
-                if process.environ().get(CLUSTER_MARK) == mark:
-                    found.append(process)
-            except psutil.Error:
-                continue
-        return found
-
-    processes = marked()
+    processes = _marked(mark)
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.terminate()
     _, alive = psutil.wait_procs(processes, timeout=10)
-    for process in alive + marked():
+    for process in alive + _marked(mark):
         with contextlib.suppress(psutil.Error):
             process.kill()
+
+
+def _marked(mark: str) -> list:
+    """The live processes whose environment holds ``mark``."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(CLUSTER_MARK) == mark:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found

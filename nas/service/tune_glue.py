@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -115,14 +116,18 @@ def init_ray(address: str | None) -> bool:
 
 class RayWatch:
     """Watches the GCS and the raylet of the local Ray that ``init_ray`` started, and calls
-    ``on_death`` with a sentence once either has died of anything but a stop signal.
+    ``on_death`` with a sentence once either has died of anything but a stop signal; on a
+    cluster this process joined, its head's GCS, by its port.
 
     Ray's driver cannot say so itself: on a dead raylet (killed, out of memory) its C++ core
     ends this process within seconds, and on a dead GCS after a minute's wait, with one log
     line, exit 1 and no Python code run: the search read ``crashed`` with no reason. A death by
     SIGTERM or SIGINT is left alone: those reach Ray's processes from a supervisor or a
-    Ctrl-C to the whole process group, which stop the search as interrupted. Nothing is
-    watched on a cluster this process joined (its head is not this machine's to watch)."""
+    Ctrl-C to the whole process group, which stop the search as interrupted. A cluster's
+    head is not this machine's to watch as a process: its GCS counts as dead once its port
+    has refused connections for three quarters of the time Ray's driver waits for it
+    (``RAY_gcs_rpc_server_reconnect_timeout_s``, 60 s), so a head that comes back in time
+    (GCS fault tolerance) costs nothing."""
 
     POLL_S = 0.5
     WATCHED = {"gcs_server": "GCS (its head process)", "raylet": "raylet (its node process)"}
@@ -136,13 +141,32 @@ class RayWatch:
         self.processes = [
             (kind, info.process) for kind in self.WATCHED for info in found.get(kind, ())
         ]
+        # A cluster's GCS, "host:port"
+        self.head = node.gcs_address if node is not None and not self.processes else None
         self.on_death = on_death
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="recnas-ray-watch", daemon=True)
-        if self.processes:
+        watch = self._watch_head if self.head else self._watch_processes
+        self.thread = threading.Thread(target=watch, name="recnas-ray-watch", daemon=True)
+        if self.processes or self.head:
             self.thread.start()
 
-    def _run(self) -> None:
+    def _watch_head(self) -> None:
+        host, port = self.head.rsplit(":", 1)
+        grace, since = 0.75 * _gcs_reconnect_s(), None
+        while not self.stopped.wait(self.POLL_S):
+            try:
+                socket.create_connection((host, int(port)), timeout=2 * self.POLL_S).close()
+                since = None
+            except OSError:
+                since = since or time.monotonic()
+                if time.monotonic() - since >= grace:
+                    self.on_death(
+                        f"the Ray cluster's head at {self.head} (its GCS) stopped answering "
+                        f"{grace:.0f} s ago"
+                    )
+                    return
+
+    def _watch_processes(self) -> None:
         while not self.stopped.wait(self.POLL_S):
             dead = [(kind, p) for kind, p in self.processes if p.poll() is not None]
             if not dead:
@@ -169,6 +193,16 @@ class RayWatch:
         self.stopped.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join()
+
+
+def _gcs_reconnect_s() -> float:
+    """How long Ray's driver waits for a GCS that stopped answering before it ends the
+    process: Ray's setting, as Ray reads it (an environment variable in Ray's own case)."""
+    text = os.environ.get("RAY_gcs_rpc_server_reconnect_timeout_s", "60")  # noqa: SIM112
+    try:
+        return max(1.0, float(text))
+    except ValueError:
+        return 60.0
 
 
 def kill_local_ray() -> None:
