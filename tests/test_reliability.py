@@ -504,6 +504,56 @@ def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_c
     assert "failed" not in statuses and "cancelled" in statuses, statuses
 
 
+def test_a_dataset_prepared_again_under_a_search_stops_it_until_the_data_is_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Trials map the prepared files anew; a schema changed and prepared again under a
+    search trained its later candidates on other data, and the front mixed the two. Now the
+    first trial to read it stops the search; its resume is refused while the data differs,
+    and goes on once the schema the search started on is prepared again."""
+    from nas.data import prepare_dataset
+    from tests import nas_process
+    from tests.data.test_schema_file import schema_file
+    from tests.test_search import REPO, env_for
+
+    runs = runs_with_store(tmp_path)
+    cache = tmp_path / "cache"
+    path = schema_file(tmp_path / "logs")
+    search = tmp_path / "again.yaml"
+    search.write_text(
+        f"name: again\ndataset: {path}\nspace: {{name: ctr_stack, options: {{max_depth: 2}}}}\n"
+        "strategy: random\nbudget: {candidates: 4, steps: 300}\ntrain: {batch_size: 64}\n"
+        "resources: {concurrency: 1}\ninclude_baselines: false\n"
+    )
+    env = {**env_for(runs), "RECNAS_CACHE_DIR": str(cache)}
+    original = path.read_text()
+
+    def prepare_another_schema() -> None:
+        path.write_text(original.replace("min_freq: 20", "min_freq: 2"))
+        prepare_dataset(str(path), cache)
+
+    submit = nas_process.start(["submit", str(search)], env, REPO)
+    err = _once_it_trains(runs, submit, prepare_another_schema)
+    said = " ".join(err.split())
+    assert submit.returncode == 2 and "Traceback" not in err, err
+    assert f"the prepared dataset my_ctr at {cache / 'my_ctr'} was prepared again under" in said
+    assert f"it resumes once the data is as it was (nas data prepare {path}, with" in said
+    (found,) = registry_of(runs).list_searches()
+    assert found.status == "failed" and found.data_version is not None
+    refused = nas_process.run(["resume", found.id], env, REPO, 300)
+    assert refused.returncode == 2, refused.stderr
+    assert f"search {found.id} ran on my_ctr as prepared then (version {found.data_version})" in (
+        " ".join(refused.stderr.split())
+    )
+    assert registry_of(runs).get_search(found.id).sessions == found.sessions  # not started
+    path.write_text(original)
+    done = nas_process.run(["resume", found.id], env, REPO, 300)
+    assert done.returncode == 0, done.stderr
+    trials = registry_of(runs).trials(found.id)
+    assert registry_of(runs).get_search(found.id).status == "completed"
+    assert [t.status for t in trials] == ["completed"] * 4
+
+
 def test_a_trial_over_its_time_limit_is_killed_and_fails_without_a_retry(tmp_path: Path) -> None:
     """A hung trial (a stalled disk, a stopped process) never reports, so nothing ended it
     and the search waited for good. With `resources.max_trial_minutes` its worker is killed

@@ -20,8 +20,10 @@ from workers.train import TrainConfig
 from workers.trial import SelectBest
 
 # "unavailable": the trial's data is gone where it ran (``TrialData.unavailable``): not the
-# candidate's failure; the search stops, and the trial runs again on its resume.
-OUTCOMES = ("completed", "failed", "unavailable")
+# candidate's failure; the search stops, and the trial runs again on its resume. "changed":
+# the data was prepared again under the search (``DatasetChanged``): it stops too, and its
+# resume waits for the data as it was.
+OUTCOMES = ("completed", "failed", "unavailable", "changed")
 
 
 @dataclass(frozen=True)

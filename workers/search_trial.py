@@ -37,7 +37,7 @@ from nas.core.errors import NasError, TrainingError
 from workers.data_parallel import GROUP_TIMEOUT, free_port
 from workers.messages import TrialReport, TrialRequest
 from workers.trial import Rungs, TrialResult, evaluate
-from workers.trial_data import TrialData
+from workers.trial_data import DatasetChanged, TrialData
 
 MEMORY_CHECK_EVERY = 25  # steps
 
@@ -74,7 +74,7 @@ def _ended_by(err: Exception, data: TrialData) -> tuple[str, str]:
     block or a space is recorded, and the search goes on)."""
     lost = data.unavailable(err)
     if lost is not None:
-        return "unavailable", lost
+        return ("changed" if isinstance(err, DatasetChanged) else "unavailable"), lost
     if isinstance(err, NasError):
         return "failed", str(err)
     tail = "".join(traceback.format_exception(err)[-3:]).strip()

@@ -6,7 +6,10 @@ Two ways to carry the rows:
 - as the prepared dataset's folder (``root``), whose splits are contiguous ranges: each
   trial maps the files (``PreparedDataset.mapped_features``), nothing large goes through
   the object store, and every trial on a node shares the OS page cache. Data larger than
-  RAM trains this way. The folder must be readable at the same path on every node.
+  RAM trains this way. The folder must be readable at the same path on every node, and
+  hold the dataset as the search found it (``version``): each read checks its manifest, so a
+  dataset prepared again under a search stops it (``DatasetChanged``) rather than train
+  some candidates on other data.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ class DatasetUnavailable(NasError):
     search's environment, not its candidate (the controller stops the search, resumable)."""
 
 
+class DatasetChanged(DatasetUnavailable):
+    """The prepared dataset a trial reads is another than the search started on: prepared
+    again under it (the search stops; its resume waits for the data as it was)."""
+
+
 @dataclass(frozen=True)
 class TrialData:
     name: str
@@ -42,6 +50,7 @@ class TrialData:
     arrays: dict[str, Any]
     root: str | None = None  # mapped: the prepared folder (then ``arrays`` is empty)
     train_on: tuple[str, ...] = ("train",)
+    version: str | None = None  # mapped: the dataset's ``PreparedDataset.version``
 
     @classmethod
     def from_prepared(
@@ -56,7 +65,10 @@ class TrialData:
         whose splits are contiguous ranges)."""
         if mapped and dataset.contiguous:
             rate = _train_rates(dataset, train_on)
-            return cls(dataset.name, dataset.schema, rate, split, {}, str(dataset.root), train_on)
+            root = str(dataset.root)
+            return cls(
+                dataset.name, dataset.schema, rate, split, {}, root, train_on, dataset.version
+            )
         parts = [dataset.feature_arrays(part) for part in train_on]
         arrays = {
             "train": {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -78,9 +90,7 @@ class TrialData:
             # reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             if self.root is not None:
-                rows = _mapped(self.root).mapped_features(
-                    self.train_on if part == "train" else (part,)
-                )
+                rows = self._mapped().mapped_features(self.train_on if part == "train" else (part,))
             else:
                 rows = Features.from_arrays(self.arrays[part], self.arrays["events"], self.schema)
         return rows if history else rows.without_history()
@@ -90,7 +100,7 @@ class TrialData:
         AUC per group the dataset has keys for (``workers.metrics.GROUPED``)."""
         part = part or self.split
         if self.root is not None:
-            return _groups(_mapped(self.root), part)
+            return _groups(self._mapped(), part)
         return self.arrays.get("groups", {}).get(part, {})
 
     @property
@@ -125,11 +135,23 @@ class TrialData:
     def _train_times(self) -> np.ndarray | None:
         if self.root is None:
             return self.arrays["train"].get("history_now")
-        dataset = _mapped(self.root)
+        dataset = self._mapped()
         if not dataset.has("timestamp"):
             return None
         rows = np.concatenate([dataset.split_rows(part) for part in self.train_on])
         return np.asarray(dataset.array("timestamp")[rows])
+
+    def _mapped(self) -> PreparedDataset:
+        """The mapped dataset, once its manifest on disk (a few KB, read at every call) says
+        it is the one the search started on."""
+        on_disk = open_prepared(Path(self.root))
+        if on_disk is not None and self.version is not None and on_disk.version != self.version:
+            raise DatasetChanged(
+                f"the prepared dataset {self.name} at {self.root} was prepared again under the "
+                f"search (version {on_disk.version}, not {self.version}: another schema, or "
+                "changed source files): all of a search's candidates train on the same data"
+            )
+        return _mapped(self.root, self.version)
 
     def unavailable(self, err: BaseException) -> str | None:
         """Why ``err``, raised in a trial, means this data is gone where the trial runs (a
@@ -178,8 +200,8 @@ def _train_rates(dataset: PreparedDataset, train_on: tuple[str, ...]) -> Rates:
 
 
 @functools.lru_cache(maxsize=4)
-def _mapped(root: str) -> PreparedDataset:
-    """The prepared dataset at ``root``, opened once per process."""
+def _mapped(root: str, version: str | None) -> PreparedDataset:
+    """The prepared dataset at ``root``, opened once per process and ``version``."""
     dataset = open_prepared(Path(root))
     if dataset is None:
         what = "no manifest of this recnas version" if Path(root).is_dir() else "no such folder"

@@ -63,6 +63,11 @@ def si(value: float, digits: int = 2) -> str:
     return f"{value:.0f}"
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless one: "1 seed", "3 seeds"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def format_value(name: str, value) -> str:
     """An objective's or metric's value in a table: counts with a unit, rates to 4 places."""
     if value is None:

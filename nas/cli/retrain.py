@@ -12,6 +12,7 @@ from rich.table import Table
 from nas.cli.flags import integer, number, open_registry, registry_flag
 from nas.cli.render import (
     console,
+    counted,
     emit_json,
     format_value,
     out,
@@ -119,6 +120,15 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     base = Path(search.config_path).parent if search.config_path else Path.cwd()
     with console.status(f"Checking the retrain of {search.id} ..."):
         checked = plan(config, base, args.address)
+    if search.data_version not in (None, checked.dataset.version):
+        console.print(
+            phrase(
+                styled("warning:", "yellow"),
+                f" {checked.dataset.name} has been prepared again since search {search.id} "
+                "ran on it (another schema, or changed source files): its picks were chosen "
+                "on the earlier data, and the retrain trains on the data as it is now",
+            )
+        )
     changes = {}
     if args.epochs is not None:
         rows = sum(len(checked.dataset.split_rows(p)) for p in TRAIN_ON[args.train_on])
@@ -136,6 +146,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         config.name,
         config.to_dict(),
         search.config_path,
+        checked.dataset.version,
     )
     return run_retrain(registry, retrain, checked, args)
 
@@ -153,7 +164,8 @@ def run_retrain(registry, search, checked, args: argparse.Namespace) -> int:
             phrase(
                 "retrain ",
                 styled(search.id, "bold"),
-                f" of {retrain.of}: {len(retrain.picks)} architectures x {retrain.seeds} seeds, "
+                f" of {retrain.of}: {counted(len(retrain.picks), 'architecture')} x "
+                f"{counted(retrain.seeds, 'seed')}, "
                 f"{config.budget.steps} steps each on {retrain.train_on}, measured on the test "
                 f"split of {config.dataset}",
             )

@@ -17,6 +17,7 @@ from rich.text import Text
 from nas.cli.flags import integer, open_registry, registry_flag, seed_number
 from nas.cli.render import (
     console,
+    counted,
     emit_json,
     format_value,
     out,
@@ -111,14 +112,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
             raise ConfigError(flag, err.message) from None
         raise (err if err.source else err.within(source=str(args.config))) from None
     search = registry.create_search(
-        new_search_id(config.name), config.name, config.to_dict(), str(args.config.resolve())
+        new_search_id(config.name),
+        config.name,
+        config.to_dict(),
+        str(args.config.resolve()),
+        checked.dataset.version,
     )
     return run_search(registry, search, checked, args)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from nas.service.config import validate_config
-    from nas.service.plan import plan
+    from nas.service.plan import plan, same_data
     from nas.service.registry import controller_alive
 
     registry = open_registry(args)
@@ -138,6 +143,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     with console.status(f"Checking search {search.id} ...") as status:
         preparing = preparing_under(status, f"Preparing {config.dataset} (first use)")
         checked = plan(config, base, args.address, preparing)
+    same_data(search, checked.dataset)
     return run_search(registry, search, checked, args)
 
 
@@ -192,7 +198,7 @@ class ProgressReporter(Reporter):
     def phase(self, name: str, total: int | None = None) -> None:
         if name == "setup jobs":
             self.progress.console.print(
-                f"{total} setup job{'s' if total != 1 else ''} of the "
+                f"{counted(total, 'setup job')} of the "
                 f"{self.config.strategy.name} strategy, and its candidates as the jobs give "
                 f"them: {self.config.resources.concurrency} at a time in all",
                 highlight=False,
@@ -449,7 +455,7 @@ def _phase(trials, summary) -> str:
     unfinished = [t for t in jobs if t.status != "completed"]
     counts = summary.counts
     done = sum(counts[s] for s in FINISHED)
-    after = f", after {len(jobs)} setup job{'s' if len(jobs) > 1 else ''}" if jobs else ""
+    after = f", after {counted(len(jobs), 'setup job')}" if jobs else ""
     training = (
         f"stand-alone training: {done} finished, {counts['running']} running "
         f"({counts['searched']}/{counts['budget']} searched so far)"

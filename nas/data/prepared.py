@@ -131,6 +131,14 @@ class PreparedDataset:
     def schema(self) -> Schema:
         return Schema.from_list(self.manifest["schema"])
 
+    @property
+    def version(self) -> str:
+        """What these prepared files are: a digest of their checksums. Preparing the same
+        schema and source files again gives the same version; any change in what was
+        prepared (a schema's field, a source file, recnas's format) gives another."""
+        files = json.dumps(self.manifest["files"], sort_keys=True).encode()
+        return hashlib.sha256(files).hexdigest()[:16]
+
     def array(self, name: str) -> np.ndarray:
         if name not in self._cache:
             self._cache[name] = np.load(self.root / f"{name}.npy", mmap_mode="r")

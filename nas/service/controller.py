@@ -474,10 +474,16 @@ class Controller:
         reported = report is not None and (report.outcome is not None or stopped)
         if entry is None or (crash is None and not reported):
             return
-        if report is not None and report.outcome == "unavailable":
+        if report is not None and report.outcome in ("unavailable", "changed"):
             # Not the candidate's doing: it stays open (cancelled at the search's end, to run
             # again on the resume), and the search stops rather than fail every candidate.
-            self.failed(NasError(f"{report.payload}; prepare it again ({self._prepare}) first"))
+            advice = (
+                f"prepare it again ({self._prepare}) first"
+                if report.outcome == "unavailable"
+                else f"it resumes once the data is as it was ({self._prepare}, with the schema "
+                "and files the search started on)"
+            )
+            self.failed(NasError(f"{report.payload}; {advice}"))
             return
         begin = time.time()
         trial = entry.trial

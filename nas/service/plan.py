@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.arch.spec import ArchSpec
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, NasError
 from nas.core.paths import artifacts_dir
 from nas.search.objectives import COST_OBJECTIVES, CostSettings, split_label
 from nas.search.strategies import Strategy, StrategyContext, create_strategy
@@ -165,3 +165,22 @@ def plan(
             seen.add(spec.arch_id)
             baselines.append(spec)
     return Plan(config, dataset, space, baselines, tracking, artifacts, address)
+
+
+def same_data(search: Any, dataset: Any) -> None:
+    """Refuse to resume ``search`` on a dataset prepared again since it started (another
+    schema, changed source files): its candidates so far were measured on the other data,
+    and a front mixing the two compares nothing. Searches older than the record pass."""
+    if search.data_version is None or dataset.version == search.data_version:
+        return
+    from nas.data import prepare_command
+
+    again = prepare_command(search.config["dataset"])
+    raise NasError(
+        f"search {search.id} ran on {dataset.name} as prepared then (version "
+        f"{search.data_version}), and it has been prepared again since (version "
+        f"{dataset.version}: another schema, or changed source files); its candidates so "
+        f"far were measured on the earlier data. Prepare it as it was ({again}, with the "
+        "schema and files the search started on) to resume it, or start a new search on "
+        "the data as it is now (nas submit)"
+    )

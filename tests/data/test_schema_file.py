@@ -737,6 +737,34 @@ def test_training_from_the_mapped_files_matches_training_in_memory(
         assert one.gauc is not None  # keys.user: AUC per user
 
 
+def test_mapped_reads_of_a_dataset_prepared_again_are_refused_until_it_is_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A search's trials map the prepared files anew; the dataset prepared again under the
+    search (its schema changed) would train later candidates on other data. Each read
+    checks the manifest's version: another one raises ``DatasetChanged`` (the search stops);
+    the same schema and files prepared again give the same version, and reads go on."""
+    from workers.trial_data import DatasetChanged, TrialData
+
+    path = schema_file(tmp_path)
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    data = TrialData.from_prepared(dataset, "valid", mapped=True)
+    assert data.version == dataset.version
+    before = data.features("train").categorical.clone()
+    original = path.read_text()
+    path.write_text(original.replace("min_freq: 20", "min_freq: 2"))
+    changed, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert changed.version != dataset.version
+    for read in (lambda: data.features("train"), data.groups):
+        with pytest.raises(DatasetChanged, match="was prepared again under the search") as err:
+            read()
+        assert data.unavailable(err.value) == str(err.value)
+    path.write_text(original)
+    again, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert again.version == dataset.version  # preparing is deterministic
+    assert torch.equal(data.features("train").categorical, before)
+
+
 @pytest.mark.parametrize(("objective", "key"), [("gauc", "user"), ("gauc_request", "request")])
 def test_an_auc_per_group_needs_its_key_in_the_dataset(
     tmp_path: Path, objective: str, key: str

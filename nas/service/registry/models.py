@@ -75,6 +75,9 @@ class Search(Base):
     message: Mapped[str | None] = mapped_column(Text)  # why it stopped, when not completed
     mlflow_experiment_id: Mapped[str | None] = mapped_column(String(64))
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64))
+    # the prepared dataset it started on (``PreparedDataset.version``): a resume on other data
+    # is refused; None for searches older than the column
+    data_version: Mapped[str | None] = mapped_column(String(64))
 
     trials: Mapped[list[Trial]] = relationship(
         back_populates="search", order_by="Trial.number", cascade="all, delete-orphan"

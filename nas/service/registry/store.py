@@ -151,10 +151,16 @@ class Registry:
     # --- searches -----------------------------------------------------------------------
 
     def create_search(
-        self, search_id: str, name: str, config: dict[str, Any], config_path: str | None
+        self,
+        search_id: str,
+        name: str,
+        config: dict[str, Any],
+        config_path: str | None,
+        data_version: str | None = None,
     ) -> Search:
         """A new search, owned by this process from the first moment: killed before its
-        controller starts, it reads as crashed, never as running for ever."""
+        controller starts, it reads as crashed, never as running for ever. ``data_version``:
+        the prepared dataset's (``PreparedDataset.version``)."""
         host, pid = owner()
         search = Search(
             id=search_id,
@@ -167,6 +173,7 @@ class Registry:
             host=host,
             pid=pid,
             heartbeat_at=utcnow(),
+            data_version=data_version,
         )
         with self.session() as s:
             s.add(search)
