@@ -504,6 +504,7 @@ def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_c
     assert "failed" not in statuses and "cancelled" in statuses, statuses
 
 
+@pytest.mark.slow
 def test_a_dataset_prepared_again_under_a_search_stops_it_until_the_data_is_as_it_was(
     tmp_path: Path,
 ) -> None:
