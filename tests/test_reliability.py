@@ -515,7 +515,7 @@ def test_a_dataset_prepared_again_under_a_search_stops_it_until_the_data_is_as_i
     from nas.data import prepare_dataset
     from tests import nas_process
     from tests.data.test_schema_file import schema_file
-    from tests.test_search import REPO, env_for
+    from tests.test_search import REPO, env_for, nas_here
 
     runs = runs_with_store(tmp_path)
     cache = tmp_path / "cache"
@@ -553,6 +553,11 @@ def test_a_dataset_prepared_again_under_a_search_stops_it_until_the_data_is_as_i
     trials = registry_of(runs).trials(found.id)
     assert registry_of(runs).get_search(found.id).status == "completed"
     assert [t.status for t in trials] == ["completed"] * 4
+    # The version the search ran on, as `nas status` and `nas data inspect` show it
+    inspected = nas_here(runs, "data", "inspect", "my_ctr", "--json", RECNAS_CACHE_DIR=str(cache))
+    status = nas_here(runs, "status", found.id, "--json")
+    assert json.loads(inspected.stdout)["version"] == found.data_version
+    assert json.loads(status.stdout)["data_version"] == found.data_version
 
 
 def test_a_trial_over_its_time_limit_is_killed_and_fails_without_a_retry(tmp_path: Path) -> None:

@@ -139,6 +139,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     table.add_row("splits", "  ".join(f"{k} {v:,}" for k, v in m["split_sizes"].items()))
     table.add_row("split rule", m["split_rule"])
     table.add_row("split checksum", m["split_checksum"][:16])
+    table.add_row("version", dataset.version)
     from nas.data.schema import LABEL
 
     inputs = [f for f in m["schema"] if f["kind"] != LABEL]
@@ -238,7 +239,7 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
 
     with as_flags():
         dataset = load_dataset(args.name, args.cache_dir)
-    figures = profile(dataset)
+    figures = {**profile(dataset), "version": dataset.version}
     if args.json:
         emit_json(figures)
         return
@@ -251,7 +252,10 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
         rates = [f"{figures['labels'][label][split]:.4f}" for label in figures["labels"]]
         head.add_row(split, f"{rows:,}", *rates)
     out.print(head)
-    out.print(f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]})")
+    out.print(
+        f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]}); "
+        f"version {figures['version']}"
+    )
     table = Table(title="fields", title_justify="left")
     for column in (
         "field",

@@ -286,6 +286,7 @@ def search_row(search, summary) -> dict:
         "name": search.name,
         "status": display_status(search),
         "message": search.message,
+        "data_version": search.data_version,
         "created_at": search.created_at.isoformat() if search.created_at else None,
         "elapsed_min": round(elapsed_seconds(search) / 60, 2),
         "candidates": f"{summary.counts['searched']}/{summary.counts['budget']}"
@@ -373,7 +374,8 @@ def cmd_status(args: argparse.Namespace) -> None:
     table.add_row(
         "status", status_text(row["status"]) + (f" ({search.message})" if search.message else "")
     )
-    table.add_row("dataset", config.dataset)
+    version = f" (version {search.data_version})" if search.data_version else ""
+    table.add_row("dataset", config.dataset + version)
     table.add_row("space", f"{config.space.name} {json.dumps(config.space.options) or ''}")
     table.add_row("strategy", f"{config.strategy.name} {json.dumps(config.strategy.options)}")
     table.add_row(
