@@ -152,6 +152,7 @@ class RayWatch:
 
     def _watch_head(self) -> None:
         host, port = self.head.rsplit(":", 1)
+        host = host.strip("[]")  # an IPv6 address, as Ray writes it: [::1]:6379
         grace, since = 0.75 * _gcs_reconnect_s(), None
         while not self.stopped.wait(self.POLL_S):
             try:
