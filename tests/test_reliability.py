@@ -537,7 +537,7 @@ def test_a_dataset_prepared_again_under_a_search_stops_it_until_the_data_is_as_i
     err = _once_it_trains(runs, submit, prepare_another_schema)
     said = " ".join(err.split())
     assert submit.returncode == 2 and "Traceback" not in err, err
-    assert f"the prepared dataset my_ctr at {cache / 'my_ctr'} was prepared again under" in said
+    assert f"the prepared dataset my_ctr at {cache / 'my_ctr'} was prepared again after" in said
     assert f"it resumes once the data is as it was (nas data prepare {path}, with" in said
     (found,) = registry_of(runs).list_searches()
     assert found.status == "failed" and found.data_version is not None

@@ -147,9 +147,9 @@ class TrialData:
         on_disk = open_prepared(Path(self.root))
         if on_disk is not None and self.version is not None and on_disk.version != self.version:
             raise DatasetChanged(
-                f"the prepared dataset {self.name} at {self.root} was prepared again under the "
-                f"search (version {on_disk.version}, not {self.version}: another schema, or "
-                "changed source files): all of a search's candidates train on the same data"
+                f"the prepared dataset {self.name} at {self.root} was prepared again after the "
+                f"training started (version {on_disk.version}, not {self.version}: another "
+                "schema, or changed source files)"
             )
         return _mapped(self.root, self.version)
 

@@ -480,8 +480,9 @@ class Controller:
             advice = (
                 f"prepare it again ({self._prepare}) first"
                 if report.outcome == "unavailable"
-                else f"it resumes once the data is as it was ({self._prepare}, with the schema "
-                "and files the search started on)"
+                else "a search's candidates all train on one version of its data: it resumes "
+                f"once the data is as it was ({self._prepare}, with the schema and files the "
+                "search started on)"
             )
             self.failed(NasError(f"{report.payload}; {advice}"))
             return

@@ -756,7 +756,9 @@ def test_mapped_reads_of_a_dataset_prepared_again_are_refused_until_it_is_as_it_
     changed, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert changed.version != dataset.version
     for read in (lambda: data.features("train"), data.groups):
-        with pytest.raises(DatasetChanged, match="was prepared again under the search") as err:
+        with pytest.raises(
+            DatasetChanged, match="was prepared again after the training started"
+        ) as err:
             read()
         assert data.unavailable(err.value) == str(err.value)
     path.write_text(original)
