@@ -130,6 +130,7 @@ class RayWatch:
     (GCS fault tolerance) costs nothing."""
 
     POLL_S = 0.5
+    HEAD_POLL_S = 2.0  # a TCP connect to a cluster's GCS: a lighter touch than local polls
     WATCHED = {"gcs_server": "GCS (its head process)", "raylet": "raylet (its node process)"}
     STOPS = (-signal.SIGTERM, -signal.SIGINT)
 
@@ -154,9 +155,9 @@ class RayWatch:
         host, port = self.head.rsplit(":", 1)
         host = host.strip("[]")  # an IPv6 address, as Ray writes it: [::1]:6379
         grace, since = 0.75 * _gcs_reconnect_s(), None
-        while not self.stopped.wait(self.POLL_S):
+        while not self.stopped.wait(self.HEAD_POLL_S):
             try:
-                socket.create_connection((host, int(port)), timeout=2 * self.POLL_S).close()
+                socket.create_connection((host, int(port)), timeout=self.HEAD_POLL_S).close()
                 since = None
             except OSError:
                 since = since or time.monotonic()
