@@ -147,10 +147,10 @@ def test_a_setup_job_that_stops_reporting_is_killed_and_the_search_stops_resumab
     the reason, and the search stops, resumable from the job's checkpoint."""
     path = write(tmp_path, "dnas", "{lambdas: [0.0], steps: 1000000, checkpoint_every: 20}")
     text = path.read_text().replace(
-        "cpus_per_trial: 1}", "cpus_per_trial: 1, max_trial_minutes: 0.15}"
+        "cpus_per_trial: 1}", "cpus_per_trial: 1, max_trial_minutes: 0.25}"
     )
     path.write_text(text)
-    assert "max_trial_minutes: 0.15" in text
+    assert "max_trial_minutes: 0.25" in text
     runs = runs_with_store(tmp_path)
     submit = start_submit(runs, path)
     try:
@@ -167,7 +167,7 @@ def test_a_setup_job_that_stops_reporting_is_killed_and_the_search_stops_resumab
     said = " ".join(err.split())
     search, (trial,) = trials_of(runs)
     assert submit.returncode == 1 and "Traceback" not in err, err
-    why = "reported no progress for 0.15 minutes, over resources.max_trial_minutes, and was killed"
+    why = "reported no progress for 0.25 minutes, over resources.max_trial_minutes, and was killed"
     assert f"setup job dnas-l0 failed: {why}" in said
     assert f"continue with: nas resume {search.id} (it restarts from its checkpoint)" in said
     assert search.status == "failed" and trial.status == "failed" and trial.error == why

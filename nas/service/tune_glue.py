@@ -125,9 +125,9 @@ class RayWatch:
     SIGTERM or SIGINT is left alone: those reach Ray's processes from a supervisor or a
     Ctrl-C to the whole process group, which stop the search as interrupted. A cluster's
     head is not this machine's to watch as a process: its GCS counts as dead once its port
-    has refused connections for three quarters of the time Ray's driver waits for it
-    (``RAY_gcs_rpc_server_reconnect_timeout_s``, 60 s), so a head that comes back in time
-    (GCS fault tolerance) costs nothing."""
+    has refused connections for 15 s less than Ray's driver waits for it
+    (``RAY_gcs_rpc_server_reconnect_timeout_s``, 60 s; half of it at least), so a head that
+    comes back in time (GCS fault tolerance) costs nothing."""
 
     POLL_S = 0.5
     HEAD_POLL_S = 2.0  # a TCP connect to a cluster's GCS: a lighter touch than local polls
@@ -154,7 +154,8 @@ class RayWatch:
     def _watch_head(self) -> None:
         host, port = self.head.rsplit(":", 1)
         host = host.strip("[]")  # an IPv6 address, as Ray writes it: [::1]:6379
-        grace, since = 0.75 * _gcs_reconnect_s(), None
+        waits = _gcs_reconnect_s()  # Ray's: then its driver ends this process from C++
+        grace, since = max(waits / 2, waits - 15), None  # the end said and recorded before
         while not self.stopped.wait(self.HEAD_POLL_S):
             try:
                 socket.create_connection((host, int(port)), timeout=self.HEAD_POLL_S).close()
