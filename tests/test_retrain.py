@@ -155,6 +155,15 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     listed = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
     (version,) = listed
     assert version["aliases"] == ["prod"]
+    # Registered again (a retry, or a run killed before its alias): no second version; the
+    # version that holds it takes the alias.
+    again = nas_here(runs, "models", "register", report["id"], "tiny-ranker", "--json")
+    assert json.loads(again.stdout) | {"new": True} == registered | {"alias": "champion"} | {
+        "uri": "models:/tiny-ranker@champion"
+    }
+    assert not json.loads(again.stdout)["new"]
+    (version,) = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
+    assert sorted(version["aliases"]) == ["champion", "prod"]
     unknown = nas(runs, "models", "list", "no-such-model")
     assert "no registered model named 'no-such-model'" in unknown.stdout, unknown.stdout
     dataset = registry_of(runs).get_search(search_id).config["dataset"]

@@ -124,13 +124,14 @@ def cmd_models_register(args: argparse.Namespace) -> None:
 
 
 def print_registered(registered) -> None:
+    alias = f"@{registered.alias}"
+    what = f" version {registered.version} ({registered.arch_id[:12]}, seed {registered.seed})"
+    how = f" as {alias}" if registered.new else f" held this model already; it is now {alias}"
     out.print(
         phrase(
-            "registered ",
+            "registered " if registered.new else "",
             styled(registered.name, "bold"),
-            f" version {registered.version} ({registered.arch_id[:12]}, seed {registered.seed}) "
-            f"as @{registered.alias}; score rows with: nas predict {registered.uri} --input "
-            "rows.jsonl",
+            f"{what}{how}; score rows with: nas predict {registered.uri} --input rows.jsonl",
         )
     )
 

@@ -236,6 +236,7 @@ class Registered:
     seed: int
     run_id: str
     uri: str
+    new: bool = True  # False: a version of ``name`` held this model already (alias moved)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -244,7 +245,10 @@ class Registered:
 def register_retrain(registry, search, name: str, alias: str = "champion") -> Registered:
     """Log the best retrained searched architecture of retrain ``search`` (lowest mean test
     NE; its lowest completed seed) as an MLflow model on the retrain's parent run, register
-    it as a new version of ``name`` with its tags, and point ``alias`` at that version."""
+    it as a new version of ``name`` with its tags, and point ``alias`` at that version. A
+    version of ``name`` that holds this model already (the same retrain, architecture and
+    seed: registered before, or by a run killed before it set the alias) gets the alias
+    instead: registering twice makes no second version."""
     from nas.data import load_dataset
     from nas.service.config import validate_config
     from nas.service.plan import tracking_store
@@ -314,6 +318,10 @@ def _log_and_register(uri, dataset, search, info, weights: Path, name, alias, ta
     from mlflow.exceptions import MlflowException
 
     client = _store(uri).client
+    held = _version_holding(client, name, tags)
+    if held is not None:
+        client.set_registered_model_alias(name, alias, held)
+        return _registered(name, held, alias, tags, search, new=False)
     form = RawForm.from_dict(info["raw_form"])
     with tempfile.TemporaryDirectory() as tmp:
         model_file = Path(tmp) / MODEL_FILE
@@ -344,14 +352,31 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
         client.create_registered_model(name, description="recnas retrained architectures")
     version = client.create_model_version(name, logged.model_uri, search.mlflow_run_id, tags)
     client.set_registered_model_alias(name, alias, version.version)
+    return _registered(name, str(version.version), alias, tags, search)
+
+
+def _version_holding(client, name: str, tags: dict[str, str]) -> str | None:
+    """The version of registered model ``name`` with the retrain, architecture and seed of
+    ``tags``, if there is one."""
+    same = ("retrain_id", "arch_id", "seed")
+    held = [
+        int(version.version)
+        for version in client.search_model_versions(f"name = '{name}'")
+        if all(version.tags.get(k) == tags[k] for k in same)
+    ]
+    return str(max(held)) if held else None
+
+
+def _registered(name, version: str, alias, tags, search, new: bool = True) -> Registered:
     return Registered(
         name,
-        str(version.version),
+        version,
         alias,
         tags["arch_id"],
         int(tags["seed"]),
         search.mlflow_run_id,
         f"models:/{name}@{alias}",
+        new,
     )
 
 
