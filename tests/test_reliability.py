@@ -470,6 +470,69 @@ def test_a_search_whose_raylet_is_killed_ends_failed_saying_so(tmp_path: Path) -
     assert not of_search(submit.pid)  # its agents too, which outlive a dead raylet
 
 
+def test_a_cluster_watch_names_this_nodes_raylet_or_the_heads_gcs_when_it_ends(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """On a cluster `nas` joined, Ray's driver ends the process from C++ some 15 s after
+    this machine's raylet ends, or a minute after the head's GCS stops answering, with one
+    log line. The watch says which, first. Stand-ins here: a process named raylet serving
+    the node's socket, and a listening port for the GCS (Ray's wait set to 2 s)."""
+    import socket
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from nas.service.tune_glue import RayWatch
+
+    monkeypatch.setenv("RAY_gcs_rpc_server_reconnect_timeout_s", "2")
+    (tmp_path / "raylet").symlink_to(sys.executable)  # its process is named raylet
+    sockets = str(tmp_path / "sockets" / "raylet")
+    gcs = socket.create_server(("127.0.0.1", 0))
+    node = SimpleNamespace(
+        head=False,
+        all_processes={},
+        gcs_address=f"127.0.0.1:{gcs.getsockname()[1]}",
+        raylet_socket_name=sockets,
+    )
+
+    def raylet() -> subprocess.Popen:
+        command = [str(tmp_path / "raylet"), "-c", "import time; time.sleep(60)"]
+        started = subprocess.Popen([*command, f"--raylet_socket_name={sockets}"])
+        time.sleep(0.5)  # named and running
+        return started
+
+    def first_death(ends) -> list[str]:
+        deaths: list[str] = []
+        watch = RayWatch(deaths.append, node)
+        try:
+            time.sleep(2.5)
+            assert not deaths, deaths  # both alive: nothing said
+            ends()
+            deadline = time.time() + 10
+            while not deaths and time.time() < deadline:
+                time.sleep(0.1)
+            return deaths
+        finally:
+            watch.stop()
+
+    first = raylet()
+    try:
+        said = first_death(first.kill)
+        assert said == [f"Ray's raylet on this machine, pid {first.pid}, ended"]
+    finally:
+        first.kill()
+        first.wait()
+    second = raylet()
+    try:
+        said = first_death(gcs.close)
+        assert said == [
+            f"the Ray cluster's head at {node.gcs_address} (its GCS) stopped answering 1 s ago"
+        ]
+    finally:
+        second.kill()
+        second.wait()
+
+
 def test_a_search_whose_dataset_goes_missing_stops_resumable_not_failing_every_candidate(
     tmp_path: Path,
 ) -> None:

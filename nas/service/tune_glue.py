@@ -117,13 +117,16 @@ def init_ray(address: str | None) -> bool:
 class RayWatch:
     """Watches the GCS and the raylet of the local Ray that ``init_ray`` started, and calls
     ``on_death`` with a sentence once either has died of anything but a stop signal; on a
-    cluster this process joined, its head's GCS, by its port.
+    cluster this process joined, the raylet of the node it runs on, and its head's GCS, by
+    its port.
 
     Ray's driver cannot say so itself: on a dead raylet (killed, out of memory) its C++ core
     ends this process within seconds, and on a dead GCS after a minute's wait, with one log
     line, exit 1 and no Python code run: the search read ``crashed`` with no reason. A death by
     SIGTERM or SIGINT is left alone: those reach Ray's processes from a supervisor or a
-    Ctrl-C to the whole process group, which stop the search as interrupted. A cluster's
+    Ctrl-C to the whole process group, which stop the search as interrupted. On a cluster,
+    the node's raylet is another process's child (``ray start``'s), so it is watched by pid
+    and any end of it counts (Ray's driver ends this process some 15 s after). The cluster's
     head is not this machine's to watch as a process: its GCS counts as dead once its port
     has refused connections for 15 s less than Ray's driver waits for it
     (``RAY_gcs_rpc_server_reconnect_timeout_s``, 60 s; half of it at least), so a head that
@@ -134,16 +137,19 @@ class RayWatch:
     WATCHED = {"gcs_server": "GCS (its head process)", "raylet": "raylet (its node process)"}
     STOPS = (-signal.SIGTERM, -signal.SIGINT)
 
-    def __init__(self, on_death: Callable[[str], None]):
+    def __init__(self, on_death: Callable[[str], None], node: Any = None):
+        """``node``: Ray's ``Node`` of this driver (default: the one ``ray.init`` made)."""
         import ray._private.worker as ray_worker
 
-        node = ray_worker._global_node  # no public API names a local Ray's processes
+        node = node or ray_worker._global_node  # no public API names a local Ray's processes
         found = node.all_processes if node is not None and node.head else {}
         self.processes = [
             (kind, info.process) for kind in self.WATCHED for info in found.get(kind, ())
         ]
-        # A cluster's GCS, "host:port"
-        self.head = node.gcs_address if node is not None and not self.processes else None
+        # A cluster's GCS, "host:port", and the raylet this driver talks to
+        joined = node is not None and not self.processes
+        self.head = node.gcs_address if joined else None
+        self.raylet = _raylet_serving(node.raylet_socket_name) if joined else None
         self.on_death = on_death
         self.stopped = threading.Event()
         watch = self._watch_head if self.head else self._watch_processes
@@ -156,7 +162,14 @@ class RayWatch:
         host = host.strip("[]")  # an IPv6 address, as Ray writes it: [::1]:6379
         waits = _gcs_reconnect_s()  # Ray's: then its driver ends this process from C++
         grace, since = max(waits / 2, waits - 15), None  # the end said and recorded before
-        while not self.stopped.wait(self.HEAD_POLL_S):
+        asked = 0.0
+        while not self.stopped.wait(self.POLL_S):
+            if self.raylet is not None and not _running(self.raylet):
+                self.on_death(f"Ray's raylet on this machine, pid {self.raylet.pid}, ended")
+                return
+            if time.monotonic() - asked < self.HEAD_POLL_S:
+                continue
+            asked = time.monotonic()
             try:
                 socket.create_connection((host, int(port)), timeout=self.HEAD_POLL_S).close()
                 since = None
@@ -196,6 +209,27 @@ class RayWatch:
         self.stopped.set()
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join()
+
+
+def _raylet_serving(socket_name: str):
+    """The raylet process listening on ``socket_name`` (this machine's node of a cluster), or
+    None where none is found (a client without a node)."""
+    import psutil
+
+    flag = f"--raylet_socket_name={socket_name}"
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "raylet" and flag in (process.info["cmdline"] or ()):
+            return process
+    return None
+
+
+def _running(process) -> bool:
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _gcs_reconnect_s() -> float:
