@@ -21,6 +21,7 @@ interrupted ``prepare`` never leaves a half-written cache.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import glob
 import hashlib
@@ -29,6 +30,7 @@ import mmap
 import os
 import shutil
 import socket
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,6 +296,21 @@ class PreparedDataset:
         return found
 
 
+def _exchanged(new: Path, root: Path) -> bool:
+    """Swap the folders ``new`` and ``root`` in one step, where the system can (Linux's
+    ``renameat2(RENAME_EXCHANGE)`` on a local file system): a search reading ``root`` while
+    its dataset is prepared again then never finds it missing between two renames. Whether
+    it was done (not where ``root`` does not exist yet, nor on NFS, nor off Linux)."""
+    if not sys.platform.startswith("linux") or not root.exists():
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)  # glibc 2.28 and later
+    if renameat2 is None:
+        return False
+    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+    return renameat2(at_cwd, bytes(new), at_cwd, bytes(root), exchange) == 0
+
+
 def open_prepared(root: Path) -> PreparedDataset | None:
     """The dataset at ``root``, or None when there is none of this format version."""
     try:
@@ -470,10 +487,13 @@ class PreparedWriter:
         manifest["sizes"] = {name: stat.st_size for name, stat in stats.items()}
         manifest["mtimes"] = {name: stat.st_mtime_ns for name, stat in stats.items()}
         (self.tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        old = self.root.with_name(f"{self.root.name}{WORK_SUFFIXES[1]}{os.getpid()}")
-        if self.root.exists():
-            self.root.rename(old)
-        self.tmp.rename(self.root)
+        if _exchanged(self.tmp, self.root):  # the old dataset is now at self.tmp
+            old = self.tmp
+        else:
+            old = self.root.with_name(f"{self.root.name}{WORK_SUFFIXES[1]}{os.getpid()}")
+            if self.root.exists():
+                self.root.rename(old)
+            self.tmp.rename(self.root)
         self.done = True
         shutil.rmtree(old, ignore_errors=True)
         return PreparedDataset(self.root, manifest)

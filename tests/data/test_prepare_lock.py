@@ -116,3 +116,20 @@ def test_two_prepares_started_at_once_build_the_dataset_once(tmp_path: Path) -> 
     reused = sorted(json.loads(out)["reused_cache"] for out in outputs)
     assert reused == [False, True]
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["my_ctr"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_a_dataset_prepared_again_replaces_the_old_in_one_step(tmp_path: Path) -> None:
+    """Preparing again swaps the new folder with the old one in one step (no moment without
+    a dataset for a search reading it), then removes the old."""
+    from nas.data.prepared import _exchanged
+
+    new, root = tmp_path / "my_ctr.tmp-host-1", tmp_path / "my_ctr"
+    new.mkdir()
+    root.mkdir()
+    (new / "manifest.json").write_text("new")
+    (root / "manifest.json").write_text("old")
+    assert _exchanged(new, root)
+    assert (root / "manifest.json").read_text() == "new"
+    assert (new / "manifest.json").read_text() == "old"
+    assert not _exchanged(tmp_path / "elsewhere", tmp_path / "missing")  # nothing to swap

@@ -755,6 +755,7 @@ def test_mapped_reads_of_a_dataset_prepared_again_are_refused_until_it_is_as_it_
     path.write_text(original.replace("min_freq: 20", "min_freq: 2"))
     changed, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert changed.version != dataset.version
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == ["my_ctr"]
     for read in (lambda: data.features("train"), data.groups):
         with pytest.raises(
             DatasetChanged, match="was prepared again after the training started"
