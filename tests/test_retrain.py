@@ -162,6 +162,8 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         "uri": "models:/tiny-ranker@champion"
     }
     assert not json.loads(again.stdout)["new"]
+    bad = nas_here(runs, "models", "register", report["id"], "bad name!")
+    assert bad.returncode == 2 and "error: name: 'bad name!' is not a model name" in bad.stderr
     (version,) = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
     assert sorted(version["aliases"]) == ["champion", "prod"]
     unknown = nas(runs, "models", "list", "no-such-model")

@@ -60,10 +60,11 @@ EXAMPLE_ROWS = 5
 PREDICT_BATCH = 4096
 
 
-def check_name(name: str, alias: str) -> None:
-    """A registered model's name and alias as MLflow takes them, or ``ConfigError``."""
+def check_name(name: str, alias: str, named_by: str = "--register") -> None:
+    """A registered model's name and alias as MLflow takes them, or ``ConfigError`` naming
+    ``named_by`` (the flag or argument that gave the name)."""
     if not is_name(name):
-        raise ConfigError("--register", f"{shown(name)} is not a model name: use 1-100 {NAME_RULE}")
+        raise ConfigError(named_by, f"{shown(name)} is not a model name: use 1-100 {NAME_RULE}")
     if not ALIAS_RE.match(alias) or alias.lower() == "latest" or re.match(r"^v\d+$", alias):
         raise ConfigError(
             "--alias",
@@ -254,7 +255,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     from nas.service.plan import tracking_store
     from nas.service.retrain_report import retrain_report
 
-    check_name(name, alias)
+    check_name(name, alias, "name")
     config = validate_config(search.config, f"search {search.id}")
     if config.retrain is None:
         raise NasError(f"{search.id} is a search, not a retrain; run nas retrain {search.id} first")
@@ -272,6 +273,10 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
             f"{weights} is missing: the retrain's weights are kept under the runs folder "
             "(RECNAS_RUNS_DIR) it ran with"
         )
+    uri, _ = tracking_store(config)
+    held = _held(uri, name, alias, search, best.arch_id, seed)
+    if held is not None:  # before the dataset is loaded: nothing to log
+        return held
     dataset = load_dataset(config.dataset)
     spec = next(p.spec for p in config.retrain.picks if _arch_id(p.spec) == best.arch_id)
     info = {
@@ -294,7 +299,6 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         info |= {"precision": "fp8-dispatch", "fp8_sites": sites}
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
-    uri, _ = tracking_store(config)
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
 
 
@@ -318,10 +322,6 @@ def _log_and_register(uri, dataset, search, info, weights: Path, name, alias, ta
     from mlflow.exceptions import MlflowException
 
     client = _store(uri).client
-    held = _version_holding(client, name, tags)
-    if held is not None:
-        client.set_registered_model_alias(name, alias, held)
-        return _registered(name, held, alias, tags, search, new=False)
     form = RawForm.from_dict(info["raw_form"])
     with tempfile.TemporaryDirectory() as tmp:
         model_file = Path(tmp) / MODEL_FILE
@@ -352,32 +352,38 @@ def _log(client, search, model_file, weights, form, dataset, name, alias, tags) 
         client.create_registered_model(name, description="recnas retrained architectures")
     version = client.create_model_version(name, logged.model_uri, search.mlflow_run_id, tags)
     client.set_registered_model_alias(name, alias, version.version)
-    return _registered(name, str(version.version), alias, tags, search)
-
-
-def _version_holding(client, name: str, tags: dict[str, str]) -> str | None:
-    """The version of registered model ``name`` with the retrain, architecture and seed of
-    ``tags``, if there is one."""
-    same = ("retrain_id", "arch_id", "seed")
-    held = [
-        int(version.version)
-        for version in client.search_model_versions(f"name = '{name}'")
-        if all(version.tags.get(k) == tags[k] for k in same)
-    ]
-    return str(max(held)) if held else None
-
-
-def _registered(name, version: str, alias, tags, search, new: bool = True) -> Registered:
     return Registered(
         name,
-        version,
+        str(version.version),
         alias,
         tags["arch_id"],
         int(tags["seed"]),
         search.mlflow_run_id,
         f"models:/{name}@{alias}",
-        new,
     )
+
+
+def _held(uri: str, name: str, alias: str, search, arch_id: str, seed: int) -> Registered | None:
+    """The version of registered model ``name`` that holds this retrain's model (its
+    retrain, architecture and seed tags) already, ``alias`` moved to it; None if none does."""
+    from mlflow.exceptions import MlflowException
+
+    client = _store(uri).client
+    same = {"retrain_id": search.id, "arch_id": arch_id, "seed": str(seed)}
+    try:
+        held = [
+            int(found.version)
+            for found in client.search_model_versions(f"name = '{name}'")
+            if all(found.tags.get(k) == value for k, value in same.items())
+        ]
+        if not held:
+            return None
+        version = str(max(held))
+        client.set_registered_model_alias(name, alias, version)
+    except MlflowException as err:
+        raise NasError(f"MLflow at {uri}: could not register {name}: {err.message}") from None
+    where = f"models:/{name}@{alias}"
+    return Registered(name, version, alias, arch_id, seed, search.mlflow_run_id, where, new=False)
 
 
 def _requirements() -> list[str]:
