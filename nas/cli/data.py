@@ -1,4 +1,4 @@
-"""``nas data prepare`` and ``nas data list``."""
+"""``nas data prepare``, ``list``, ``inspect`` and ``export``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from nas.cli.flags import as_flags, common_flags, seed_number, whole_number
+from nas.cli.flags import as_flags, common_flags, new_file, seed_number, whole_number
 from nas.cli.render import console, emit_json, out, preparing_under, progress_bar, styled
+from nas.core.errors import shown
 
 
 def add_commands(commands) -> None:
@@ -55,6 +56,40 @@ def add_commands(commands) -> None:
     inspect.add_argument("name", help="a dataset's name, or its schema file (FILE.yaml)")
     common_flags(inspect)
     inspect.set_defaults(run=cmd_data_inspect)
+    export = data_commands.add_parser(
+        "export",
+        help="a dataset's splits as one Parquet file, as recnas's models read them: for "
+        "another library or your own model to train and test on the same rows",
+    )
+    export.add_argument("name", help="a dataset's name, or its schema file (FILE.yaml)")
+    export.add_argument(
+        "--out",
+        required=True,
+        type=new_file(".parquet"),
+        metavar="FILE.parquet",
+        help="the file to write (a new one; its folder is made if need be)",
+    )
+    export.add_argument(
+        "--split",
+        type=split_names,
+        help="train, valid or test, or several joined by commas (default: all three)",
+    )
+    common_flags(export)
+    export.set_defaults(run=cmd_data_export)
+
+
+def split_names(text: str) -> tuple[str, ...]:
+    """``--split``'s value: split names joined by commas, each once, in the data's order."""
+    from nas.data.prepared import SPLITS
+
+    names = [part.strip() for part in text.split(",")]
+    unknown = [name for name in names if name not in SPLITS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown split {shown(unknown[0] if unknown else text)}; valid: "
+            f"{', '.join(SPLITS)}, or several joined by commas (train,valid)"
+        )
+    return tuple(name for name in SPLITS if name in names)
 
 
 class _PassesBar:
@@ -279,3 +314,44 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
             "/".join(f"{length[k]:g}" for k in ("p50", "p90", "p99", "max")) if length else "",
         )
     out.print(table)
+
+
+def cmd_data_export(args: argparse.Namespace) -> None:
+    from nas.data import load_dataset
+    from nas.data.export import export_splits
+    from nas.data.prepared import SPLITS
+
+    with as_flags():
+        dataset = load_dataset(args.name, args.cache_dir)
+    splits = args.split or SPLITS
+    total = sum(dataset.manifest["split_sizes"][split] for split in splits)
+    start = time.perf_counter()
+    with progress_bar(eta=True) if not args.json else nullcontext() as bar:
+        task = bar.add_task(f"Exporting {dataset.name}", total=total, note="") if bar else None
+        exported = export_splits(
+            dataset,
+            args.out,
+            splits,
+            progress=(lambda rows: bar.advance(task, rows)) if bar else None,
+        )
+    seconds = time.perf_counter() - start
+    summary = {**exported.to_dict(), "dataset": dataset.name, "version": dataset.version}
+    summary["seconds"] = round(seconds, 2)
+    if args.json:
+        emit_json(summary)
+        return
+    rows = ", ".join(f"{split} {count:,}" for split, count in exported.rows.items())
+    out.print(
+        f"wrote {exported.path} ({exported.bytes / 2**20:,.1f} MiB, {seconds:.1f} s): "
+        f"{dataset.name} version {dataset.version}, rows {rows}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(f"columns: {', '.join(exported.columns)}", highlight=False, soft_wrap=True)
+    out.print(
+        "ids as the models read them (0: missing or unknown); source_row joins a row back to "
+        "its source file; each field's cardinality is in the file's metadata (key 'recnas'); "
+        "docs/models-and-data.md, 'Exporting a dataset'",
+        highlight=False,
+        soft_wrap=True,
+    )

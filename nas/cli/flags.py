@@ -65,6 +65,27 @@ def folder(text: str) -> Path:
     return path
 
 
+def new_file(suffix: str):
+    """The type of a flag naming a file to write: a new ``NAME{suffix}`` in a folder that
+    exists or can be made (``folder``); nothing is ever overwritten."""
+
+    def parse(text: str) -> Path:
+        path = Path(text).expanduser()
+        if path.suffix.lower() != suffix or path.name == suffix:
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} is not a {suffix} file's name (give NAME{suffix})"
+            )
+        folder(str(path.parent))
+        if path.exists() or path.is_symlink():
+            raise argparse.ArgumentTypeError(
+                f"{shown(text)} exists; give a new file name (nothing is overwritten)"
+            )
+        return path
+
+    parse.__name__ = "file name"
+    return parse
+
+
 def number(text: str) -> float:
     """A finite number flag's value."""
     try:

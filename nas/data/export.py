@@ -1,0 +1,230 @@
+"""A prepared dataset's splits as one Parquet file: the rows exactly as recnas's models read
+them, for another library, a GBDT or a team's own model to train and test on the same rows.
+
+A column per feature field and per label, in the prepared form (not the source's text):
+
+    categorical   int32 id (0 missing or unknown; the field's cardinality bounds it)
+    multi_hot     list<int32> of ids (the padding left out)
+    dense         float32, after the field's transform and fill, as a model reads it
+    sequence      list<int32> of the row's last ``max_len`` event items, oldest first, with
+                  ``NAME.action`` (list<int32>) and ``NAME.time`` (list<int64>, unix seconds)
+    labels        int8, 0 or 1, one column each
+
+and beside them ``split`` ("train", "valid", "test"), ``source_row`` (the row's line in its
+source file, header excluded: joins back to the user's own data), and where the dataset
+has them ``timestamp``, ``user_key`` and ``request_key`` (groups for GAUC). The file's
+metadata (key ``recnas``) holds the dataset's name, version, split rule and checksum, label
+rule and schema (each field's cardinality: the size of an embedding table).
+
+Written a chunk of rows at a time (a dataset larger than RAM is read through its maps) to a
+temporary file that takes the asked name only when complete.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from nas.core.errors import ConfigError, NasError
+from nas.data.prepared import CHUNK_ROWS, SPLITS, PreparedDataset
+
+KEY_COLUMNS = ("timestamp", "user_key", "request_key")  # arrays copied as they are, if present
+META_KEY = b"recnas"
+
+Progress = Callable[[int], None]  # rows written since the last call
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    rows: dict[str, int]  # per split written
+    columns: list[str]
+    bytes: int
+
+    def to_dict(self) -> dict:
+        return {
+            "path": str(self.path),
+            "rows": self.rows,
+            "columns": self.columns,
+            "bytes": self.bytes,
+        }
+
+
+def label_names(dataset: PreparedDataset) -> tuple[str, ...]:
+    """The labels' column names: a schema file's labels, else the one the manifest names."""
+    return dataset.schema.labels or tuple(dataset.manifest.get("labels") or ("label",))
+
+
+def column_names(dataset: PreparedDataset) -> list[str]:
+    """The file's columns, in order."""
+    schema = dataset.schema
+    names = ["split", "source_row"] + [k for k in KEY_COLUMNS if dataset.has(k)]
+    names += list(label_names(dataset))
+    for f in schema.fields:
+        if f.kind == "sequence":
+            names += [f.name, f"{f.name}.action", f"{f.name}.time"]
+        elif f.kind != "label":
+            names.append(f.name)
+    return names
+
+
+def export_splits(
+    dataset: PreparedDataset,
+    path: Path,
+    splits: tuple[str, ...] = SPLITS,
+    progress: Progress | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Exported:
+    """Write ``splits`` of ``dataset`` (each has rows: ``load_dataset`` refuses a dataset
+    with an empty split) to the Parquet file ``path``, which must not exist; its missing
+    folders are made once the file is complete."""
+    names = column_names(dataset)
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise ConfigError(
+            "",
+            f"dataset {dataset.name!r} has a field named like a column export adds "
+            f"({', '.join(clash)}); rename the field in its schema file to export it",
+        )
+    existing = next(p for p in path.absolute().parents if p.exists())
+    tmp = existing / f".{path.name}.tmp-{os.getpid()}"
+    writer = None
+    written = {}
+    try:
+        for split in splits:
+            written[split] = 0
+            for rows in _chunks(dataset, split, chunk_rows):
+                batch = _batch(dataset, split, rows, names)
+                written[split] += batch.num_rows
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, _with_metadata(batch.schema, dataset))
+                writer.write_batch(batch)
+                if progress is not None:
+                    progress(batch.num_rows)
+        writer.close()
+        writer = None
+        _place(tmp, path)
+    finally:
+        if writer is not None:
+            writer.close()
+        tmp.unlink(missing_ok=True)
+    return Exported(path, written, names, path.stat().st_size)
+
+
+def _place(tmp: Path, path: Path) -> None:
+    """Give the finished file its name, never over a file made there meanwhile."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    made = NasError(f"{path} was made while the export ran; nothing is overwritten")
+    try:
+        os.link(tmp, path)  # fails where ``path`` exists, unlike a rename
+    except FileExistsError:
+        raise made from None
+    except OSError as err:  # another file system, or one without hard links
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP):
+            raise
+        if path.exists():
+            raise made from None
+        shutil.move(tmp, path)
+
+
+def _chunks(dataset: PreparedDataset, split: str, chunk_rows: int):
+    """A split's rows (one range of the arrays), ``chunk_rows`` at a time."""
+    first, end = dataset.manifest["split_ranges"][split]
+    for start in range(first, end, chunk_rows):
+        yield slice(start, min(start + chunk_rows, end))
+
+
+def _with_metadata(schema: pa.Schema, dataset: PreparedDataset) -> pa.Schema:
+    m = dataset.manifest
+    about = {
+        "dataset": dataset.name,
+        "version": dataset.version,
+        "split_rule": m["split_rule"],
+        "split_checksum": m["split_checksum"],
+        "label_rule": m.get("label_rule"),
+        "labels": list(label_names(dataset)),
+        "ids": "0 is a missing or unknown value and the padding of lists",
+        "schema": m["schema"],
+    }
+    return schema.with_metadata({META_KEY: json.dumps(about).encode()})
+
+
+def _batch(dataset: PreparedDataset, split: str, rows: slice, names: list[str]):
+    """One chunk of a split's rows as a record batch of ``names``."""
+    source_row = np.asarray(dataset.array("source_row")[rows], np.int64)
+    n = len(source_row)
+    columns: dict[str, pa.Array] = {
+        "split": pa.DictionaryArray.from_arrays(
+            np.full(n, SPLITS.index(split), np.int8), pa.array(SPLITS)
+        ),
+        "source_row": pa.array(source_row),
+    }
+    for key in KEY_COLUMNS:
+        if dataset.has(key):
+            columns[key] = pa.array(np.asarray(dataset.array(key)[rows], np.int64))
+    labels = np.asarray(dataset.label_array()[rows], np.int8).reshape(n, -1)
+    for j, name in enumerate(label_names(dataset)):
+        columns[name] = pa.array(labels[:, j])
+    schema = dataset.schema
+    kinds = {"categorical": [], "multi_hot": [], "dense": []}
+    for f in schema.fields:
+        if f.kind in kinds:
+            kinds[f.kind].append(f.name)
+    if kinds["categorical"]:
+        ids = np.asarray(dataset.array("categorical")[rows], np.int32)
+        for j, name in enumerate(kinds["categorical"]):
+            columns[name] = pa.array(ids[:, j])
+    if kinds["multi_hot"]:
+        bags = np.asarray(dataset.array("multi_hot")[rows], np.int32)
+        for j, name in enumerate(kinds["multi_hot"]):
+            columns[name] = _lists(bags[:, j, :])
+    if kinds["dense"]:
+        dense = np.asarray(dataset.array("dense")[rows], np.float32)
+        for j, name in enumerate(kinds["dense"]):
+            columns[name] = pa.array(dense[:, j])
+    if schema.history is not None:
+        columns |= _history(dataset, rows, schema.history.name, schema.history.max_len)
+    return pa.RecordBatch.from_pydict({name: columns[name] for name in names})
+
+
+def _lists(ids: np.ndarray) -> pa.ListArray:
+    """Rows of ids padded with 0 as lists of their non-zero ids, in order."""
+    kept = ids > 0
+    offsets = np.zeros(len(ids) + 1, np.int32)
+    np.cumsum(kept.sum(axis=1), out=offsets[1:])
+    return pa.ListArray.from_arrays(offsets, ids[kept])
+
+
+def _history(dataset: PreparedDataset, rows: slice, name: str, max_len: int) -> dict:
+    """Each row's last ``max_len`` events (what a model reads) as three list columns."""
+    end = np.asarray(dataset.array("history_end")[rows], np.int64)
+    begin = np.maximum(np.asarray(dataset.array("history_start")[rows], np.int64), end - max_len)
+    lengths = np.maximum(end - begin, 0)
+    offsets = np.zeros(len(end) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], lengths)
+    events = np.repeat(begin, lengths) + within
+    offsets = offsets.astype(np.int32)
+    out = {}
+    for suffix, array, dtype in (
+        ("", "event_item", np.int32),
+        (".action", "event_action", np.int32),
+        (".time", "event_time", np.int64),
+    ):
+        values = np.asarray(dataset.array(array)[events], dtype)
+        out[f"{name}{suffix}"] = pa.ListArray.from_arrays(offsets, values)
+    return out
+
+
+def read_metadata(path: Path) -> dict:
+    """What ``export_splits`` wrote about the dataset into the file's metadata."""
+    return json.loads(pq.read_schema(path).metadata[META_KEY])

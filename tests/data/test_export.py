@@ -1,0 +1,166 @@
+"""``nas data export``: a prepared dataset's splits as one Parquet file, the rows exactly as
+the models read them, checked against the prepared features and against the source rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from nas.cli import main
+from nas.data import load_dataset
+from nas.data.export import export_splits, read_metadata
+from nas.data.prepared import SPLITS
+from tests.data.test_schema_file import expected_vocab, logs, schema_file
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> tuple[pd.DataFrame, Path]:
+    """The test logs (two labels, dense, multi-hot, a hashed field, a history) prepared."""
+    folder = tmp_path_factory.mktemp("export")
+    frame = logs()
+    path = schema_file(folder, frame=frame)
+    assert main(["data", "prepare", str(path), "--cache-dir", str(folder / "cache")]) in (0, None)
+    return frame, folder / "cache"
+
+
+def _lists(column) -> list[list[int]]:
+    return [list(v) for v in column]
+
+
+def test_the_file_holds_each_splits_rows_as_the_models_read_them(source, tmp_path, capsys):
+    frame, cache = source
+    out = tmp_path / "new" / "my_ctr.parquet"
+    assert main(["data", "export", "my_ctr", "--out", str(out), "--cache-dir", str(cache)]) in (
+        0,
+        None,
+    )
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"wrote {out}" in said and "rows train 480, valid 60, test 60" in said
+    table = pq.read_table(out).to_pandas()
+    dataset = load_dataset("my_ctr", cache)
+    assert list(table["split"].astype(str).unique()) == list(SPLITS)
+    for split in SPLITS:
+        rows = table[table["split"] == split]
+        features = dataset.features(split)
+        assert len(rows) == len(features) == dataset.manifest["split_sizes"][split]
+        names = [f.name for f in dataset.schema.of_kind("categorical")]
+        for j, name in enumerate(names):
+            assert (rows[name].to_numpy() == features.categorical[:, j].numpy()).all(), name
+        (genres,) = range(len(dataset.schema.of_kind("multi_hot")))
+        bags = [[int(v) for v in bag if v] for bag in features.multi_hot[:, genres].tolist()]
+        assert _lists(rows["genres"]) == bags
+        dense = features.dense.numpy()
+        assert np.array_equal(rows["count"].to_numpy(), dense[:, 0])
+        assert np.array_equal(rows["price"].to_numpy(), dense[:, 1])
+        labels = features.label.numpy().reshape(len(rows), -1)
+        assert np.array_equal(rows[["click", "like"]].to_numpy(), labels)
+        history = features.history
+        for i in range(len(rows)):
+            end = int(history.end[i])
+            events = range(max(int(history.start[i]), end - history.max_len), end)
+            assert list(rows["hist"].iloc[i]) == [int(history.item[e]) for e in events]
+            assert list(rows["hist.time"].iloc[i]) == [int(history.time[e]) for e in events]
+    # against the source rows, joined by source_row (independent of the prepared arrays)
+    joined = frame.iloc[table["source_row"].to_numpy()].reset_index(drop=True)
+    assert (table["click"].to_numpy() == joined["click"].to_numpy()).all()
+    assert (table["timestamp"].to_numpy() == joined["ts"].to_numpy()).all()
+    train = frame.iloc[table["source_row"][table["split"] == "train"].to_numpy()]
+    site = expected_vocab(train["site"], min_freq=20)  # 0 missing, 1 out of vocabulary
+    assert table["site"].tolist() == [0 if pd.isna(v) else site.get(v, 1) for v in joined["site"]]
+    genres = expected_vocab(train["genres"].explode())
+    assert _lists(table["genres"]) == [[genres.get(v, 1) for v in g][:3] for g in joined["genres"]]
+    about = read_metadata(out)
+    assert about["dataset"] == "my_ctr" and about["version"] == dataset.version
+    assert about["labels"] == ["click", "like"]
+    cardinality = {f["name"]: f["cardinality"] for f in about["schema"]}
+    assert table["site"].max() < cardinality["site"] and table["user_id"].max() < 51
+
+
+def test_chunks_of_rows_write_the_same_file_as_one(source, tmp_path):
+    _, cache = source
+    dataset = load_dataset("my_ctr", cache)
+    whole = export_splits(dataset, tmp_path / "whole.parquet")
+    parts = export_splits(dataset, tmp_path / "parts.parquet", chunk_rows=7)
+    assert whole.rows == parts.rows and whole.columns == parts.columns
+    assert pq.read_table(whole.path).equals(pq.read_table(parts.path))
+
+
+def test_some_splits_only_in_the_datas_order(source, tmp_path, capsys):
+    _, cache = source
+    out = tmp_path / "t.parquet"
+    argv = ["data", "export", "my_ctr", "--out", str(out), "--split", "test,train", "--json"]
+    assert main([*argv, "--cache-dir", str(cache)]) in (0, None)
+    said = json.loads(capsys.readouterr().out)
+    assert list(said["rows"]) == ["train", "test"] and said["rows"]["test"] == 60
+    table = pq.read_table(out)
+    assert table.num_rows == 540 and said["bytes"] == out.stat().st_size
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--out", "{tmp}/x.csv"], "is not a .parquet file's name"),
+        (["--out", "{tmp}/there.parquet"], "exists; give a new file name"),
+        (["--out", "{tmp}/x.parquet", "--split", "tset"], "unknown split 'tset'; valid: train"),
+        (["--out", "{tmp}/file/x.parquet"], "is not a folder"),
+    ],
+)
+def test_a_bad_flag_exits_2_naming_it_and_writes_nothing(source, tmp_path, capsys, flags, words):
+    _, cache = source
+    (tmp_path / "there.parquet").write_text("mine")
+    (tmp_path / "file").write_text("")
+    flags = [f.format(tmp=tmp_path) for f in flags]
+    with pytest.raises(SystemExit) as exited:
+        main(["data", "export", "my_ctr", *flags, "--cache-dir", str(cache)])
+    assert exited.value.code == 2
+    assert words in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "there.parquet"]
+    assert (tmp_path / "there.parquet").read_text() == "mine"
+
+
+def test_an_unknown_dataset_exits_2_and_an_interrupted_export_leaves_nothing(
+    source, tmp_path, capsys
+):
+    _, cache = source
+    out = tmp_path / "x.parquet"
+    assert main(["data", "export", "my_ctx", "--out", str(out), "--cache-dir", str(cache)]) == 2
+    assert "unknown dataset 'my_ctx'" in capsys.readouterr().err
+    dataset = load_dataset("my_ctr", cache)
+
+    def interrupt(rows: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        export_splits(dataset, out, progress=interrupt, chunk_rows=100)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_movielens_exports_its_history_of_rated_items_and_its_groups(ml100k, tmp_path):
+    """A built-in dataset: one label under its manifest's name, the keys for GAUC, and each
+    row's history (the user's earlier ratings) as the model reads it."""
+    out = export_splits(ml100k, tmp_path / "ml.parquet", splits=("valid",)).path
+    table = pq.read_table(out).to_pandas()
+    features = ml100k.features("valid")
+    assert (table["like"].to_numpy() == features.label.numpy()).all()
+    assert (table["user_key"].to_numpy() == ml100k.groups("valid", "user")).all()
+    assert (table["request_key"].to_numpy() == ml100k.groups("valid", "request")).all()
+    history = features.history
+    lengths = (history.end - history.start).clamp(max=history.max_len).numpy()
+    assert (table["history"].map(len).to_numpy() == lengths).all() and lengths.max() > 0
+    assert table["history.action"].map(len).equals(table["history"].map(len))
+
+
+def test_a_field_named_as_a_column_export_adds_is_named_not_overwritten(tmp_path, capsys):
+    frame = logs().rename(columns={"price": "source_row"})
+    path = schema_file(tmp_path, frame=frame)
+    path.write_text(path.read_text().replace("name: price", "name: source_row"))
+    cache, out = tmp_path / "cache", tmp_path / "x.parquet"
+    assert main(["data", "export", str(path), "--out", str(out), "--cache-dir", str(cache)]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "has a field named like a column export adds (source_row)" in said, said
+    assert not out.exists()
