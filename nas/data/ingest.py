@@ -781,6 +781,18 @@ def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
     return out
 
 
+def _split_values(batch: Batch, column: str) -> np.ndarray:
+    """The split codes a ``column`` split's column gives the batch's rows."""
+    values = batch.columns[column]
+    codes = pc.index_in(values, value_set=pa.array(SPLITS))
+    if codes.null_count:
+        index = _first(np.asarray(codes.is_null()))
+        value = values[index].as_py()
+        found = "is empty" if value is None else f"is {shown(value)}"
+        raise batch.bad(column, index, f"{found}; split.column's values are {', '.join(SPLITS)}")
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8)
+
+
 def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, where) -> None:
     """``unlearnable`` data refused, before anything is written."""
     sizes = np.bincount(split, minlength=3)
@@ -789,7 +801,7 @@ def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, 
         name: float(labels[train, j].mean()) if sizes[0] else 0.5
         for j, name in enumerate(schema.label_names)
     }
-    why = unlearnable(dict(zip(SPLITS, sizes.tolist(), strict=True)), rates)
+    why = unlearnable(dict(zip(SPLITS, sizes.tolist(), strict=True)), rates, schema.split.column)
     if why:
         raise DataError(where, why)
 
@@ -804,11 +816,14 @@ def _first_pass(
     time_key = keys.timestamp if method in ("time", "user_time") or from_rows else None
     user_key = keys.user if method in ("hash", "user_time") or from_rows else None
     label_columns = [column for _, column, _ in schema.label_columns()]
-    columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key) if k)]))
-    times, users, labels, rows = [], [], [], 0
+    given = schema.split.column
+    columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key, given) if k)]))
+    times, users, labels, codes, rows = [], [], [], [], 0
     for batch in reader.batches(columns):
         rows += len(batch)
         labels.append(np.stack(_label_values(schema, batch), axis=1))
+        if given:
+            codes.append(_split_values(batch, given))
         if time_key:
             times.append(batch.columns[time_key].to_numpy(zero_copy_only=False))
         if user_key:
@@ -818,7 +833,11 @@ def _first_pass(
     del times
     all_users = np.concatenate(users) if users else None
     del users
-    split = assign_split(schema, rows, all_times, all_users)
+    if given:
+        split = np.concatenate(codes) if codes else np.zeros(0, np.int8)
+    else:
+        split = assign_split(schema, rows, all_times, all_users)
+    del codes
     chronology = Chronology.of(all_users, all_times) if from_rows and rows else None
     all_labels = np.concatenate(labels) if labels else np.zeros((0, len(label_columns)), np.int8)
     return rows, split, chronology, all_labels
@@ -1156,4 +1175,5 @@ def _split_rule(schema: SchemaFile) -> str:
         "random": f"random by row (seed {s.seed}): {shares}",
         "hash": f"by a hash of {schema.keys.user} (seed {s.seed}): {shares} of the users",
         "user_time": f"per {schema.keys.user}, by {schema.keys.timestamp}: {shares}",
+        "column": f"as the column {s.column} says ({', '.join(SPLITS)})",
     }[s.method]

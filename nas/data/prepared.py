@@ -64,20 +64,27 @@ def row_chunks(rows: int):
         yield slice(start, min(start + CHUNK_ROWS, rows))
 
 
-def unlearnable(sizes: Mapping[str, int], train_rates: Mapping[str, float]) -> str | None:
+def unlearnable(
+    sizes: Mapping[str, int], train_rates: Mapping[str, float], split_column: str | None = None
+) -> str | None:
     """Why no model can be trained and ranked on data of these split sizes and training label
     rates, or None: a split without rows (candidates are ranked on valid rows, retrains
     report on test rows), or a label of one value on every training row (nothing to learn;
-    NE divides by the entropy of the training rate)."""
+    NE divides by the entropy of the training rate). ``split_column``: the column that
+    split the rows, if one did."""
     rows = sum(sizes.values())
     empty = [name for name in SPLITS if not sizes[name]]
     if empty:
         counts = ", ".join(f"{name} {sizes[name]:,}" for name in SPLITS)
         leave = "its one row leaves" if rows == 1 else f"its {rows:,} rows leave"
+        fix = (
+            f"rows whose {split_column} is {empty[0]}"
+            if split_column
+            else "a larger share of the rows: split in a schema file; or more rows"
+        )
         return (
             f"{leave} the {empty[0]} split empty ({counts}): candidates are ranked on valid rows "
-            "and retrains report on test rows, so each split needs rows (a larger share of the "
-            "rows: split in a schema file; or more rows)"
+            f"and retrains report on test rows, so each split needs rows ({fix})"
         )
     train = sizes["train"]
     on = "the only training row" if train == 1 else f"all {train:,} training rows"

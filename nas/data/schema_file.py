@@ -44,9 +44,6 @@ from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
 
-FORMATS = ("parquet", "csv", "jsonl")
-SPLIT_METHODS = ("time", "random", "hash", "user_time", "order")
-TRANSFORMS = ("log1p", "standardize", "none")
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -111,15 +108,28 @@ class Split(_Strict):
     """``time``: by the timestamp key, oldest rows train. ``random``: each row by a seeded
     hash of its position. ``hash``: each user by a hash of the user key, so a user's rows
     stay together. ``user_time``: per user, chronologically (MovieLens's split). ``order``:
-    the files' order, first rows train."""
+    the files' order, first rows train. ``column``: as a column of the files says, each
+    row's value train, valid or test (a split made elsewhere, or `nas data export`'s)."""
 
-    method: Literal["time", "random", "hash", "user_time", "order"]
+    method: Literal["time", "random", "hash", "user_time", "order", "column"]
     valid: Annotated[float, Field(ge=0, lt=1)] = 0.1
     test: Annotated[float, Field(ge=0, lt=1)] = 0.1
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # random, hash
+    column: Name | None = None  # column
 
     @model_validator(mode="after")
     def _fractions(self) -> Split:
+        if self.method == "column":
+            if self.column is None:
+                raise ValueError("split method column needs column: the column naming each split")
+            shares = [n for n in ("valid", "test", "seed") if n in self.model_fields_set]
+            if shares:
+                raise ValueError(
+                    f"{', '.join(shares)} do{'es' if len(shares) == 1 else ''} not apply to split "
+                    "method column: the column names each row's split"
+                )
+        elif self.column is not None:
+            raise ValueError(f"column applies to split method column, not {self.method}")
         if self.valid + self.test >= 1:
             raise ValueError(
                 f"valid + test must leave rows to train on, got {self.valid} + {self.test}"
@@ -323,6 +333,8 @@ class SchemaFile(_Strict):
                 read(getattr(self.keys, key), "text", f"keys.{key}")
         if self.keys.timestamp:
             read(self.keys.timestamp, "timestamp", "keys.timestamp")
+        if self.split.column:
+            read(self.split.column, "text", "split.column")
         for i, feature in enumerate(self.features):
             kind = {"dense": "number", "categorical": "text"}.get(feature.type, "list")
             if feature.derive in ("hour", "weekday"):
@@ -338,9 +350,10 @@ class SchemaFile(_Strict):
         return next(f for f in self.features if column in f.columns)
 
     def columns(self) -> list[str]:
-        """Every column the dataset reads: labels, keys, features (and a history's action)."""
-        keys = [k for k in (self.keys.user, self.keys.request, self.keys.timestamp) if k]
-        found = [c for _, c, _ in self.label_columns()] + keys
+        """Every column the dataset reads: labels, keys, the split's, features (and a
+        history's action)."""
+        keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
+        found = [c for _, c, _ in self.label_columns()] + [k for k in keys if k]
         found += [c for f in self.features for c in (*f.columns, *([f.action] if f.action else []))]
         return list(dict.fromkeys(found))
 

@@ -164,3 +164,32 @@ def test_a_field_named_as_a_column_export_adds_is_named_not_overwritten(tmp_path
     said = " ".join(capsys.readouterr().err.split())
     assert "has a field named like a column export adds (source_row)" in said, said
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_an_exported_file_prepares_again_with_the_same_split_by_its_column(source, tmp_path, fmt):
+    """`split: {method: column, column: split}` keeps each row where the file puts it: an
+    export (or a split made elsewhere) prepares to the same rows per split."""
+    _, cache = source
+    dataset = load_dataset("my_ctr", cache)
+    exported = export_splits(dataset, tmp_path / "my_ctr.parquet")
+    if fmt == "csv":
+        table = pq.read_table(exported.path).to_pandas()[["split", "click", "like", "site"]]
+        table.to_csv(tmp_path / "my_ctr.csv", index=False)
+    path = tmp_path / "again.yaml"
+    path.write_text(
+        f"name: again\nsource: {{format: {fmt}, path: my_ctr.{fmt}}}\nlabels: [click, like]\n"
+        "split: {method: column, column: split}\n"
+        "features: [{name: site, type: categorical}]\n"
+    )
+    again = load_dataset(str(path), tmp_path / "cache")
+    assert again.manifest["split_sizes"] == dataset.manifest["split_sizes"]
+    assert again.manifest["split_rule"] == "as the column split says (train, valid, test)"
+    first = pq.read_table(exported.path)["source_row"].to_numpy()  # a file row -> the logs'
+    for split in SPLITS:  # the same rows of the logs, in the same order
+        rows = slice(*again.manifest["split_ranges"][split])
+        original = slice(*dataset.manifest["split_ranges"][split])
+        assert np.array_equal(
+            first[again.array("source_row")[rows]], dataset.array("source_row")[original]
+        )
+        assert np.array_equal(again.features(split).label, dataset.features(split).label)

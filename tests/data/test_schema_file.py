@@ -22,6 +22,7 @@ from nas.core.errors import ConfigError, DataError, NasError
 from nas.data import check_dataset, load_dataset, prepare_dataset
 
 ROWS = 600
+TIME_SPLIT = "method: time, valid: 0.1, test: 0.1"  # the schema's split, less its braces
 
 
 def logs(rows: int = ROWS, seed: int = 0) -> pd.DataFrame:
@@ -420,6 +421,22 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
             lambda s: s.replace("labels: [click, like]", "labels: [click, 'like it!']"),
             "labels[1].name: 'like it!' may hold only letters, digits, _, - and .",
         ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: column"),
+            "split: split method column needs column: the column naming each split",
+        ),
+        (
+            lambda s: s.replace("method: time,", "method: column, column: site,"),
+            "split: valid, test do not apply to split method column",
+        ),
+        (
+            lambda s: s.replace("method: time,", "method: time, column: site,"),
+            "split: column applies to split method column, not time",
+        ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: column, column: ts"),
+            "column 'ts' is read as timestamp (keys.timestamp) and as text (split.column)",
+        ),
     ],
 )
 def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) -> None:
@@ -486,6 +503,24 @@ def test_a_bad_schema_is_named_by_its_field(tmp_path: Path, change, words: str) 
             "dense field 'price' (column 'price'): its training values are too large to "
             "standardize",
         ),
+        (
+            "csv",
+            lambda f: f.assign(part=["train"] * 300 + ["validation"] * 300),
+            "row 301: column 'part' is 'validation'; split.column's values are train, valid, test",
+        ),
+        (
+            "parquet",
+            lambda f: f.assign(part=["train"] * 599 + [None]),
+            "row 300: column 'part' is empty; split.column's values are train, valid, test",
+        ),
+        ("jsonl", lambda f: f.assign(site_split="train"), "has no column 'part'"),
+        (
+            "parquet",
+            lambda f: f.assign(part=["train"] * 590 + ["valid"] * 10),
+            "leave the test split empty (train 590, valid 10, test 0): candidates are ranked "
+            "on valid rows and retrains report on test rows, so each split needs rows (rows "
+            "whose part is test)",
+        ),
     ],
 )
 def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
@@ -494,7 +529,9 @@ def test_data_that_disagrees_with_the_schema_fails_before_anything_is_written(
     frame = damage(logs())
     if fmt == "csv":  # the damage is in the text itself
         frame = frame.astype({"price": str})
-    path = schema_file(tmp_path, fmt, frame)
+    by_column = "part" in frame or "site_split" in frame  # a split by a column of the files
+    split = "{method: column, column: part}" if by_column else f"{{{TIME_SPLIT}}}"
+    path = schema_file(tmp_path, fmt, frame, split=split)
     cache = tmp_path / "cache"
     with pytest.raises(DataError) as err:
         prepare_dataset(str(path), cache)
