@@ -38,7 +38,7 @@ from nas.data.prepared import SPLITS, PreparedWriter, row_chunks, unlearnable
 from nas.data.raw import DERIVED, FLOAT32_MAX, RawForm, normalise_year, stable_hash
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
-from nas.data.schema_file import Feature, SchemaFile
+from nas.data.schema_file import Feature, SchemaFile, utc_text
 
 BATCH_ROWS = 65_536
 BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
@@ -490,6 +490,10 @@ def assign_split(
     keys it is given, and for ``time`` one int64 per row more (the sort)."""
     split = schema.split
     method, valid, test = split.method, split.valid, split.test
+    if method == "time" and split.at_moments:
+        return np.where(
+            times >= split.test_from, 2, np.where(times >= split.valid_from, 1, 0)
+        ).astype(np.int8)
     if method in ("order", "time"):
         train_end, valid_end = (int(x) for x in _cut_points(rows, valid, test))
         sizes = (train_end, valid_end - train_end, rows - valid_end)
@@ -1167,6 +1171,11 @@ def _label_rule(schema: SchemaFile) -> str:
 
 def _split_rule(schema: SchemaFile) -> str:
     s = schema.split
+    if s.at_moments:
+        return (
+            f"by {schema.keys.timestamp}: valid from {utc_text(s.valid_from)}, test from "
+            f"{utc_text(s.test_from)}"
+        )
     train = 1 - Fraction(str(s.valid)) - Fraction(str(s.test))
     shares = f"{float(train):g}/{s.valid:g}/{s.test:g}"
     return {

@@ -32,13 +32,23 @@ user's guide.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import glob
 import hashlib
 import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
@@ -104,8 +114,41 @@ class Keys(_Strict):
     timestamp: Name | None = None
 
 
+def unix_seconds(value: object) -> int:
+    """A moment a time split cuts at, in unix seconds: given as such, or as a date or a
+    date-time (YAML reads ``2024-05-01`` as a date; ISO text too), UTC unless it names its
+    zone (a date: its midnight)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = datetime.datetime.fromisoformat(value)
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        value = datetime.datetime.combine(value, datetime.time())
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return int(value.timestamp())
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
+        return value
+    raise ValueError(
+        f"must be a date (2024-05-01), a date-time (2024-05-01 12:00:00, UTC unless it "
+        f"names its zone) or unix seconds, got {shown(value)}"
+    )
+
+
+def utc_text(seconds: int) -> str:
+    """Unix seconds as an ISO date-time in UTC (the seconds themselves beyond its range)."""
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds} (unix seconds)"
+
+
+Moment = Annotated[int, BeforeValidator(unix_seconds)]
+
+
 class Split(_Strict):
-    """``time``: by the timestamp key, oldest rows train. ``random``: each row by a seeded
+    """``time``: by the timestamp key, oldest rows train (a share of the rows each, or at
+    ``valid_from`` and ``test_from``: rows from that moment on). ``random``: each row by a seeded
     hash of its position. ``hash``: each user by a hash of the user key, so a user's rows
     stay together. ``user_time``: per user, chronologically (MovieLens's split). ``order``:
     the files' order, first rows train. ``column``: as a column of the files says, each
@@ -116,25 +159,47 @@ class Split(_Strict):
     test: Annotated[float, Field(ge=0, lt=1)] = 0.1
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # random, hash
     column: Name | None = None  # column
+    valid_from: Moment | None = None  # time
+    test_from: Moment | None = None  # time
 
     @model_validator(mode="after")
     def _fractions(self) -> Split:
-        if self.method == "column":
-            if self.column is None:
-                raise ValueError("split method column needs column: the column naming each split")
-            shares = [n for n in ("valid", "test", "seed") if n in self.model_fields_set]
-            if shares:
-                raise ValueError(
-                    f"{', '.join(shares)} do{'es' if len(shares) == 1 else ''} not apply to split "
-                    "method column: the column names each row's split"
-                )
-        elif self.column is not None:
+        if self.method == "column" and self.column is None:
+            raise ValueError("split method column needs column: the column naming each split")
+        if self.column is not None and self.method != "column":
             raise ValueError(f"column applies to split method column, not {self.method}")
+        cuts = [n for n in ("valid_from", "test_from") if getattr(self, n) is not None]
+        if cuts and self.method != "time":
+            raise ValueError(f"{cuts[0]} applies to split method time, not {self.method}")
+        if len(cuts) == 1:
+            raise ValueError(
+                "a time split at moments needs both valid_from and test_from (each a date, a "
+                "date-time or unix seconds)"
+            )
+        if cuts and self.valid_from > self.test_from:
+            raise ValueError(
+                f"valid_from ({utc_text(self.valid_from)}) is after test_from "
+                f"({utc_text(self.test_from)}); validation rows come before test rows"
+            )
+        shares = [n for n in ("valid", "test", "seed") if n in self.model_fields_set]
+        if shares and (self.column or cuts):
+            given = (
+                "split method column: the column names each row's split"
+                if self.column
+                else "a time split at valid_from and test_from: those moments split the rows"
+            )
+            verb = "does" if len(shares) == 1 else "do"
+            raise ValueError(f"{', '.join(shares)} {verb} not apply to {given}")
         if self.valid + self.test >= 1:
             raise ValueError(
                 f"valid + test must leave rows to train on, got {self.valid} + {self.test}"
             )
         return self
+
+    @property
+    def at_moments(self) -> bool:
+        """Whether a time split cuts at ``valid_from`` and ``test_from``."""
+        return self.valid_from is not None
 
 
 FROM_ROWS = "rows"  # a sequence's ``from``: the history made of the log's own rows

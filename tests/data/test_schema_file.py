@@ -276,6 +276,21 @@ def test_each_split_rule(tmp_path: Path, method: str) -> None:
         assert not np.array_equal(split, by_source(again, "split"))  # the seed decides
 
 
+def test_a_time_split_at_moments_cuts_where_pandas_does(tmp_path: Path) -> None:
+    """`valid_from`/`test_from`: unix seconds, or a date-time (one without a zone is UTC)."""
+    frame = logs(rows=2000, seed=1)  # ts from 1,600,000,000 to 1,600,100,000
+    split_text = "{method: time, valid_from: 1600070000, test_from: 2020-09-14 12:03:20}"
+    dataset, _ = prepare_dataset(
+        str(schema_file(tmp_path, frame=frame, split=split_text)), tmp_path / "cache"
+    )
+    ts = frame["ts"].to_numpy()
+    want = np.where(ts >= 1_600_085_000, 2, np.where(ts >= 1_600_070_000, 1, 0))
+    assert (by_source(dataset, "split") == want).all() and set(want) == {0, 1, 2}
+    assert dataset.manifest["split_rule"] == (
+        "by ts: valid from 2020-09-14T07:53:20+00:00, test from 2020-09-14T12:03:20+00:00"
+    )
+
+
 def test_a_prepared_schema_is_reused_then_found_by_name_and_by_path(tmp_path: Path) -> None:
     path = schema_file(tmp_path)
     cache = tmp_path / "cache"
@@ -420,6 +435,34 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
         (
             lambda s: s.replace("labels: [click, like]", "labels: [click, 'like it!']"),
             "labels[1].name: 'like it!' may hold only letters, digits, _, - and .",
+        ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: time, valid_from: 2020-09-13"),
+            "split: a time split at moments needs both valid_from and test_from",
+        ),
+        (
+            lambda s: s.replace("method: time,", "method: time, valid_from: 0, test_from: 9,"),
+            "split: valid, test do not apply to a time split at valid_from and test_from",
+        ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: random, valid_from: 0, test_from: 9"),
+            "split: valid_from applies to split method time, not random",
+        ),
+        (
+            lambda s: s.replace(
+                TIME_SPLIT, "method: time, valid_from: 2020-09-14, test_from: 2020-09-13 23:00:00"
+            ),
+            "split: valid_from (2020-09-14T00:00:00+00:00) is after test_from "
+            "(2020-09-13T23:00:00+00:00)",
+        ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: time, valid_from: today, test_from: 9"),
+            "split.valid_from: must be a date (2024-05-01), a date-time (2024-05-01 12:00:00, "
+            "UTC unless it names its zone) or unix seconds, got 'today'",
+        ),
+        (
+            lambda s: s.replace(TIME_SPLIT, "method: time, valid_from: 0, test_from: true"),
+            "split.test_from: must be a date",
         ),
         (
             lambda s: s.replace(TIME_SPLIT, "method: column"),
