@@ -349,9 +349,9 @@ def cmd_data_export(args: argparse.Namespace) -> None:
     )
     out.print(f"columns: {', '.join(exported.columns)}", highlight=False, soft_wrap=True)
     out.print(
-        "ids as the models read them (0: missing or unknown); source_row joins a row back to "
-        "its source file; each field's cardinality is in the file's metadata (key 'recnas'); "
-        "docs/models-and-data.md, 'Exporting a dataset'",
+        "ids as the models read them (0 missing, 1 out of vocabulary); source_row joins a row "
+        "back to its source file; each field's cardinality is in the file's metadata (key "
+        "'recnas'); docs/models-and-data.md, 'Exporting a dataset'",
         highlight=False,
         soft_wrap=True,
     )

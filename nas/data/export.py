@@ -3,7 +3,7 @@ them, for another library, a GBDT or a team's own model to train and test on the
 
 A column per feature field and per label, in the prepared form (not the source's text):
 
-    categorical   int32 id (0 missing or unknown; the field's cardinality bounds it)
+    categorical   int32 id (0 missing, 1 out of vocabulary; below the cardinality)
     multi_hot     list<int32> of ids (the padding left out)
     dense         float32, after the field's transform and fill, as a model reads it
     sequence      list<int32> of the row's last ``max_len`` event items, oldest first, with
@@ -152,7 +152,7 @@ def _with_metadata(schema: pa.Schema, dataset: PreparedDataset) -> pa.Schema:
         "split_checksum": m["split_checksum"],
         "label_rule": m.get("label_rule"),
         "labels": list(label_names(dataset)),
-        "ids": "0 is a missing or unknown value and the padding of lists",
+        "ids": "0: a missing value (and the padding of lists); 1: a value out of the vocabulary",
         "schema": m["schema"],
     }
     return schema.with_metadata({META_KEY: json.dumps(about).encode()})
