@@ -172,6 +172,34 @@ def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
         read_rows(str(path))
 
 
+def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> None:
+    """`nas predict --out`: Parquet keeps each input column (one whose values mix types, as
+    JSON text), the probabilities beside them under a name no input column has; JSON lines
+    hold what --json prints."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from nas.cli.models import write_scored
+
+    rows = [
+        {"user_id": 7, "history": [["i1", 5, 100]], "probability": "mine"},
+        {"user_id": "u8", "history": [], "genres": ["a"]},
+    ]
+    scores = {"probability": np.array([0.25, 0.75], dtype=np.float32)}
+    write_scored(tmp_path / "s.parquet", rows, scores)
+    table = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert table == [
+        {"user_id": "7", "history": '[["i1", 5, 100]]', "probability": "mine",
+         "genres": None, "_probability": 0.25},
+        {"user_id": '"u8"', "history": "[]", "probability": None, "genres": ["a"],
+         "_probability": 0.75},
+    ]  # fmt: skip
+    write_scored(tmp_path / "s.jsonl", rows, scores)
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert lines[1] == {"row": rows[1], "probability": 0.75}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.parquet"]
+
+
 def test_text_from_a_trial_or_a_search_prints_as_it_is(tmp_path):
     """Rich markup is off: gloo's errors read "[/__w/...]", which rich took for a closing tag
     (`nas status` of a search with such a failed trial crashed with a traceback), and

@@ -15,6 +15,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from mlflow import MlflowClient
 
@@ -198,6 +199,17 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     assert from_csv.returncode == 0, from_csv.stderr
     csv_scores = [json.loads(line)["probability"] for line in from_csv.stdout.splitlines()]
     assert csv_scores[2] == pytest.approx(scores[2], abs=1e-6)
+    # More rows than the table shows: the first 20 in it, every one in --out's file.
+    many = data.raw_rows("test", 25)
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in many))
+    scored = tmp_path / "scored" / "rows.parquet"
+    shown = nas(runs, "predict", registered["uri"], "--input", str(jsonl), "--out", str(scored))
+    assert shown.returncode == 0, shown.stderr
+    said = " ".join(shown.stdout.split())
+    assert f"the first 20 of 25 rows; every row is in {scored}" in said, said
+    written = pq.read_table(scored).to_pylist()
+    assert [r["item_id"] for r in written] == [r["item_id"] for r in many]
+    assert written[0]["probability"] == pytest.approx(scores[0], abs=1e-6)  # rows[0] is many[0]
     # Bad rows: exit 2, the row and the field named, no traceback.
     bad = dict(rows[0], timestamp="noon")
     jsonl.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")

@@ -65,15 +65,17 @@ def folder(text: str) -> Path:
     return path
 
 
-def new_file(suffix: str):
-    """The type of a flag naming a file to write: a new ``NAME{suffix}`` in a folder that
-    exists or can be made (``folder``); nothing is ever overwritten."""
+def new_file(*suffixes: str):
+    """The type of a flag naming a file to write: a new ``NAME.SUFFIX`` (one of
+    ``suffixes``) in a folder that exists or can be made (``folder``); nothing is ever
+    overwritten."""
 
     def parse(text: str) -> Path:
         path = Path(text).expanduser()
-        if path.suffix.lower() != suffix or path.name == suffix:
+        if path.suffix.lower() not in suffixes or path.name.lower() in suffixes:
             raise argparse.ArgumentTypeError(
-                f"{shown(text)} is not a {suffix} file's name (give NAME{suffix})"
+                f"{shown(text)} is not a {' or '.join(suffixes)} file's name (give "
+                f"{' or '.join('NAME' + s for s in suffixes)})"
             )
         folder(str(path.parent))
         if path.exists() or path.is_symlink():

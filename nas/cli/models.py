@@ -2,7 +2,7 @@
 
 nas models list [NAME]                      registered versions, their aliases and tags
 nas models register RETRAIN_ID NAME         register a finished retrain's best model
-nas predict MODEL_URI --input rows.jsonl    score raw rows (JSONL, JSON or CSV)
+nas predict MODEL_URI --input rows.jsonl    score raw rows (JSONL, JSON, CSV or Parquet)
 nas export MODEL_URI --format torch-export --out DIR
 """
 
@@ -11,17 +11,20 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 from pathlib import Path
 
 from rich import box
 from rich.table import Table
 
-from nas.cli.flags import folder, open_registry, registry_flag
+from nas.cli.flags import folder, new_file, open_registry, registry_flag
 from nas.cli.render import console, emit_json, out, phrase, styled
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 
 FORMATS = ("torch-export", "torchscript")
+TABLE_ROWS = 20  # rows a predict's table shows
+SCORED_SUFFIXES = (".parquet", ".jsonl")  # what predict --out writes
 
 
 def add_commands(commands) -> None:
@@ -47,6 +50,12 @@ def add_commands(commands) -> None:
         "--input",
         required=True,
         help="rows as JSON lines (.jsonl), a JSON array (.json), CSV or Parquet",
+    )
+    predict.add_argument(
+        "--out",
+        type=new_file(*SCORED_SUFFIXES),
+        metavar="FILE",
+        help="write every row with its probabilities to a new .parquet or .jsonl file",
     )
     tracking_flag(predict)
     predict.add_argument("--json", action="store_true", help="one JSON object per row")
@@ -207,6 +216,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
         raise ConfigError("--input", f"{args.input} has no rows")
     with console.status(f"Scoring {len(rows):,} rows with {args.model_uri} ..."):
         scores = predict_rows(_tracking(args), args.model_uri, rows)
+    if args.out:
+        write_scored(args.out, rows, scores)
     if args.json:
         for i, row in enumerate(rows):
             # default=str: a Parquet row's times are datetimes
@@ -220,13 +231,66 @@ def cmd_predict(args: argparse.Namespace) -> None:
         table.add_column(column, overflow="ellipsis", max_width=24)
     for name in scores:
         table.add_column(name, justify="right")
-    for i, row in enumerate(rows):
+    for i, row in enumerate(rows[:TABLE_ROWS]):
         table.add_row(
             str(i + 1),
             *(str(row.get(c, "")) for c in shown),
             *(f"{v[i]:.4f}" for v in scores.values()),
         )
     out.print(table)
+    if len(rows) > TABLE_ROWS:
+        every = f"every row is in {args.out}" if args.out else "--out FILE or --json: every row"
+        out.print(f"the first {TABLE_ROWS} of {len(rows):,} rows; {every}", highlight=False)
+    elif args.out:
+        out.print(f"wrote {args.out}", highlight=False)
+
+
+def write_scored(path: Path, rows: list[dict], scores: dict) -> None:
+    """Each input row with its probabilities, as Parquet or JSON lines (by the suffix),
+    written to a temporary file that takes the name only when complete."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            columns = {name: _arrow_column(rows, name) for name in _column_names(rows)}
+            for name, values in scores.items():
+                columns[_fresh(name, list(columns))] = pa.array(values)
+            pq.write_table(pa.table(columns), tmp)
+        else:
+            with open(tmp, "w") as file:
+                for i, row in enumerate(rows):
+                    scored = {"row": row, **{k: float(v[i]) for k, v in scores.items()}}
+                    file.write(json.dumps(scored, default=str) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _column_names(rows: list[dict]) -> list[str]:
+    """Every column any row has, in the order rows first name them."""
+    return list(dict.fromkeys(str(name) for row in rows for name in row))
+
+
+def _arrow_column(rows: list[dict], name: str):
+    """A column's values as Arrow reads them; where they mix types (ids as numbers on some
+    rows, text on others; a history's [item, action, time] events), as their JSON text."""
+    import pyarrow as pa
+
+    values = [row.get(name) for row in rows]
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return pa.array([None if v is None else json.dumps(v, default=str) for v in values])
+
+
+def _fresh(name: str, taken: list[str]) -> str:
+    """An output column's name, underscored until no input column has it."""
+    while name in taken:
+        name = f"_{name}"
+    return name
 
 
 def cmd_export(args: argparse.Namespace) -> None:
