@@ -38,6 +38,22 @@ def test_same_seed_same_result_other_seed_other_result(ml100k):
     assert runs[0].ne != runs[2].ne
 
 
+def test_a_history_encoder_repeats_to_the_bit_on_two_threads(ml100k):
+    """HSTU over each row's history (gathers, attention, its sparse embedding gradients) on
+    two threads: the same seed, the same figures, run after run."""
+    spec = ArchSpec.load(SPECS / "modern" / "hstu_seq.json")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = [
+            evaluate(spec, TrialData.from_prepared(ml100k), TrainConfig(steps=20, batch_size=256))
+            for _ in range(2)
+        ]
+    finally:
+        torch.set_num_threads(threads)
+    assert (runs[0].ne, runs[0].auc) == (runs[1].ne, runs[1].auc)
+
+
 def test_training_beats_the_base_rate(ml100k):
     result = evaluate(
         ArchSpec.load(SPECS / "deepfm.json"),
