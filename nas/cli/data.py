@@ -268,12 +268,20 @@ def cmd_data_list(args: argparse.Namespace) -> None:
     out.print(table)
 
 
-def cmd_data_inspect(args: argparse.Namespace) -> None:
+def _loaded(args: argparse.Namespace):
+    """The dataset ``args.name``, prepared first (under a spinner) if it is not yet."""
     from nas.data import load_dataset
+
+    loading = console.status(f"Loading {args.name} ...") if not args.json else nullcontext()
+    with as_flags(), loading as status:
+        preparing = preparing_under(status, f"Preparing {args.name} (first use)")
+        return load_dataset(args.name, args.cache_dir, preparing)
+
+
+def cmd_data_inspect(args: argparse.Namespace) -> None:
     from nas.data.profile import profile
 
-    with as_flags():
-        dataset = load_dataset(args.name, args.cache_dir)
+    dataset = _loaded(args)
     figures = {**profile(dataset), "version": dataset.version}
     if args.json:
         emit_json(figures)
@@ -317,12 +325,10 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_data_export(args: argparse.Namespace) -> None:
-    from nas.data import load_dataset
     from nas.data.export import export_splits
     from nas.data.prepared import SPLITS
 
-    with as_flags():
-        dataset = load_dataset(args.name, args.cache_dir)
+    dataset = _loaded(args)
     splits = args.split or SPLITS
     total = sum(dataset.manifest["split_sizes"][split] for split in splits)
     start = time.perf_counter()
