@@ -7,7 +7,8 @@ A column per feature field and per label, in the prepared form (not the source's
     multi_hot     list<int32> of ids (the padding left out)
     dense         float32, after the field's transform and fill, as a model reads it
     sequence      list<int32> of the row's last ``max_len`` event items, oldest first, with
-                  ``NAME.action`` (list<int32>) and ``NAME.time`` (list<int64>, unix seconds)
+                  ``NAME.action`` (list<int32>) and ``NAME.time`` (list<int64>, unix seconds;
+                  a history given as a list of items has action 1 and time 0)
     labels        int8, 0 or 1, one column each
 
 and beside them ``split`` ("train", "valid", "test"), ``source_row`` (the row's line in its
