@@ -199,8 +199,12 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     assert from_csv.returncode == 0, from_csv.stderr
     csv_scores = [json.loads(line)["probability"] for line in from_csv.stdout.splitlines()]
     assert csv_scores[2] == pytest.approx(scores[2], abs=1e-6)
-    # More rows than the table shows: the first 20 in it, every one in --out's file.
+    # More rows than the table shows: the first 20 in it, every one in --out's file; rows
+    # that carry their label (MovieLens's: rating >= 4) are measured.
     many = data.raw_rows("test", 25)
+    likes = data.label_array()[data.split_rows("test")[:25]]
+    for row, like in zip(many, likes, strict=True):
+        row["rating"] = 5 if like else 2
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in many))
     scored = tmp_path / "scored" / "rows.parquet"
     shown = nas(runs, "predict", registered["uri"], "--input", str(jsonl), "--out", str(scored))
@@ -210,6 +214,22 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     written = pq.read_table(scored).to_pylist()
     assert [r["item_id"] for r in written] == [r["item_id"] for r in many]
     assert written[0]["probability"] == pytest.approx(scores[0], abs=1e-6)  # rows[0] is many[0]
+    import torch
+
+    from workers.metrics import binary_metrics
+
+    p = torch.tensor([r["probability"] for r in written], dtype=torch.float64)
+    want = binary_metrics(
+        torch.tensor(likes, dtype=torch.float32), torch.logit(p), data.positive_rate("train")
+    )
+    assert (
+        f"label like (rating >= 4) on these 25 rows: NE {want['ne']:.4f} (against the training "
+        f"rate {data.positive_rate('train'):.4f}), AUC {want['auc']:.4f}" in said
+    ), said
+    many[3]["rating"] = None  # one row without its label: said, not measured
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in many))
+    shown = nas(runs, "predict", registered["uri"], "--input", str(jsonl))
+    assert "not measured: row 4 has no 'rating' (every row needs its label)" in shown.stdout
     # Bad rows: exit 2, the row and the field named, no traceback.
     bad = dict(rows[0], timestamp="noon")
     jsonl.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
@@ -235,8 +255,6 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     assert fresh.returncode == 0, fresh.stderr
     assert json.loads(fresh.stdout.splitlines()[-1]) == pytest.approx(scores, abs=1e-6)
     # Exports: loaded back, they give the eager model's scores on the same rows.
-    import torch
-
     from nas.data.raw import RawForm
     from nas.data.schema import Schema
 

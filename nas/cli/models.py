@@ -215,7 +215,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
     if not rows:
         raise ConfigError("--input", f"{args.input} has no rows")
     with console.status(f"Scoring {len(rows):,} rows with {args.model_uri} ..."):
-        scores = predict_rows(_tracking(args), args.model_uri, rows)
+        predicted = predict_rows(_tracking(args), args.model_uri, rows)
+    scores = predicted.scores
     if args.out:
         write_scored(args.out, rows, scores)
     if args.json:
@@ -243,6 +244,20 @@ def cmd_predict(args: argparse.Namespace) -> None:
         out.print(f"the first {TABLE_ROWS} of {len(rows):,} rows; {every}", highlight=False)
     elif args.out:
         out.print(f"wrote {args.out}", highlight=False)
+    print_measured(predicted, len(rows))
+
+
+def print_measured(predicted, rows: int) -> None:
+    """What the rows' own labels say of the model's probabilities, if they carry them."""
+    if predicted.unmeasured:
+        out.print(f"not measured: {predicted.unmeasured} (every row needs its label)")
+    for name, m in (predicted.measured or {}).items():
+        auc = "n/a (one class)" if m["auc"] != m["auc"] else f"{m['auc']:.4f}"
+        out.print(
+            f"label {name} ({m['rule']}) on these {rows:,} rows: NE {m['ne']:.4f} (against "
+            f"the training rate {m['train_rate']:.4f}), AUC {auc}, logloss {m['logloss']:.4f}",
+            highlight=False,
+        )
 
 
 def write_scored(path: Path, rows: list[dict], scores: dict) -> None:

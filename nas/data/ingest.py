@@ -1154,6 +1154,10 @@ def _write(
                     for i, name in enumerate(("train", "valid", "test"))
                 },
                 "label_rule": _label_rule(schema),
+                "label_columns": [  # how raw rows carry each label (a model measures on them)
+                    {"name": name, "column": column, "at_least": at_least}
+                    for name, column, at_least in schema.label_columns()
+                ],
                 "raw_form": raw_form(plan, keys).to_dict(),
                 **extra,
                 **manifest,

@@ -241,6 +241,42 @@ class RawForm:
         return rows
 
 
+def raw_labels(
+    rows: list[Mapping[str, Any]], label_columns: list[dict[str, Any]]
+) -> tuple[np.ndarray | None, str | None]:
+    """Each raw row's labels [R, K], read as the dataset's prepare read them (``label_columns``:
+    each label's ``column``, 0/1, or a number ``at_least`` a threshold), or None with why
+    not: rows a serving system sends carry no labels (then no reason), and rows some of
+    which carry them cannot be measured together (the first row without one is named). A
+    value that is there but not a label raises ``RawInputError``."""
+    out = np.zeros((len(rows), len(label_columns)), dtype=np.float32)
+    lacking, carried = None, False
+    for i, row in enumerate(rows, start=1):
+        for j, label in enumerate(label_columns):
+            value = row.get(label["column"]) if isinstance(row, Mapping) else None
+            if _missing(value) or (isinstance(value, str) and not value.strip()):
+                lacking = lacking or (i, label["column"])
+                continue
+            carried = True
+            out[i - 1, j] = _label(i, label, value)
+    if lacking is None:
+        return out, None
+    return None, f"row {lacking[0]} has no {lacking[1]!r}" if carried else None
+
+
+def _label(row: int, label: dict[str, Any], value: Any) -> float:
+    """One raw value of a label's column as the label (1.0 or 0.0)."""
+    if label["at_least"] is not None:
+        return float(_convert(row, label["column"], "number", value) >= label["at_least"])
+    if isinstance(value, bool):
+        return float(value)
+    if str(value).strip() in ("0", "1", "0.0", "1.0"):
+        return float(float(value) == 1)
+    raise RawInputError(
+        row, label["column"], f"must be 0 or 1 (the label {label['name']!r}), got {shown(value)}"
+    )
+
+
 def _lookup(recipe: dict, value: str) -> int:
     """A value's id: by the recipe's hash, or its vocabulary (unknown: ``oov``, else 0)."""
     if "missing" in recipe and value == "":

@@ -43,7 +43,7 @@ from nas.core.disk import torch_file
 from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
-from nas.data.raw import RawForm
+from nas.data.raw import RawForm, raw_labels
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
@@ -292,6 +292,12 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "retrain_id": search.id,
         "steps": config.budget.steps,
         "test_ne": best.metrics[report.ranked_by][0],
+        # how raw rows carry the labels, and their training rates: predict measures rows
+        # that carry them (a cache prepared before label_columns were recorded: it cannot)
+        "labels": dataset.manifest.get("label_columns"),
+        "train_rates": dict(
+            zip(_label_names(dataset), dataset.positive_rates("train"), strict=True)
+        ),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)
     sites = fp8_plan_sites(trial.metrics if trial is not None else None)
@@ -300,6 +306,11 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
+
+
+def _label_names(dataset) -> tuple[str, ...]:
+    """The dataset's labels by name (one label: the one its manifest names)."""
+    return dataset.schema.labels or tuple(dataset.manifest.get("labels") or ("label",))
 
 
 def _arch_id(spec: dict) -> str:
@@ -424,15 +435,45 @@ def _open(tracking_uri: str, model_uri: str):
     return pyfunc, inner.loaded
 
 
-def predict_rows(
-    tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]
-) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Predicted:
+    scores: dict[str, np.ndarray]  # output column -> each row's probability
+    # rows that carry their labels: per label, its NE (against the training rate), AUC and
+    # logloss on them, and the rule it was read by; None when they carry none
+    measured: dict[str, dict[str, Any]] | None = None
+    unmeasured: str | None = None  # why rows some of which carry labels were not measured
+
+
+def predict_rows(tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]) -> Predicted:
     """The probabilities of raw ``rows`` through the registered pyfunc model: a column
-    ``probability``, or one per label (``output_columns``)."""
+    ``probability``, or one per label (``output_columns``); measured where the rows carry
+    their labels (a day of logs scored after the fact)."""
     pyfunc, loaded = _open(tracking_uri, model_uri)
     frame = as_frame(rows, loaded.raw_form)  # checks every row before MLflow sees one
+    recipes = loaded.info.get("labels")
+    labels, why = raw_labels(rows, recipes) if recipes else (None, None)
     predicted = pyfunc.predict(frame)
-    return {name: predicted[name].to_numpy() for name in loaded.outputs}
+    scores = {name: predicted[name].to_numpy() for name in loaded.outputs}
+    if labels is None:
+        return Predicted(scores, unmeasured=why)
+    return Predicted(scores, _measured(scores, labels, recipes, loaded.info["train_rates"]))
+
+
+def _measured(scores: dict, labels: np.ndarray, recipes: list[dict], rates: dict) -> dict:
+    """Each label's figures from its probabilities (as logits: the pyfunc returns those)."""
+    from workers.metrics import binary_metrics
+
+    measured = {}
+    for j, (recipe, output) in enumerate(zip(recipes, scores, strict=True)):
+        p = np.clip(scores[output].astype(np.float64), 1e-12, 1 - 1e-12)
+        logits = torch.from_numpy(np.log(p) - np.log1p(-p))
+        name = recipe["name"]
+        figures = binary_metrics(torch.from_numpy(labels[:, j]), logits, rates[name])
+        rule = recipe["column"] + (
+            f" >= {recipe['at_least']:g}" if recipe["at_least"] is not None else ""
+        )
+        measured[name] = {**figures, "rule": rule, "train_rate": rates[name]}
+    return measured
 
 
 def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:

@@ -126,3 +126,40 @@ def test_any_row_encodes_or_raises_a_named_error(ml100k, change) -> None:
     for j, field in enumerate(ml100k.schema.of_kind("categorical")):
         assert 0 <= int(encoded.categorical[0, j]) < field.cardinality
     assert np.isfinite(encoded.dense.numpy()).all()
+
+
+CLICK = {"name": "click", "column": "click", "at_least": None}
+LIKE = {"name": "like", "column": "rating", "at_least": 4}
+
+
+def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
+    from nas.data.raw import raw_labels
+
+    rows = [
+        {"click": 1, "rating": 5},
+        {"click": "0", "rating": "3.5"},
+        {"click": True, "rating": 4},
+        {"click": 0.0, "rating": 1},
+    ]
+    labels, why = raw_labels(rows, [CLICK, LIKE])
+    assert why is None and labels.tolist() == [[1, 1], [0, 0], [1, 1], [0, 0]]
+    # rows from a serving system carry none: nothing to say
+    assert raw_labels([{"item": "a"}, {"rating": None}], [CLICK, LIKE]) == (None, None)
+    # some carry them: the first row without one is named
+    labels, why = raw_labels([{"click": 1}, {"click": ""}], [CLICK])
+    assert labels is None and why == "row 2 has no 'click'"
+
+
+@pytest.mark.parametrize(
+    ("value", "label", "words"),
+    [
+        (2, CLICK, "row 1: 'click' must be 0 or 1 (the label 'click'), got 2"),
+        ("yes", CLICK, "row 1: 'click' must be 0 or 1 (the label 'click'), got 'yes'"),
+        ("five", LIKE, "row 1: 'rating' must be a number, got 'five'"),
+    ],
+)
+def test_a_label_value_that_is_not_one_is_named(value, label, words) -> None:
+    from nas.data.raw import raw_labels
+
+    with pytest.raises(RawInputError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        raw_labels([{label["column"]: value}], [label])

@@ -156,6 +156,9 @@ def test_a_parquet_source_is_encoded_as_pandas_computes_it(tmp_path: Path) -> No
     # labels
     assert (by_source(dataset, "label") == frame["click"]).all()
     assert (by_source(dataset, "labels") == frame[["click", "like"]].to_numpy()).all()
+    assert dataset.manifest["label_columns"] == [  # how raw rows carry them, for predict
+        {"name": name, "column": name, "at_least": None} for name in ("click", "like")
+    ]
     # categorical: fitted on train only, 0 missing, 1 out of vocabulary
     fields = [f["name"] for f in dataset.manifest["schema"] if f["kind"] == "categorical"]
     assert fields == ["site", "item_id", "user_id"]
