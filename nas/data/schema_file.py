@@ -118,7 +118,9 @@ def unix_seconds(value: object) -> int:
     """A moment a time split cuts at, in unix seconds: given as such, or as a date or a
     date-time (YAML reads ``2024-05-01`` as a date; ISO text too), UTC unless it names its
     zone (a date: its midnight)."""
-    if isinstance(value, str):
+    if isinstance(value, str) and value.strip().removeprefix("-").isdigit() and len(value) < 30:
+        value = int(value)  # unix seconds, quoted
+    elif isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = datetime.datetime.fromisoformat(value)
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
