@@ -5,7 +5,8 @@ the columns ``examples/datasets/my_ctr.yaml`` declares, with lists and a 32-even
 then, each in a fresh process (its peak RSS is that process's ``ru_maxrss``):
 
 - ``nas data prepare`` of the schema file: rows/s and peak RSS (target: under 2 GB at 50M
-  rows);
+  rows); then ``nas data export`` of every split to Parquet: rows/s and peak RSS (written
+  262,144 rows at a time, the pages it read released: flat with the size);
 - on the smallest size, a ``--steps`` training of ``--spec``, from the memory-mapped files
   against the rows copied into memory (today's path for the built-in datasets), in
   alternating rounds: examples/s and peak RSS (target: mapped at least 0.9x in memory);
@@ -81,7 +82,9 @@ def main() -> None:
     console = Console()
     python = sys.executable
     prepared = Table(title="nas data prepare of a schema file (Parquet)", title_justify="left")
-    for column in ("rows", "write Parquet s", "prepare s", "rows/s", "peak RSS GB", "cache GB"):
+    columns = ("rows", "write Parquet s", "prepare s", "rows/s", "peak RSS GB", "cache GB")
+    columns += ("export s", "export rows/s", "export peak RSS GB", "export GB")
+    for column in columns:
         prepared.add_column(column, justify="right")
     names: dict[int, str] = {}
     for rows in sizes:
@@ -107,6 +110,14 @@ def main() -> None:
         )
         cache = args.folder / "cache" / name
         size = sum(p.stat().st_size for p in cache.iterdir()) / 2**30
+        exported = folder / "export.parquet"
+        exported.unlink(missing_ok=True)
+        _, export_s, export_rss = peak_rss_gb(
+            [python, "-m", "nas.cli", "data", "export", name, "--out", str(exported), "--json"],
+            env,
+        )
+        export_gb = exported.stat().st_size / 2**30
+        exported.unlink()
         prepared.add_row(
             f"{rows:,}",
             f"{write_s:.0f}",
@@ -114,6 +125,10 @@ def main() -> None:
             f"{rows / seconds:,.0f}",
             f"{rss:.2f}",
             f"{size:.2f}",
+            f"{export_s:.0f}",
+            f"{rows / export_s:,.0f}",
+            f"{export_rss:.2f}",
+            f"{export_gb:.2f}",
         )
         console.print(prepared)
     env = dict(os.environ, RECNAS_CACHE_DIR=str(args.folder / "cache"), OMP_NUM_THREADS="1")

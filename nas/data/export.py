@@ -17,8 +17,9 @@ has them ``timestamp``, ``user_key`` and ``request_key`` (groups for GAUC). The 
 metadata (key ``recnas``) holds the dataset's name, version, split rule and checksum, label
 rule and schema (each field's cardinality: the size of an embedding table).
 
-Written a chunk of rows at a time (a dataset larger than RAM is read through its maps) to a
-temporary file that takes the asked name only when complete.
+Written ``EXPORT_ROWS`` rows at a time (a dataset larger than RAM is read through its maps,
+the pages read released after each batch) to a temporary file that takes the asked name only
+when complete.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nas.core.errors import ConfigError, NasError
-from nas.data.prepared import CHUNK_ROWS, SPLITS, PreparedDataset
+from nas.data.prepared import SPLITS, PreparedDataset
 
+EXPORT_ROWS = 1 << 18  # rows a batch (a row group): about 0.4 GB with a 32-event history
 KEY_COLUMNS = ("timestamp", "user_key", "request_key")  # arrays copied as they are, if present
 META_KEY = b"recnas"
 
@@ -83,7 +85,7 @@ def export_splits(
     path: Path,
     splits: tuple[str, ...] = SPLITS,
     progress: Progress | None = None,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int = EXPORT_ROWS,
 ) -> Exported:
     """Write ``splits`` of ``dataset`` (each has rows: ``load_dataset`` refuses a dataset
     with an empty split) to the Parquet file ``path``, which must not exist; its missing
@@ -109,6 +111,7 @@ def export_splits(
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, _with_metadata(batch.schema, dataset))
                 writer.write_batch(batch)
+                dataset.release()
                 if progress is not None:
                     progress(batch.num_rows)
         writer.close()

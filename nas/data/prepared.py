@@ -153,6 +153,15 @@ class PreparedDataset:
             self._cache[name] = np.load(self.root / f"{name}.npy", mmap_mode="r")
         return self._cache[name]
 
+    def release(self) -> None:
+        """Drop the pages of its mapped files this process has read from its memory (the
+        OS keeps them cached): a pass over a dataset larger than RAM then holds only what
+        it reads next, and its resident size says so."""
+        for array in self._cache.values():
+            mapping = getattr(array, "_mmap", None)  # numpy has no public madvise
+            if mapping is not None:
+                mapping.madvise(mmap.MADV_DONTNEED)
+
     def split_rows(self, split: str) -> np.ndarray:
         if self.contiguous:
             return np.arange(*self.manifest["split_ranges"][split])
