@@ -82,10 +82,11 @@ def main() -> None:
     console = Console()
     python = sys.executable
     prepared = Table(title="nas data prepare of a schema file (Parquet)", title_justify="left")
-    columns = ("rows", "write Parquet s", "prepare s", "rows/s", "peak RSS GB", "cache GB")
-    columns += ("export s", "export rows/s", "export peak RSS GB", "export GB")
-    for column in columns:
+    for column in ("rows", "write Parquet s", "prepare s", "rows/s", "peak RSS GB", "cache GB"):
         prepared.add_column(column, justify="right")
+    exports = Table(title="nas data export of every split (Parquet)", title_justify="left")
+    for column in ("rows", "export s", "rows/s", "peak RSS GB", "file GB"):
+        exports.add_column(column, justify="right")
     names: dict[int, str] = {}
     for rows in sizes:
         folder = args.folder / f"rows-{rows}"
@@ -125,12 +126,16 @@ def main() -> None:
             f"{rows / seconds:,.0f}",
             f"{rss:.2f}",
             f"{size:.2f}",
+        )
+        exports.add_row(
+            f"{rows:,}",
             f"{export_s:.0f}",
             f"{rows / export_s:,.0f}",
             f"{export_rss:.2f}",
             f"{export_gb:.2f}",
         )
-        console.print(prepared)
+    console.print(prepared)
+    console.print(exports)
     env = dict(os.environ, RECNAS_CACHE_DIR=str(args.folder / "cache"), OMP_NUM_THREADS="1")
     smallest = names[min(sizes)]
     figures: dict[str, list[dict]] = {"mapped": [], "memory": []}
