@@ -62,7 +62,7 @@ def start_ui(tracking_uri: str, artifacts: Path | None, port: int, log: Path) ->
             env=_ui_environment(),
             # SIGTERM, which MLflow's server answers by stopping its workers, when `nas
             # dashboard` ends however it ends: killed, it left the UI holding the port.
-            preexec_fn=functools.partial(end_with_parent, os.getpid(), signal.SIGTERM),
+            preexec_fn=functools.partial(end_with_parent, os.getpid(), signal.SIGTERM, watch=False),
         )
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:
