@@ -126,6 +126,14 @@ def split_figures(split: np.ndarray, label: np.ndarray) -> tuple[dict, dict]:
     return sizes, rates
 
 
+def drop_pages(array: np.ndarray) -> None:
+    """Drop a memory-mapped array's pages from this process's memory (written pages must be
+    flushed first); the file keeps them, and the OS its cache of them."""
+    mapping = getattr(array, "_mmap", None)  # numpy has no public madvise
+    if mapping is not None:
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
 @dataclass
 class PreparedDataset:
     root: Path
@@ -158,9 +166,7 @@ class PreparedDataset:
         OS keeps them cached): a pass over a dataset larger than RAM then holds only what
         it reads next, and its resident size says so."""
         for array in self._cache.values():
-            mapping = getattr(array, "_mmap", None)  # numpy has no public madvise
-            if mapping is not None:
-                mapping.madvise(mmap.MADV_DONTNEED)
+            drop_pages(array)
 
     def split_rows(self, split: str) -> np.ndarray:
         if self.contiguous:
@@ -468,9 +474,7 @@ class PreparedWriter:
         memory: a large dataset is written with the memory of a few batches."""
         for array in self.arrays.values():
             array.flush()
-            mapping = getattr(array, "_mmap", None)  # numpy has no public madvise
-            if mapping is not None:
-                mapping.madvise(mmap.MADV_DONTNEED)
+            drop_pages(array)
 
     def finish(self, manifest: dict) -> PreparedDataset:
         """Flush the arrays, write the raw form (``manifest["raw_form"]``, kept in its own
