@@ -250,6 +250,8 @@ def test_a_path_that_is_not_a_file_is_named_for_what_it_is(
         ["data", "inspect", "movielens-100k", "--cache-dir", "{long}"],
         ["export", "models:/ranker@prod", "--out", "{long}/model"],
         ["data", "prepare", "criteo", "--source", "{long}.tsv"],
+        ["data", "export", "movielens-100k", "--out", "{long}.parquet"],
+        ["predict", "models:/ranker@prod", "--input", "rows.jsonl", "--out", "{long}.jsonl"],
     ],
 )
 def test_a_path_the_system_refuses_is_named_not_a_traceback(
@@ -264,6 +266,22 @@ def test_a_path_the_system_refuses_is_named_not_a_traceback(
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and "Traceback" not in err, err
     assert "File name too long" in err and len(err) < 2_000, err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["data", "export", "movielens-100k", "--out", "a\x00.parquet"],
+        ["data", "prepare", "movielens-100k", "--cache-dir", "a\x00b"],
+        ["export", "models:/ranker@prod", "--out", "a\x00b"],
+    ],
+)
+def test_a_path_holding_a_nul_is_refused_by_its_flag(command: list[str], capsys) -> None:
+    """No path holds a NUL; a script calling ``main`` can give one (a shell cannot)."""
+    with pytest.raises(SystemExit) as exit:
+        main(command)
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit.value.code == 2 and "a path holds no NUL character" in err, err
 
 
 @FUZZ

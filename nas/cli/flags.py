@@ -44,10 +44,18 @@ def seed_number(text: str) -> int:
     return value
 
 
+def _without_nul(text: str) -> str:
+    """A path flag's text, refused if it holds a NUL (which no path may: a shell cannot pass
+    one, but a script calling ``nas.cli.main`` can)."""
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: a path holds no NUL character")
+    return text
+
+
 def folder(text: str) -> Path:
     """A folder flag's value: an existing folder, or one that can be made where it is named
     (a write is tried in its nearest existing parent and undone; nothing is left behind)."""
-    path = Path(text).expanduser()
+    path = Path(_without_nul(text)).expanduser()
     try:
         existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
     except OSError as err:  # a name too long, a parent that may not be searched
@@ -71,14 +79,18 @@ def new_file(*suffixes: str):
     overwritten."""
 
     def parse(text: str) -> Path:
-        path = Path(text).expanduser()
+        path = Path(_without_nul(text)).expanduser()
         if path.suffix.lower() not in suffixes or path.name.lower() in suffixes:
             raise argparse.ArgumentTypeError(
                 f"{shown(text)} is not a {' or '.join(suffixes)} file's name (give "
                 f"{' or '.join('NAME' + s for s in suffixes)})"
             )
         folder(str(path.parent))
-        if path.exists() or path.is_symlink():
+        try:
+            there = path.exists() or path.is_symlink()
+        except OSError as err:  # a name too long
+            raise argparse.ArgumentTypeError(f"{shown(text)}: {err.strerror}") from None
+        if there:
             raise argparse.ArgumentTypeError(
                 f"{shown(text)} exists; give a new file name (nothing is overwritten)"
             )
