@@ -62,7 +62,7 @@ class RawInputError(NasError):
 
     def __init__(self, row: int, column: str, problem: str):
         super().__init__(f"row {row}: {shown(column)} {problem}")
-        self.row, self.column = row, column
+        self.row, self.column, self.problem = row, column, problem
 
 
 def normalise_year(text: str) -> str:
@@ -267,7 +267,12 @@ def raw_labels(
 def _label(row: int, label: dict[str, Any], value: Any) -> float:
     """One raw value of a label's column as the label (1.0 or 0.0)."""
     if label["at_least"] is not None:
-        return float(_convert(row, label["column"], "number", value) >= label["at_least"])
+        try:
+            number = _convert(row, label["column"], "number", value)
+        except RawInputError as err:
+            rule = f"the label {label['name']!r}: {label['column']} >= {label['at_least']:g}"
+            raise RawInputError(row, label["column"], f"{err.problem} ({rule})") from None
+        return float(number >= label["at_least"])
     if isinstance(value, bool):
         return float(value)
     if str(value).strip() in ("0", "1", "0.0", "1.0"):

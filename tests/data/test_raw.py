@@ -155,7 +155,11 @@ def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
     [
         (2, CLICK, "row 1: 'click' must be 0 or 1 (the label 'click'), got 2"),
         ("yes", CLICK, "row 1: 'click' must be 0 or 1 (the label 'click'), got 'yes'"),
-        ("five", LIKE, "row 1: 'rating' must be a number, got 'five'"),
+        (
+            "five",
+            LIKE,
+            "row 1: 'rating' must be a number, got 'five' (the label 'like': rating >= 4)",
+        ),
     ],
 )
 def test_a_label_value_that_is_not_one_is_named(value, label, words) -> None:
