@@ -417,19 +417,34 @@ def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> A
         raise bad()
     events = []
     for event in value:
-        if not (isinstance(event, list | tuple) and len(event) == 3):
-            raise bad()
-        key, action, when = event
-        if not isinstance(key, str | int) or isinstance(key, bool):
-            raise bad()
-        events.append(
-            [
-                str(key),
-                _integer(number, f"{name}[action]", action),
-                _integer(number, f"{name}[time]", when),
-            ]
-        )
+        # A history holds thousands of events: one of plain types is taken as it is.
+        if type(event) in (list, tuple) and len(event) == 3:
+            key, action, when = event
+            if (
+                type(key) is str
+                and type(action) is int
+                and type(when) is int
+                and -INT64_LIMIT <= action < INT64_LIMIT
+                and -INT64_LIMIT <= when < INT64_LIMIT
+            ):
+                events.append([key, action, when])
+                continue
+        events.append(_event(number, name, event, bad))
     return events
+
+
+def _event(number: int, name: str, event: Any, bad) -> list:
+    """One event of a history, checked and converted (``bad()``: the column's error)."""
+    if not (isinstance(event, list | tuple) and len(event) == 3):
+        raise bad()
+    key, action, when = event
+    if not isinstance(key, str | int) or isinstance(key, bool):
+        raise bad()
+    return [
+        str(key),
+        _integer(number, f"{name}[action]", action),
+        _integer(number, f"{name}[time]", when),
+    ]
 
 
 def _integer(number: int, name: str, value: Any) -> int:
