@@ -72,6 +72,10 @@ def init_ray(address: str | None) -> bool:
     # a setup job that ended there, its MLflow run and plots included (1-2 s): nothing a user
     # could act on.
     logging.getLogger("ray.tune.utils.util").setLevel(logging.ERROR)
+    # Tune copies its experiment state into the runs folder now and then; a copy that meets a
+    # file its searcher is just replacing fails, is logged with a traceback, and is done
+    # again at the next copy. A search resumes from the registry, never from that state.
+    logging.getLogger("ray.tune.execution.experiment_state").setLevel(logging.CRITICAL)
     _published_errors_to_file()
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
