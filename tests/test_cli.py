@@ -200,6 +200,22 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.parquet"]
 
 
+def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(capsys) -> None:
+    import numpy as np
+
+    from nas.cli.models import print_measured
+    from nas.data.raw import raw_labels
+    from nas.service.serving import Predicted
+
+    label = {"name": "like", "column": "rating", "at_least": 4}
+    labels, why = raw_labels([{"rating": 5}, {"rating": 3}, {"item": "a"}], [label])
+    print_measured(Predicted({"probability": np.array([0.5, 0.5, 0.5])}, unmeasured=why), 3)
+    said = " ".join(capsys.readouterr().out.split())
+    assert labels is None and said == (
+        "not measured: row 3 has no 'rating' (every row needs its label)"
+    )
+
+
 def test_text_from_a_trial_or_a_search_prints_as_it_is(tmp_path):
     """Rich markup is off: gloo's errors read "[/__w/...]", which rich took for a closing tag
     (`nas status` of a search with such a failed trial crashed with a traceback), and
