@@ -62,16 +62,11 @@ class Exported:
         }
 
 
-def label_names(dataset: PreparedDataset) -> tuple[str, ...]:
-    """The labels' column names: a schema file's labels, else the one the manifest names."""
-    return dataset.schema.labels or tuple(dataset.manifest.get("labels") or ("label",))
-
-
 def column_names(dataset: PreparedDataset) -> list[str]:
     """The file's columns, in order."""
     schema = dataset.schema
     names = ["split", "source_row"] + [k for k in KEY_COLUMNS if dataset.has(k)]
-    names += list(label_names(dataset))
+    names += list(dataset.label_names)
     for f in schema.fields:
         if f.kind == "sequence":
             names += [f.name, f"{f.name}.action", f"{f.name}.time"]
@@ -155,7 +150,7 @@ def _with_metadata(schema: pa.Schema, dataset: PreparedDataset) -> pa.Schema:
         "split_rule": m["split_rule"],
         "split_checksum": m["split_checksum"],
         "label_rule": m.get("label_rule"),
-        "labels": list(label_names(dataset)),
+        "labels": list(dataset.label_names),
         "ids": "0: a missing value (and the padding of lists); 1: a value out of the vocabulary",
         "schema": m["schema"],
     }
@@ -176,7 +171,7 @@ def _batch(dataset: PreparedDataset, split: str, rows: slice, names: list[str]):
         if dataset.has(key):
             columns[key] = pa.array(np.asarray(dataset.array(key)[rows], np.int64))
     labels = np.asarray(dataset.label_array()[rows], np.int8).reshape(n, -1)
-    for j, name in enumerate(label_names(dataset)):
+    for j, name in enumerate(dataset.label_names):
         columns[name] = pa.array(labels[:, j])
     schema = dataset.schema
     kinds = {"categorical": [], "multi_hot": [], "dense": []}

@@ -274,6 +274,11 @@ class PreparedDataset:
         features: its vocabularies and recipes."""
         return RawForm.from_dict(json.loads((self.root / RAW_FORM).read_text()))
 
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """Its labels by name: a schema file's several, else the one its manifest names."""
+        return self.schema.labels or tuple(self.manifest.get("labels") or ("label",))
+
     def positive_rate(self, split: str = "train") -> float:
         """The (first) label's rate in ``split``."""
         return self.manifest["positive_rate"][split]

@@ -75,7 +75,7 @@ def _figures(dataset: PreparedDataset) -> dict:
     rows = m["rows"]
     oov = m.get("ids", {}).get("oov")
     split = dataset.array("split")
-    labels = m.get("labels") or ["label"]
+    labels = dataset.label_names
     stacked = dataset.array("labels") if dataset.has("labels") else None
     label_rates = {
         name: split_figures(

@@ -295,9 +295,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         # how raw rows carry the labels, and their training rates: predict measures rows
         # that carry them (a cache prepared before label_columns were recorded: it cannot)
         "labels": dataset.manifest.get("label_columns"),
-        "train_rates": dict(
-            zip(_label_names(dataset), dataset.positive_rates("train"), strict=True)
-        ),
+        "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)
     sites = fp8_plan_sites(trial.metrics if trial is not None else None)
@@ -306,11 +304,6 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
-
-
-def _label_names(dataset) -> tuple[str, ...]:
-    """The dataset's labels by name (one label: the one its manifest names)."""
-    return dataset.schema.labels or tuple(dataset.manifest.get("labels") or ("label",))
 
 
 def _arch_id(spec: dict) -> str:
