@@ -80,8 +80,6 @@ def tracking_flag(parser) -> None:
 
 
 def _tracking(args: argparse.Namespace) -> str:
-    import os
-
     from nas.service import endpoints
 
     given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
@@ -261,11 +259,11 @@ def print_measured(predicted, rows: int) -> None:
 
 
 def write_scored(path: Path, rows: list[dict], scores: dict) -> None:
-    """Each input row with its probabilities, as Parquet or JSON lines (by the suffix),
-    written to a temporary file that takes the name only when complete."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    """Each input row with its probabilities, as Parquet or JSON lines (by the suffix), a
+    new file named only when complete (``new_file``)."""
+    from nas.core.disk import new_file
+
+    with new_file(path) as tmp:
         if path.suffix.lower() == ".parquet":
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -279,9 +277,6 @@ def write_scored(path: Path, rows: list[dict], scores: dict) -> None:
                 for i, row in enumerate(rows):
                     scored = {"row": row, **{k: float(v[i]) for k, v in scores.items()}}
                     file.write(json.dumps(scored, default=str) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _column_names(rows: list[dict]) -> list[str]:

@@ -7,15 +7,22 @@ pos``, exit 134, a screen of C++ frames and no word of the disk (``nas export`` 
 disk did this). Given a Python file, the writer's every write succeeds as far as it knows;
 ``torch_file`` keeps the first failure and raises it once the writer is done, with the path,
 so a full disk reads as one (ENOSPC), and removes the partial file.
+
+``new_file`` is how a command writes a file the user named (an export, scores): into a
+temporary file that takes the name only when complete, never over a file already there.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from nas.core.errors import NasError
 
 
 class _FirstFailureKept(io.RawIOBase):
@@ -72,3 +79,28 @@ def torch_file(path: str | Path) -> Iterator[io.RawIOBase]:
         file.close()
         path.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def new_file(path: Path) -> Iterator[Path]:
+    """A temporary path to write the new file ``path`` into; leaving the block without an
+    error gives it the name ``path`` (its missing folders made then), never over a file
+    made there meanwhile (``NasError``). The temporary file is removed in any case."""
+    existing = next(p for p in path.absolute().parents if p.exists())
+    tmp = existing / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        yield tmp
+        path.parent.mkdir(parents=True, exist_ok=True)
+        made = NasError(f"{path} was made while it was written; nothing is overwritten")
+        try:
+            os.link(tmp, path)  # fails where ``path`` exists, unlike a rename
+        except FileExistsError:
+            raise made from None
+        except OSError as err:  # another file system, or one without hard links
+            if err.errno not in (errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP):
+                raise
+            if path.exists():
+                raise made from None
+            shutil.move(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCH_S = 1.0  # how often a watching child looks at its parent, off Linux
@@ -43,7 +44,7 @@ def watch_parent(parent: int, sig: int = signal.SIGKILL, every: float = WATCH_S)
 
     def watch() -> None:
         while os.getppid() == parent:
-            threading.Event().wait(every)
+            time.sleep(every)
         os.kill(os.getpid(), sig)
 
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()

@@ -24,10 +24,7 @@ when complete.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nas.core.errors import ConfigError, NasError
+from nas.core.disk import new_file
+from nas.core.errors import ConfigError
 from nas.data.prepared import SPLITS, PreparedDataset
 
 EXPORT_ROWS = 1 << 18  # rows a batch (a row group): about 0.4 GB with a 32-event history
@@ -93,46 +91,25 @@ def export_splits(
             f"dataset {dataset.name!r} has a field named like a column export adds "
             f"({', '.join(clash)}); rename the field in its schema file to export it",
         )
-    existing = next(p for p in path.absolute().parents if p.exists())
-    tmp = existing / f".{path.name}.tmp-{os.getpid()}"
-    writer = None
     written = {}
-    try:
-        for split in splits:
-            written[split] = 0
-            for rows in _chunks(dataset, split, chunk_rows):
-                batch = _batch(dataset, split, rows, names)
-                written[split] += batch.num_rows
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, _with_metadata(batch.schema, dataset))
-                writer.write_batch(batch)
-                dataset.release()
-                if progress is not None:
-                    progress(batch.num_rows)
-        writer.close()
+    with new_file(path) as tmp:
         writer = None
-        _place(tmp, path)
-    finally:
-        if writer is not None:
-            writer.close()
-        tmp.unlink(missing_ok=True)
+        try:
+            for split in splits:
+                written[split] = 0
+                for rows in _chunks(dataset, split, chunk_rows):
+                    batch = _batch(dataset, split, rows, names)
+                    written[split] += batch.num_rows
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, _with_metadata(batch.schema, dataset))
+                    writer.write_batch(batch)
+                    dataset.release()
+                    if progress is not None:
+                        progress(batch.num_rows)
+        finally:
+            if writer is not None:
+                writer.close()
     return Exported(path, written, names, path.stat().st_size)
-
-
-def _place(tmp: Path, path: Path) -> None:
-    """Give the finished file its name, never over a file made there meanwhile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    made = NasError(f"{path} was made while the export ran; nothing is overwritten")
-    try:
-        os.link(tmp, path)  # fails where ``path`` exists, unlike a rename
-    except FileExistsError:
-        raise made from None
-    except OSError as err:  # another file system, or one without hard links
-        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP):
-            raise
-        if path.exists():
-            raise made from None
-        shutil.move(tmp, path)
 
 
 def _chunks(dataset: PreparedDataset, split: str, chunk_rows: int):
