@@ -157,19 +157,26 @@ def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from nas.cli.models import read_rows
     from nas.core.errors import ConfigError
+    from nas.data.row_files import RowFile
 
     path = tmp_path / "rows.parquet"
-    table = pa.table({"user_id": ["u1", None], "genres": [["a", "b"], []], "ts": [5, 6]})
-    pq.write_table(table, path)
-    assert read_rows(str(path)) == [
+    table = pa.table(
+        {"user_id": ["u1", None, "u3"], "genres": [["a", "b"], [], []], "ts": [5, 6, 7]}
+    )
+    pq.write_table(table, path, row_group_size=2)
+    rows = RowFile(path)
+    assert rows.total == 3
+    batches = list(rows.batches(2))
+    assert [(b.first, len(b)) for b in batches] == [(1, 2), (3, 1)] and rows.done == 3
+    assert batches[0].rows == [
         {"user_id": "u1", "genres": ["a", "b"], "ts": 5},
         {"user_id": None, "genres": [], "ts": 6},
     ]
+    assert batches[1].head(5) == [{"user_id": "u3", "genres": [], "ts": 7}]
     path.write_bytes(path.read_bytes()[:40])
     with pytest.raises(ConfigError, match=r"rows.parquet: not readable as Parquet \("):
-        read_rows(str(path))
+        list(RowFile(path).batches())
 
 
 def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> None:
@@ -179,14 +186,26 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     import numpy as np
     import pyarrow.parquet as pq
 
-    from nas.cli.models import write_scored
+    from nas.cli.predict import column_types, scored_file
+    from nas.data.row_files import RowFile
 
     rows = [
         {"user_id": 7, "history": [["i1", 5, 100]], "probability": "mine"},
         {"user_id": "u8", "history": [], "genres": ["a"]},
     ]
     scores = {"probability": np.array([0.25, 0.75], dtype=np.float32)}
-    write_scored(tmp_path / "s.parquet", rows, scores)
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def write_scored(path, batch_size):
+        file = RowFile(source)
+        plan = column_types(RowFile(source)) if path.suffix == ".parquet" else None
+        with scored_file(path, plan) as write:
+            for batch in file.batches(batch_size):
+                part = slice(batch.first - 1, batch.first - 1 + len(batch))
+                write(batch, {k: v[part] for k, v in scores.items()})
+
+    write_scored(tmp_path / "s.parquet", 1)  # each column typed by every row, not the first
     table = pq.read_table(tmp_path / "s.parquet").to_pylist()
     assert table == [
         {"user_id": "7", "history": '[["i1", 5, 100]]', "probability": "mine",
@@ -194,24 +213,23 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
         {"user_id": '"u8"', "history": "[]", "probability": None, "genres": ["a"],
          "_probability": 0.75},
     ]  # fmt: skip
-    write_scored(tmp_path / "s.jsonl", rows, scores)
+    write_scored(tmp_path / "s.jsonl", 1)
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert lines[1] == {"row": rows[1], "probability": 0.75}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl", "s.jsonl", "s.parquet"]
 
 
 def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(capsys) -> None:
-    import numpy as np
 
-    from nas.cli.models import print_measured
+    from nas.cli.predict import print_measured
     from nas.data.raw import raw_labels
-    from nas.service.serving import Predicted
+    from nas.service.serving import Measured
 
     label = {"name": "like", "column": "rating", "at_least": 4}
-    labels, why = raw_labels([{"rating": 5}, {"rating": 3}, {"item": "a"}], [label])
-    print_measured(Predicted({"probability": np.array([0.5, 0.5, 0.5])}, unmeasured=why), 3)
+    labels = raw_labels([{"rating": 5}, {"rating": 3}, {"item": "a"}], [label])
+    print_measured(Measured(unmeasured=labels.unmeasured), 3)
     said = " ".join(capsys.readouterr().out.split())
-    assert labels is None and said == (
+    assert labels.lacking == (3, "rating") and said == (
         "not measured: row 3 has no 'rating' (every row needs its label)"
     )
 
@@ -285,10 +303,13 @@ def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
     ],
 )
 def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> None:
-    from nas.cli.models import read_rows
+    from nas.data.row_files import RowFile
+
+    def read_rows(path):
+        return [row for batch in RowFile(path).batches() for row in batch.rows]
 
     path = tmp_path / "rows.json"
     path.write_text(text)
-    assert read_rows(str(path)) == [{"a": 1}, {"a": 2}]
+    assert read_rows(path) == [{"a": 1}, {"a": 2}]
     path.write_text('{"a": 1, "instances": []}')  # a row that happens to have such a key
-    assert read_rows(str(path)) == [{"a": 1, "instances": []}]
+    assert read_rows(path) == [{"a": 1, "instances": []}]

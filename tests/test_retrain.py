@@ -279,6 +279,45 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         assert again.returncode == 2 and "exists" in again.stderr
 
 
+def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
+    searched, retrained, tmp_path
+) -> None:
+    """`nas predict` reads and scores a file a batch at a time: the probabilities, the
+    figures of the rows' labels and the row a bad value is named at are those of the file
+    read at once."""
+    import numpy as np
+
+    from nas.data import load_dataset
+    from nas.data.raw import RawInputError
+    from nas.data.row_files import RowFile
+    from nas.service.serving import Scoring
+
+    runs, search_id = searched
+    uri = retrained[0]["registered"]["uri"]
+    data = load_dataset(registry_of(runs).get_search(search_id).config["dataset"])
+    rows = data.raw_rows("test", 40)
+    likes = data.label_array()[data.split_rows("test")[:40]]
+    for row, like in zip(rows, likes, strict=True):
+        row["rating"] = 4 if like else 3
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def scored(batch_rows: int):
+        scoring = Scoring(f"sqlite:///{runs / 'mlflow.db'}", uri)
+        batches = list(RowFile(path).batches(batch_rows))
+        scores = np.concatenate([scoring.score(b)["probability"] for b in batches])
+        return len(batches), scores, scoring.measured()
+
+    (one, whole, measured), (seven, parts, measured_parts) = scored(100), scored(7)
+    assert (one, seven) == (1, 6) and len(whole) == 40
+    assert parts == pytest.approx(whole, abs=1e-6)
+    assert measured_parts.figures["like"] == pytest.approx(measured.figures["like"], abs=1e-6)
+    rows[22]["timestamp"] = "noon"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(RawInputError, match="row 23: 'timestamp' must be an integer"):
+        scored(7)
+
+
 @pytest.mark.parametrize(
     ("flags", "words"),
     [

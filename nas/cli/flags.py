@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -140,6 +141,21 @@ def registry_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--registry-url", help="SQLAlchemy URL of the registry (default: sqlite in nas-runs)"
     )
+
+
+def tracking_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking store (default: MLFLOW_TRACKING_URI, else the runs folder's)",
+    )
+
+
+def tracking_uri(args: argparse.Namespace) -> str:
+    """The MLflow tracking store ``tracking_flag`` names."""
+    from nas.service import endpoints
+
+    given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    return endpoints.tracking_uri(given) if given else endpoints.local_tracking_uri()
 
 
 def open_registry(args: argparse.Namespace, url: str | None = None, create: bool = False):

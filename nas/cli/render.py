@@ -93,16 +93,19 @@ def preparing_under(status, doing: str):
     return hear
 
 
-def progress_bar(fields: str = "{task.fields[note]}", eta: bool = True) -> Progress:
-    """The commands' one progress-bar look: description, bar, done/total, ``fields`` (a
-    task's own figures), elapsed and, with ``eta``, the time left."""
+def progress_bar(
+    fields: str = "{task.fields[note]}", eta: bool = True, counts: bool = True
+) -> Progress:
+    """The commands' one progress-bar look: description, bar, done/total (unless not
+    ``counts``: a total in bytes, say), ``fields`` (a task's own figures), elapsed and, with
+    ``eta``, the time left."""
     # Below ~130 columns a 40-wide bar pushed the times off the line ("0:00:… eta 0:0…"
     # at 80): there the bar takes what the other columns leave.
     narrow = console.width < 130
     columns = [
         TextColumn("{task.description}", style="bold", markup=False),
         BarColumn(bar_width=None, table_column=Column(ratio=1)) if narrow else BarColumn(),
-        MofNCompleteColumn(),
+        *([MofNCompleteColumn()] if counts else []),
         TextColumn(fields, markup=False),
         TimeElapsedColumn(),
     ]

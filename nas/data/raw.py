@@ -93,14 +93,17 @@ class RawForm:
 
     # --- raw rows -> features ---------------------------------------------------------------
 
-    def typed(self, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def typed(self, rows: Iterable[Mapping[str, Any]], first: int = 1) -> list[dict[str, Any]]:
         """Raw rows checked and converted to their columns' types ("strings" as lists,
-        "events" as lists of triples, an absent optional column as its empty value)."""
-        return [self._read(i, row) for i, row in enumerate(rows, start=1)]
+        "events" as lists of triples, an absent optional column as its empty value);
+        ``first``: the number errors give the first row (rows of a file read in batches)."""
+        return [self._read(i, row) for i, row in enumerate(rows, start=first)]
 
-    def features(self, rows: Iterable[Mapping[str, Any]], schema: Schema) -> Features:
+    def features(
+        self, rows: Iterable[Mapping[str, Any]], schema: Schema, first: int = 1
+    ) -> Features:
         """Encode raw rows (dicts by column name) as the model's input; labels are 0."""
-        cells = self.typed(rows)
+        cells = self.typed(rows, first)
         n = len(cells)
         categorical = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, recipe in enumerate(self.categorical):
@@ -115,7 +118,7 @@ class RawForm:
         dense = np.zeros((n, len(self.dense)), dtype=np.float32)
         for j, recipe in enumerate(self.dense):
             for i, c in enumerate(cells):
-                dense[i, j] = _dense_cell(i + 1, recipe, c[recipe["column"]])
+                dense[i, j] = _dense_cell(first + i, recipe, c[recipe["column"]])
         arrays = {
             "categorical": categorical,
             "multi_hot": multi_hot,
@@ -241,27 +244,50 @@ class RawForm:
         return rows
 
 
+@dataclass(frozen=True)
+class RawLabels:
+    """Raw rows' labels as the dataset's prepare read them."""
+
+    values: np.ndarray  # [R, K] float32; 0 where a row lacks the label
+    lacking: tuple[int, str] | None  # the first row without a label: its number, the column
+    carried: bool  # whether any row carries a label
+
+    @classmethod
+    def joined(cls, parts: list[RawLabels]) -> RawLabels:
+        """The labels of consecutive batches of rows, as those of all of them."""
+        return cls(
+            np.concatenate([p.values for p in parts]),
+            next((p.lacking for p in parts if p.lacking), None),
+            any(p.carried for p in parts),
+        )
+
+    @property
+    def unmeasured(self) -> str | None:
+        """Why these rows cannot be measured though some carry labels (else None)."""
+        if self.lacking is None or not self.carried:
+            return None
+        return f"row {self.lacking[0]} has no {self.lacking[1]!r}"
+
+
 def raw_labels(
-    rows: list[Mapping[str, Any]], label_columns: list[dict[str, Any]]
-) -> tuple[np.ndarray | None, str | None]:
-    """Each raw row's labels [R, K], read as the dataset's prepare read them (``label_columns``:
-    each label's ``column``, 0/1, or a number ``at_least`` a threshold), or None with why
-    not: rows a serving system sends carry no labels (then no reason), and rows some of
-    which carry them cannot be measured together (the first row without one is named). A
-    value that is there but not a label raises ``RawInputError``."""
+    rows: list[Mapping[str, Any]], label_columns: list[dict[str, Any]], first: int = 1
+) -> RawLabels:
+    """Each raw row's labels (``label_columns``: each label's ``column``, 0/1, or a number
+    ``at_least`` a threshold). Rows a serving system sends carry none; a day of logs scored
+    after the fact carries them all, and rows some of which lack them cannot be measured
+    together. A value that is there but not a label raises ``RawInputError``; ``first``: the
+    first row's number."""
     out = np.zeros((len(rows), len(label_columns)), dtype=np.float32)
     lacking, carried = None, False
-    for i, row in enumerate(rows, start=1):
+    for i, row in enumerate(rows):
         for j, label in enumerate(label_columns):
             value = row.get(label["column"]) if isinstance(row, Mapping) else None
             if _missing(value) or (isinstance(value, str) and not value.strip()):
-                lacking = lacking or (i, label["column"])
+                lacking = lacking or (first + i, label["column"])
                 continue
             carried = True
-            out[i - 1, j] = _label(i, label, value)
-    if lacking is None:
-        return out, None
-    return None, f"row {lacking[0]} has no {lacking[1]!r}" if carried else None
+            out[i, j] = _label(first + i, label, value)
+    return RawLabels(out, lacking, carried)
 
 
 def _label(row: int, label: dict[str, Any], value: Any) -> float:

@@ -43,7 +43,8 @@ from nas.core.disk import torch_file
 from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
-from nas.data.raw import RawForm, raw_labels
+from nas.data.raw import RawForm, RawLabels, raw_labels
+from nas.data.row_files import RowBatch
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
@@ -143,15 +144,16 @@ class LoadedModel:
             return self.model
         return Dispatched(self.model, self.model, self.fp8_sites).eval()
 
-    def features(self, rows: list[Mapping[str, Any]]) -> Features:
-        """Raw rows as the network's input (``RawInputError`` names a bad row and column)."""
-        features = self.raw_form.features(rows, self.schema)
+    def features(self, rows: list[Mapping[str, Any]], first: int = 1) -> Features:
+        """Raw rows as the network's input (``RawInputError`` names a bad row and column;
+        ``first``: the first row's number)."""
+        features = self.raw_form.features(rows, self.schema, first)
         return features if self.model.reads_history else features.without_history()
 
     @torch.no_grad()
-    def probabilities(self, rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    def probabilities(self, rows: list[Mapping[str, Any]], first: int = 1) -> dict[str, np.ndarray]:
         """Each output column (``outputs``) over ``rows``."""
-        features = self.features(rows)
+        features = self.features(rows, first)
         out = [
             torch.sigmoid(self.network(*features[i : i + PREDICT_BATCH].inputs()).float())
             for i in range(0, len(features), PREDICT_BATCH)
@@ -429,28 +431,54 @@ def _open(tracking_uri: str, model_uri: str):
 
 
 @dataclass(frozen=True)
-class Predicted:
-    scores: dict[str, np.ndarray]  # output column -> each row's probability
-    # rows that carry their labels: per label, its NE (against the training rate), AUC and
-    # logloss on them, and the rule it was read by; None when they carry none
-    measured: dict[str, dict[str, Any]] | None = None
+class Measured:
+    """What scored rows' own labels say of the model, if they carry them."""
+
+    # per label: its NE (against the training rate), AUC and logloss on the rows, and the
+    # rule it was read by; None when the rows carry no labels
+    figures: dict[str, dict[str, Any]] | None = None
     unmeasured: str | None = None  # why rows some of which carry labels were not measured
 
 
-def predict_rows(tracking_uri: str, model_uri: str, rows: list[Mapping[str, Any]]) -> Predicted:
-    """The probabilities of raw ``rows`` by the registered model: a column ``probability``,
-    or one per label (``output_columns``); measured where the rows carry their labels (a
-    day of logs scored after the fact). The model MLflow loads scores them as its pyfunc's
-    ``predict`` does, without the frame of strings its signature asks for and the second
-    reading of it (``tests/test_retrain.py`` holds the scores to MLflow's own loader's;
-    the time saved: ``benchmarks/README.md``)."""
-    _, loaded = _open(tracking_uri, model_uri)
-    recipes = loaded.info.get("labels")
-    labels, why = raw_labels(rows, recipes) if recipes else (None, None)
-    scores = loaded.probabilities(rows)
-    if labels is None:
-        return Predicted(scores, unmeasured=why)
-    return Predicted(scores, _measured(scores, labels, recipes, loaded.info["train_rates"]))
+class Scoring:
+    """A registered model scoring raw rows a batch at a time (a file's ``RowBatch``es): a
+    column ``probability``, or one per label (``output_columns``). Where every row carries
+    its labels (a day of logs scored after the fact), ``measured`` says what they say of
+    the model. Its model scores as the pyfunc's ``predict`` does, without the frame of
+    strings its signature asks for and the second reading of it (``tests/test_retrain.py``
+    holds the scores to MLflow's own loader's; the time saved: ``benchmarks/README.md``)."""
+
+    def __init__(self, tracking_uri: str, model_uri: str):
+        _, self.loaded = _open(tracking_uri, model_uri)
+        self._recipes = self.loaded.info.get("labels")
+        self._labels: list[RawLabels] = []
+        self._scores: list[dict[str, np.ndarray]] | None = [] if self._recipes else None
+
+    @property
+    def outputs(self) -> list[str]:
+        return self.loaded.outputs
+
+    def score(self, batch: RowBatch) -> dict[str, np.ndarray]:
+        """Each output column's probability for each row of ``batch``."""
+        if self._recipes:
+            self._labels.append(raw_labels(batch.rows, self._recipes, batch.first))
+        scores = self.loaded.probabilities(batch.rows, batch.first)
+        if self._scores is not None:
+            self._scores.append(scores)
+            if self._labels[-1].lacking:  # nothing to measure: keep no more scores
+                self._scores = None
+        return scores
+
+    def measured(self) -> Measured:
+        """The rows scored so far, measured by their labels where every one carries them."""
+        if not self._labels:
+            return Measured()
+        labels = RawLabels.joined(self._labels)
+        if labels.lacking or self._scores is None:
+            return Measured(unmeasured=labels.unmeasured)
+        scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
+        rates = self.loaded.info["train_rates"]
+        return Measured(_measured(scores, labels.values, self._recipes, rates))
 
 
 def _measured(scores: dict, labels: np.ndarray, recipes: list[dict], rates: dict) -> dict:

@@ -133,7 +133,7 @@ LIKE = {"name": "like", "column": "rating", "at_least": 4}
 
 
 def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
-    from nas.data.raw import raw_labels
+    from nas.data.raw import RawLabels, raw_labels
 
     rows = [
         {"click": 1, "rating": 5},
@@ -141,13 +141,18 @@ def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
         {"click": True, "rating": 4},
         {"click": 0.0, "rating": 1},
     ]
-    labels, why = raw_labels(rows, [CLICK, LIKE])
-    assert why is None and labels.tolist() == [[1, 1], [0, 0], [1, 1], [0, 0]]
+    labels = raw_labels(rows, [CLICK, LIKE])
+    assert labels.lacking is None and labels.values.tolist() == [[1, 1], [0, 0], [1, 1], [0, 0]]
     # rows from a serving system carry none: nothing to say
-    assert raw_labels([{"item": "a"}, {"rating": None}], [CLICK, LIKE]) == (None, None)
-    # some carry them: the first row without one is named
-    labels, why = raw_labels([{"click": 1}, {"click": ""}], [CLICK])
-    assert labels is None and why == "row 2 has no 'click'"
+    none = raw_labels([{"item": "a"}, {"rating": None}], [CLICK, LIKE], first=5)
+    assert none.lacking == (5, "click") and not none.carried and none.unmeasured is None
+    # some carry them: the first row without one is named, by its number in the file
+    some = raw_labels([{"click": 1}, {"click": ""}], [CLICK], first=11)
+    assert some.unmeasured == "row 12 has no 'click'"
+    # batches of a file: as the rows of one
+    joined = RawLabels.joined([labels, raw_labels([{"click": 1, "rating": 2}], [CLICK, LIKE])])
+    assert joined.lacking is None and joined.values.tolist()[-2:] == [[0, 0], [1, 0]]
+    assert RawLabels.joined([labels, none]).unmeasured == "row 5 has no 'click'"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,230 @@
+"""``nas predict MODEL_URI --input ROWS [--out FILE] [--json]``: raw rows scored by a
+registered model, a batch at a time (``nas.data.row_files``), so a day of logs is scored in
+the memory of one batch; the rows' own labels, if they carry them, measure the model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.table import Table
+
+from nas.cli.flags import new_file, tracking_flag, tracking_uri
+from nas.cli.render import console, out, progress_bar
+from nas.core.errors import ConfigError, NasError
+
+if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data`` loads it)
+    import numpy as np
+
+    from nas.data.row_files import RowBatch, RowFile
+
+TABLE_ROWS = 20  # rows a predict's table shows
+SCORED_SUFFIXES = (".parquet", ".jsonl")  # what predict --out writes
+
+
+def add_command(commands) -> None:
+    predict = commands.add_parser("predict", help="score raw rows with a registered model")
+    predict.add_argument("model_uri", help="e.g. models:/recnas-ml1m@champion, or runs:/ID/model")
+    predict.add_argument(
+        "--input",
+        required=True,
+        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV or Parquet",
+    )
+    predict.add_argument(
+        "--out",
+        type=new_file(*SCORED_SUFFIXES),
+        metavar="FILE",
+        help="write every row with its probabilities to a new .parquet or .jsonl file",
+    )
+    tracking_flag(predict)
+    predict.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per row, printed as the rows are scored",
+    )
+    predict.set_defaults(run=cmd_predict)
+
+
+def cmd_predict(args: argparse.Namespace) -> None:
+    from nas.data.row_files import RowFile
+    from nas.service.serving import Scoring
+
+    rows = RowFile(args.input)
+    if rows.total == 0:
+        raise ConfigError("--input", f"{args.input} has no rows")
+    with console.status(f"Loading {args.model_uri} ..."):
+        scoring = Scoring(tracking_uri(args), args.model_uri)
+    head: list[tuple[dict, dict]] = []  # the table's rows and their probabilities
+    count, start = 0, time.perf_counter()
+    with ExitStack() as stack:
+        bar = stack.enter_context(progress_bar(eta=True, counts=rows.suffix == ".parquet"))
+        writer = None
+        if args.out:
+            plan = None
+            if args.out.suffix.lower() == ".parquet" and rows.suffix != ".parquet":
+                plan = column_types(RowFile(rows.path), bar)
+            writer = stack.enter_context(scored_file(args.out, plan))
+        task = bar.add_task("Scoring", total=rows.total, note="")
+        for batch in rows.batches():
+            scores = scoring.score(batch)
+            if writer:
+                writer(batch, scores)
+            if args.json:
+                print("".join(scored_lines(batch, scores)), end="", flush=True)
+            if len(head) < TABLE_ROWS:
+                taken = batch.head(TABLE_ROWS - len(head))
+                head += [(r, {k: v[i] for k, v in scores.items()}) for i, r in enumerate(taken)]
+            count += len(batch)
+            rate = count / (time.perf_counter() - start)
+            bar.update(task, completed=rows.done, note=f"{count:,} rows, {rate:,.0f} a second")
+        if not count:  # inside: nothing is written
+            raise ConfigError("--input", f"{args.input} has no rows")
+    measured = scoring.measured()
+    if args.json:
+        return
+    _print_head(args.model_uri, head, scoring.outputs)
+    if count > TABLE_ROWS:
+        every = f"every row is in {args.out}" if args.out else "--out FILE or --json: every row"
+        out.print(f"the first {TABLE_ROWS} of {count:,} rows; {every}", highlight=False)
+    elif args.out:
+        out.print(f"wrote {args.out}", highlight=False)
+    print_measured(measured, count)
+
+
+def _print_head(model_uri: str, head: list[tuple[dict, dict]], outputs: list[str]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, title=f"{model_uri}: probabilities")
+    table.add_column("row", justify="right")
+    first = head[0][0] if isinstance(head[0][0], dict) else {}
+    shown = [c for c in list(first)[:4] if c != "history"]
+    for column in shown:
+        table.add_column(str(column), overflow="ellipsis", max_width=24)
+    for name in outputs:
+        table.add_column(name, justify="right")
+    for i, (row, scores) in enumerate(head):
+        table.add_row(
+            str(i + 1),
+            *(str(row.get(c, "")) for c in shown),
+            *(f"{scores[name]:.4f}" for name in outputs),
+        )
+    out.print(table)
+
+
+def print_measured(measured, rows: int) -> None:
+    """What the rows' own labels say of the model's probabilities, if they carry them."""
+    if measured.unmeasured:
+        out.print(f"not measured: {measured.unmeasured} (every row needs its label)")
+    for name, m in (measured.figures or {}).items():
+        auc = "n/a (one class)" if m["auc"] != m["auc"] else f"{m['auc']:.4f}"
+        out.print(
+            f"label {name} ({m['rule']}) on these {rows:,} rows: NE {m['ne']:.4f} (against "
+            f"the training rate {m['train_rate']:.4f}), AUC {auc}, logloss {m['logloss']:.4f}",
+            highlight=False,
+        )
+
+
+# --- the scored rows, written as they are scored ----------------------------------------------
+
+
+def scored_lines(batch: RowBatch, scores: dict[str, np.ndarray]) -> Iterator[str]:
+    """A JSON line per row: the row as read, then its probabilities."""
+    for i, row in enumerate(batch.rows):
+        scored = {"row": row, **{k: float(v[i]) for k, v in scores.items()}}
+        yield json.dumps(scored, default=str) + "\n"  # default: a Parquet row's times
+
+
+@contextmanager
+def scored_file(path: Path, plan: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A function writing each scored batch to ``path``, a new file (``new_file``) named
+    only when every batch is written: Parquet (the input's columns, then the probabilities
+    under names no input column has) or JSON lines (as ``--json`` prints them). Text rows
+    go to Parquet by their columns' ``plan`` (``column_types``); a Parquet input's batches
+    keep their columns as they were read."""
+    from nas.core.disk import new_file as new_path
+
+    with new_path(path) as tmp:
+        if path.suffix.lower() != ".parquet":
+            with open(tmp, "w") as file:
+                yield lambda batch, scores: file.writelines(scored_lines(batch, scores))
+            return
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+
+            def write(batch: RowBatch, scores: dict[str, np.ndarray]) -> None:
+                nonlocal writer
+                table = _scored_table(batch, scores, plan)
+                writer = writer or pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+
+            yield write
+        finally:
+            if writer:
+                writer.close()
+
+
+JSON_TEXT = "json text"  # a column whose values mix types: written as their JSON text
+
+
+def column_types(rows: RowFile, bar=None) -> dict[str, Any]:
+    """Each column of a text file's rows (in the order rows first name them) and the Arrow
+    type that holds all its values, or ``JSON_TEXT``: a Parquet file has one type per column,
+    and a JSON lines file may name a column first, or change its values' type, on any row.
+    Read in a pass of its own before any row is scored: the rows are never all in memory
+    (``bar``: a progress bar to show it on)."""
+    import pyarrow as pa
+
+    task = bar.add_task("Reading columns", total=rows.total, note="") if bar else None
+    types: dict[str, Any] = {}
+    for batch in rows.batches():
+        if bar:
+            bar.update(task, completed=rows.done)
+        mappings = [row for row in batch.rows if isinstance(row, dict)]
+        for name in dict.fromkeys(name for row in mappings for name in row):
+            if types.get(name) == JSON_TEXT:
+                continue
+            try:
+                found = pa.array([row.get(name) for row in mappings]).type
+                known = types.get(name, pa.null())
+                types[name] = (
+                    pa.unify_schemas(
+                        [pa.schema([(name, known)]), pa.schema([(name, found)])],
+                        promote_options="permissive",
+                    )
+                    .field(name)
+                    .type
+                )
+            except (pa.ArrowException, OverflowError, TypeError, ValueError):
+                types[name] = JSON_TEXT
+    return {name: pa.string() if t == pa.null() else t for name, t in types.items()}
+
+
+def _scored_table(batch: RowBatch, scores: dict[str, np.ndarray], plan: dict | None):
+    """A batch's rows and probabilities as one Arrow table: a Parquet batch's columns as
+    they were read, text rows' by the ``plan`` of ``column_types``."""
+    import pyarrow as pa
+
+    if plan is None:
+        columns = dict(zip(batch.table.column_names, batch.table.columns, strict=True))
+    else:
+        columns = {}
+        for name, kind in plan.items():
+            values = [row.get(name) if isinstance(row, dict) else None for row in batch.rows]
+            if kind == JSON_TEXT:
+                values = [None if v is None else json.dumps(v, default=str) for v in values]
+                kind = pa.string()
+            try:
+                columns[name] = pa.array(values, type=kind)
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
+                raise NasError(f"column {name!r} changed while it was scored ({err})") from None
+    for name, values in scores.items():
+        while name in columns:
+            name = f"_{name}"
+        columns[name] = pa.array(values)
+    return pa.table(columns)
