@@ -248,6 +248,23 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     for name in ("probability_click", "probability_like"):
         assert [line[name] for line in lines] == pytest.approx(expected[name], abs=1e-6)
     assert expected["probability_click"].tolist() != expected["probability_like"].tolist()
+    # The team's own Parquet, labels and all: scored by its columns (``table_features``) as
+    # its rows score, each source column kept, each label measured.
+    import pyarrow.parquet as pq
+
+    source = folder / "data" / "part-0.parquet"
+    scored = tmp_path / "scored.parquet"
+    shown = nas(runs, "predict", uri, "--input", str(source), "--out", str(scored))
+    assert shown.returncode == 0, shown.stderr
+    table, read = pq.read_table(scored), pq.read_table(source)
+    assert table.column_names == read.column_names + ["probability_click", "probability_like"]
+    assert table.select(read.column_names).equals(read)
+    by_rows = LoadedModel.from_files(info_file, weights).probabilities(read.to_pylist())
+    for name in ("probability_click", "probability_like"):
+        assert table.column(name).to_numpy() == pytest.approx(by_rows[name], abs=1e-6)
+    said = " ".join(shown.stdout.split())
+    for label in ("click", "like"):
+        assert f"label {label} ({label}) on these {read.num_rows:,} rows: NE" in said, said
 
 
 def test_the_best_weights_are_those_of_the_named_labels_best_check(monkeypatch) -> None:

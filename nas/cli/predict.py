@@ -61,7 +61,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
     with console.status(f"Loading {args.model_uri} ..."):
         scoring = Scoring(tracking_uri(args), args.model_uri)
     head: list[tuple[dict, dict]] = []  # the table's rows and their probabilities
-    count, start = 0, time.perf_counter()
+    count = 0
     with ExitStack() as stack:
         bar = stack.enter_context(progress_bar(eta=True, counts=rows.suffix == ".parquet"))
         writer = None
@@ -71,6 +71,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
                 plan = column_types(RowFile(rows.path), bar)
             writer = stack.enter_context(scored_file(args.out, plan))
         task = bar.add_task("Scoring", total=rows.total, note="")
+        start = time.perf_counter()
         for batch in rows.batches():
             scores = scoring.score(batch)
             if writer:

@@ -107,12 +107,12 @@ class RawForm:
         n = len(cells)
         categorical = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, recipe in enumerate(self.categorical):
-            categorical[:, j] = [self._category(recipe, c[recipe["column"]]) for c in cells]
+            categorical[:, j] = [self.category(recipe, c[recipe["column"]]) for c in cells]
         width = max((m["max_len"] for m in self.multi_hot), default=0)
         multi_hot = np.zeros((n, len(self.multi_hot), width), dtype=np.int64)
         for j, recipe in enumerate(self.multi_hot):
             for i, c in enumerate(cells):
-                ids = [_lookup(recipe, v) for v in c[recipe["column"]] if v != ""]
+                ids = [lookup(recipe, v) for v in c[recipe["column"]] if v != ""]
                 ids = ids[: recipe["max_len"]]
                 multi_hot[i, j, : len(ids)] = ids
         dense = np.zeros((n, len(self.dense)), dtype=np.float32)
@@ -143,7 +143,7 @@ class RawForm:
             if recipe.get("plain"):  # items only: one kind of action, no times
                 found = [(key, 1, 0) for key in found if key != ""][-recipe["max_len"] :]
             for key, act, when in found:
-                item.append(_lookup(items, key))
+                item.append(lookup(items, key))
                 action.append(act if 0 < act < actions else 0)
                 time.append(when)
             end.append(len(item))
@@ -163,17 +163,23 @@ class RawForm:
         return arrays, events
 
     @staticmethod
-    def _category(recipe: dict, value: Any) -> int:
+    def category(recipe: dict, value: Any) -> int:
+        """A categorical field's id of its column's (typed) value."""
         if "derive" in recipe:
             derived = int(DERIVED[recipe["derive"]](value))
             if "vocab" not in recipe:  # a raw form written before derived fields had one
                 return derived
             value = str(derived)
+        return RawForm.category_of_text(recipe, value)
+
+    @staticmethod
+    def category_of_text(recipe: dict, value: str) -> int:
+        """A categorical field's id of a text (a derived field's: the derived number's)."""
         if recipe.get("year"):
             value = normalise_year(value)
         if recipe.get("prefix"):
             value = value[: recipe["prefix"]]
-        return _lookup(recipe, value)
+        return lookup(recipe, value)
 
     def _read(self, number: int, row: Mapping[str, Any]) -> dict[str, Any]:
         """One row's columns, checked and converted to their types."""
@@ -193,7 +199,7 @@ class RawForm:
                 if not column["optional"]:
                     raise RawInputError(number, name, f"is missing; expected {_wants(column)}")
                 value = None
-            out[name] = _convert(number, name, column["type"], value, column.get("sep", "|"))
+            out[name] = convert(number, name, column["type"], value, column.get("sep", "|"))
         return out
 
     # --- features -> raw rows (an input example) --------------------------------------------
@@ -294,7 +300,7 @@ def _label(row: int, label: dict[str, Any], value: Any) -> float:
     """One raw value of a label's column as the label (1.0 or 0.0)."""
     if label["at_least"] is not None:
         try:
-            number = _convert(row, label["column"], "number", value)
+            number = convert(row, label["column"], "number", value)
         except RawInputError as err:
             rule = f"the label {label['name']!r}: {label['column']} >= {label['at_least']:g}"
             raise RawInputError(row, label["column"], f"{err.problem} ({rule})") from None
@@ -308,7 +314,7 @@ def _label(row: int, label: dict[str, Any], value: Any) -> float:
     )
 
 
-def _lookup(recipe: dict, value: str) -> int:
+def lookup(recipe: dict, value: str) -> int:
     """A value's id: by the recipe's hash, or its vocabulary (unknown: ``oov``, else 0)."""
     if "missing" in recipe and value == "":
         return recipe["missing"]
@@ -317,7 +323,7 @@ def _lookup(recipe: dict, value: str) -> int:
     return recipe["vocab"].get(value, recipe.get("oov", 0))
 
 
-def _dense(recipe: dict, value: float | None) -> float:
+def dense_value(recipe: dict, value: float | None) -> float:
     """A dense value as the model reads it (a missing one is None: the recipe's fill)."""
     x = recipe.get("fill", 0.0) if value is None else value
     transform = recipe.get("transform", "log1p")
@@ -329,9 +335,9 @@ def _dense(recipe: dict, value: float | None) -> float:
 
 
 def _dense_cell(row: int, recipe: dict, value: float | None) -> float:
-    """``_dense`` of one row's value, which the model reads as float32: one beyond its
+    """``dense_value`` of one row's value, which the model reads as float32: one beyond its
     range is refused (the model would score it NaN)."""
-    x = _dense(recipe, value)
+    x = dense_value(recipe, value)
     if abs(x) > FLOAT32_MAX:
         given = recipe.get("fill", 0.0) if value is None else value
         transform = recipe.get("transform", "log1p")
@@ -348,7 +354,7 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _undense(recipe: dict, x: float) -> float:
-    """A raw value that ``_dense`` turns into ``x`` (a log1p of a negative value reads 0)."""
+    """A raw value that ``dense_value`` turns into ``x`` (a log1p of a negative value reads 0)."""
     transform = recipe.get("transform", "log1p")
     if transform == "log1p":
         return float(np.expm1(x))
@@ -379,7 +385,7 @@ def _wants(column: dict) -> str:
     }[column["type"]]
 
 
-def _convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> Any:
+def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> Any:
     """``value`` as column type ``kind`` (an optional column's empty value: "" for a
     string, None for a number, [] for a list); ``sep`` splits a "strings" column's text."""
     wants = _wants({"type": kind})
@@ -474,8 +480,8 @@ def _event(number: int, name: str, event: Any, bad) -> list:
 
 
 def _integer(number: int, name: str, value: Any) -> int:
-    """``_convert``'s integer, a plain int in range taken as it is: a history's thousands
+    """``convert``'s integer, a plain int in range taken as it is: a history's thousands
     of events take this path."""
     if type(value) is int and -INT64_LIMIT <= value < INT64_LIMIT:
         return value
-    return _convert(number, name, "integer", value)
+    return convert(number, name, "integer", value)

@@ -45,6 +45,15 @@ class RowBatch:
             return self._rows[:count]
         return self.table.slice(0, count).to_pylist()
 
+    def rows_of(self, columns: list[str]) -> list[Any]:
+        """Each row with only ``columns`` (those it has): its labels, say."""
+        if self._rows is not None or self.table is None:
+            return self.rows
+        present = [name for name in dict.fromkeys(columns) if name in self.table.column_names]
+        if not present:
+            return [{}] * len(self)
+        return self.table.select(present).to_pylist()
+
     @property
     def rows(self) -> list[Any]:
         """Each row as a mapping of column to value (lists stay lists)."""

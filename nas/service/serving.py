@@ -44,6 +44,7 @@ from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm, RawLabels, raw_labels
+from nas.data.raw_table import rows_table, table_features, table_labels
 from nas.data.row_files import RowBatch
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
@@ -147,20 +148,35 @@ class LoadedModel:
     def features(self, rows: list[Mapping[str, Any]], first: int = 1) -> Features:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column;
         ``first``: the first row's number)."""
-        features = self.raw_form.features(rows, self.schema, first)
+        return self._read(self.raw_form.features(rows, self.schema, first))
+
+    def features_of(self, batch: RowBatch) -> Features:
+        """A file's batch of rows as the network's input: by its columns (``table_features``;
+        text rows made a table first) where they read plainly, else row by row."""
+        table = batch.table if batch.table is not None else rows_table(self.raw_form, batch.rows)
+        if table is not None:
+            features = table_features(self.raw_form, table, self.schema)
+            if features is not None:
+                return self._read(features)
+        return self.features(batch.rows, batch.first)
+
+    def _read(self, features: Features) -> Features:
         return features if self.model.reads_history else features.without_history()
 
+    def probabilities(self, rows: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        """Each output column (``outputs``) over raw ``rows``."""
+        return self.scored(self.features(rows))
+
     @torch.no_grad()
-    def probabilities(self, rows: list[Mapping[str, Any]], first: int = 1) -> dict[str, np.ndarray]:
-        """Each output column (``outputs``) over ``rows``."""
-        features = self.features(rows, first)
+    def scored(self, features: Features) -> dict[str, np.ndarray]:
+        """Each output column (``outputs``) over ``features``."""
         out = [
             torch.sigmoid(self.network(*features[i : i + PREDICT_BATCH].inputs()).float())
             for i in range(0, len(features), PREDICT_BATCH)
         ]
         heads = len(self.outputs)
         values = torch.cat(out).numpy() if out else np.zeros((0, heads), dtype=np.float32)
-        values = values.reshape(len(rows), heads)
+        values = values.reshape(len(features), heads)
         return {name: values[:, j] for j, name in enumerate(self.outputs)}
 
 
@@ -461,13 +477,22 @@ class Scoring:
     def score(self, batch: RowBatch) -> dict[str, np.ndarray]:
         """Each output column's probability for each row of ``batch``."""
         if self._recipes:
-            self._labels.append(raw_labels(batch.rows, self._recipes, batch.first))
-        scores = self.loaded.probabilities(batch.rows, batch.first)
+            self._labels.append(self._labels_of(batch))
+        scores = self.loaded.scored(self.loaded.features_of(batch))
         if self._scores is not None:
             self._scores.append(scores)
             if self._labels[-1].lacking:  # nothing to measure: keep no more scores
                 self._scores = None
         return scores
+
+    def _labels_of(self, batch: RowBatch) -> RawLabels:
+        """The batch's labels: a Parquet batch's by its columns where they hold numbers."""
+        if batch.table is not None:
+            labels = table_labels(batch.table, self._recipes, batch.first)
+            if labels is not None:
+                return labels
+        rows = batch.rows_of([recipe["column"] for recipe in self._recipes])
+        return raw_labels(rows, self._recipes, batch.first)
 
     def measured(self) -> Measured:
         """The rows scored so far, measured by their labels where every one carries them."""

@@ -1,0 +1,318 @@
+"""A ``RawForm``'s encoding of an Arrow table (a Parquet file's batch) a column at a time.
+
+``RawForm.features`` encodes rows one by one in Python: about 10,000 rows a second. A
+Parquet file of logs arrives as columns, and a column holds few distinct values: here each
+distinct value goes through the same scalar functions the rows use (``RawForm.category``,
+``lookup``, ``convert``), once, and numpy spreads the results over the
+rows. The rows stay the reference, tested equal on every field kind
+(``tests/data/test_raw_table.py``), and the judge of bad input: a column this path does not
+read (an Arrow type the rows would refuse, a missing value in a required column, an events
+history) makes ``table_features`` return None, and the caller encodes the rows, which name
+the bad row and column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nas.data.raw import (
+    DERIVED,
+    FLOAT32_MAX,
+    INT64_LIMIT,
+    RawForm,
+    RawInputError,
+    RawLabels,
+    convert,
+    lookup,
+)
+from nas.data.schema import Features, Schema
+
+
+class _RowsDecide(Exception):
+    """A column the rows encode (or refuse, naming the row): not read here."""
+
+
+def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
+    """Rows read from text (JSON lines, CSV) as a table of the columns ``form`` reads, each
+    as Arrow types its values; None where the rows must decide: a row that is not an object
+    or has none of the columns, a column whose values mix types (Arrow refuses them)."""
+    names = list(form.columns)
+    for row in rows:
+        if not isinstance(row, dict) or (row and not any(name in row for name in names)):
+            return None
+    columns = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            return None
+        if not pa.types.is_boolean(columns[name].type) and any(
+            v is True or v is False for v in values
+        ):
+            return None  # Arrow reads [1.5, True] as numbers; the rows refuse a boolean
+    return pa.table(columns)
+
+
+def table_features(form: RawForm, table: pa.Table, schema: Schema) -> Features | None:
+    """``form.features(table.to_pylist(), schema)``, or None where the rows must decide."""
+    try:
+        return _Encoding(form, table).features(schema)
+    except _RowsDecide:
+        return None
+
+
+class _Encoding:
+    def __init__(self, form: RawForm, table: pa.Table):
+        self.form, self.table, self.n = form, table, table.num_rows
+        present = set(table.column_names)
+        if present and not present & set(form.columns):
+            raise _RowsDecide  # rows with none of the model's columns are refused
+
+    def features(self, schema: Schema) -> Features:
+        form, n = self.form, self.n
+        categorical = np.zeros((n, len(form.categorical)), dtype=np.int64)
+        for j, recipe in enumerate(form.categorical):
+            categorical[:, j] = self._category(recipe)
+        width = max((m["max_len"] for m in form.multi_hot), default=0)
+        multi_hot = np.zeros((n, len(form.multi_hot), width), dtype=np.int64)
+        for j, recipe in enumerate(form.multi_hot):
+            rows, ids, position = self._list_ids(recipe["column"], recipe)
+            kept = position < recipe["max_len"]
+            multi_hot[rows[kept], j, position[kept]] = ids[kept]
+        dense = np.zeros((n, len(form.dense)), dtype=np.float32)
+        for j, recipe in enumerate(form.dense):
+            dense[:, j] = self._dense(recipe)
+        arrays = {
+            "categorical": categorical,
+            "multi_hot": multi_hot,
+            "dense": dense,
+            "label": np.zeros(n, dtype=np.float32),
+        }
+        events: dict[str, np.ndarray] = {}
+        if schema.history is not None:
+            arrays, events = self._history(arrays, schema.history.actions)
+        return Features.from_arrays(arrays, events, schema)
+
+    # --- columns, as the rows' ``convert`` reads their values --------------------------------
+
+    def _column(self, name: str) -> pa.Array | None:
+        """The column's values (None: the table has no such column), its nulls refused
+        where the column is not optional (the rows would say it is missing)."""
+        if name not in self.table.column_names:
+            if not self.form.columns[name]["optional"]:
+                raise _RowsDecide
+            return None
+        array = self.table.column(name).combine_chunks()
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if array.null_count and not self.form.columns[name]["optional"]:
+            raise _RowsDecide
+        return None if pa.types.is_null(array.type) else array  # all missing
+
+    def _texts(self, name: str) -> pa.Array:
+        """A "string" column: text, or integers as their decimal text; missing: ""."""
+        array = self._column(name)
+        if array is None:
+            return pa.array([""] * self.n, pa.string())
+        if pa.types.is_integer(array.type):
+            array = array.cast(pa.string())
+        elif not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+            raise _RowsDecide
+        return array.fill_null("")
+
+    def _integers(self, name: str) -> np.ndarray:
+        """An "integer" column (none missing) as int64, by way of a float, as ``convert``."""
+        array = self._column(name)
+        if array is None or array.null_count:
+            raise _RowsDecide
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            return _by_value(array, lambda v: _converted(name, "integer", v), np.int64)
+        if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+            raise _RowsDecide
+        x = array.to_numpy().astype(np.float64)
+        if not (
+            np.isfinite(x) & (x == np.floor(x)) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)
+        ).all():
+            raise _RowsDecide
+        return x.astype(np.int64)
+
+    def _numbers(self, name: str) -> np.ndarray:
+        """A "number" column as float64; NaN where a value is missing."""
+        array = self._column(name)
+        if array is None:
+            return np.full(self.n, np.nan)
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            return _by_value(array.fill_null(""), lambda v: _number(name, v), np.float64)
+        if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+            raise _RowsDecide
+        x = array.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(array.type):
+            if np.isinf(x).any():
+                raise _RowsDecide
+            if not self.form.columns[name]["optional"] and np.isnan(x).any():
+                raise _RowsDecide
+        elif array.null_count:  # integers: their nulls read as NaN
+            x = np.where(array.is_null().to_numpy(zero_copy_only=False), np.nan, x)
+        return x
+
+    def _lists(self, name: str) -> tuple[np.ndarray, pa.Array]:
+        """A "strings" column: each row's values (a list, or text split at the column's
+        separator; missing: none) as the row each value is on and the values."""
+        array = self._column(name)
+        if array is None:
+            return np.zeros(0, dtype=np.int64), pa.array([], pa.string())
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            sep = self.form.columns[name].get("sep", "|")
+            if not sep:
+                raise _RowsDecide
+            array = pc.split_pattern(array, pattern=sep)
+        elif not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            raise _RowsDecide
+        values = array.flatten()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if values.null_count or not (
+            pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+        ):
+            raise _RowsDecide  # a list holding a null or a number: the rows refuse it
+        lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
+        return np.repeat(np.arange(self.n), lengths), values
+
+    # --- fields ----------------------------------------------------------------------------
+
+    def _category(self, recipe: dict[str, Any]) -> np.ndarray:
+        if "derive" in recipe:
+            derived = DERIVED[recipe["derive"]](self._integers(recipe["column"]))
+            if "vocab" not in recipe:
+                return derived
+            text = RawForm.category_of_text
+            return _by_value(pa.array(derived), lambda d: text(recipe, str(d)), np.int64)
+        texts = self._texts(recipe["column"])
+        return _by_value(texts, lambda v: RawForm.category(recipe, v), np.int64)
+
+    def _list_ids(
+        self, column: str, recipe: dict[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A "strings" column's non-empty values as ids by ``recipe``: the row of each, the
+        id, and its place among its row's non-empty values."""
+        rows, values = self._lists(column)
+        kept = (pc.not_equal(values, "").to_numpy(zero_copy_only=False)).astype(bool)
+        rows = rows[kept]
+        ids = _by_value(values.filter(pa.array(kept)), lambda v: lookup(recipe, v), np.int64)
+        counts = np.bincount(rows, minlength=self.n)
+        starts = np.cumsum(counts) - counts
+        return rows, ids, np.arange(len(rows)) - starts[rows]
+
+    def _dense(self, recipe: dict[str, Any]) -> np.ndarray:
+        """``dense_value`` of each row's value (a missing one: the recipe's fill)."""
+        x = self._numbers(recipe["column"])
+        fill = recipe.get("fill", 0.0)
+        transform = recipe.get("transform", "log1p")
+        x = np.where(np.isnan(x), fill, x)
+        if transform == "log1p":  # math's own log1p, as the rows compute it
+            x = np.frompyfunc(math.log1p, 1, 1)(np.where(x < 0, 0.0, x)).astype(np.float64)
+        elif transform == "standardize":  # IEEE arithmetic: as the rows' floats
+            x = (x - recipe["mean"]) / recipe["std"]
+        if (np.abs(x) > FLOAT32_MAX).any():
+            raise _RowsDecide  # the rows name the value beyond float32
+        return x
+
+    def _history(self, arrays: dict, actions: int) -> tuple[dict, dict]:
+        """``RawForm._history``, for a plain history (a "strings" column of items, each of
+        one action at time 0, the last ``max_len`` kept) or an absent one."""
+        recipe, n = self.form.history, self.n
+        if recipe.get("plain"):
+            items = next(c for c in self.form.categorical if c["field"] == recipe["items"])
+            rows, ids, position = self._list_ids(recipe["column"], items)
+            counts = np.bincount(rows, minlength=n)
+            kept = position >= (counts - recipe["max_len"])[rows]
+            item = ids[kept]
+            lengths = np.minimum(counts, recipe["max_len"])
+            now = np.zeros(n, dtype=np.int64)
+        else:
+            if self._column(recipe["column"]) is not None and (
+                self.table.column(recipe["column"]).null_count < n
+            ):
+                raise _RowsDecide  # events, each [item, action, time]: the rows read them
+            item, lengths = np.zeros(0, dtype=np.int64), np.zeros(n, dtype=np.int64)
+            now = self._integers(recipe["now"]) if "now" in recipe else np.zeros(n, np.int64)
+        end = np.cumsum(lengths)
+        arrays |= {"history_start": end - lengths, "history_end": end, "history_now": now}
+        if not len(item):  # History indexes its events: give it one padding event
+            return arrays, {k: np.zeros(1, dtype=np.int64) for k in ("item", "action", "time")}
+        action = 1 if 0 < 1 < actions else 0
+        return arrays, {
+            "item": item,
+            "action": np.full(len(item), action, dtype=np.int64),
+            "time": np.zeros(len(item), dtype=np.int64),
+        }
+
+
+def _by_value(array: pa.Array, function: Callable[[Any], Any], dtype) -> np.ndarray:
+    """``function`` of each value of ``array``, computed once per distinct value."""
+    encoded = pc.dictionary_encode(array)
+    table = np.array([function(v) for v in encoded.dictionary.to_pylist()], dtype=dtype)
+    if not len(table):
+        return np.zeros(len(array), dtype=dtype)
+    return table[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _converted(name: str, kind: str, value: Any) -> Any:
+    try:
+        return convert(0, name, kind, value)
+    except RawInputError:
+        raise _RowsDecide from None
+
+
+def _number(name: str, value: Any) -> float:
+    """A "number" value of text; NaN where it is missing."""
+    x = _converted(name, "number", value)
+    return math.nan if x is None else x
+
+
+def table_labels(
+    table: pa.Table, label_columns: list[dict[str, Any]], first: int = 1
+) -> RawLabels | None:
+    """``raw_labels(table.to_pylist(), label_columns, first)`` for label columns of numbers
+    (or booleans); None where the rows must decide (text, a value that is not a label)."""
+    n = table.num_rows
+    values = np.zeros((n, len(label_columns)), dtype=np.float32)
+    missing = np.ones((n, len(label_columns)), dtype=bool)
+    for j, label in enumerate(label_columns):
+        if label["column"] not in table.column_names:
+            continue
+        array = table.column(label["column"]).combine_chunks()
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if pa.types.is_null(array.type):
+            continue
+        is_bool = pa.types.is_boolean(array.type)
+        if not (is_bool or pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+            return None
+        if is_bool and label["at_least"] is not None:
+            return None  # a threshold on a boolean: the rows refuse it
+        x = array.cast(pa.float64(), safe=False).fill_null(math.nan).to_numpy()
+        missing[:, j] = np.isnan(x)
+        x = x[~missing[:, j]]
+        if label["at_least"] is None:
+            negative_zero = np.signbit(x) & (x == 0)  # "-0.0" is not a label's text
+            if not np.isin(x, (0.0, 1.0)).all() or negative_zero.any():
+                return None
+            values[~missing[:, j], j] = x
+        else:
+            if np.isinf(x).any():
+                return None
+            values[~missing[:, j], j] = x >= label["at_least"]
+    lacking = None
+    if missing.any():
+        row = int(np.argmax(missing.any(axis=1)))
+        column = label_columns[int(np.argmax(missing[row]))]["column"]
+        lacking = (first + row, column)
+    return RawLabels(values, lacking, bool((~missing).any()))

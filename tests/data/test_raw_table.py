@@ -1,0 +1,254 @@
+"""`table_features` and `table_labels` (a Parquet batch encoded a column at a time) against
+the rows' own encoding, `RawForm.features` and `raw_labels`, on real prepared datasets:
+where the columns path takes a table it gives the same arrays; where the rows refuse it,
+it leaves the table to them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from nas.data import prepare_dataset
+from nas.data.raw import RawForm, RawInputError, raw_labels
+from nas.data.raw_table import rows_table, table_features, table_labels
+from tests.data.test_schema_file import logs, schema_file
+
+
+@pytest.fixture(scope="module")
+def own_logs(tmp_path_factory):
+    """A schema file's dataset: vocabularies with missing and out-of-vocabulary ids, a
+    hashed field, log1p and standardized dense values, a list column, a plain history."""
+    folder = tmp_path_factory.mktemp("own")
+    return prepare_dataset(str(schema_file(folder)), folder / "cache")[0]
+
+
+def same(fast, rows) -> None:
+    """Two ``Features`` hold the same arrays."""
+    for name in ("categorical", "multi_hot", "dense", "label"):
+        assert np.array_equal(getattr(fast, name).numpy(), getattr(rows, name).numpy()), name
+    assert (fast.history is None) == (rows.history is None)
+    if fast.history is not None:
+        for name in ("item", "action", "time", "start", "end", "now"):
+            a, b = getattr(fast.history, name).numpy(), getattr(rows.history, name).numpy()
+            assert np.array_equal(a, b), name
+        assert np.array_equal(fast.history.tensor().numpy(), rows.history.tensor().numpy())
+
+
+def test_a_parquet_batch_of_logs_encodes_by_column_as_its_rows_do(own_logs) -> None:
+    """The logs as a team's Parquet holds them (nulls, NaN, lists, unknown values)."""
+    frame = logs(300, seed=1)  # another draw: values the vocabularies have not seen
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    form, schema = own_logs.raw_form(), own_logs.schema
+    fast = table_features(form, table, schema)
+    assert fast is not None
+    same(fast, form.features(table.to_pylist(), schema))
+    # dictionary-encoded columns, lists joined into text at the separator, ids as integers
+    text = table.set_column(
+        table.column_names.index("genres"),
+        "genres",
+        pa.array(["|".join(g) for g in frame["genres"]]),
+    ).set_column(
+        table.column_names.index("site"), "site", pa.array(frame["site"]).dictionary_encode()
+    )
+    text = text.set_column(text.column_names.index("item_id"), "item_id", pa.array(range(300)))
+    fast = table_features(form, text, schema)
+    assert fast is not None
+    same(fast, form.features(text.to_pylist(), schema))
+    # numbers as text (a CSV's), the history absent
+    strings = text.drop(["hist"]).set_column(
+        text.column_names.index("count"),
+        "count",
+        pa.array(["" if math.isnan(c) else f"{c:g}" for c in frame["count"]]),
+    )
+    fast = table_features(form, strings, schema)
+    assert fast is not None and int(fast.history.end.max()) == 0
+    same(fast, form.features(strings.to_pylist(), schema))
+
+
+def test_movielens_rows_without_a_history_encode_by_column_and_with_one_by_row(ml100k) -> None:
+    """Prefixes, release years, hours and weekdays derived from the time; a history of
+    [item, action, time] events is left to the rows."""
+    rows = ml100k.raw_rows("test", 200)
+    form, schema = ml100k.raw_form(), ml100k.schema
+    bare = pa.Table.from_pylist([{k: v for k, v in r.items() if k != "history"} for r in rows])
+    fast = table_features(form, bare, schema)
+    assert fast is not None
+    same(fast, form.features(bare.to_pylist(), schema))
+    want = ml100k.features("test")[slice(0, 200)]
+    assert np.array_equal(fast.categorical.numpy()[:, :-2], want.categorical.numpy()[:, :-2])
+    events = pa.array([[["1", "5", "10"]]] * 3, pa.list_(pa.list_(pa.string())))
+    with_history = bare.slice(0, 3).append_column("history", events)
+    assert table_features(form, with_history, schema) is None
+    history = form.features(with_history.to_pylist(), schema).history
+    assert (history.end - history.start).tolist() == [1, 1, 1]
+
+
+# --- any table: the columns path agrees with the rows or leaves the table to them ------------
+
+WORDS = ["", "a", "b", "i3", "i7", "x", "y", "u1", "nope"]
+VALUES = {  # a column's values of each kind: those its own kind reads, then odd ones
+    "text": st.one_of(st.none(), st.sampled_from(WORDS), st.text()),
+    "integer": st.one_of(st.none(), st.integers(0, 2_000_000_000)),
+    "float": st.one_of(
+        st.none(), st.floats(-1e6, 1e6), st.sampled_from([math.nan, -0.0, 3.0, -2.5])
+    ),
+    "list": st.one_of(st.none(), st.lists(st.sampled_from(WORDS), max_size=6)),
+    "huge integer": st.integers(-(2**63), 2**63 - 1),
+    "any float": st.floats(allow_nan=True, allow_infinity=True),
+    "bool": st.one_of(st.none(), st.booleans()),
+    "list of nulls": st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=3),
+    "int list": st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)),
+}
+TYPES = {
+    "text": pa.string(),
+    "integer": pa.int64(),
+    "float": pa.float64(),
+    "list": pa.list_(pa.string()),
+    "huge integer": pa.int64(),
+    "any float": pa.float64(),
+    "bool": pa.bool_(),
+    "list of nulls": pa.list_(pa.string()),
+    "int list": pa.list_(pa.int64()),
+}
+NATURAL = {"string": "text", "integer": "integer", "number": "float", "strings": "list"}
+
+
+@st.composite
+def tables(draw, columns: dict[str, dict], labels: list[str]):
+    """A table of some of ``columns`` (a raw form's) and of the label columns, each of its
+    own kind but for at most two, of any kind."""
+    rows = draw(st.integers(1, 6))
+    odd = draw(st.sets(st.sampled_from(list(columns)), max_size=2))
+    fields, arrays = [], []
+    for name in list(columns) + labels:
+        if draw(st.integers(0, 3)) == 0 and name not in labels:
+            continue  # absent
+        if name in odd:
+            kind = draw(st.sampled_from(list(VALUES)))
+        else:
+            kind = NATURAL.get(columns[name]["type"], "list") if name in columns else "integer"
+        values = draw(st.lists(VALUES[kind], min_size=rows, max_size=rows))
+        if name in labels and draw(st.booleans()):
+            values = draw(st.lists(st.sampled_from([0, 1, None, 0.0, 1.0, 2]), min_size=rows,
+                                   max_size=rows))  # fmt: skip
+        try:
+            array = pa.array(values, type=None if name in labels else TYPES[kind])
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            assume(False)
+        if draw(st.booleans()) and pa.types.is_string(array.type):
+            array = array.dictionary_encode()
+        fields.append(name)
+        arrays.append(array)
+    if not fields:
+        return pa.table({"unrelated": pa.array([1] * rows)})
+    return pa.table(dict(zip(fields, arrays, strict=True)))
+
+
+def varied(form: RawForm) -> RawForm:
+    """``form`` with other fills and transforms of its dense fields."""
+    data = form.to_dict()
+    data["dense"] = [
+        recipe | {"fill": 2.5 - i, "transform": ("identity", "log1p", "standardize")[i % 3]}
+        for i, recipe in enumerate(form.dense)
+    ]
+    return RawForm.from_dict(data)
+
+
+@pytest.mark.parametrize("dataset", ["own_logs", "own_logs varied", "ml100k"])
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_table_encodes_as_its_rows_do_or_is_left_to_them(request, dataset, data) -> None:
+    prepared = request.getfixturevalue(dataset.split()[0])
+    form, schema = prepared.raw_form(), prepared.schema
+    form = varied(form) if dataset.endswith("varied") else form
+    recipes = prepared.manifest["label_columns"]
+    table = data.draw(tables(form.columns, [r["column"] for r in recipes]))
+    rows = table.to_pylist()
+    fast = table_features(form, table, schema)
+    try:
+        want = form.features(rows, schema)
+    except RawInputError:
+        assert fast is None
+    else:
+        if fast is not None:
+            same(fast, want)
+    labels = table_labels(table, recipes, first=3)
+    try:
+        want_labels = raw_labels(rows, recipes, first=3)
+    except RawInputError:
+        assert labels is None
+    else:
+        if labels is not None:
+            assert np.array_equal(labels.values, want_labels.values)
+            assert (labels.lacking, labels.carried) == (want_labels.lacking, want_labels.carried)
+
+
+def test_label_columns_of_numbers_read_as_the_rows_read_them() -> None:
+    recipes = [
+        {"name": "click", "column": "click", "at_least": None},
+        {"name": "like", "column": "rating", "at_least": 4},
+    ]
+    table = pa.table({"click": [1, 0, True and 1], "rating": [5.0, 3.5, 4]})
+    labels = table_labels(table, recipes, first=10)
+    assert labels.values.tolist() == [[1, 1], [0, 0], [1, 1]] and labels.lacking is None
+    lacking = table_labels(pa.table({"click": [1, None], "rating": [5, 2]}), recipes, first=10)
+    assert lacking.lacking == (11, "click") and lacking.carried
+    assert lacking.unmeasured == raw_labels([{"click": 1, "rating": 5}, {"rating": 2}], recipes,
+                                            first=10).unmeasured  # fmt: skip
+    assert table_labels(pa.table({"click": [2], "rating": [1]}), recipes) is None
+    assert table_labels(pa.table({"click": ["1"], "rating": [1]}), recipes) is None
+
+
+@st.composite
+def text_rows(draw, columns: dict[str, dict]):
+    """Rows as JSON lines give them: each its own keys, an odd column's values of any kind
+    from row to row, now and then a row that is not one."""
+    odd = draw(st.sets(st.sampled_from(list(columns)), max_size=2))
+    rows = []
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.integers(0, 12)) == 0:
+            rows.append(draw(st.sampled_from([{}, {"unrelated": 1}, 5, None, []])))
+            continue
+        row = {}
+        for name, column in columns.items():
+            if draw(st.integers(0, 4)) == 0:
+                continue
+            natural = NATURAL.get(column["type"], "list")
+            kind = draw(st.sampled_from(list(VALUES))) if name in odd else natural
+            row[name] = draw(VALUES[kind])
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("dataset", ["own_logs", "ml100k"])
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_text_rows_encode_by_column_as_they_do_by_row_or_are_left_to_them(
+    request, dataset, data
+) -> None:
+    prepared = request.getfixturevalue(dataset)
+    form, schema = prepared.raw_form(), prepared.schema
+    rows = data.draw(text_rows(form.columns))
+    table = rows_table(form, rows)
+    fast = None if table is None else table_features(form, table, schema)
+    try:
+        want = form.features(rows, schema)
+    except RawInputError:
+        assert fast is None
+    else:
+        if fast is not None:
+            same(fast, want)
+
+
+def test_text_rows_of_plain_columns_make_a_table_and_mixed_ones_do_not(own_logs) -> None:
+    form = own_logs.raw_form()
+    table = rows_table(form, [{"site": "a", "count": 2}, {"price": 1.5, "genres": ["x"]}])
+    assert table is not None and table.column("count").to_pylist() == [2, None]
+    assert rows_table(form, [{"count": 1.5}, {"count": True}]) is None  # Arrow: [1.5, 1.0]
+    assert rows_table(form, [{"site": "a"}, {"site": 7}]) is None  # mixed types
+    assert rows_table(form, [{"site": "a"}, {"elsewhere": 1}]) is None  # none of its columns
