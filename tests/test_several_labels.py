@@ -263,8 +263,17 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     for name in ("probability_click", "probability_like"):
         assert table.column(name).to_numpy() == pytest.approx(by_rows[name], abs=1e-6)
     said = " ".join(shown.stdout.split())
+    as_json = nas(runs, "predict", uri, "--input", str(source), "--out",
+                  str(tmp_path / "again.jsonl"), "--json")  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    summary = json.loads(as_json.stdout)  # with --out: one object, the rows in the file
+    assert summary["rows"] == read.num_rows and summary["unmeasured"] is None
+    assert len((tmp_path / "again.jsonl").read_text().splitlines()) == read.num_rows
     for label in ("click", "like"):
-        assert f"label {label} ({label}) on these {read.num_rows:,} rows: NE" in said, said
+        figures = summary["measured"][label]
+        assert f"label {label} ({label}) on these {read.num_rows:,} rows: NE {figures['ne']:.4f}" \
+            f" (against the training rate {figures['train_rate']:.4f}), AUC {figures['auc']:.4f}" \
+            in said, said  # fmt: skip
 
 
 def test_the_best_weights_are_those_of_the_named_labels_best_check(monkeypatch) -> None:

@@ -16,7 +16,7 @@ from rich import box
 from rich.table import Table
 
 from nas.cli.flags import new_file, tracking_flag, tracking_uri
-from nas.cli.render import console, out, progress_bar
+from nas.cli.render import console, emit_json, json_text, out, progress_bar
 from nas.core.errors import ConfigError, NasError
 
 if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data`` loads it)
@@ -46,7 +46,8 @@ def add_command(commands) -> None:
     predict.add_argument(
         "--json",
         action="store_true",
-        help="one JSON object per row, printed as the rows are scored",
+        help="one JSON object per row, printed as the rows are scored; with --out, one "
+        "object of what was written and what the rows' labels measure",
     )
     predict.set_defaults(run=cmd_predict)
 
@@ -76,7 +77,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
             scores = scoring.score(batch)
             if writer:
                 writer(batch, scores)
-            if args.json:
+            if args.json and not args.out:
                 print("".join(scored_lines(batch, scores)), end="", flush=True)
             if len(head) < TABLE_ROWS:
                 taken = batch.head(TABLE_ROWS - len(head))
@@ -88,6 +89,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
             raise ConfigError("--input", f"{args.input} has no rows")
     measured = scoring.measured()
     if args.json:
+        if args.out:
+            emit_json(_summary(args, count, scoring.outputs, measured))
         return
     _print_head(args.model_uri, head, scoring.outputs)
     if count > TABLE_ROWS:
@@ -96,6 +99,19 @@ def cmd_predict(args: argparse.Namespace) -> None:
     elif args.out:
         out.print(f"wrote {args.out}", highlight=False)
     print_measured(measured, count)
+
+
+def _summary(args: argparse.Namespace, count: int, outputs: list[str], measured) -> dict:
+    """``--json --out``'s object: the rows written, and what their labels say."""
+    return {
+        "model_uri": args.model_uri,
+        "input": str(args.input),
+        "out": str(args.out),
+        "rows": count,
+        "outputs": outputs,
+        "measured": measured.figures,
+        "unmeasured": measured.unmeasured,
+    }
 
 
 def _print_head(model_uri: str, head: list[tuple[dict, dict]], outputs: list[str]) -> None:
@@ -136,7 +152,7 @@ def scored_lines(batch: RowBatch, scores: dict[str, np.ndarray]) -> Iterator[str
     """A JSON line per row: the row as read, then its probabilities."""
     for i, row in enumerate(batch.rows):
         scored = {"row": row, **{k: float(v[i]) for k, v in scores.items()}}
-        yield json.dumps(scored, default=str) + "\n"  # default: a Parquet row's times
+        yield json_text(scored) + "\n"
 
 
 @contextmanager

@@ -40,8 +40,13 @@ out = _results_console()
 
 
 def emit_json(data: object) -> None:
-    """``--json`` output: always valid JSON (RFC 8259 has no NaN or Infinity: they print as
-    null), non-JSON values (datetimes) as text."""
+    """``--json`` output: always valid JSON (``json_text``)."""
+    print(json_text(data, indent=2))
+
+
+def json_text(data: object, indent: int | None = None) -> str:
+    """``data`` as valid JSON: RFC 8259 has no NaN or Infinity (they are written as null),
+    and values JSON has no type for (datetimes) are written as their text."""
 
     def finite(value: object) -> object:
         if isinstance(value, float) and not math.isfinite(value):
@@ -52,7 +57,7 @@ def emit_json(data: object) -> None:
             return [finite(v) for v in value]
         return value
 
-    print(json.dumps(finite(data), indent=2, default=str, allow_nan=False))
+    return json.dumps(finite(data), indent=indent, default=str, allow_nan=False)
 
 
 def si(value: float, digits: int = 2) -> str:
