@@ -313,3 +313,21 @@ def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> 
     assert read_rows(path) == [{"a": 1}, {"a": 2}]
     path.write_text('{"a": 1, "instances": []}')  # a row that happens to have such a key
     assert read_rows(path) == [{"a": 1, "instances": []}]
+
+
+def test_scored_json_lines_are_valid_json_whatever_the_rows_hold() -> None:
+    """Python's JSON reads NaN in a row; RFC 8259 has none: it is written as null."""
+    import datetime
+
+    import numpy as np
+
+    from nas.cli.predict import scored_lines
+    from nas.data.row_files import RowBatch
+
+    when = datetime.datetime(2026, 12, 6, 9, 0)
+    batch = RowBatch(1, _rows=[{"count": float("nan"), "at": when, "ids": [float("inf")]}])
+    (line,) = scored_lines(batch, {"probability": np.array([0.5], dtype=np.float32)})
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(c)) == {
+        "row": {"count": None, "at": "2026-12-06 09:00:00", "ids": [None]},
+        "probability": 0.5,
+    }
