@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -331,3 +332,33 @@ def test_scored_json_lines_are_valid_json_whatever_the_rows_hold() -> None:
         "row": {"count": None, "at": "2026-12-06 09:00:00", "ids": [None]},
         "probability": 0.5,
     }
+
+
+def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tmp_path) -> None:
+    """A byte-order mark (Excel's UTF-8) is skipped; a quote left open or a row with more
+    values than the header is refused naming the line; batches number their rows."""
+    from nas.core.errors import ConfigError
+    from nas.data.row_files import RowFile
+
+    def rows(name: str, data: bytes, batch: int = 100) -> list:
+        path = tmp_path / name
+        path.write_bytes(data)
+        return [(b.first, b.rows) for b in RowFile(path).batches(batch)]
+
+    assert rows("a.csv", b'\xef\xbb\xbfsite,n\na,"1"\n"b\nc",\n') == [
+        (1, [{"site": "a", "n": "1"}, {"site": "b\nc", "n": ""}])
+    ]
+    assert rows("a.tsv", b"site\tn\na\t2\nb\n", batch=1) == [
+        (1, [{"site": "a", "n": "2"}]),
+        (2, [{"site": "b", "n": None}]),
+    ]
+    assert rows("a.jsonl", b'\xef\xbb\xbf{"a": 1}\n\n{"a": 2}\n') == [(1, [{"a": 1}, {"a": 2}])]
+    for name, data, words in [
+        ("open.csv", b'site,n\n"a,1\n', "open.csv line 2: unexpected end of data"),
+        ("wide.csv", b"site,n\na,1\nb,2,3\n", "wide.csv line 3: 3 values, more than the head"),
+        ("bad.jsonl", b'{"a": 1}\n{"a": \n', "bad.jsonl line 2: not JSON"),
+        ("latin.csv", b"site\ncaf\xe9\n", "latin.csv line 2: not UTF-8 text"),
+        ("rows.txt", b"", "use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            rows(name, data)

@@ -16,7 +16,7 @@ from rich import box
 from rich.table import Table
 
 from nas.cli.flags import new_file, tracking_flag, tracking_uri
-from nas.cli.render import console, emit_json, json_text, out, progress_bar
+from nas.cli.render import console, counted, emit_json, json_text, out, progress_bar
 from nas.core.errors import ConfigError, NasError
 
 if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data`` loads it)
@@ -34,7 +34,7 @@ def add_command(commands) -> None:
     predict.add_argument(
         "--input",
         required=True,
-        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV or Parquet",
+        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV (.csv), TSV (.tsv) or Parquet",
     )
     predict.add_argument(
         "--out",
@@ -84,7 +84,8 @@ def cmd_predict(args: argparse.Namespace) -> None:
                 head += [(r, {k: v[i] for k, v in scores.items()}) for i, r in enumerate(taken)]
             count += len(batch)
             rate = count / (time.perf_counter() - start)
-            bar.update(task, completed=rows.done, note=f"{count:,} rows, {rate:,.0f} a second")
+            note = f"{counted(count, 'row')}, {rate:,.0f} a second"
+            bar.update(task, completed=rows.done, note=note)
         if not count:  # inside: nothing is written
             raise ConfigError("--input", f"{args.input} has no rows")
     measured = scoring.measured()

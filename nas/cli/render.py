@@ -70,7 +70,7 @@ def si(value: float, digits: int = 2) -> str:
 
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun``, plural unless one: "1 seed", "3 seeds"."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def format_value(name: str, value) -> str:

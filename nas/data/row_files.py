@@ -2,10 +2,10 @@
 memory whole.
 
 Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of MLflow's scoring
-request forms (``.json``, read whole: a request), CSV (every value a string, as a serving
-system's text would be) and Parquet (each batch also as Arrow, which the raw form can encode
-by column). A line that is not JSON, a file that is not Parquet: ``ConfigError`` naming the
-flag, the file and the line.
+request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
+serving system's text would be; a header names the columns) and Parquet (each batch also as
+Arrow). A UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
+file that is not Parquet: ``ConfigError`` naming the flag, the file and the line.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 from nas.core.errors import ConfigError
 from nas.core.user_files import require_file
 
-SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
+DELIMITERS = {".csv": ",", ".tsv": "\t"}
 BATCH_ROWS = 65_536  # rows scored at once: a few hundred MB at most with long histories
 # MLflow's scoring request forms (``{"dataframe_records": [...]}`` and the like) whose value
 # is a list of row objects: a .json file may hold its rows under one of these.
@@ -72,7 +73,8 @@ class RowFile:
         self.suffix = self.path.suffix.lower()
         if self.suffix not in SUFFIXES:
             raise ConfigError(
-                flag, f"{self.path}: use a .jsonl (JSON lines), .json, .csv or .parquet file"
+                flag,
+                f"{self.path}: use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file",
             )
         self.done = 0
         if self.suffix == ".parquet":
@@ -123,7 +125,7 @@ class RowFile:
             yield from self._json_rows()
             return
         lines = self._lines()
-        if self.suffix == ".csv":
+        if self.suffix in DELIMITERS:
             yield from self._csv_rows(lines)
             return
         for number, line in enumerate(lines, start=1):
@@ -137,18 +139,20 @@ class RowFile:
 
     def _csv_rows(self, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
         """A CSV file's rows by its header (a row with fewer values: the rest missing)."""
-        reader = csv.DictReader(lines)
+        reader = csv.DictReader(lines, delimiter=DELIMITERS[self.suffix], strict=True)
         try:
             for row in reader:
                 if None in row:
+                    values = len(row) - 1 + len(row[None])
                     raise ConfigError(
                         self.flag,
-                        f"{self.path} line {reader.line_num}: {len(row) - 1 + len(row[None])} "
-                        f"values, more than the header's {len(reader.fieldnames)} columns",
+                        f"{self.path} line {reader.reader.line_num}: {values} values, more "
+                        f"than the header's {len(reader.fieldnames)} columns",
                     )
                 yield row
         except csv.Error as err:
-            raise ConfigError(self.flag, f"{self.path} line {reader.line_num}: {err}") from None
+            where = f"{self.path} line {reader.reader.line_num}"
+            raise ConfigError(self.flag, f"{where}: {err}") from None
 
     def _lines(self) -> Iterator[str]:
         """The file's lines as text (with their line ends, as ``csv`` wants them)."""
@@ -157,7 +161,7 @@ class RowFile:
                 for number, raw in enumerate(file, start=1):
                     self.done += len(raw)
                     try:
-                        yield raw.decode()
+                        yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
                     except UnicodeDecodeError as err:
                         raise ConfigError(
                             self.flag, f"{self.path} line {number}: not UTF-8 text ({err.reason})"
@@ -169,7 +173,7 @@ class RowFile:
         """A .json file's rows: an array of row objects, one row object, or an object
         holding the array under one of ``JSON_ROW_KEYS``."""
         try:
-            text = self.path.read_text()
+            text = self.path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(self.flag, f"{self.path}: cannot read it ({err})") from None
         self.done = self.total
