@@ -8,7 +8,7 @@ point) and scores the whole file, each way in a fresh process (peak RSS: its
 
 - ``whole, by rows``: the path before 2026-12-06, the reference: every row read into memory
   as Python objects, then encoded row by row (``RawForm.features``);
-- ``batches, by rows``: 65,536 rows at a time (``RowFile``), each row by row;
+- ``batches, by rows``: 65,536 rows at a time (``RowFiles``), each row by row;
 - ``batches, by columns``: 65,536 rows at a time, each by its columns (``table_features``,
   labels by ``table_labels``): what ``nas predict`` does with Parquet now.
 
@@ -41,7 +41,7 @@ from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
 from nas.data.raw import raw_labels
 from nas.data.raw_table import table_labels
-from nas.data.row_files import RowBatch, RowFile
+from nas.data.row_files import RowBatch, RowFiles
 from nas.service.serving import LoadedModel
 import torch
 torch.manual_seed(0)
@@ -49,7 +49,7 @@ dataset = load_dataset(sys.argv[1], None)
 model = build_model(ArchSpec.load(sys.argv[2]), dataset.schema).eval()
 loaded = LoadedModel(model, dataset.schema, dataset.raw_form(), {})
 recipes = dataset.manifest["label_columns"]
-way, rows = sys.argv[4], RowFile(sys.argv[3])
+way, rows = sys.argv[4], RowFiles(sys.argv[3])
 start = time.perf_counter()
 if way == "whole, by rows":
     whole = [row for batch in rows.batches() for row in batch.rows]

@@ -159,14 +159,14 @@ def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
     import pyarrow.parquet as pq
 
     from nas.core.errors import ConfigError
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
 
     path = tmp_path / "rows.parquet"
     table = pa.table(
         {"user_id": ["u1", None, "u3"], "genres": [["a", "b"], [], []], "ts": [5, 6, 7]}
     )
     pq.write_table(table, path, row_group_size=2)
-    rows = RowFile(path)
+    rows = RowFiles(path)
     assert rows.total == 3
     batches = list(rows.batches(2))
     assert [(b.first, len(b)) for b in batches] == [(1, 2), (3, 1)] and rows.done == 3
@@ -177,7 +177,7 @@ def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
     assert batches[1].head(5) == [{"user_id": "u3", "genres": [], "ts": 7}]
     path.write_bytes(path.read_bytes()[:40])
     with pytest.raises(ConfigError, match=r"rows.parquet: not readable as Parquet \("):
-        list(RowFile(path).batches())
+        list(RowFiles(path).batches())
 
 
 def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> None:
@@ -188,7 +188,7 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     import pyarrow.parquet as pq
 
     from nas.cli.predict import column_types, scored_file
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
 
     rows = [
         {"user_id": 7, "history": [["i1", 5, 100]], "probability": "mine"},
@@ -199,8 +199,8 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
     def write_scored(path, batch_size):
-        file = RowFile(source)
-        plan = column_types(RowFile(source)) if path.suffix == ".parquet" else None
+        file = RowFiles(source)
+        plan = column_types(RowFiles(source)) if path.suffix == ".parquet" else None
         with scored_file(path, plan) as write:
             for batch in file.batches(batch_size):
                 part = slice(batch.first - 1, batch.first - 1 + len(batch))
@@ -304,10 +304,10 @@ def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
     ],
 )
 def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> None:
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
 
     def read_rows(path):
-        return [row for batch in RowFile(path).batches() for row in batch.rows]
+        return [row for batch in RowFiles(path).batches() for row in batch.rows]
 
     path = tmp_path / "rows.json"
     path.write_text(text)
@@ -338,12 +338,12 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
     """A byte-order mark (Excel's UTF-8) is skipped; a quote left open or a row with more
     values than the header is refused naming the line; batches number their rows."""
     from nas.core.errors import ConfigError
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
 
     def rows(name: str, data: bytes, batch: int = 100) -> list:
         path = tmp_path / name
         path.write_bytes(data)
-        return [(b.first, b.rows) for b in RowFile(path).batches(batch)]
+        return [(b.first, b.rows) for b in RowFiles(path).batches(batch)]
 
     assert rows("a.csv", b'\xef\xbb\xbfsite,n\na,"1"\n"b\nc",\n') == [
         (1, [{"site": "a", "n": "1"}, {"site": "b\nc", "n": ""}])
@@ -362,3 +362,52 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
     ]:
         with pytest.raises(ConfigError, match=re.escape(words)):
             rows(name, data)
+
+
+def test_rows_to_score_from_a_folder_of_parts_or_a_glob(tmp_path) -> None:
+    """A day's parts as Spark writes them: read in the order of their names, bookkeeping
+    files skipped, a column a part lacks as nulls, a widened type as the wider one; parts
+    whose columns disagree, or files of several formats, refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nas.core.errors import ConfigError
+    from nas.data.row_files import RowFiles
+
+    day = tmp_path / "day"
+    (day / "hour=1").mkdir(parents=True)
+    pq.write_table(pa.table({"site": ["a", "b"], "n": pa.array([1, 2], pa.int32())}),
+                   day / "part-0.parquet")  # fmt: skip
+    pq.write_table(pa.table({"n": [3]}), day / "hour=1" / "part-1.parquet")
+    (day / "_SUCCESS").write_text("")
+    (day / ".part-0.parquet.crc").write_text("x")
+    files = RowFiles(day)
+    assert [p.relative_to(day).as_posix() for p in files.paths] == [
+        "hour=1/part-1.parquet",
+        "part-0.parquet",
+    ]
+    batches = list(files.batches())
+    assert [(b.file.name, b.first, b.number) for b in batches] == [
+        ("part-1.parquet", 1, 1),
+        ("part-0.parquet", 1, 2),
+    ]
+    assert [r for b in batches for r in b.rows] == [
+        {"n": 3, "site": None},
+        {"n": 1, "site": "a"},
+        {"n": 2, "site": "b"},
+    ]
+    assert files.total == files.done == 3
+    assert len(RowFiles(f"{day}/*.parquet").paths) == 1  # a glob names what it matches
+    assert len(RowFiles(f"{day}/**/*.parquet").paths) == 2
+    pq.write_table(pa.table({"n": ["three"]}), day / "part-2.parquet")
+    with pytest.raises(ConfigError, match=r"part-2.parquet: its columns disagree with those of"):
+        RowFiles(day)
+    (day / "part-2.parquet").unlink()
+    (day / "more.jsonl").write_text('{"n": 4}\n')
+    with pytest.raises(ConfigError, match=r"several formats \(.jsonl, .parquet\)"):
+        RowFiles(day)
+    with pytest.raises(ConfigError, match="no file matches"):
+        RowFiles(f"{day}/*.csv")
+    (day / "empty").mkdir()
+    with pytest.raises(ConfigError, match="is a folder with no .jsonl"):
+        RowFiles(day / "empty")

@@ -289,7 +289,7 @@ def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
 
     from nas.data import load_dataset
     from nas.data.raw import RawInputError
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
     from nas.service.serving import Scoring
 
     runs, search_id = searched
@@ -304,7 +304,7 @@ def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
 
     def scored(batch_rows: int):
         scoring = Scoring(f"sqlite:///{runs / 'mlflow.db'}", uri)
-        batches = list(RowFile(path).batches(batch_rows))
+        batches = list(RowFiles(path).batches(batch_rows))
         scores = np.concatenate([scoring.score(b)["probability"] for b in batches])
         return len(batches), scores, scoring.measured()
 
@@ -314,8 +314,18 @@ def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
     assert measured_parts.figures["like"] == pytest.approx(measured.figures["like"], abs=1e-6)
     rows[22]["timestamp"] = "noon"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(RawInputError, match="row 23: 'timestamp' must be an integer"):
+    with pytest.raises(RawInputError, match=f"{path} row 23: 'timestamp' must be an integer"):
         scored(7)
+    # A folder of parts: one whose rows lack their labels is named with its row.
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:20]))
+    unlabelled = [{k: v for k, v in r.items() if k != "rating"} for r in rows[20:22]]
+    (parts / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in unlabelled))
+    scoring = Scoring(f"sqlite:///{runs / 'mlflow.db'}", uri)
+    for batch in RowFiles(parts).batches(7):
+        scoring.score(batch)
+    assert scoring.measured().unmeasured == f"{parts / 'b.jsonl'} row 1 has no 'rating'"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from nas.core.errors import ConfigError, NasError
 if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data`` loads it)
     import numpy as np
 
-    from nas.data.row_files import RowBatch, RowFile
+    from nas.data.row_files import RowBatch, RowFiles
 
 TABLE_ROWS = 20  # rows a predict's table shows
 SCORED_SUFFIXES = (".parquet", ".jsonl")  # what predict --out writes
@@ -34,7 +34,10 @@ def add_command(commands) -> None:
     predict.add_argument(
         "--input",
         required=True,
-        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV (.csv), TSV (.tsv) or Parquet",
+        metavar="ROWS",
+        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV (.csv), TSV (.tsv) or "
+        "Parquet: a file, a folder of files of one format (a day's parts) or a quoted glob "
+        "pattern ('logs/2024-05-07/*.parquet')",
     )
     predict.add_argument(
         "--out",
@@ -53,10 +56,10 @@ def add_command(commands) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from nas.data.row_files import RowFile
+    from nas.data.row_files import RowFiles
     from nas.service.serving import Scoring
 
-    rows = RowFile(args.input)
+    rows = RowFiles(args.input)
     if rows.total == 0:
         raise ConfigError("--input", f"{args.input} has no rows")
     with console.status(f"Loading {args.model_uri} ..."):
@@ -69,7 +72,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         if args.out:
             plan = None
             if args.out.suffix.lower() == ".parquet" and rows.suffix != ".parquet":
-                plan = column_types(RowFile(rows.path), bar)
+                plan = column_types(RowFiles(args.input), bar)
             writer = stack.enter_context(scored_file(args.out, plan))
         task = bar.add_task("Scoring", total=rows.total, note="")
         start = time.perf_counter()
@@ -190,7 +193,7 @@ def scored_file(path: Path, plan: dict[str, Any] | None = None) -> Iterator[Any]
 JSON_TEXT = "json text"  # a column whose values mix types: written as their JSON text
 
 
-def column_types(rows: RowFile, bar=None) -> dict[str, Any]:
+def column_types(rows: RowFiles, bar=None) -> dict[str, Any]:
     """Each column of a text file's rows (in the order rows first name them) and the Arrow
     type that holds all its values, or ``JSON_TEXT``: a Parquet file has one type per column,
     and a JSON lines file may name a column first, or change its values' type, on any row.

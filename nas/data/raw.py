@@ -32,6 +32,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,18 +59,25 @@ def stable_hash(values: list[str], salt: str = "") -> np.ndarray:
 
 
 class RawInputError(NasError):
-    """A raw row the model cannot read: names the row (1-based) and the column."""
+    """A raw row the model cannot read: names the row (1-based; of ``file``, if given) and
+    the column."""
 
-    def __init__(self, row: int, column: str, problem: str):
-        super().__init__(f"row {row}: {shown(column)} {problem}")
-        self.row, self.column, self.problem = row, column, problem
+    def __init__(self, row: int, column: str, problem: str, file: Path | None = None):
+        where = f"{file} row {row}" if file else f"row {row}"
+        super().__init__(f"{where}: {shown(column)} {problem}")
+        self.row, self.column, self.problem, self.file = row, column, problem, file
+
+    def in_file(self, file: Path | None) -> RawInputError:
+        """The same error, naming the file the row is in."""
+        return RawInputError(self.row, self.column, self.problem, file)
 
 
 def normalise_year(text: str) -> str:
-    """Release years are spelled '1995' or '1995.0'; normalise, keep '' for missing."""
+    """Release years are spelled '1995' or '1995.0'; normalise, keep '' for missing (and
+    for what is no year: 'inf', 'nan')."""
     try:
         return str(int(float(text)))
-    except ValueError:
+    except (ValueError, OverflowError):
         return ""
 
 

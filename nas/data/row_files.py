@@ -1,5 +1,5 @@
-"""Raw rows from a file a user scores, read a batch at a time: a day of logs never sits in
-memory whole.
+"""Raw rows from the files a user scores (one file, a folder of a day's parts, a glob
+pattern), read a batch at a time: a day of logs never sits in memory whole.
 
 Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of MLflow's scoring
 request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
@@ -31,11 +31,14 @@ JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
 
 @dataclass
 class RowBatch:
-    """Consecutive rows of a file: ``first`` is the 1-based number of the first of them."""
+    """Consecutive rows of one file: ``first`` is the number of the first of them in
+    ``file`` (1-based), ``number`` its number over every file read (1-based)."""
 
     first: int
     table: Any = None  # a Parquet file's rows as an Arrow table
     _rows: list[Any] | None = field(default=None, repr=False)
+    file: Path | None = None
+    number: int = 1
 
     def __len__(self) -> int:
         return len(self._rows) if self._rows is not None else self.table.num_rows
@@ -63,34 +66,49 @@ class RowBatch:
         return self._rows
 
 
-class RowFile:
-    """A file of raw rows; ``flag`` names it in errors. ``done`` and ``total`` measure
-    the reading in the same unit: rows of a Parquet file, bytes of the text formats."""
+class RowFiles:
+    """The files of raw rows a flag names: one file, a folder's files (its subfolders'
+    too, as Spark writes a day's parts; names starting with "." or "_" skipped), or a glob
+    pattern, all of one format, read in the order of their names. ``done`` and ``total``
+    measure the reading in one unit: rows of Parquet, bytes of the text formats."""
 
-    def __init__(self, path: str | Path, flag: str = "--input"):
-        self.path, self.flag = Path(path), flag
-        require_file(self.path, flag)
-        self.suffix = self.path.suffix.lower()
-        if self.suffix not in SUFFIXES:
+    def __init__(self, given: str | Path, flag: str = "--input"):
+        self.given, self.flag = str(given), flag
+        self.paths = _named_files(self.given, flag)
+        suffixes = sorted({path.suffix.lower() for path in self.paths})
+        if len(suffixes) > 1:
+            example = Path(given) / f"*{suffixes[0]}"
             raise ConfigError(
                 flag,
-                f"{self.path}: use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file",
+                f"{given} holds files of several formats ({', '.join(suffixes)}): name those "
+                f"of one with a pattern, e.g. '{example}'",
             )
+        self.suffix = suffixes[0]
         self.done = 0
         if self.suffix == ".parquet":
-            self._parquet = self._open_parquet()
-            self.total = self._parquet.metadata.num_rows
+            self._parts = [self._open_parquet(path) for path in self.paths]
+            self.total = sum(part.metadata.num_rows for part in self._parts)
+            self.schema = self._one_schema()
         else:
-            self.total = self.path.stat().st_size
+            self.total = sum(path.stat().st_size for path in self.paths)
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
-        """The file's rows, ``size`` at a time (the last batch may be smaller, none empty)."""
-        if self.suffix == ".parquet":
-            yield from self._parquet_batches(size)
-            return
+        """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
+        number = 1
+        for index, path in enumerate(self.paths):
+            if self.suffix == ".parquet":
+                batches = self._parquet_batches(index, size)
+            else:
+                batches = self._text_batches(path, size)
+            for batch in batches:
+                batch.file, batch.number = path, number
+                number += len(batch)
+                yield batch
+
+    def _text_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
         rows: list[Any] = []
         first = 1
-        for row in self._text_rows():
+        for row in self._text_rows(path):
             rows.append(row)
             if len(rows) == size:
                 yield RowBatch(first, _rows=rows)
@@ -100,33 +118,54 @@ class RowFile:
 
     # --- Parquet ------------------------------------------------------------------------------
 
-    def _open_parquet(self):
+    def _open_parquet(self, path: Path):
         import pyarrow.parquet as pq
 
-        with _parquet_errors(self.flag, self.path):
-            return pq.ParquetFile(self.path)
+        with _parquet_errors(self.flag, path):
+            return pq.ParquetFile(path)
 
-    def _parquet_batches(self, size: int) -> Iterator[RowBatch]:
+    def _one_schema(self):
+        """The columns every part's rows are given with: the first part's, then any column
+        a later part adds (missing in the others); a column whose type changes from part to
+        part beyond a widening (int32 to int64) is refused, naming the part."""
         import pyarrow as pa
 
-        first = 1
-        with _parquet_errors(self.flag, self.path):
-            for batch in self._parquet.iter_batches(batch_size=size):
+        schema = self._parts[0].schema_arrow
+        for path, part in zip(self.paths[1:], self._parts[1:], strict=True):
+            try:
+                schema = pa.unify_schemas([schema, part.schema_arrow], promote_options="permissive")
+            except (pa.ArrowException, TypeError, ValueError) as err:
+                reason = str(err).strip().splitlines()[0]
+                raise ConfigError(
+                    self.flag,
+                    f"{path}: its columns disagree with those of {self.paths[0]} ({reason})",
+                ) from None
+        return schema
+
+    def _parquet_batches(self, index: int, size: int) -> Iterator[RowBatch]:
+        import pyarrow as pa
+
+        first, path = 1, self.paths[index]
+        with _parquet_errors(self.flag, path):
+            for batch in self._parts[index].iter_batches(batch_size=size):
                 if batch.num_rows == 0:
                     continue
-                yield RowBatch(first, table=pa.Table.from_batches([batch]))
+                table = pa.Table.from_batches([batch])
+                if len(self.paths) > 1:
+                    table = _conformed(table, self.schema)
+                yield RowBatch(first, table=table)
                 first += batch.num_rows
                 self.done += batch.num_rows
 
     # --- text ---------------------------------------------------------------------------------
 
-    def _text_rows(self) -> Iterator[Any]:
+    def _text_rows(self, path: Path) -> Iterator[Any]:
         if self.suffix == ".json":
-            yield from self._json_rows()
+            yield from self._json_rows(path)
             return
-        lines = self._lines()
+        lines = self._lines(path)
         if self.suffix in DELIMITERS:
-            yield from self._csv_rows(lines)
+            yield from self._csv_rows(path, lines)
             return
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -134,10 +173,9 @@ class RowFile:
             try:
                 yield json.loads(line)
             except ValueError as err:
-                where = f"{self.path} line {number}"
-                raise ConfigError(self.flag, f"{where}: not JSON ({err})") from None
+                raise ConfigError(self.flag, f"{path} line {number}: not JSON ({err})") from None
 
-    def _csv_rows(self, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
+    def _csv_rows(self, path: Path, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
         """A CSV file's rows by its header (a row with fewer values: the rest missing)."""
         reader = csv.DictReader(lines, delimiter=DELIMITERS[self.suffix], strict=True)
         try:
@@ -146,41 +184,41 @@ class RowFile:
                     values = len(row) - 1 + len(row[None])
                     raise ConfigError(
                         self.flag,
-                        f"{self.path} line {reader.reader.line_num}: {values} values, more "
+                        f"{path} line {reader.reader.line_num}: {values} values, more "
                         f"than the header's {len(reader.fieldnames)} columns",
                     )
                 yield row
         except csv.Error as err:
-            where = f"{self.path} line {reader.reader.line_num}"
+            where = f"{path} line {reader.reader.line_num}"
             raise ConfigError(self.flag, f"{where}: {err}") from None
 
-    def _lines(self) -> Iterator[str]:
+    def _lines(self, path: Path) -> Iterator[str]:
         """The file's lines as text (with their line ends, as ``csv`` wants them)."""
         try:
-            with open(self.path, "rb") as file:
+            with open(path, "rb") as file:
                 for number, raw in enumerate(file, start=1):
                     self.done += len(raw)
                     try:
                         yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
                     except UnicodeDecodeError as err:
                         raise ConfigError(
-                            self.flag, f"{self.path} line {number}: not UTF-8 text ({err.reason})"
+                            self.flag, f"{path} line {number}: not UTF-8 text ({err.reason})"
                         ) from None
         except OSError as err:
-            raise ConfigError(self.flag, f"{self.path}: cannot read it ({err})") from None
+            raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
 
-    def _json_rows(self) -> list[Any]:
+    def _json_rows(self, path: Path) -> list[Any]:
         """A .json file's rows: an array of row objects, one row object, or an object
         holding the array under one of ``JSON_ROW_KEYS``."""
         try:
-            text = self.path.read_text(encoding="utf-8-sig")
+            text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(self.flag, f"{self.path}: cannot read it ({err})") from None
-        self.done = self.total
+            raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
+        self.done += path.stat().st_size
         try:
             found = json.loads(text)
         except ValueError as err:
-            raise ConfigError(self.flag, f"{self.path}: not JSON ({err})") from None
+            raise ConfigError(self.flag, f"{path}: not JSON ({err})") from None
         if isinstance(found, dict):
             wrapped = [key for key in JSON_ROW_KEYS if isinstance(found.get(key), list)]
             if wrapped and len(found) == 1:
@@ -199,3 +237,56 @@ def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
         text = str(err).strip()
         reason = text.splitlines()[0] if text else type(err).__name__
         raise ConfigError(flag, f"{path}: not readable as Parquet ({reason})") from None
+
+
+def _named_files(given: str, flag: str) -> list[Path]:
+    """The files ``given`` names (a file, a folder, a glob pattern), sorted by name."""
+    import glob
+
+    path = Path(given)
+    try:
+        pattern = any(c in given for c in "*?[") and not path.exists()
+        folder = path.is_dir()
+    except OSError as err:  # a name too long, a folder that may not be searched
+        raise ConfigError(flag, f"cannot use {shown(given)} ({err.strerror})") from None
+    if pattern:
+        found = [Path(p) for p in glob.glob(given, recursive=True)]
+        files = sorted(p for p in found if p.is_file() and _data_name(Path(p.name)))
+        if not files:
+            raise ConfigError(flag, f"no file matches {given}")
+    elif folder:
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and p.suffix.lower() in SUFFIXES and _data_name(p.relative_to(path))
+        )
+        if not files:
+            raise ConfigError(flag, f"{given} is a folder with no {', '.join(SUFFIXES)} file")
+    else:
+        require_file(path, flag)
+        files = [path]
+    for file in files:
+        if file.suffix.lower() not in SUFFIXES:
+            raise ConfigError(
+                flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file"
+            )
+    return files
+
+
+def _data_name(relative: Path) -> bool:
+    """Not a hidden or bookkeeping file (``.crc``, ``_SUCCESS``), nor in such a folder."""
+    return not any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def _conformed(table, schema):
+    """``table``'s columns as ``schema`` has them: in its order, of its types, a column
+    the table lacks as nulls."""
+    import pyarrow as pa
+
+    columns = [
+        table.column(f.name).cast(f.type)
+        if f.name in table.column_names
+        else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -43,7 +43,7 @@ from nas.core.disk import torch_file
 from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
-from nas.data.raw import RawForm, RawLabels, raw_labels
+from nas.data.raw import RawForm, RawInputError, RawLabels, raw_labels
 from nas.data.raw_table import rows_table, table_features, table_labels
 from nas.data.row_files import RowBatch
 from nas.data.schema import Features, Schema
@@ -469,20 +469,26 @@ class Scoring:
         self._recipes = self.loaded.info.get("labels")
         self._labels: list[RawLabels] = []
         self._scores: list[dict[str, np.ndarray]] | None = [] if self._recipes else None
+        self._lacking_in: Path | None = None  # the file of the first row without its labels
 
     @property
     def outputs(self) -> list[str]:
         return self.loaded.outputs
 
     def score(self, batch: RowBatch) -> dict[str, np.ndarray]:
-        """Each output column's probability for each row of ``batch``."""
-        if self._recipes:
-            self._labels.append(self._labels_of(batch))
-        scores = self.loaded.scored(self.loaded.features_of(batch))
+        """Each output column's probability for each row of ``batch`` (``RawInputError``
+        names a bad row, its file and its column)."""
+        try:
+            if self._recipes:
+                self._labels.append(self._labels_of(batch))
+            scores = self.loaded.scored(self.loaded.features_of(batch))
+        except RawInputError as err:
+            raise err.in_file(batch.file) from None
         if self._scores is not None:
             self._scores.append(scores)
             if self._labels[-1].lacking:  # nothing to measure: keep no more scores
                 self._scores = None
+                self._lacking_in = batch.file
         return scores
 
     def _labels_of(self, batch: RowBatch) -> RawLabels:
@@ -500,7 +506,10 @@ class Scoring:
             return Measured()
         labels = RawLabels.joined(self._labels)
         if labels.lacking or self._scores is None:
-            return Measured(unmeasured=labels.unmeasured)
+            why = labels.unmeasured
+            return Measured(
+                unmeasured=f"{self._lacking_in} {why}" if why and self._lacking_in else why
+            )
         scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
         rates = self.loaded.info["train_rates"]
         return Measured(_measured(scores, labels.values, self._recipes, rates))

@@ -172,3 +172,16 @@ def test_a_label_value_that_is_not_one_is_named(value, label, words) -> None:
 
     with pytest.raises(RawInputError, match=words.replace("(", r"\(").replace(")", r"\)")):
         raw_labels([{label["column"]: value}], [label])
+
+
+def test_a_release_year_that_is_no_year_reads_as_missing(ml100k) -> None:
+    """'inf' is a float Python reads, and no year (it once raised OverflowError)."""
+    from nas.data.raw import normalise_year
+
+    assert [normalise_year(v) for v in ("1995", "1995.0", "inf", "-Infinity", "nan", "")] == [
+        "1995", "1995", "", "", "", "",
+    ]  # fmt: skip
+    row = dict(ml100k.raw_rows("test", 1)[0], release_year="INFINITY")
+    year = next(j for j, r in enumerate(ml100k.raw_form().categorical) if r.get("year"))
+    features = ml100k.raw_form().features([row], ml100k.schema)
+    assert int(features.categorical[0, year]) == 0  # missing
