@@ -231,7 +231,7 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     jsonl.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
     refused = nas(runs, "predict", registered["uri"], "--input", str(jsonl))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert "row 2: 'timestamp' must be an integer" in " ".join(refused.stderr.split())
+    assert "row 2: 'timestamp' must be a unix time in seconds" in " ".join(refused.stderr.split())
     # MLflow's own loader in a fresh Python gives the same scores.
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     script = (
@@ -314,7 +314,9 @@ def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
     assert measured_parts.figures["like"] == pytest.approx(measured.figures["like"], abs=1e-6)
     rows[22]["timestamp"] = "noon"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(RawInputError, match=f"{path} row 23: 'timestamp' must be an integer"):
+    with pytest.raises(
+        RawInputError, match=f"{path} row 23: 'timestamp' must be a unix time in seconds"
+    ):
         scored(7)
     # A folder of parts: one whose rows lack their labels is named with its row.
     parts = tmp_path / "parts"

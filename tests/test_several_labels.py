@@ -248,6 +248,17 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     for name in ("probability_click", "probability_like"):
         assert [line[name] for line in lines] == pytest.approx(expected[name], abs=1e-6)
     assert expected["probability_click"].tolist() != expected["probability_like"].tolist()
+    # MLflow's pyfunc, as `mlflow models serve` calls it, on a request of 50 rows in the
+    # signature's frame (lists joined with "|"): by its columns, as its rows score.
+    from nas.service.serving import FRAME_COLUMNS_FROM, _open, as_frame
+
+    pyfunc, _ = _open(f"sqlite:///{runs / 'mlflow.db'}", uri)
+    request = dataset.raw_rows("train", 50)
+    assert len(request) >= FRAME_COLUMNS_FROM
+    served = pyfunc.predict(as_frame(request, dataset.raw_form()))
+    by_rows = LoadedModel.from_files(info_file, weights).probabilities(request)
+    for name in ("probability_click", "probability_like"):
+        assert served[name].to_numpy() == pytest.approx(by_rows[name], abs=1e-6)
     # The team's own Parquet, labels and all: scored by its columns (``table_features``) as
     # its rows score, each source column kept, each label measured.
     import pyarrow.parquet as pq

@@ -368,7 +368,8 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
 
 
 def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
-    """int64 seconds: from integers, or from timestamps and dates (as UTC)."""
+    """int64 seconds: from integers, or from timestamps and dates (as UTC; a fraction of a
+    second floored, as a number's is)."""
     _scalar_only(batch, column, array, "a time")
     if array.null_count:
         raise batch.bad(
@@ -379,6 +380,8 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     try:
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
             array = _time_from_text(batch, column, array)
+        if pa.types.is_timestamp(array.type):  # a fraction of a second floored
+            array = pc.floor_temporal(array, unit="second")
         if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
             array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
         elif pa.types.is_floating(array.type):

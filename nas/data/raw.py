@@ -4,7 +4,9 @@
 same to rows it has never seen, with the same vocabularies. ``RawForm`` keeps them, as data
 (JSON next to the prepared arrays), with the recipe of each field:
 
-    columns      raw column -> type: "string", "integer", "number", "strings" (a list, or
+    columns      raw column -> type: "string", "integer" (a time: unix seconds, read as
+                 prepare reads a time: a fraction floored, or a date-time, UTC unless
+                 zoned, or a date, or the text of one), "number", "strings" (a list, or
                  one string with "|" between values) or "events" (a list of
                  [item, action, time] triples, the user's past events, oldest first)
     categorical  one per categorical field, in schema order: a vocabulary lookup of a
@@ -27,6 +29,7 @@ column. Optional columns (the history, Criteo's sparse values) may be absent or 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -202,12 +205,13 @@ class RawForm:
             )
         out = {}
         for name, column in self.columns.items():
+            kind = "time" if column["type"] == "integer" else column["type"]
             value = row.get(name)
             if _missing(value):
                 if not column["optional"]:
-                    raise RawInputError(number, name, f"is missing; expected {_wants(column)}")
+                    raise RawInputError(number, name, f"is missing; expected {_wants(kind)}")
                 value = None
-            out[name] = convert(number, name, column["type"], value, column.get("sep", "|"))
+            out[name] = convert(number, name, kind, value, column.get("sep", "|"))
         return out
 
     # --- features -> raw rows (an input example) --------------------------------------------
@@ -383,20 +387,22 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _wants(column: dict) -> str:
+def _wants(kind: str) -> str:
     return {
         "string": "a string",
         "integer": "an integer",
+        "time": "a unix time in seconds or a date-time",
         "number": "a number",
         "strings": 'a list of strings, or one string with "|" between values',
         "events": "a list of [item, action, time] triples",
-    }[column["type"]]
+    }[kind]
 
 
 def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> Any:
-    """``value`` as column type ``kind`` (an optional column's empty value: "" for a
-    string, None for a number, [] for a list); ``sep`` splits a "strings" column's text."""
-    wants = _wants({"type": kind})
+    """``value`` as ``kind``: a column type, or "time" (an "integer" column's, as
+    ``unix_seconds``); an optional column's empty value: "" for a string, None for a
+    number, [] for a list; ``sep`` splits a "strings" column's text."""
+    wants = _wants(kind)
 
     def bad() -> RawInputError:  # made only when raised: most values are fine
         return RawInputError(number, name, f"must be {wants}, got {shown(value)}")
@@ -410,6 +416,15 @@ def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> An
             return str(value)
         except ValueError:  # an int over sys.get_int_max_str_digits() digits
             raise bad() from None
+    if kind == "time":
+        if value is None or value == "":
+            raise RawInputError(number, name, f"must be {wants}, got an empty value")
+        seconds = unix_seconds(value)
+        if seconds is None:
+            raise bad()
+        if not -INT64_LIMIT <= seconds < INT64_LIMIT:
+            raise RawInputError(number, name, f"must be a time in 64 bits, got {shown(value)}")
+        return seconds
     if kind in ("integer", "number"):
         if value is None or value == "":
             if kind == "integer":
@@ -471,6 +486,37 @@ def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> An
                 continue
         events.append(_event(number, name, event, bad))
     return events
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+SECOND = datetime.timedelta(seconds=1)
+
+
+def unix_seconds(value: Any) -> int | None:
+    """A time as ``prepare`` reads one (``nas/data/ingest.py``): unix seconds (a fraction
+    floored), a date-time (UTC unless it says its zone; a fraction of a second floored), a
+    date (its midnight, UTC), or the text of one of these (ISO 8601); None if it is none."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            try:
+                value = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return math.floor(value) if math.isfinite(value) else None
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return (value - EPOCH) // SECOND
+    if isinstance(value, datetime.date):
+        return (value - EPOCH.date()).days * 86_400
+    return None
 
 
 def _event(number: int, name: str, event: Any, bad) -> list:

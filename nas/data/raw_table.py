@@ -127,19 +127,28 @@ class _Encoding:
             raise _RowsDecide
         return array.fill_null("")
 
-    def _integers(self, name: str) -> np.ndarray:
-        """An "integer" column (none missing) as int64, by way of a float, as ``convert``."""
+    def _times(self, name: str) -> np.ndarray:
+        """An "integer" column, a time (none missing), as int64 unix seconds: ``convert``'s
+        "time" (integers as they are, numbers and date-times floored to the second)."""
         array = self._column(name)
         if array is None or array.null_count:
             raise _RowsDecide
-        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            return _by_value(array, lambda v: _converted(name, "integer", v), np.int64)
-        if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+        kind = array.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return _by_value(array, lambda v: _converted(name, "time", v), np.int64)
+        if pa.types.is_timestamp(kind):
+            array = pc.floor_temporal(array, unit="second").cast(pa.timestamp("s", kind.tz))
+            return _int64(array)
+        if pa.types.is_date(kind):
+            return _int64(array.cast(pa.timestamp("s")))
+        if pa.types.is_integer(kind):
+            if pa.types.is_uint64(kind) and pc.max(array).as_py() >= INT64_LIMIT:
+                raise _RowsDecide  # beyond 64 bits: the rows name it
+            return _int64(array)
+        if not pa.types.is_floating(kind):
             raise _RowsDecide
-        x = array.to_numpy().astype(np.float64)
-        if not (
-            np.isfinite(x) & (x == np.floor(x)) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)
-        ).all():
+        x = np.floor(array.to_numpy().astype(np.float64))
+        if not (np.isfinite(x) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)).all():
             raise _RowsDecide
         return x.astype(np.int64)
 
@@ -189,7 +198,7 @@ class _Encoding:
 
     def _category(self, recipe: dict[str, Any]) -> np.ndarray:
         if "derive" in recipe:
-            derived = DERIVED[recipe["derive"]](self._integers(recipe["column"]))
+            derived = DERIVED[recipe["derive"]](self._times(recipe["column"]))
             if "vocab" not in recipe:
                 return derived
             text = RawForm.category_of_text
@@ -242,7 +251,7 @@ class _Encoding:
             ):
                 raise _RowsDecide  # events, each [item, action, time]: the rows read them
             item, lengths = np.zeros(0, dtype=np.int64), np.zeros(n, dtype=np.int64)
-            now = self._integers(recipe["now"]) if "now" in recipe else np.zeros(n, np.int64)
+            now = self._times(recipe["now"]) if "now" in recipe else np.zeros(n, np.int64)
         end = np.cumsum(lengths)
         arrays |= {"history_start": end - lengths, "history_end": end, "history_now": now}
         if not len(item):  # History indexes its events: give it one padding event
@@ -316,3 +325,8 @@ def table_labels(
         column = label_columns[int(np.argmax(missing[row]))]["column"]
         lacking = (first + row, column)
     return RawLabels(values, lacking, bool((~missing).any()))
+
+
+def _int64(array: pa.Array) -> np.ndarray:
+    """``array`` as a numpy int64 array of its own (torch takes it without a copy)."""
+    return array.cast(pa.int64()).to_numpy(zero_copy_only=False, writable=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 
 import numpy as np
@@ -81,15 +82,16 @@ def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
     ("change", "row", "column", "words"),
     [
         ({"timestamp": None}, 2, "timestamp", "is missing"),
-        ({"timestamp": "yesterday"}, 2, "timestamp", "must be an integer"),
-        ({"timestamp": 1.5}, 2, "timestamp", "must be an integer"),
-        ({"timestamp": True}, 2, "timestamp", "must be an integer"),
+        ({"timestamp": "yesterday"}, 2, "timestamp", "must be a unix time in seconds or a d"),
+        ({"timestamp": float("inf")}, 2, "timestamp", "must be a unix time in seconds"),
+        ({"timestamp": True}, 2, "timestamp", "must be a unix time in seconds"),
+        ({"timestamp": [5]}, 2, "timestamp", "must be a unix time in seconds"),
         ({"user_id": {"id": 1}}, 2, "user_id", "must be a string"),
         ({"genres": [1, 2]}, 2, "genres", "list of strings"),
         ({"history": "not json"}, 2, "history", "triples"),
         ({"history": [["1", "five", 3]]}, 2, "history[action]", "must be an integer"),
-        ({"timestamp": 2**63}, 2, "timestamp", "must be a 64-bit integer"),
-        ({"timestamp": 9.3e18}, 2, "timestamp", "must be a 64-bit integer"),
+        ({"timestamp": 2**63}, 2, "timestamp", "must be a time in 64 bits"),
+        ({"timestamp": 9.3e18}, 2, "timestamp", "must be a time in 64 bits"),
         ({"history": [["1", 1, -(2**64)]]}, 2, "history[time]", "must be a 64-bit integer"),
     ],
 )
@@ -185,3 +187,29 @@ def test_a_release_year_that_is_no_year_reads_as_missing(ml100k) -> None:
     year = next(j for j, r in enumerate(ml100k.raw_form().categorical) if r.get("year"))
     features = ml100k.raw_form().features([row], ml100k.schema)
     assert int(features.categorical[0, year]) == 0  # missing
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (1_700_000_000, 1_700_000_000),
+        (1_700_000_000.9, 1_700_000_000),
+        (-1.5, -2),  # floored, as prepare floors
+        ("1700000000", 1_700_000_000),
+        ("2023-11-14T22:13:20", 1_700_000_000),  # naive: UTC
+        ("2023-11-15T00:13:20+02:00", 1_700_000_000),
+        (datetime.datetime(2023, 11, 14, 22, 13, 20, 999_999), 1_700_000_000),
+        (datetime.date(2023, 11, 14), 1_699_920_000),
+    ],
+)
+def test_a_time_is_read_as_prepare_reads_it(ml100k, value, seconds) -> None:
+    """MovieLens's `timestamp` (an "integer" column: a time) given as a team's logs give it."""
+    from nas.data.raw import DERIVED
+
+    _, rows = raw_rows(ml100k, "test", 1)
+    form = ml100k.raw_form()
+    encoded = form.features([{**rows[0], "timestamp": value}], ml100k.schema)
+    hour = next(j for j, r in enumerate(form.categorical) if r.get("derive") == "hour")
+    want = form.category_of_text(form.categorical[hour], str(DERIVED["hour"](seconds)))
+    assert int(encoded.categorical[0, hour]) == want
+    assert int(encoded.history.now[0]) == seconds

@@ -5,6 +5,7 @@ it leaves the table to them."""
 
 from __future__ import annotations
 
+import datetime
 import math
 
 import numpy as np
@@ -81,6 +82,17 @@ def test_movielens_rows_without_a_history_encode_by_column_and_with_one_by_row(m
     same(fast, form.features(bare.to_pylist(), schema))
     want = ml100k.features("test")[slice(0, 200)]
     assert np.array_equal(fast.categorical.numpy()[:, :-2], want.categorical.numpy()[:, :-2])
+    # times as numbers with fractions (floored), as date-times, as text
+    at = bare.column_names.index("timestamp")
+    for times in (
+        pa.array([1_700_000_000.7, -3600.5, 86_399.999]),
+        pa.array([datetime.datetime(1969, 12, 31, 22, 59, 59, 500_000)] * 3, pa.timestamp("ms")),
+        pa.array(["2023-11-14T22:13:20.5", "-3600.5", "1969-12-31"]),
+    ):
+        timed = bare.slice(0, 3).set_column(at, "timestamp", times)
+        fast = table_features(form, timed, schema)
+        assert fast is not None, times
+        same(fast, form.features(timed.to_pylist(), schema))
     events = pa.array([[["1", "5", "10"]]] * 3, pa.list_(pa.list_(pa.string())))
     with_history = bare.slice(0, 3).append_column("history", events)
     assert table_features(form, with_history, schema) is None
@@ -103,6 +115,12 @@ VALUES = {  # a column's values of each kind: those its own kind reads, then odd
     "bool": st.one_of(st.none(), st.booleans()),
     "list of nulls": st.lists(st.one_of(st.none(), st.sampled_from(WORDS)), max_size=3),
     "int list": st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)),
+    "date-time": st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1)),
+    "date": st.dates(datetime.date(1900, 1, 1), datetime.date(2200, 1, 1)),
+    "time text": st.one_of(
+        st.sampled_from(["2024-05-07", "2024-05-07 10:00:01.5", "1700000000.5", "soon"]),
+        st.datetimes().map(str),
+    ),
 }
 TYPES = {
     "text": pa.string(),
@@ -114,6 +132,9 @@ TYPES = {
     "bool": pa.bool_(),
     "list of nulls": pa.list_(pa.string()),
     "int list": pa.list_(pa.int64()),
+    "date-time": pa.timestamp("us"),
+    "date": pa.date32(),
+    "time text": pa.string(),
 }
 NATURAL = {"string": "text", "integer": "integer", "number": "float", "strings": "list"}
 
@@ -252,3 +273,47 @@ def test_text_rows_of_plain_columns_make_a_table_and_mixed_ones_do_not(own_logs)
     assert rows_table(form, [{"count": 1.5}, {"count": True}]) is None  # Arrow: [1.5, 1.0]
     assert rows_table(form, [{"site": "a"}, {"site": 7}]) is None  # mixed types
     assert rows_table(form, [{"site": "a"}, {"elsewhere": 1}]) is None  # none of its columns
+
+
+def test_times_of_a_team_s_parquet_predict_as_they_were_prepared(tmp_path) -> None:
+    """Parquet timestamps to the microsecond (Spark's), zoned or not: prepare floors them to
+    their second (it refused them once), and a batch of the same file encodes, by row and
+    by column, to the very ids prepare gave."""
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    rows = 500
+    micros = (1_700_000_000 + rng.integers(-(10**9), 10**6, rows)) * 10**6
+    micros += rng.integers(0, 10**6, rows)
+    (tmp_path / "data").mkdir()
+    for name, tz in (("utc", "UTC"), ("naive", None)):
+        table = pa.table(
+            {
+                "click": rng.integers(0, 2, rows),
+                "ts": pa.array(micros, pa.timestamp("us", tz)),
+                "site": rng.choice(["a", "b", "c"], rows),
+            }
+        )
+        path = tmp_path / "data" / f"{name}.parquet"
+        pq.write_table(table, path)
+        schema = tmp_path / f"{name}.yaml"
+        schema.write_text(
+            f"name: times_{name}\nsource: {{format: parquet, path: data/{name}.parquet}}\n"
+            "labels: [click]\nkeys: {timestamp: ts}\nsplit: {method: random, valid: 0.1, "
+            "test: 0.1}\nfeatures:\n  - {name: site, type: categorical}\n"
+            "  - {name: hour, type: categorical, from: ts, derive: hour}\n"
+            "  - {name: weekday, type: categorical, from: ts, derive: weekday}\n"
+        )
+        dataset = prepare_dataset(str(schema), tmp_path / "cache")[0]
+        seconds = np.floor_divide(micros, 10**6)
+        stored = np.empty(rows, dtype=np.int64)
+        stored[np.asarray(dataset.array("source_row"))] = np.asarray(dataset.array("timestamp"))
+        assert np.array_equal(stored, seconds)
+        prepared = np.empty((rows, 3), dtype=np.int64)
+        prepared[np.asarray(dataset.array("source_row"))] = np.asarray(dataset.array("categorical"))
+        form = dataset.raw_form()
+        fast = table_features(form, table, dataset.schema)
+        assert fast is not None
+        by_rows = form.features(table.to_pylist(), dataset.schema)
+        same(fast, by_rows)
+        assert np.array_equal(fast.categorical.numpy(), prepared)
