@@ -5,7 +5,6 @@ the memory of one batch; the rows' own labels, if they carry them, measure the m
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -238,7 +237,7 @@ def _scored_table(batch: RowBatch, scores: dict[str, np.ndarray], plan: dict | N
         for name, kind in plan.items():
             values = [row.get(name) if isinstance(row, dict) else None for row in batch.rows]
             if kind == JSON_TEXT:
-                values = [None if v is None else json.dumps(v, default=str) for v in values]
+                values = [None if v is None else json_text(v) for v in values]
                 kind = pa.string()
             try:
                 columns[name] = pa.array(values, type=kind)

@@ -1,14 +1,15 @@
-"""A ``RawForm``'s encoding of an Arrow table (a Parquet file's batch) a column at a time.
+"""A ``RawForm``'s encoding of an Arrow table a column at a time: a Parquet file's batch,
+text rows made a table (``rows_table``), a DataFrame MLflow serves.
 
-``RawForm.features`` encodes rows one by one in Python: about 10,000 rows a second. A
-Parquet file of logs arrives as columns, and a column holds few distinct values: here each
-distinct value goes through the same scalar functions the rows use (``RawForm.category``,
-``lookup``, ``convert``), once, and numpy spreads the results over the
-rows. The rows stay the reference, tested equal on every field kind
-(``tests/data/test_raw_table.py``), and the judge of bad input: a column this path does not
-read (an Arrow type the rows would refuse, a missing value in a required column, an events
-history) makes ``table_features`` return None, and the caller encodes the rows, which name
-the bad row and column.
+``RawForm.features`` encodes rows one by one in Python: about 17,000 rows a second. Logs
+arrive as columns, and a column holds few distinct values: here each distinct value goes
+through the same scalar functions the rows use (``RawForm.category``, ``lookup``,
+``convert``), once, and numpy spreads the results over the rows (numbers, times and lists
+by numpy and Arrow's kernels, tested to the same values). The rows stay the reference,
+tested equal on every field kind (``tests/data/test_raw_table.py``), and the judge of bad
+input: a column this path does not read (an Arrow type the rows would refuse, a missing
+value in a required column, an events history) makes ``table_features`` return None, and
+the caller encodes the rows, which name the bad row and column.
 """
 
 from __future__ import annotations

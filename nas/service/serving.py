@@ -178,9 +178,9 @@ class LoadedModel:
         import pyarrow as pa
 
         table = None
-        # an object column of mixed types: the rows decide
-        with contextlib.suppress(pa.ArrowException, OverflowError, TypeError, ValueError):
-            if len(frame) >= FRAME_COLUMNS_FROM:
+        if len(frame) >= FRAME_COLUMNS_FROM:
+            # Arrow refuses an object column of mixed types: the rows decide
+            with contextlib.suppress(pa.ArrowException, OverflowError, TypeError, ValueError):
                 table = pa.Table.from_pandas(frame, preserve_index=False)
         features = None if table is None else table_features(self.raw_form, table, self.schema)
         if features is None:
