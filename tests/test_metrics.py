@@ -87,3 +87,49 @@ def test_gauc_is_each_users_auc_weighted_by_rows(seed):
         torch.tensor(frame["label"].to_numpy()), torch.tensor(frame["score"].to_numpy()), 0.5
     )
     assert math.isnan(grouped_auc(np.ones(4), np.arange(4.0), np.zeros(4)))
+
+
+def _two_models(seed: int, rows: int = 2000):
+    """Labels and two correlated models' probabilities, the second a little sharper."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(rows) < 0.3
+    noise = rng.normal(0, 1.2, rows)
+    first = 1 / (1 + np.exp(-(y * 1.0 + noise)))
+    second = 1 / (1 + np.exp(-(y * 1.3 + noise + rng.normal(0, 0.4, rows))))
+    return y, first, second
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_paired_differences_match_the_figures_and_a_bootstrap_of_the_rows(seed) -> None:
+    """The differences are NE's and AUC's own; their errors are what resampling the rows
+    gives (DeLong's for AUC), within the bootstrap's own noise."""
+    from workers.metrics import paired_auc_difference, paired_ne_difference
+
+    y, first, second = _two_models(seed)
+    d_auc, se_auc = paired_auc_difference(y, first, second)
+    assert d_auc == pytest.approx(auc(y, second) - auc(y, first), abs=1e-12)
+    d_ne, se_ne = paired_ne_difference(y, first, second, (0.3, 0.3))
+
+    def ne(p):
+        logits = torch.logit(torch.from_numpy(p))
+        return binary_metrics(torch.from_numpy(y.astype(np.float32)), logits, 0.3)["ne"]
+
+    assert d_ne == pytest.approx(ne(second) - ne(first), abs=1e-9)
+    rng = np.random.default_rng(100 + seed)
+    draws = [rng.integers(0, len(y), len(y)) for _ in range(300)]
+    boot_auc = [auc(y[i], second[i]) - auc(y[i], first[i]) for i in draws]
+    boot_ne = [paired_ne_difference(y[i], first[i], second[i], (0.3, 0.3))[0] for i in draws]
+    assert se_auc == pytest.approx(np.std(boot_auc), rel=0.15)
+    assert se_ne == pytest.approx(np.std(boot_ne), rel=0.15)
+
+
+def test_paired_differences_of_a_model_with_itself_and_of_one_class() -> None:
+    from workers.metrics import paired_auc_difference, paired_ne_difference
+
+    y, first, _ = _two_models(0, 200)
+    assert paired_auc_difference(y, first, first) == (0.0, 0.0)
+    assert paired_ne_difference(y, first, first, (0.3, 0.3)) == (0.0, 0.0)
+    d, se = paired_auc_difference(np.zeros(5), first[:5], first[:5])
+    assert math.isnan(d) and math.isnan(se)
+    d, se = paired_auc_difference(np.array([1, 0, 0]), first[:3], first[:3] + 0.1)
+    assert d == 0.0 and math.isnan(se)  # one positive: no spread to go on

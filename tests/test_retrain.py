@@ -279,6 +279,43 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         assert again.returncode == 2 and "exists" in again.stderr
 
 
+def test_models_compared_on_labelled_rows_name_their_differences(
+    searched, retrained, tmp_path
+) -> None:
+    """`nas models compare`: the same model by alias and by version differs by nothing;
+    each model's figures are those `nas predict` measures on the rows."""
+    from nas.data import load_dataset
+
+    runs, search_id = searched
+    uri = retrained[0]["registered"]["uri"]
+    data = load_dataset(registry_of(runs).get_search(search_id).config["dataset"])
+    rows = data.raw_rows("test", 300)
+    likes = data.label_array()[data.split_rows("test")[:300]]
+    for row, like in zip(rows, likes, strict=True):
+        row["rating"] = 4 if like else 3
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = nas(runs, "models", "compare", uri, "models:/tiny-ranker/1", "--input", str(path),
+               "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    compared = json.loads(done.stdout)
+    assert compared["rows"] == 300 and list(compared["labels"]) == ["like"]
+    first, second = compared["labels"]["like"]
+    assert [first["model_uri"], second["model_uri"]] == [uri, "models:/tiny-ranker/1"]
+    assert second["ne_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
+    assert second["auc_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
+    scored = nas(runs, "predict", uri, "--input", str(path), "--out", str(tmp_path / "s.jsonl"),
+                 "--json")  # fmt: skip
+    measured = json.loads(scored.stdout)["measured"]["like"]
+    assert first["ne"] == measured["ne"] and first["auc"] == measured["auc"]
+    shown = nas(runs, "models", "compare", uri, "models:/tiny-ranker/1", "--input", str(path))
+    said = " ".join(shown.stdout.split())
+    assert "models:/tiny-ranker/1 against the first, at 95%: NE within noise, AUC within noise" \
+        in said, said  # fmt: skip
+    alone = nas(runs, "models", "compare", uri, "--input", str(path))
+    assert alone.returncode == 2 and "name two or more models" in alone.stderr
+
+
 def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
     searched, retrained, tmp_path
 ) -> None:

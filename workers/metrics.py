@@ -131,3 +131,52 @@ def _one_label(
     for name, keys in (groups or {}).items():
         metrics[name] = grouped_auc(labels.numpy(), scores, keys)
     return metrics
+
+
+# --- two models on the same rows --------------------------------------------------------------
+
+
+def paired_ne_difference(
+    labels: np.ndarray, first: np.ndarray, second: np.ndarray, rates: tuple[float, float]
+) -> tuple[float, float]:
+    """NE(second) - NE(first) on the same rows (probabilities; each model's training rate in
+    ``rates``) and its standard error: each row's difference of normalized logloss, the
+    rows taken as independent draws."""
+    y = np.asarray(labels, dtype=np.float64)
+
+    def row_ne(p: np.ndarray, rate: float) -> np.ndarray:
+        p = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+        return -(y * np.log(p) + (1 - y) * np.log1p(-p)) / base_entropy(rate)
+
+    d = row_ne(second, rates[1]) - row_ne(first, rates[0])
+    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
+    return float(d.mean()), se
+
+
+def paired_auc_difference(
+    labels: np.ndarray, first: np.ndarray, second: np.ndarray
+) -> tuple[float, float]:
+    """AUC(second) - AUC(first) on the same rows and its standard error by DeLong's method
+    (DeLong, DeLong and Clarke-Pearson 1988; the O(n log n) form of Sun and Xu 2014): the
+    two AUCs' variances and covariance from each row's placement among the other class.
+    NaN with one class, and an error of NaN with fewer than two rows of either."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(labels).astype(bool)
+    m, n = int(y.sum()), int((~y).sum())
+    if m == 0 or n == 0:
+        return math.nan, math.nan
+    aucs, v01, v10 = [], [], []
+    for scores in (first, second):
+        s = np.asarray(scores, dtype=np.float64)
+        positives, negatives = s[y], s[~y]
+        tx, ty = rankdata(positives), rankdata(negatives)
+        tz = rankdata(np.concatenate([positives, negatives]))
+        aucs.append((tz[:m].sum() - m * (m + 1) / 2) / (m * n))
+        v01.append((tz[:m] - tx) / n)  # each positive: the share of negatives below it
+        v10.append(1.0 - (tz[m:] - ty) / m)  # each negative: the share of positives above it
+    if m < 2 or n < 2:
+        return float(aucs[1] - aucs[0]), math.nan
+    s = np.cov(np.vstack(v01)) / m + np.cov(np.vstack(v10)) / n
+    variance = s[0, 0] + s[1, 1] - 2 * s[0, 1]
+    return float(aucs[1] - aucs[0]), math.sqrt(max(float(variance), 0.0))

@@ -10,7 +10,7 @@ shown, ``flags`` for shared flag types.
     nas resume ID | cancel ID              continue after a crash or Ctrl-C; stop a search
     nas retrain ID --pick knee             retrain picks and baselines, compare on test
       [--register NAME]                    ... and register the best in MLflow's registry
-    nas models list | register             registered models
+    nas models list | register | compare   registered models; measured side by side
     nas predict MODEL_URI --input ROWS     score raw rows with a registered model
     nas export MODEL_URI --out DIR         torch.export / TorchScript for serving
     nas fp8 probe SPEC.json                where FP8 is safe and fast in an architecture

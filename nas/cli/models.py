@@ -2,6 +2,7 @@
 
 nas models list [NAME]                      registered versions, their aliases and tags
 nas models register RETRAIN_ID NAME         register a finished retrain's best model
+nas models compare URI URI --input ROWS     measure models on the same labelled rows
 nas predict MODEL_URI --input rows.jsonl    score raw rows (``nas.cli.predict``)
 nas export MODEL_URI --format torch-export --out DIR
 """
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from nas.cli.flags import folder, open_registry, registry_flag, tracking_flag, tracking_uri
 from nas.cli.predict import add_command as add_predict_command
+from nas.cli.predict import add_compare_command
 from nas.cli.render import console, emit_json, out, phrase, styled
 from nas.core.errors import ConfigError, shown
 
@@ -37,6 +39,7 @@ def add_commands(commands) -> None:
     registry_flag(register)
     register.add_argument("--json", action="store_true")
     register.set_defaults(run=cmd_models_register)
+    add_compare_command(verbs)
 
     add_predict_command(commands)
 

@@ -54,6 +54,103 @@ def add_command(commands) -> None:
     predict.set_defaults(run=cmd_predict)
 
 
+def add_compare_command(verbs) -> None:
+    compare = verbs.add_parser(
+        "compare", help="measure two or more models on the same labelled rows, side by side"
+    )
+    compare.add_argument(
+        "model_uris", nargs="+", metavar="MODEL_URI", help="the first is the one to beat"
+    )
+    compare.add_argument(
+        "--input", required=True, metavar="ROWS", help="labelled rows, as nas predict reads them"
+    )
+    tracking_flag(compare)
+    compare.add_argument("--json", action="store_true")
+    compare.set_defaults(run=cmd_models_compare)
+
+
+def cmd_models_compare(args: argparse.Namespace) -> None:
+    from nas.data.row_files import RowFiles
+    from nas.service.serving import Scoring, compare
+
+    if len(args.model_uris) < 2:
+        raise ConfigError("MODEL_URI", "name two or more models to compare, the first to beat")
+    rows = RowFiles(args.input)
+    if rows.total == 0:
+        raise ConfigError("--input", f"{args.input} has no rows")
+    scorings = []
+    for uri in args.model_uris:
+        with console.status(f"Loading {uri} ..."):
+            scorings.append(Scoring(tracking_uri(args), uri))
+    count = 0
+    with progress_bar(eta=True, counts=rows.suffix == ".parquet") as bar:
+        task = bar.add_task(
+            f"Scoring with {counted(len(scorings), 'model')}", total=rows.total, note=""
+        )
+        for batch in rows.batches():
+            for scoring in scorings:
+                scoring.score(batch)
+            count += len(batch)
+            bar.update(task, completed=rows.done, note=counted(count, "row"))
+    compared = compare(scorings)
+    if args.json:
+        emit_json({"input": str(args.input), "rows": count, "labels": compared})
+        return
+    for name, models in compared.items():
+        _print_compared(name, models, count)
+
+
+def _print_compared(label: str, models: list[dict], rows: int) -> None:
+    first = models[0]
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=f"label {label} ({first['rule']}) on {rows:,} rows: against {first['model_uri']}",
+        title_justify="left",
+    )
+    for column in ("model", "NE", "NE - first (95% CI)", "AUC", "AUC - first (95% CI)"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_column("logloss", justify="right")
+    for m in models:
+        table.add_row(
+            m["model_uri"],
+            f"{m['ne']:.4f}",
+            _difference(m.get("ne_difference")),
+            "n/a" if m["auc"] != m["auc"] else f"{m['auc']:.4f}",
+            _difference(m.get("auc_difference")),
+            f"{m['logloss']:.4f}",
+        )
+    out.print(table)
+    for m in models[1:]:
+        verdict = _verdict(m["ne_difference"], m["auc_difference"])
+        out.print(f"{m['model_uri']} against the first, at 95%: {verdict}", highlight=False)
+
+
+def _difference(d: dict | None) -> str:
+    if d is None:
+        return "-"
+    if d["mean"] != d["mean"]:
+        return "n/a"
+    if d["low"] != d["low"]:  # no spread to go on
+        return f"{d['mean']:+.4f}"
+    return f"{d['mean']:+.4f} ({d['low']:+.4f}, {d['high']:+.4f})"
+
+
+def _verdict(ne: dict, auc: dict) -> str:
+    """What the intervals say, in words (a lower NE is better, a higher AUC)."""
+
+    def said(d: dict, better_below: bool, what: str) -> str:
+        if d["mean"] != d["mean"]:
+            return f"{what} unknown (the rows hold one class)"
+        if d["low"] != d["low"]:
+            return f"{what} unknown (too few rows)"
+        if d["low"] <= 0 <= d["high"]:
+            return f"{what} within noise"
+        better = (d["high"] < 0) == better_below
+        return f"{what} {'better' if better else 'worse'}"
+
+    return f"{said(ne, True, 'NE')}, {said(auc, False, 'AUC')}"
+
+
 def cmd_predict(args: argparse.Namespace) -> None:
     from nas.data.row_files import RowFiles
     from nas.service.serving import Scoring

@@ -153,9 +153,9 @@ class RowFiles:
                 table = pa.Table.from_batches([batch])
                 if len(self.paths) > 1:
                     table = _conformed(table, self.schema)
+                self.done += batch.num_rows  # read: before its rows are scored
                 yield RowBatch(first, table=table)
                 first += batch.num_rows
-                self.done += batch.num_rows
 
     # --- text ---------------------------------------------------------------------------------
 

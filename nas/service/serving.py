@@ -484,6 +484,7 @@ class Scoring:
     holds the scores to MLflow's own loader's; the time saved: ``benchmarks/README.md``)."""
 
     def __init__(self, tracking_uri: str, model_uri: str):
+        self.model_uri = model_uri
         _, self.loaded = _open(tracking_uri, model_uri)
         self._recipes = self.loaded.info.get("labels")
         self._labels: list[RawLabels] = []
@@ -532,6 +533,66 @@ class Scoring:
         scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
         rates = self.loaded.info["train_rates"]
         return Measured(_measured(scores, labels.values, self._recipes, rates))
+
+    def labelled(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Every row's labels [R, K] and probabilities so far; ``NasError`` where the model
+        has no labels to read or a row lacks its own."""
+        if not self._recipes:
+            raise NasError(
+                f"{self.model_uri} does not say how its labels are read (registered from a "
+                "dataset prepared before 2026-12-06: prepare it again with --force and "
+                "register again)"
+            )
+        labels = RawLabels.joined(self._labels) if self._labels else None
+        if labels is None or labels.lacking or self._scores is None:
+            why = self.measured().unmeasured or "the rows carry no labels"
+            raise NasError(f"the rows cannot measure {self.model_uri}: {why}")
+        scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
+        return labels.values, scores
+
+
+def compare(scorings: list[Scoring]) -> dict[str, list[dict[str, Any]]]:
+    """Models that scored the same labelled rows, label by label: each one's NE, AUC and
+    logloss, and its difference from the first's in NE (each row's normalized logloss,
+    paired) and in AUC (DeLong), with 95% intervals. ``NasError`` where the models read
+    their labels otherwise, or the rows do not carry them."""
+    from workers.metrics import paired_auc_difference, paired_ne_difference
+
+    first = scorings[0]
+    rules = [(r["name"], r["column"], r["at_least"]) for r in first.loaded.info.get("labels") or []]
+    for other in scorings[1:]:
+        theirs = [
+            (r["name"], r["column"], r["at_least"]) for r in other.loaded.info.get("labels") or []
+        ]
+        if rules and theirs and theirs != rules:
+            raise NasError(
+                f"{other.model_uri} reads its labels as {theirs}, {first.model_uri} as "
+                f"{rules}: they are measured on different labels"
+            )
+    labels, base = first.labelled()
+    compared: dict[str, list[dict[str, Any]]] = {}
+    for j, name in enumerate(rule[0] for rule in rules):
+        rows = []
+        for scoring in scorings:
+            _, scores = scoring.labelled()
+            figures = scoring.measured().figures[name]
+            row = {"model_uri": scoring.model_uri} | {
+                k: figures[k] for k in ("ne", "auc", "logloss", "rule", "train_rate")
+            }
+            if scoring is not first:
+                pair = (base[first.outputs[j]], scores[scoring.outputs[j]])
+                rates = (rows[0]["train_rate"], figures["train_rate"])
+                ne = paired_ne_difference(labels[:, j], *pair, rates)
+                auc = paired_auc_difference(labels[:, j], *pair)
+                row |= {"ne_difference": _interval(*ne), "auc_difference": _interval(*auc)}
+            rows.append(row)
+        compared[name] = rows
+    return compared
+
+
+def _interval(mean: float, error: float) -> dict[str, float]:
+    """A difference and its 95% interval (normal: the rows are many)."""
+    return {"mean": mean, "low": mean - 1.96 * error, "high": mean + 1.96 * error}
 
 
 def _measured(scores: dict, labels: np.ndarray, recipes: list[dict], rates: dict) -> dict:
