@@ -570,18 +570,17 @@ def compare(scorings: list[Scoring]) -> dict[str, list[dict[str, Any]]]:
                 f"{rules}: they are measured on different labels"
             )
     labels, base = first.labelled()
+    each = [(s, s.labelled()[1], s.measured().figures) for s in scorings]  # once: 10M rows
     compared: dict[str, list[dict[str, Any]]] = {}
     for j, name in enumerate(rule[0] for rule in rules):
         rows = []
-        for scoring in scorings:
-            _, scores = scoring.labelled()
-            figures = scoring.measured().figures[name]
+        for scoring, scores, figures in each:
             row = {"model_uri": scoring.model_uri} | {
-                k: figures[k] for k in ("ne", "auc", "logloss", "rule", "train_rate")
+                k: figures[name][k] for k in ("ne", "auc", "logloss", "rule", "train_rate")
             }
             if scoring is not first:
                 pair = (base[first.outputs[j]], scores[scoring.outputs[j]])
-                rates = (rows[0]["train_rate"], figures["train_rate"])
+                rates = (rows[0]["train_rate"], row["train_rate"])
                 ne = paired_ne_difference(labels[:, j], *pair, rates)
                 auc = paired_auc_difference(labels[:, j], *pair)
                 row |= {"ne_difference": _interval(*ne), "auc_difference": _interval(*auc)}
