@@ -252,6 +252,7 @@ def test_a_path_that_is_not_a_file_is_named_for_what_it_is(
         ["export", "models:/ranker@prod", "--out", "{long}/model"],
         ["data", "prepare", "criteo", "--source", "{long}.tsv"],
         ["data", "export", "movielens-100k", "--out", "{long}.parquet"],
+        ["data", "rows", "movielens-100k", "--out", "{long}.jsonl"],
         ["predict", "models:/ranker@prod", "--input", "rows.jsonl", "--out", "{long}.jsonl"],
     ],
 )

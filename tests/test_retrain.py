@@ -279,6 +279,33 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         assert again.returncode == 2 and "exists" in again.stderr
 
 
+def test_the_test_rows_in_raw_form_give_back_the_test_ne_the_retrain_measured(
+    searched, retrained, tmp_path
+) -> None:
+    """`nas data rows DATASET --split test`, scored by the registered model through its raw
+    form (`nas predict`), measures the NE its retrain measured on the test split's ids."""
+    runs, search_id = searched
+    dataset = registry_of(runs).get_search(search_id).config["dataset"]
+    rows = tmp_path / "test_rows.jsonl"
+    done = nas(runs, "data", "rows", dataset, "--out", str(rows))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert f"test rows of {dataset} in the raw form" in said and "written empty" not in said
+    scored = nas(runs, "predict", "models:/tiny-ranker/1", "--input", str(rows),
+                 "--out", str(tmp_path / "scored.parquet"), "--json")  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    measured = json.loads(scored.stdout)["measured"]["like"]
+    registered = retrained[0]["registered"]  # seed 0's weights: its own test NE
+    trials = registry_of(runs).trials(retrained[0]["id"])
+    seed0 = next(t for t in trials if t.arch_id == f"{registered['arch_id']}-s0")
+    assert measured["ne"] == pytest.approx(seed0.metrics["ne"], abs=1e-5)
+    assert measured["auc"] == pytest.approx(seed0.metrics["auc"], abs=1e-5)
+    (version,) = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
+    assert version["tags"]["test_ne"] == f"{seed0.metrics['ne']:.5f}"  # what the list shows
+    again = nas(runs, "data", "rows", dataset, "--out", str(rows))
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
 def test_models_compared_on_labelled_rows_name_their_differences(
     searched, retrained, tmp_path
 ) -> None:

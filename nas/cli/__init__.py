@@ -3,6 +3,7 @@ shown, ``flags`` for shared flag types.
 
     nas data prepare movielens-1m          build (or reuse) the cached views of a dataset
     nas data list                          datasets and what is cached
+    nas data rows NAME --out ROWS.jsonl    a split's rows in the raw form, labelled
     nas blocks                             the registered blocks and their parameters
     nas train SPEC.json --dataset NAME     train one architecture, print NE/AUC/FLOPs
     nas submit SEARCH.yaml                 run a search on Ray, logging to MLflow

@@ -76,6 +76,25 @@ def add_commands(commands) -> None:
     )
     common_flags(export)
     export.set_defaults(run=cmd_data_export)
+    rows = data_commands.add_parser(
+        "rows",
+        help="a split's rows in the raw form a registered model scores, with their labels: "
+        "rows to try nas predict and nas models compare on",
+    )
+    rows.add_argument("name", help="a dataset's name, or its schema file (FILE.yaml)")
+    rows.add_argument(
+        "--out",
+        required=True,
+        type=new_file(".jsonl"),
+        metavar="FILE.jsonl",
+        help="the JSON lines file to write (a new one; its folder is made if need be)",
+    )
+    rows.add_argument(
+        "--split", choices=("train", "valid", "test"), default="test", help="(default test)"
+    )
+    rows.add_argument("--rows", type=whole_number(1), help="the split's first N (default: all)")
+    common_flags(rows)
+    rows.set_defaults(run=cmd_data_rows)
 
 
 def split_names(text: str) -> tuple[str, ...]:
@@ -361,3 +380,39 @@ def cmd_data_export(args: argparse.Namespace) -> None:
         highlight=False,
         soft_wrap=True,
     )
+
+
+def cmd_data_rows(args: argparse.Namespace) -> None:
+    from nas.data.export import export_raw_rows, hashed_columns
+
+    dataset = _loaded(args)
+    total = len(dataset.split_rows(args.split))
+    total = total if args.rows is None else min(args.rows, total)
+    with progress_bar(eta=True) if not args.json else nullcontext() as bar:
+        task = bar.add_task(f"Writing {args.split} rows", total=total, note="") if bar else None
+        written = export_raw_rows(
+            dataset,
+            args.split,
+            args.out,
+            args.rows,
+            progress=(lambda rows: bar.advance(task, rows)) if bar else None,
+        )
+    hashed = hashed_columns(dataset)
+    if args.json:
+        emit_json(written.to_dict() | {"dataset": dataset.name, "empty_columns": hashed})
+        return
+    out.print(
+        f"wrote {written.path} ({written.bytes / 2**20:,.1f} MiB): {total:,} {args.split} rows "
+        f"of {dataset.name} in the raw form, each with its labels; score them with: nas "
+        f"predict MODEL_URI --input {written.path}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if hashed:
+        out.print(
+            f"written empty: {', '.join(hashed)} (hashed: an id cannot be read back), so a "
+            "model scores these rows otherwise than their source's; score the source files "
+            "for the model's own figures",
+            highlight=False,
+            soft_wrap=True,
+        )

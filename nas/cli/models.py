@@ -78,7 +78,7 @@ def cmd_models_list(args: argparse.Namespace) -> None:
             v["version"],
             ", ".join("@" + a for a in v["aliases"]),
             tags.get("arch_id", "")[:12],
-            tags.get("test_ne_mean", "")[:6],
+            tags.get("test_ne", tags.get("test_ne_mean", ""))[:6],
             tags.get("search_id", ""),
             v["created"],
         )

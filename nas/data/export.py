@@ -20,6 +20,11 @@ rule and schema (each field's cardinality: the size of an embedding table).
 Written ``EXPORT_ROWS`` rows at a time (a dataset larger than RAM is read through its maps,
 the pages read released after each batch) to a temporary file that takes the asked name only
 when complete.
+
+``export_raw_rows`` writes a split the other way round: as JSON lines in the raw form a
+registered model scores (``RawForm.decode``: the columns a serving system sends), each row
+with its labels' columns as prepare read them, for ``nas predict`` and ``nas models
+compare`` to be tried on, and to give back the test NE a retrain measured.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from nas.core.errors import ConfigError
 from nas.data.prepared import SPLITS, PreparedDataset
 
 EXPORT_ROWS = 1 << 18  # rows a batch (a row group): about 0.4 GB with a 32-event history
+RAW_ROWS = 1 << 14  # raw rows decoded at a time: Python objects, a few hundred MB at most
 KEY_COLUMNS = ("timestamp", "user_key", "request_key")  # arrays copied as they are, if present
 META_KEY = b"recnas"
 
@@ -110,6 +116,56 @@ def export_splits(
             if writer is not None:
                 writer.close()
     return Exported(path, written, names, path.stat().st_size)
+
+
+def export_raw_rows(
+    dataset: PreparedDataset,
+    split: str,
+    path: Path,
+    count: int | None = None,
+    progress: Progress | None = None,
+) -> Exported:
+    """The first ``count`` rows of ``split`` (all: None) as JSON lines in the raw form, each
+    with its labels' columns: a label read as 0 or 1 as such, one read by a threshold
+    (MovieLens's ``rating >= 4``) at the threshold when positive and one below it when not
+    (the source's value is not kept). A hashed field's column is written empty: a hash
+    cannot be read back (``hashed_columns``)."""
+    recipes = dataset.manifest.get("label_columns")
+    if not recipes:
+        raise ConfigError(
+            "",
+            f"{dataset.name} was prepared before recnas recorded how its labels are read: "
+            f"prepare it again with: nas data prepare {dataset.name} --force",
+        )
+    order = dataset.split_rows(split)
+    total = len(order) if count is None else min(count, len(order))
+    labels = dataset.label_array()
+    with new_file(path) as tmp, open(tmp, "w") as file:
+        for start in range(0, total, RAW_ROWS):
+            rows = dataset.raw_rows(split, min(RAW_ROWS, total - start), start)
+            values = np.asarray(labels[order[start : start + len(rows)]])
+            values = values.reshape(len(rows), len(recipes))
+            for row, value in zip(rows, values, strict=True):
+                for recipe, label in zip(recipes, value, strict=True):
+                    row[recipe["column"]] = _label_value(recipe, bool(label))
+                file.write(json.dumps(row, default=str) + "\n")
+            dataset.release()
+            if progress is not None:
+                progress(len(rows))
+    columns = [*dataset.raw_form().columns, *(r["column"] for r in recipes)]
+    return Exported(path, {split: total}, columns, path.stat().st_size)
+
+
+def hashed_columns(dataset: PreparedDataset) -> list[str]:
+    """The raw columns of hashed fields: ``export_raw_rows`` cannot read them back."""
+    form = dataset.raw_form()
+    return sorted({r["column"] for r in form.categorical if "hash" in r})
+
+
+def _label_value(recipe: dict, positive: bool) -> int | float:
+    if recipe["at_least"] is None:
+        return int(positive)
+    return recipe["at_least"] if positive else recipe["at_least"] - 1
 
 
 def _chunks(dataset: PreparedDataset, split: str, chunk_rows: int):

@@ -246,10 +246,10 @@ class PreparedDataset:
         """One split's row arrays, typed as ``Features`` wants them."""
         return self._row_arrays(self.split_rows(split))
 
-    def raw_rows(self, split: str, count: int) -> list[dict]:
-        """The first ``count`` rows of ``split`` in the raw form, as a serving system would
-        send them (``nas/data/raw.py``)."""
-        rows = self.split_rows(split)[:count]
+    def raw_rows(self, split: str, count: int, start: int = 0) -> list[dict]:
+        """``count`` rows of ``split`` from its ``start``-th in the raw form, as a serving
+        system would send them (``nas/data/raw.py``)."""
+        rows = self.split_rows(split)[start : start + count]
         features = Features.from_arrays(self._row_arrays(rows), self.event_arrays(), self.schema)
         times = self.array("timestamp")[rows] if self.has("timestamp") else None
         return self.raw_form().decode(features, times)

@@ -340,6 +340,8 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         info |= {"precision": "fp8-dispatch", "fp8_sites": sites}
     keys = ("arch_id", "search_id", "retrain_id", "dataset", "split_checksum", "seed")
     tags = {k: str(info[k]) for k in keys} | {"test_ne_mean": f"{info['test_ne']:.5f}"}
+    if trial is not None and report.ranked_by in trial.metrics:  # these weights' own
+        tags["test_ne"] = f"{trial.metrics[report.ranked_by]:.5f}"
     return _log_and_register(uri, dataset, search, info, weights, name, alias, tags)
 
 

@@ -193,3 +193,39 @@ def test_an_exported_file_prepares_again_with_the_same_split_by_its_column(sourc
             first[again.array("source_row")[rows]], dataset.array("source_row")[original]
         )
         assert np.array_equal(again.features(split).label, dataset.features(split).label)
+
+
+def test_a_splits_raw_rows_carry_their_labels_and_encode_back(source, tmp_path, capsys) -> None:
+    """`nas data rows`: the raw form a registered model scores, each row with its labels;
+    encoded again they give the prepared ids but for the hashed field, which is said empty."""
+    _, cache = source
+    out = tmp_path / "rows" / "test.jsonl"
+    argv = ["data", "rows", "my_ctr", "--out", str(out), "--rows", "50", "--cache-dir", str(cache)]
+    assert main(argv) in (0, None)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "50 test rows of my_ctr in the raw form" in said
+    assert "written empty: user_id (hashed" in said
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    dataset = load_dataset("my_ctr", cache)
+    order = dataset.split_rows("test")[:50]
+    labels = np.asarray(dataset.label_array()[order])
+    assert [[r["click"], r["like"]] for r in rows] == labels.astype(int).tolist()
+    assert all(r["user_id"] == "" for r in rows)
+    again = dataset.raw_form().features(rows, dataset.schema)
+    want = dataset.features("test")[slice(0, 50)]
+    user = [f.name for f in dataset.schema.fields if f.kind == "categorical"].index("user_id")
+    kept = [j for j in range(want.categorical.shape[1]) if j != user]
+    assert (again.categorical[:, kept] == want.categorical[:, kept]).all()
+    assert (again.multi_hot == want.multi_hot).all()
+    assert (again.history.tensor() == want.history.tensor()).all()
+    for flags, words in [
+        (["--out", str(out)], "exists; give a new file name"),
+        (["--out", str(tmp_path / "x.parquet")], "is not a .jsonl file's name"),
+        (["--out", str(tmp_path / "y.jsonl"), "--rows", "0"], "expected an integer >= 1"),
+        (["--out", str(tmp_path / "y.jsonl"), "--split", "tset"], "invalid choice: 'tset'"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            main(["data", "rows", "my_ctr", *flags, "--cache-dir", str(cache)])
+        assert exited.value.code == 2
+        assert words in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows"]
