@@ -32,13 +32,12 @@ JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
 @dataclass
 class RowBatch:
     """Consecutive rows of one file: ``first`` is the number of the first of them in
-    ``file`` (1-based), ``number`` its number over every file read (1-based)."""
+    ``file`` (1-based)."""
 
     first: int
     table: Any = None  # a Parquet file's rows as an Arrow table
     _rows: list[Any] | None = field(default=None, repr=False)
     file: Path | None = None
-    number: int = 1
 
     def __len__(self) -> int:
         return len(self._rows) if self._rows is not None else self.table.num_rows
@@ -85,24 +84,23 @@ class RowFiles:
             )
         self.suffix = suffixes[0]
         self.done = 0
-        if self.suffix == ".parquet":
-            self._parts = [self._open_parquet(path) for path in self.paths]
-            self.total = sum(part.metadata.num_rows for part in self._parts)
+        if self.suffix == ".parquet":  # each part's footer only: a day may have thousands
+            import pyarrow.parquet as pq
+
+            self.total = sum(self._parquet(pq.read_metadata, p).num_rows for p in self.paths)
             self.schema = self._one_schema()
         else:
             self.total = sum(path.stat().st_size for path in self.paths)
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
         """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
-        number = 1
-        for index, path in enumerate(self.paths):
+        for path in self.paths:
             if self.suffix == ".parquet":
-                batches = self._parquet_batches(index, size)
+                batches = self._parquet_batches(path, size)
             else:
                 batches = self._text_batches(path, size)
             for batch in batches:
-                batch.file, batch.number = path, number
-                number += len(batch)
+                batch.file = path
                 yield batch
 
     def _text_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
@@ -118,22 +116,23 @@ class RowFiles:
 
     # --- Parquet ------------------------------------------------------------------------------
 
-    def _open_parquet(self, path: Path):
-        import pyarrow.parquet as pq
-
+    def _parquet(self, read, path: Path):
+        """``read(path)`` (a pyarrow.parquet reader), its errors ``ConfigError`` on ``path``."""
         with _parquet_errors(self.flag, path):
-            return pq.ParquetFile(path)
+            return read(path)
 
     def _one_schema(self):
         """The columns every part's rows are given with: the first part's, then any column
         a later part adds (missing in the others); a column whose type changes from part to
         part beyond a widening (int32 to int64) is refused, naming the part."""
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        schema = self._parts[0].schema_arrow
-        for path, part in zip(self.paths[1:], self._parts[1:], strict=True):
+        schema = self._parquet(pq.read_schema, self.paths[0])
+        for path in self.paths[1:]:
+            part = self._parquet(pq.read_schema, path)
             try:
-                schema = pa.unify_schemas([schema, part.schema_arrow], promote_options="permissive")
+                schema = pa.unify_schemas([schema, part], promote_options="permissive")
             except (pa.ArrowException, TypeError, ValueError) as err:
                 reason = str(err).strip().splitlines()[0]
                 raise ConfigError(
@@ -142,12 +141,13 @@ class RowFiles:
                 ) from None
         return schema
 
-    def _parquet_batches(self, index: int, size: int) -> Iterator[RowBatch]:
+    def _parquet_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        first, path = 1, self.paths[index]
-        with _parquet_errors(self.flag, path):
-            for batch in self._parts[index].iter_batches(batch_size=size):
+        first = 1
+        with _parquet_errors(self.flag, path), pq.ParquetFile(path) as part:
+            for batch in part.iter_batches(batch_size=size):
                 if batch.num_rows == 0:
                     continue
                 table = pa.Table.from_batches([batch])
