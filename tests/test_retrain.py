@@ -279,11 +279,15 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         assert again.returncode == 2 and "exists" in again.stderr
 
 
-def test_the_test_rows_in_raw_form_give_back_the_test_ne_the_retrain_measured(
-    searched, retrained, tmp_path
+def test_the_test_rows_in_raw_form_give_back_the_test_ne_and_compare_models_on_them(
+    searched, retrained, tmp_path, capsys
 ) -> None:
     """`nas data rows DATASET --split test`, scored by the registered model through its raw
-    form (`nas predict`), measures the NE its retrain measured on the test split's ids."""
+    form (`nas predict`), measures the NE and AUC its retrain measured on the test split's
+    ids; `nas models compare` of the model by alias and by version on them: the same
+    figures, differences of nothing."""
+    from nas.cli import main
+
     runs, search_id = searched
     dataset = registry_of(runs).get_search(search_id).config["dataset"]
     rows = tmp_path / "test_rows.jsonl"
@@ -291,8 +295,9 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_the_retrain_measured(
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stdout.split())
     assert f"test rows of {dataset} in the raw form" in said and "written empty" not in said
-    scored = nas(runs, "predict", "models:/tiny-ranker/1", "--input", str(rows),
-                 "--out", str(tmp_path / "scored.parquet"), "--json")  # fmt: skip
+    uri = retrained[0]["registered"]["uri"]
+    scored = nas(runs, "predict", uri, "--input", str(rows), "--out",
+                 str(tmp_path / "scored.parquet"), "--json")  # fmt: skip
     assert scored.returncode == 0, scored.stderr
     measured = json.loads(scored.stdout)["measured"]["like"]
     registered = retrained[0]["registered"]  # seed 0's weights: its own test NE
@@ -300,47 +305,27 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_the_retrain_measured(
     seed0 = next(t for t in trials if t.arch_id == f"{registered['arch_id']}-s0")
     assert measured["ne"] == pytest.approx(seed0.metrics["ne"], abs=1e-5)
     assert measured["auc"] == pytest.approx(seed0.metrics["auc"], abs=1e-5)
-    (version,) = json.loads(nas(runs, "models", "list", "tiny-ranker", "--json").stdout)
-    assert version["tags"]["test_ne"] == f"{seed0.metrics['ne']:.5f}"  # what the list shows
-    again = nas(runs, "data", "rows", dataset, "--out", str(rows))
-    assert again.returncode == 2 and "exists" in again.stderr
-
-
-def test_models_compared_on_labelled_rows_name_their_differences(
-    searched, retrained, tmp_path
-) -> None:
-    """`nas models compare`: the same model by alias and by version differs by nothing;
-    each model's figures are those `nas predict` measures on the rows."""
-    from nas.data import load_dataset
-
-    runs, search_id = searched
-    uri = retrained[0]["registered"]["uri"]
-    data = load_dataset(registry_of(runs).get_search(search_id).config["dataset"])
-    rows = data.raw_rows("test", 300)
-    likes = data.label_array()[data.split_rows("test")[:300]]
-    for row, like in zip(rows, likes, strict=True):
-        row["rating"] = 4 if like else 3
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = nas(runs, "models", "compare", uri, "models:/tiny-ranker/1", "--input", str(path),
+    tags = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}").get_model_version("tiny-ranker", "1")
+    assert tags.tags["test_ne"] == f"{seed0.metrics['ne']:.5f}"  # what nas models list shows
+    done = nas(runs, "models", "compare", uri, "models:/tiny-ranker/1", "--input", str(rows),
                "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     compared = json.loads(done.stdout)
-    assert compared["rows"] == 300 and list(compared["labels"]) == ["like"]
+    assert list(compared["labels"]) == ["like"]
     first, second = compared["labels"]["like"]
     assert [first["model_uri"], second["model_uri"]] == [uri, "models:/tiny-ranker/1"]
+    assert first["ne"] == measured["ne"] and first["auc"] == measured["auc"]
     assert second["ne_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     assert second["auc_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
-    scored = nas(runs, "predict", uri, "--input", str(path), "--out", str(tmp_path / "s.jsonl"),
-                 "--json")  # fmt: skip
-    measured = json.loads(scored.stdout)["measured"]["like"]
-    assert first["ne"] == measured["ne"] and first["auc"] == measured["auc"]
-    shown = nas(runs, "models", "compare", uri, "models:/tiny-ranker/1", "--input", str(path))
-    said = " ".join(shown.stdout.split())
+    store = ["--tracking-uri", f"sqlite:///{runs / 'mlflow.db'}"]
+    assert (
+        main(["models", "compare", uri, "models:/tiny-ranker/1", "--input", str(rows), *store]) == 0
+    )
+    said = " ".join(capsys.readouterr().out.split())
     assert "models:/tiny-ranker/1 against the first, at 95%: NE within noise, AUC within noise" \
         in said, said  # fmt: skip
-    alone = nas(runs, "models", "compare", uri, "--input", str(path))
-    assert alone.returncode == 2 and "name two or more models" in alone.stderr
+    assert main(["models", "compare", uri, "--input", str(rows)]) == 2
+    assert "name two or more models" in capsys.readouterr().err
 
 
 def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
