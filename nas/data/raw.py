@@ -130,21 +130,13 @@ class RawForm:
         for j, recipe in enumerate(self.dense):
             for i, c in enumerate(cells):
                 dense[i, j] = _dense_cell(first + i, recipe, c[recipe["column"]])
-        arrays = {
-            "categorical": categorical,
-            "multi_hot": multi_hot,
-            "dense": dense,
-            "label": np.zeros(n, dtype=np.float32),
-        }
-        events: dict[str, np.ndarray] = {}
-        if schema.history is not None:
-            arrays, events = self._history(arrays, cells, schema.history.actions)
-        return Features.from_arrays(arrays, events, schema)
+        history = (lambda: self._history(cells, schema.history.actions)) if schema.history else None
+        return encoded(schema, categorical, multi_hot, dense, history)
 
-    def _history(self, arrays: dict, cells: list[dict], actions: int) -> tuple[dict, dict]:
-        """Each row's events laid end to end, with the row's bounds into them; a row's
-        "now" is its own time column when it has one (else its last event's time). An
-        action outside 1..actions-1 is unknown (0), as an unknown item is."""
+    def _history(self, cells: list[dict], actions: int) -> tuple[tuple, tuple]:
+        """Each row's events laid end to end, with the row's bounds into them (``encoded``'s
+        ``history``); a row's "now" is its own time column when it has one (else its last
+        event's time). An action outside 1..actions-1 is unknown (0), as an unknown item is."""
         recipe = self.history
         items = next(c for c in self.categorical if c["field"] == recipe["items"])
         item, action, time, start, end, now = [], [], [], [], [], []
@@ -159,19 +151,7 @@ class RawForm:
                 time.append(when)
             end.append(len(item))
             now.append(c.get(recipe.get("now", ""), time[-1] if end[-1] > start[-1] else 0))
-        arrays |= {
-            "history_start": np.array(start, dtype=np.int64),
-            "history_end": np.array(end, dtype=np.int64),
-            "history_now": np.array(now, dtype=np.int64),
-        }
-        if not item:  # History indexes its events: give it one padding event
-            item, action, time = [0], [0], [0]
-        events = {
-            "item": np.array(item, dtype=np.int64),
-            "action": np.array(action, dtype=np.int64),
-            "time": np.array(time, dtype=np.int64),
-        }
-        return arrays, events
+        return (start, end, now), (item, action, time)
 
     @staticmethod
     def category(recipe: dict, value: Any) -> int:
@@ -285,6 +265,28 @@ class RawLabels:
         if self.lacking is None or not self.carried:
             return None
         return f"row {self.lacking[0]} has no {self.lacking[1]!r}"
+
+
+def encoded(schema: Schema, categorical, multi_hot, dense, history=None) -> Features:
+    """Rows' encoded fields as a model's input (labels 0). ``history``, where the schema has
+    one: a function giving each row's ``(start, end, now)`` into its events laid end to end,
+    and the events' ``(item, action, time)``."""
+    arrays = {
+        "categorical": categorical,
+        "multi_hot": multi_hot,
+        "dense": dense,
+        "label": np.zeros(len(categorical), dtype=np.float32),
+    }
+    events: dict[str, np.ndarray] = {}
+    if history is not None:
+        bounds, found = history()
+        names = ("history_start", "history_end", "history_now")
+        arrays |= {k: np.asarray(v, dtype=np.int64) for k, v in zip(names, bounds, strict=True)}
+        if not len(found[0]):  # History indexes its events: give it one padding event
+            found = ([0], [0], [0])
+        names = ("item", "action", "time")
+        events = {k: np.asarray(v, dtype=np.int64) for k, v in zip(names, found, strict=True)}
+    return Features.from_arrays(arrays, events, schema)
 
 
 def raw_labels(

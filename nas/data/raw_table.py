@@ -30,6 +30,7 @@ from nas.data.raw import (
     RawInputError,
     RawLabels,
     convert,
+    encoded,
     lookup,
 )
 from nas.data.schema import Features, Schema
@@ -90,16 +91,8 @@ class _Encoding:
         dense = np.zeros((n, len(form.dense)), dtype=np.float32)
         for j, recipe in enumerate(form.dense):
             dense[:, j] = self._dense(recipe)
-        arrays = {
-            "categorical": categorical,
-            "multi_hot": multi_hot,
-            "dense": dense,
-            "label": np.zeros(n, dtype=np.float32),
-        }
-        events: dict[str, np.ndarray] = {}
-        if schema.history is not None:
-            arrays, events = self._history(arrays, schema.history.actions)
-        return Features.from_arrays(arrays, events, schema)
+        history = (lambda: self._history(schema.history.actions)) if schema.history else None
+        return encoded(schema, categorical, multi_hot, dense, history)
 
     # --- columns, as the rows' ``convert`` reads their values --------------------------------
 
@@ -234,7 +227,7 @@ class _Encoding:
             raise _RowsDecide  # the rows name the value beyond float32
         return x
 
-    def _history(self, arrays: dict, actions: int) -> tuple[dict, dict]:
+    def _history(self, actions: int) -> tuple[tuple, tuple]:
         """``RawForm._history``, for a plain history (a "strings" column of items, each of
         one action at time 0, the last ``max_len`` kept) or an absent one."""
         recipe, n = self.form.history, self.n
@@ -254,15 +247,8 @@ class _Encoding:
             item, lengths = np.zeros(0, dtype=np.int64), np.zeros(n, dtype=np.int64)
             now = self._times(recipe["now"]) if "now" in recipe else np.zeros(n, np.int64)
         end = np.cumsum(lengths)
-        arrays |= {"history_start": end - lengths, "history_end": end, "history_now": now}
-        if not len(item):  # History indexes its events: give it one padding event
-            return arrays, {k: np.zeros(1, dtype=np.int64) for k in ("item", "action", "time")}
-        action = 1 if 0 < 1 < actions else 0
-        return arrays, {
-            "item": item,
-            "action": np.full(len(item), action, dtype=np.int64),
-            "time": np.zeros(len(item), dtype=np.int64),
-        }
+        action = np.full(len(item), 1 if 0 < 1 < actions else 0, dtype=np.int64)
+        return (end - lengths, end, now), (item, action, np.zeros(len(item), dtype=np.int64))
 
 
 def _by_value(array: pa.Array, function: Callable[[Any], Any], dtype) -> np.ndarray:

@@ -40,6 +40,17 @@ def same(fast, rows) -> None:
         assert np.array_equal(fast.history.tensor().numpy(), rows.history.tensor().numpy())
 
 
+def agrees_with_rows(fast, form, schema, rows) -> None:
+    """What the columns path gave is the rows' encoding, or None where the rows refuse."""
+    try:
+        want = form.features(rows, schema)
+    except RawInputError:
+        assert fast is None
+    else:
+        if fast is not None:
+            same(fast, want)
+
+
 def test_a_parquet_batch_of_logs_encodes_by_column_as_its_rows_do(own_logs) -> None:
     """The logs as a team's Parquet holds them (nulls, NaN, lists, unknown values)."""
     frame = logs(300, seed=1)  # another draw: values the vocabularies have not seen
@@ -190,14 +201,7 @@ def test_any_table_encodes_as_its_rows_do_or_is_left_to_them(request, dataset, d
     recipes = prepared.manifest["label_columns"]
     table = data.draw(tables(form.columns, [r["column"] for r in recipes]))
     rows = table.to_pylist()
-    fast = table_features(form, table, schema)
-    try:
-        want = form.features(rows, schema)
-    except RawInputError:
-        assert fast is None
-    else:
-        if fast is not None:
-            same(fast, want)
+    agrees_with_rows(table_features(form, table, schema), form, schema, rows)
     labels = table_labels(table, recipes, first=3)
     try:
         want_labels = raw_labels(rows, recipes, first=3)
@@ -257,13 +261,7 @@ def test_text_rows_encode_by_column_as_they_do_by_row_or_are_left_to_them(
     rows = data.draw(text_rows(form.columns))
     table = rows_table(form, rows)
     fast = None if table is None else table_features(form, table, schema)
-    try:
-        want = form.features(rows, schema)
-    except RawInputError:
-        assert fast is None
-    else:
-        if fast is not None:
-            same(fast, want)
+    agrees_with_rows(fast, form, schema, rows)
 
 
 def test_text_rows_of_plain_columns_make_a_table_and_mixed_ones_do_not(own_logs) -> None:
