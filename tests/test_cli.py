@@ -411,3 +411,35 @@ def test_rows_to_score_from_a_folder_of_parts_or_a_glob(tmp_path) -> None:
     (day / "empty").mkdir()
     with pytest.raises(ConfigError, match="is a folder with no .jsonl"):
         RowFiles(day / "empty")
+
+
+def test_a_comparison_says_what_its_intervals_say(capsys) -> None:
+    """`nas models compare`'s table and its line per model: better or worse only where the
+    95% interval leaves out zero; unknown where there is no spread or one class."""
+    from nas.cli.predict import _print_compared
+
+    def model(uri, ne=None, auc=None):
+        row = {"model_uri": uri, "ne": 0.8, "auc": 0.75, "logloss": 0.5, "rule": "click"}
+        if ne is None:
+            return row
+        return row | {
+            "ne_difference": dict(zip(("mean", "low", "high"), ne, strict=True)),
+            "auc_difference": dict(zip(("mean", "low", "high"), auc, strict=True)),
+        }
+
+    nan = float("nan")
+    _print_compared("click", [
+        model("models:/m@champion"),
+        model("models:/m/2", (-0.002, -0.003, -0.001), (0.001, -0.001, 0.003)),
+        model("models:/m/3", (0.004, 0.002, 0.006), (-0.002, -0.003, -0.001)),
+        model("models:/m/4", (0.0, nan, nan), (nan, nan, nan)),
+    ], 1000)  # fmt: skip
+    said = " ".join(capsys.readouterr().out.split())
+    assert "label click (click) on 1,000 rows: against models:/m@champion" in said
+    assert "-0.0020 (-0.0030, -0.0010)" in said
+    assert "models:/m/2 against the first, at 95%: NE better, AUC within noise" in said
+    assert "models:/m/3 against the first, at 95%: NE worse, AUC worse" in said
+    assert (
+        "models:/m/4 against the first, at 95%: NE unknown (too few rows), AUC unknown (the "
+        "rows hold one class)" in said
+    )

@@ -192,7 +192,7 @@ def varied(form: RawForm) -> RawForm:
 
 
 @pytest.mark.parametrize("dataset", ["own_logs", "own_logs varied", "ml100k"])
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_table_encodes_as_its_rows_do_or_is_left_to_them(request, dataset, data) -> None:
     prepared = request.getfixturevalue(dataset.split()[0])
@@ -251,7 +251,7 @@ def text_rows(draw, columns: dict[str, dict]):
 
 
 @pytest.mark.parametrize("dataset", ["own_logs", "ml100k"])
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_text_rows_encode_by_column_as_they_do_by_row_or_are_left_to_them(
     request, dataset, data
