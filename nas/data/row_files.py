@@ -87,8 +87,9 @@ class RowFiles:
         if self.suffix == ".parquet":  # each part's footer only: a day may have thousands
             import pyarrow.parquet as pq
 
-            self.total = sum(self._parquet(pq.read_metadata, p).num_rows for p in self.paths)
-            self.schema = self._one_schema()
+            footers = [self._parquet(pq.read_metadata, path) for path in self.paths]
+            self.total = sum(footer.num_rows for footer in footers)
+            self.schema = self._one_schema([f.schema.to_arrow_schema() for f in footers])
         else:
             self.total = sum(path.stat().st_size for path in self.paths)
 
@@ -121,16 +122,14 @@ class RowFiles:
         with _parquet_errors(self.flag, path):
             return read(path)
 
-    def _one_schema(self):
+    def _one_schema(self, schemas: list):
         """The columns every part's rows are given with: the first part's, then any column
         a later part adds (missing in the others); a column whose type changes from part to
         part beyond a widening (int32 to int64) is refused, naming the part."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        schema = self._parquet(pq.read_schema, self.paths[0])
-        for path in self.paths[1:]:
-            part = self._parquet(pq.read_schema, path)
+        schema = schemas[0]
+        for path, part in zip(self.paths[1:], schemas[1:], strict=True):
             try:
                 schema = pa.unify_schemas([schema, part], promote_options="permissive")
             except (pa.ArrowException, TypeError, ValueError) as err:
