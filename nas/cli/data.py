@@ -92,7 +92,9 @@ def add_commands(commands) -> None:
     rows.add_argument(
         "--split", choices=("train", "valid", "test"), default="test", help="(default test)"
     )
-    rows.add_argument("--rows", type=whole_number(1), help="the split's first N (default: all)")
+    rows.add_argument(
+        "--rows", type=whole_number(1), metavar="N", help="the split's first N (default: all)"
+    )
     common_flags(rows)
     rows.set_defaults(run=cmd_data_rows)
 

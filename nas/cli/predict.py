@@ -62,10 +62,16 @@ def add_compare_command(verbs) -> None:
         "model_uris", nargs="+", metavar="MODEL_URI", help="the first is the one to beat"
     )
     compare.add_argument(
-        "--input", required=True, metavar="ROWS", help="labelled rows, as nas predict reads them"
+        "--input",
+        required=True,
+        metavar="ROWS",
+        help="rows that carry their labels, as nas predict reads them (a file, a folder, a "
+        "glob; nas data rows writes a split's)",
     )
     tracking_flag(compare)
-    compare.add_argument("--json", action="store_true")
+    compare.add_argument(
+        "--json", action="store_true", help="the figures and intervals as one JSON object"
+    )
     compare.set_defaults(run=cmd_models_compare)
 
 
