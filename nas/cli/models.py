@@ -106,7 +106,8 @@ def print_registered(registered) -> None:
         phrase(
             "registered " if registered.new else "",
             styled(registered.name, "bold"),
-            f"{what}{how}; score rows with: nas predict {registered.uri} --input rows.jsonl",
+            f"{what}{how}; score rows with: nas predict {registered.uri} --input rows.jsonl "
+            "(a split's, labelled: nas data rows DATASET --out rows.jsonl)",
         )
     )
 
