@@ -158,11 +158,13 @@ class LoadedModel:
         """A file's batch of rows as the network's input: by its columns (``table_features``;
         text rows made a table first) where they read plainly, else row by row."""
         table = batch.table if batch.table is not None else rows_table(self.raw_form, batch.rows)
-        if table is not None:
-            features = table_features(self.raw_form, table, self.schema)
-            if features is not None:
-                return self._read(features)
-        return self.features(batch.rows, batch.first)
+        return self._by_columns(table, lambda: self.features(batch.rows, batch.first))
+
+    def _by_columns(self, table, by_rows) -> Features:
+        """``table`` (None: none to read) encoded by its columns where they read plainly,
+        else ``by_rows()``: the rows, which also name a bad row."""
+        features = None if table is None else table_features(self.raw_form, table, self.schema)
+        return self._read(features) if features is not None else by_rows()
 
     def _read(self, features: Features) -> Features:
         return features if self.model.reads_history else features.without_history()
@@ -182,10 +184,8 @@ class LoadedModel:
             # Arrow refuses an object column of mixed types: the rows decide
             with contextlib.suppress(pa.ArrowException, OverflowError, TypeError, ValueError):
                 table = pa.Table.from_pandas(frame, preserve_index=False)
-        features = None if table is None else table_features(self.raw_form, table, self.schema)
-        if features is None:
-            return self.probabilities(frame.to_dict(orient="records"))
-        return self.scored(self._read(features))
+        records = frame.to_dict  # the rows, only if the columns cannot be read
+        return self.scored(self._by_columns(table, lambda: self.features(records("records"))))
 
     @torch.no_grad()
     def scored(self, features: Features) -> dict[str, np.ndarray]:
