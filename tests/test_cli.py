@@ -14,15 +14,21 @@ import pytest
 
 from nas.arch.spec import ArchSpec
 from nas.cli.flags import whole_number
+from tests import nas_process
 
 REPO = Path(__file__).resolve().parent.parent
 DCNV2 = str(REPO / "examples" / "specs" / "dcnv2.json")
 
 
-def nas(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
+def nas(*args: str, cache: Path | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
+    """A `nas` command in a process of its own, forked from one that imported the libraries
+    (``tests/nas_process.py``); ``fresh``: the real script in a fresh interpreter, which alone
+    catches an import, or a warning at exit, that a fork hides."""
     env = {**os.environ, "COLUMNS": "120"}
     if cache is not None:
         env["RECNAS_CACHE_DIR"] = str(cache)
+    if not fresh:
+        return nas_process.run(list(args), env, REPO, 600)
     return subprocess.run(
         [sys.executable, "-m", "nas.cli", *args],
         capture_output=True,
@@ -53,8 +59,9 @@ def test_prepare_prints_what_it_built_then_reuses(fresh_cache):
 
 def test_train_json_on_movielens_100k(ml100k, cache_dir):
     done = nas(
-        "train", DCNV2, "--dataset", "movielens-100k", "--steps", "150", "--json", cache=cache_dir
-    )
+        "train", DCNV2, "--dataset", "movielens-100k", "--steps", "150", "--json", cache=cache_dir,
+        fresh=True,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # nothing at exit either (Triton's nanobind "leaked" warnings)
     result = json.loads(done.stdout)
@@ -266,7 +273,7 @@ def test_blocks_listing():
 
 
 def test_no_command_prints_help():
-    done = nas()
+    done = nas(fresh=True)
     assert done.returncode == 2 and "train" in done.stdout
     done = nas("data")
     assert done.returncode == 2 and "prepare" in done.stdout and "usage: nas data" in done.stdout
@@ -285,10 +292,7 @@ def test_a_whole_number_flag_takes_its_minimum_and_above():
 def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["RECNAS_RUNS_DIR"] = str(tmp_path / "a-long-folder-name-for-the-runs" / ("x" * 60))
-    done = subprocess.run(
-        [sys.executable, "-m", "nas.cli", "data", "list"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
-    )  # fmt: skip
+    done = nas_process.run(["data", "list"], env, REPO, 120)
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout, done.stdout
     assert "(--rows, --seed)" in done.stdout  # the last words of the widest description

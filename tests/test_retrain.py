@@ -19,8 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow import MlflowClient
 
+from tests import nas_process
 from tests.conftest import runs_with_store
-from tests.test_search import REPO, env_for, nas, nas_here, registry_of, write_search
+from tests.test_search import (
+    REPO,
+    env_for,
+    nas,
+    nas_here,
+    registry_of,
+    start_nas,
+    write_search,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -87,10 +96,9 @@ def test_a_retrain_trains_every_pick_and_baseline_on_every_seed(searched, retrai
         assert (r["ne_minus_best_baseline"] is None) == (r["label"] == best)
     status = json.loads(nas(runs, "status", report["id"], "--json").stdout)
     assert status["status"] == "completed" and status["rows"] == rows
-    table = subprocess.run(  # the table, in an 80-column terminal: nothing cut short
-        [sys.executable, "-m", "nas.cli", "status", report["id"]],
-        env={**env_for(runs), "COLUMNS": "80"}, cwd=REPO, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+    table = nas_process.run(  # the table, in an 80-column terminal: nothing cut short
+        ["status", report["id"]], {**env_for(runs), "COLUMNS": "80"}, REPO, 120
+    ).stdout
     assert "…" not in table, table
     assert any(line.rstrip().endswith("on train, 2 seeds") for line in table.splitlines()), table
     for label in (r["label"] for r in rows if r["picked_as"] == ["baseline"]):
@@ -409,11 +417,9 @@ def test_bad_retrain_flags_exit_2_and_create_nothing(searched, flags, words) -> 
 
 def test_a_killed_retrain_resumes_and_trains_each_pair_once(searched) -> None:
     runs, search_id = searched
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "retrain", search_id, "--pick", "0", "--pick", "1",
-         "--no-baselines", "--steps", "100", "--seeds", "3", "--register", "resumed-model"],
-        env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+    process = start_nas(
+        runs, "retrain", search_id, "--pick", "0", "--pick", "1", "--no-baselines",
+        "--steps", "100", "--seeds", "3", "--register", "resumed-model", start_new_session=True,
     )  # fmt: skip
     registry = registry_of(runs)
     try:

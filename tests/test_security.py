@@ -21,7 +21,7 @@ import pytest
 
 from nas.service.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
 from tests.conftest import runs_with_store
-from tests.test_search import env_for, start_submit, wait_for, write_search
+from tests.test_search import nas, start_submit, wait_for, write_search
 
 INTRUDER = """
 import ray
@@ -147,9 +147,8 @@ def _killed_search_is_reaped(runs: Path, submit: subprocess.Popen) -> None:
     assert not left, f"left running after the driver died: {[p.pid for p in left]}"
     # tmp_path is too long for Ray's sockets: its files went to a folder in /tmp, now gone
     assert temp.name.startswith(THROWAWAY_PREFIX) and not temp.exists(), temp
-    subprocess.run(  # the search itself is resumable: not stuck
-        [sys.executable, "-m", "nas.cli", "list"], env=env_for(runs), check=True, timeout=60
-    )
+    listed = nas(runs, "list")  # the search itself is resumable: not stuck
+    assert listed.returncode == 0, listed.stderr
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -27,6 +27,7 @@ import yaml
 from mlflow import MlflowClient
 
 from nas.service.registry import Registry
+from tests import nas_process
 from tests.mlflow_server import mlflow_server as serving_mlflow
 from tests.test_search import REPO, env_for, nas, start_submit, write_search
 
@@ -159,11 +160,8 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
     ray_start("--head", "--port", str(port), "--temp-dir", temp, "--include-dashboard", "false")
 
     def submit(search: Path) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "nas.cli", "submit", str(search)]
-        command += ["--address", f"127.0.0.1:{port}", "--json"]
-        return subprocess.run(
-            command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600
-        )
+        command = ["submit", str(search), "--address", f"127.0.0.1:{port}", "--json"]
+        return nas_process.run(command, env, REPO, 600)
 
     try:
         ray_start("--address", f"127.0.0.1:{port}")
@@ -203,11 +201,9 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
         headless = tmp_path / "headless.yaml"
         headless.write_text(yaml.safe_dump(data))
         env["RAY_gcs_rpc_server_reconnect_timeout_s"] = "20"
-        command = [sys.executable, "-m", "nas.cli", "submit", str(headless)]
-        command += ["--address", f"127.0.0.1:{port}"]
-        with subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
-        ) as process:
+        command = ["submit", str(headless), "--address", f"127.0.0.1:{port}"]
+        process = nas_process.start(command, env, REPO)
+        try:
             deadline = time.time() + 120
             while time.time() < deadline:
                 time.sleep(0.5)
@@ -217,6 +213,10 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
             (gcs,) = [p for p in _marked(mark) if p.name() == "gcs_server"]
             gcs.kill()
             _, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
         said = " ".join(err.split())
         assert process.returncode == 2 and "Traceback" not in err, err
         assert f":{port} (its GCS) stopped answering 10 s ago" in said

@@ -122,12 +122,15 @@ def test_a_search_whose_mlflow_server_stops_ends_failed_and_its_resume_logs_ever
     resumable, and its resume logs the missing trials and ends the run."""
     from mlflow import MlflowClient
 
+    from tests.conftest import runs_with_store
     from tests.mlflow_server import mlflow_server
     from tests.test_reliability import _free_port
     from tests.test_search import nas, registry_of, start_submit, wait_for, write_search
 
     runs, artifacts = tmp_path / "runs", tmp_path / "artifacts"
-    backend, port = f"sqlite:///{tmp_path / 'mlflow.db'}", _free_port()
+    # the server's store: an empty one made once (MLflow's migrations cost seconds a start)
+    backend = f"sqlite:///{runs_with_store(tmp_path / 'server') / 'mlflow.db'}"
+    port = _free_port()
     path = write_search(tmp_path, candidates=3, steps=200, baselines="false")
     with mlflow_server(backend, artifacts, port) as uri:
         submit = start_submit(runs, path, "--tracking-uri", uri)

@@ -735,9 +735,9 @@ def test_a_team_prepares_inspects_and_searches_its_own_parquet_with_no_code(
     """`nas data prepare FILE`, `nas data inspect NAME --json`, then `nas submit` of a search
     whose `dataset:` is the schema file's path, relative to the search file."""
     import subprocess
-    import sys
 
     from nas.service.registry import Registry
+    from tests import nas_process
     from tests.conftest import runs_with_store
     from tests.test_search import REPO, env_for
 
@@ -747,8 +747,7 @@ def test_a_team_prepares_inspects_and_searches_its_own_parquet_with_no_code(
     env = env_for(runs) | {"RECNAS_CACHE_DIR": str(tmp_path / "cache")}
 
     def nas(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "nas.cli", *args]
-        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+        return nas_process.run(list(args), env, REPO, 600)
 
     done = nas("data", "prepare", str(path))
     assert done.returncode == 0, done.stderr

@@ -15,9 +15,9 @@ OBJECTIVES = ("ne", "flops")
 
 
 def test_nsga2_asks_what_optunas_own_sampler_asks(tmp_path: Path, monkeypatch) -> None:
-    options = {"sampler": "nsga2", "population_size": 4}  # several generations in 40 asks
+    options = {"sampler": "nsga2", "population_size": 4}  # six generations in 24 asks
     shared = run(
-        create_strategy("optuna", options, context(tmp_path, 5, OBJECTIVES, "s")), 40, OBJECTIVES
+        create_strategy("optuna", options, context(tmp_path, 5, OBJECTIVES, "s")), 24, OBJECTIVES
     )
     monkeypatch.setattr(
         optuna_strategy,
@@ -25,7 +25,7 @@ def test_nsga2_asks_what_optunas_own_sampler_asks(tmp_path: Path, monkeypatch) -
         lambda _: lambda intersection, **o: optuna.samplers.NSGAIISampler(**o),
     )
     own = run(
-        create_strategy("optuna", options, context(tmp_path, 5, OBJECTIVES, "o")), 40, OBJECTIVES
+        create_strategy("optuna", options, context(tmp_path, 5, OBJECTIVES, "o")), 24, OBJECTIVES
     )
     assert shared == own
-    assert len(set(own)) == 40
+    assert len(set(own)) == 24
