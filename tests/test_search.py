@@ -353,7 +353,7 @@ def test_ctrl_c_then_cancel_each_stop_a_search_that_resume_finishes(tmp_path: Pa
 def test_a_wall_clock_limit_stops_the_search_for_good(tmp_path: Path) -> None:
     runs = runs_with_store(tmp_path)
     path = write_search(tmp_path, candidates=50, steps=300, baselines="false")
-    path.write_text(path.read_text().replace("steps: 300}", "steps: 300, max_minutes: 0.2}"))
+    path.write_text(path.read_text().replace("steps: 300}", "steps: 300, max_minutes: 0.1}"))
     done = nas(runs, "submit", str(path))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()

@@ -21,6 +21,7 @@ import pytest
 
 from nas.service.tune_glue import DRIVER_MARK, THROWAWAY_PREFIX
 from tests.conftest import runs_with_store
+from tests.test_reliability import _workers_named
 from tests.test_search import nas, start_submit, wait_for, write_search
 
 INTRUDER = """
@@ -82,6 +83,8 @@ def test_a_local_search_listens_on_loopback_or_behind_its_token_and_leaves_nothi
         exposed = [s for s in sockets if not _loopback(s[1])]
         gcs = [s for s in exposed if s[0] == "gcs_server"]
         assert gcs, f"expected Ray's GCS among the exposed sockets: {sockets}"
+        for worker in _workers_named(submit.pid, "ImplicitFunc"):
+            worker.suspend()  # its training would only take the cores from here on
         # a neighbour dialling the GCS over the network, without the token, is refused. Ray's
         # client retries a refused connection 20 times, a second apart; 3 tries say the same
         # (a GCS that let it in would answer the first).

@@ -212,6 +212,7 @@ def test_a_search_runs_on_a_two_node_ray_cluster(tmp_path: Path) -> None:
                     break
             (gcs,) = [p for p in _marked(mark) if p.name() == "gcs_server"]
             gcs.kill()
+            _suspend_trials(mark)  # their 20000 steps would only take the cores from here on
             _, err = process.communicate(timeout=120)
         finally:
             if process.poll() is None:
@@ -233,17 +234,29 @@ CLUSTER_MARK = "RECNAS_TEST_CLUSTER"
 
 
 def _stop_marked(mark: str) -> None:
-    """SIGTERM, then after 10 s SIGKILL, to every process whose environment holds ``mark``."""
+    """SIGTERM (and SIGCONT), then after 10 s SIGKILL, to every process whose environment holds
+    ``mark``."""
     import psutil
 
     processes = _marked(mark)
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.terminate()
+            process.resume()  # one suspended hears it now
     _, alive = psutil.wait_procs(processes, timeout=10)
     for process in alive + _marked(mark):
         with contextlib.suppress(psutil.Error):
             process.kill()
+
+
+def _suspend_trials(mark: str) -> None:
+    """SIGSTOP to the Tune trials among the processes whose environment holds ``mark``."""
+    import psutil
+
+    for process in _marked(mark):
+        with contextlib.suppress(psutil.Error):
+            if "ImplicitFunc" in " ".join(process.cmdline()):
+                process.suspend()
 
 
 def _marked(mark: str) -> list:
