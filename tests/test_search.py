@@ -136,12 +136,15 @@ def start_nas(runs: Path, *args: str, start_new_session: bool = False) -> nas_pr
 def wait_for(runs: Path, condition, timeout: float = 300):
     """Poll the registry until the first search's trials meet ``condition``; the search."""
     deadline = time.time() + timeout
+    registry = None  # one for the whole wait: opening one costs 20 ms of CPU
     while time.time() < deadline:
         time.sleep(0.5)
-        if (runs / "registry.db").exists():
-            searches = registry_of(runs).list_searches()
-            if searches and condition(registry_of(runs).trials(searches[0].id)):
-                return searches[0]
+        if registry is None and (runs / "registry.db").exists():
+            registry = registry_of(runs)
+        searches = registry.list_searches() if registry else []
+        if searches and condition(registry.trials(searches[0].id)):
+            registry.engine.dispose()
+            return searches[0]
     pytest.fail(f"the search in {runs} did not get there in {timeout} s")
 
 
@@ -236,10 +239,18 @@ def test_unknown_search_ids_are_named_and_nothing_is_written(tmp_path: Path) -> 
 # --- whole searches ------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A search with the default four baselines, submitted to a fresh runs folder: the folder
+    and the command's outcome. Its tests only read what it left."""
+    folder = tmp_path_factory.mktemp("submitted")
+    runs = folder / "runs"
+    return runs, nas(runs, "submit", str(write_search(folder, baselines="true")), "--json")
+
+
 @pytest.mark.slow
-def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    done = nas(runs, "submit", str(write_search(tmp_path, baselines="true")), "--json")
+def test_submit_runs_a_search_and_every_view_agrees(submitted) -> None:
+    runs, done = submitted
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     registry = registry_of(runs)
@@ -291,6 +302,16 @@ def test_submit_runs_a_search_and_every_view_agrees(tmp_path: Path) -> None:
     status = nas(runs, "status", search.id)
     assert status.returncode == 0 and "Pareto front" in status.stdout
     assert nas_here(runs, "resume", search.id).returncode == 2  # completed: nothing to resume
+
+
+@pytest.mark.slow
+def test_the_dashboard_shows_the_search_in_chromium(submitted) -> None:
+    """Its landing view and its front's plot, in a real browser (``tests/browser.py``)."""
+    from tests.browser import check_dashboard
+
+    runs, done = submitted
+    assert done.returncode == 0, done.stderr
+    check_dashboard(runs, json.loads(done.stdout)["id"])
 
 
 @pytest.mark.slow

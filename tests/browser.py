@@ -1,11 +1,11 @@
-"""The dashboard in a real browser: a real tiny search, `nas dashboard` serving its MLflow
-store, in headless Chromium (Debian's `chromium`, driven by Playwright):
+"""The dashboard in a real browser, for `tests/test_search.py`'s search: `nas dashboard`
+serving its MLflow store, in headless Chromium (Debian's `chromium`, driven by Playwright):
 - the URL it prints, opened in a fresh profile, lands on MLflow's model-training view of the
   search's parent run with its child runs listed (not on MLflow's default GenAI view);
 - the parent run's pareto.html: the right number of points, a hover that names a candidate.
 Screenshots are kept as test artifacts.
 
-`.ci/run` installs chromium and sets RECNAS_REQUIRE_BROWSER=1, so CI never skips this test;
+`.ci/run` installs chromium and sets RECNAS_REQUIRE_BROWSER=1, so CI never skips this check;
 on a machine without chromium it is skipped, saying why."""
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ from pathlib import Path
 import pytest
 
 from nas.service.registry import Registry
-from tests.conftest import runs_with_store
-from tests.test_search import REPO, env_for, nas, registry_of, write_search
-
-pytestmark = pytest.mark.slow
+from tests.test_search import REPO, env_for, registry_of
 
 ARTIFACTS = Path(os.environ.get("RECNAS_TEST_ARTIFACTS") or REPO / "nas-runs" / "test-artifacts")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -38,28 +35,25 @@ def _chromium() -> str:
     return found
 
 
-def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) -> None:
+def check_dashboard(runs: Path, search_id: str) -> None:
+    """`nas dashboard` of the finished search ``search_id`` in ``runs``, seen in Chromium."""
     from playwright.sync_api import sync_playwright
 
     from tests.test_reliability import _free_port
 
     browser_path = _chromium()
-    runs = runs_with_store(tmp_path)
-    done = nas(runs, "submit", str(write_search(tmp_path, candidates=4, steps=40)))
-    assert done.returncode == 0, done.stderr
     registry: Registry = registry_of(runs)
-    (search,) = registry.list_searches()
-    trials = [t for t in registry.trials(search.id) if t.status == "completed"]
+    trials = [t for t in registry.trials(search_id) if t.status == "completed"]
     searched = [t for t in trials if t.kind == "searched"]
     baselines = [t for t in trials if t.is_baseline]
     port = _free_port()
     with subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "dashboard", search.id, "--port", str(port)],
+        [sys.executable, "-m", "nas.cli", "dashboard", search_id, "--port", str(port)],
         env=env_for(runs), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as process:  # fmt: skip
         try:
             line = process.stdout.readline()
-            assert line.startswith(f"{search.id}: http://127.0.0.1:{port}/"), line
+            assert line.startswith(f"{search_id}: http://127.0.0.1:{port}/"), line
             assert line.rstrip().endswith("?workflowType=machine_learning"), line
             run_id = line.strip().split("?")[0].rsplit("/", 1)[1]
             url = f"http://127.0.0.1:{port}/get-artifact?path=pareto.html&run_uuid={run_id}"
@@ -68,7 +62,7 @@ def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) ->
                     executable_path=browser_path, args=CHROMIUM_FLAGS
                 )
                 try:
-                    logged = [t for t in registry.trials(search.id) if t.mlflow_run_id]
+                    logged = [t for t in registry.trials(search_id) if t.mlflow_run_id]
                     _check_landing(browser, line.split(": ", 1)[1].strip(), logged)
                     _check_page(browser, url, searched, baselines)
                 finally:
@@ -76,6 +70,7 @@ def test_pareto_html_renders_every_candidate_and_hovers_in_chromium(tmp_path) ->
         finally:
             process.send_signal(signal.SIGTERM)
             process.communicate(timeout=90)
+    registry.engine.dispose()
 
 
 def _check_landing(browser, url: str, trials) -> None:
