@@ -284,17 +284,32 @@ def test_an_asha_search_stops_candidates_and_keeps_them_off_the_front(tmp_path: 
 
 
 @pytest.mark.slow
-def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Path) -> None:
+def test_the_median_rule_runs_a_search_to_its_end_and_optuna_hears_its_stops_as_pruned(
+    tmp_path: Path,
+) -> None:
     runs = runs_with_store(tmp_path)
     path = write(
-        tmp_path, strategy="optuna", candidates=8, objectives="[ne]", baselines="false", seed=1
+        tmp_path,
+        strategy="optuna",
+        scheduler="median",
+        candidates=8,
+        objectives="[ne]",
+        baselines="false",
+        seed=1,
+        extra=", every_steps: 40, min_samples: 2",
     )
     done = nas(runs, "submit", str(path))
     assert done.returncode == 0, done.stderr
     (search,) = registry_of(runs).list_searches()
+    assert registry_of(runs).get_search(search.id).status == "completed"
     trials = registry_of(runs).trials(search.id)
+    assert {t.status for t in trials} == {"completed", "stopped"}
+    for t in trials:  # the median rule's rungs: the grace, then every 40 steps, and the end
+        steps = [f["step"] for f in t.metrics["rungs"]]
+        assert steps == ([20, 60, 100, 140, 160] if t.status == "completed" else steps)
+        assert set(steps) <= {20, 60, 100, 140, 160}
+    # Optuna keeps a stopped candidate as pruned, with the rungs it reached.
     stopped = [t for t in trials if t.status == "stopped"]
-    assert stopped
     study = optuna.load_study(
         study_name=f"recnas-{search.id}", storage=f"sqlite:///{runs / 'registry.db'}"
     )
@@ -305,27 +320,6 @@ def test_optuna_hears_a_stopped_candidate_as_pruned_with_its_rungs(tmp_path: Pat
         assert max(frozen.intermediate_values) in {t.metrics["steps"] for t in stopped}
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == sum(t.status == "completed" for t in trials)
-
-
-@pytest.mark.slow
-def test_the_median_rule_runs_a_search_to_its_end(tmp_path: Path) -> None:
-    runs = runs_with_store(tmp_path)
-    path = write(
-        tmp_path,
-        scheduler="median",
-        candidates=6,
-        baselines="false",
-        extra=", every_steps: 40, min_samples: 2",
-    )
-    done = nas(runs, "submit", str(path))
-    assert done.returncode == 0, done.stderr
-    (search,) = registry_of(runs).list_searches()
-    trials = registry_of(runs).trials(search.id)
-    assert {t.status for t in trials} <= {"completed", "stopped"}
-    for t in trials:
-        steps = [f["step"] for f in t.metrics["rungs"]]
-        assert steps == ([20, 60, 100, 140, 160] if t.status == "completed" else steps)
-        assert set(steps) <= {20, 60, 100, 140, 160}
 
 
 @pytest.mark.slow
