@@ -55,13 +55,26 @@ KINDS = (
 )
 
 
+# Ray's daemons by process name (the raylet's command line names the worker's script) or
+# by the title a Python one gives itself.
+NAMED = {
+    "raylet": "ray daemon: raylet",
+    "gcs_server": "ray daemon: gcs",
+    "ray::DashboardAgent": "ray daemon: dashboard agent",
+    "ray::RuntimeEnvAgent": "ray daemon: runtime env agent",
+}
+
+
 def kind_of(command: str, name: str) -> str:
+    for named, kind in NAMED.items():  # the kernel keeps 15 characters of a name
+        if named[:15] == name or command.startswith(named):
+            return kind
     for mark, kind in KINDS:
         if mark in command:
             return f"ray worker {name}" if kind == "ray worker" else kind
     if name.startswith("ray::"):  # a worker whose title replaced its command line
         return f"ray worker {name}"
-    return f"other: {name}"
+    return f"other: {' '.join(command.split()[:3])[:60] or name}"
 
 
 def sample(seen: dict, started: dict) -> None:
@@ -83,8 +96,8 @@ def sample(seen: dict, started: dict) -> None:
                 seen[key] = [kind_of(command, name), cpu]
             else:
                 seen[key][1] = cpu
-                if name.startswith("ray::"):  # a worker changes its title with its task
-                    seen[key][0] = f"ray worker {name}"
+                if seen[key][0].startswith("ray worker"):  # its title changes with its task
+                    seen[key][0] = kind_of(f"default_worker.py {name}", name)
         except (OSError, IndexError, ValueError):  # gone in between
             continue
     if not started:
