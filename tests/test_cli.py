@@ -1,4 +1,4 @@
-"""The `nas` command as a user runs it: real subprocesses, real data, real exit codes."""
+"""The `nas` command as a user runs it: processes of its own, real data, real exit codes."""
 
 from __future__ import annotations
 

@@ -137,14 +137,17 @@ def wait_for(runs: Path, condition, timeout: float = 300):
     """Poll the registry until the first search's trials meet ``condition``; the search."""
     deadline = time.time() + timeout
     registry = None  # one for the whole wait: opening one costs 20 ms of CPU
-    while time.time() < deadline:
-        time.sleep(0.5)
-        if registry is None and (runs / "registry.db").exists():
-            registry = registry_of(runs)
-        searches = registry.list_searches() if registry else []
-        if searches and condition(registry.trials(searches[0].id)):
+    try:
+        while time.time() < deadline:
+            time.sleep(0.5)
+            if registry is None and (runs / "registry.db").exists():
+                registry = registry_of(runs)
+            searches = registry.list_searches() if registry else []
+            if searches and condition(registry.trials(searches[0].id)):
+                return searches[0]
+    finally:
+        if registry is not None:
             registry.engine.dispose()
-            return searches[0]
     pytest.fail(f"the search in {runs} did not get there in {timeout} s")
 
 
