@@ -111,12 +111,17 @@ def main() -> int:
     args = parser.parse_args()
     if not Path("/proc/self/stat").exists():
         parser.error("this reads /proc: Linux only")
+    if not args.interval > 0:
+        parser.error(f"--interval: must be a positive number of seconds, got {args.interval}")
     command = args.command or PYTEST
     seen: dict = {}
     started: dict = {}
     sample(seen, started)
     began = time.time()
-    process = subprocess.Popen(command, cwd=REPO)
+    try:
+        process = subprocess.Popen(command, cwd=REPO)
+    except OSError as err:
+        parser.error(f"cannot run {command[0]}: {err.strerror}")
     while process.poll() is None:
         time.sleep(args.interval)
         sample(seen, started)
