@@ -47,7 +47,8 @@ KINDS = (
     ("dashboard/dashboard.py", "ray daemon: dashboard head"),
     ("gcs_server", "ray daemon: gcs"),
     ("raylet", "ray daemon: raylet"),
-    ("mlflow server", "mlflow server"),
+    ("mlflow server", "mlflow server or UI"),
+    ("uvicorn", "mlflow server or UI"),  # MLflow's UI of `nas dashboard`
     ("postgres", "postgres"),
     ("chrom", "chromium"),
     ("nas.cli", "nas command (a fresh interpreter)"),
