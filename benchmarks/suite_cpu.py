@@ -78,9 +78,9 @@ def kind_of(command: str, name: str) -> str:
     return f"other: {' '.join(command.split()[:3])[:60] or name}"
 
 
-def sample(seen: dict, started: dict) -> None:
+def sample(seen: dict) -> None:
     """Every process's CPU seconds so far into ``seen`` (keyed by pid and start time), with
-    its kind; ``started`` holds the CPU of those alive before the command."""
+    its kind."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -98,11 +98,9 @@ def sample(seen: dict, started: dict) -> None:
             else:
                 seen[key][1] = cpu
                 if seen[key][0].startswith("ray worker"):  # its title changes with its task
-                    seen[key][0] = kind_of(f"default_worker.py {name}", name)
+                    seen[key][0] = f"ray worker {name}"
         except (OSError, IndexError, ValueError):  # gone in between
             continue
-    if not started:
-        started.update({key: cpu for key, (_, cpu) in seen.items()})
 
 
 def main() -> int:
@@ -116,8 +114,8 @@ def main() -> int:
         parser.error(f"--interval: must be a positive number of seconds, got {args.interval}")
     command = args.command or PYTEST
     seen: dict = {}
-    started: dict = {}
-    sample(seen, started)
+    sample(seen)
+    started = {key: cpu for key, (_, cpu) in seen.items()}  # CPU spent before the command
     began = time.time()
     try:
         process = subprocess.Popen(command, cwd=REPO)
@@ -125,7 +123,7 @@ def main() -> int:
         parser.error(f"cannot run {command[0]}: {err.strerror}")
     while process.poll() is None:
         time.sleep(args.interval)
-        sample(seen, started)
+        sample(seen)
     wall = time.time() - began
     cpu, count = Counter(), Counter()
     for key, (kind, seconds) in seen.items():
