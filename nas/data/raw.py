@@ -8,7 +8,8 @@ same to rows it has never seen, with the same vocabularies. ``RawForm`` keeps th
                  prepare reads a time: a fraction floored, or a date-time, UTC unless
                  zoned, or a date, or the text of one), "number", "strings" (a list, or
                  one string with "|" between values) or "events" (a list of
-                 [item, action, time] triples, the user's past events, oldest first)
+                 [item, action, time] triples, or of objects with those keys: the user's
+                 past events, oldest first)
     categorical  one per categorical field, in schema order: a vocabulary lookup of a
                  column (optionally of its first ``prefix`` characters, or of a release
                  year, normalised), or a value derived from an integer unix time (hour,
@@ -396,7 +397,7 @@ def _wants(kind: str) -> str:
         "time": "a unix time in seconds or a date-time",
         "number": "a number",
         "strings": 'a list of strings, or one string with "|" between values',
-        "events": "a list of [item, action, time] triples",
+        "events": 'a list of [item, action, time] triples or {"item", "action", "time"} objects',
     }[kind]
 
 
@@ -521,8 +522,14 @@ def unix_seconds(value: Any) -> int | None:
     return None
 
 
+EVENT_KEYS = ("item", "action", "time")
+
+
 def _event(number: int, name: str, event: Any, bad) -> list:
-    """One event of a history, checked and converted (``bad()``: the column's error)."""
+    """One event of a history, a triple or an object with ``EVENT_KEYS`` (others ignored:
+    a Parquet struct's extra fields), checked and converted (``bad()``: the column's error)."""
+    if isinstance(event, Mapping) and all(key in event for key in EVENT_KEYS):
+        event = [event[key] for key in EVENT_KEYS]
     if not (isinstance(event, list | tuple) and len(event) == 3):
         raise bad()
     key, action, when = event

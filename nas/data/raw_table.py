@@ -8,12 +8,19 @@ through the same scalar functions the rows use (``RawForm.category``, ``lookup``
 by numpy and Arrow's kernels, tested to the same values). The rows stay the reference,
 tested equal on every field kind (``tests/data/test_raw_table.py``), and the judge of bad
 input: a column this path does not read (an Arrow type the rows would refuse, a missing
-value in a required column, an events history) makes ``table_features`` return None, and
-the caller encodes the rows, which name the bad row and column.
+value in a required column) makes ``table_features`` return None, and the caller encodes
+the rows, which name the bad row and column.
+
+An events history is read as a list of ``{item, action, time}`` structs (``EVENTS``: what
+``rows_table`` makes of JSON's triples, and Parquet's natural form of them), a list of
+triples of one type (Parquet's ``list<list<int64>>``) or JSON text (MLflow's frame, CSV):
+each event's item looked up once per distinct item.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +31,7 @@ import pyarrow.compute as pc
 
 from nas.data.raw import (
     DERIVED,
+    EVENT_KEYS,
     FLOAT32_MAX,
     INT64_LIMIT,
     RawForm,
@@ -40,6 +48,9 @@ class _RowsDecide(Exception):
     """A column the rows encode (or refuse, naming the row): not read here."""
 
 
+EVENTS = pa.list_(pa.struct([("item", pa.string()), ("action", pa.int64()), ("time", pa.int64())]))
+
+
 def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
     """Rows read from text (JSON lines, CSV) as a table of the columns ``form`` reads, each
     as Arrow types its values; None where the rows must decide: a row that is not an object
@@ -51,6 +62,11 @@ def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
     columns = {}
     for name in names:
         values = [row.get(name) for row in rows]
+        if form.columns[name]["type"] == "events":
+            columns[name] = events_array(values)
+            if columns[name] is None:
+                return None
+            continue
         try:
             columns[name] = pa.array(values)
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
@@ -60,6 +76,48 @@ def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
         ):
             return None  # Arrow reads [1.5, True] as numbers; the rows refuse a boolean
     return pa.table(columns)
+
+
+def events_array(values: list[Any]) -> pa.Array | None:
+    """An "events" column's values as rows give them (each missing, a list of events or its
+    JSON text) as a list of structs of ``EVENT_KEYS`` (``EVENTS`` where the items are text
+    and the rest integers), each field of one type as Arrow infers it: for events that are
+    [item, action, time] triples or objects with those keys. None where the rows must
+    decide (another shape, mixed types: they convert it or name it)."""
+    lengths, flat = [], []
+    for value in values:
+        if isinstance(value, str) and value != "":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+            if type(value) is not list:
+                return None  # JSON's null or "" in the text: the rows refuse it
+        if value is None or value == "":
+            lengths.append(0)
+            continue
+        if type(value) is not list:
+            return None
+        lengths.append(len(value))
+        flat.extend(value)
+    if not flat:
+        return pa.array([[]] * len(values), EVENTS)
+    if set(map(type, flat)) != {list}:
+        try:
+            flat = [e if type(e) is list else [e[key] for key in EVENT_KEYS] for e in flat]
+        except (KeyError, TypeError):
+            return None  # an object without the keys, or an event that is neither
+    lengths_3 = np.fromiter(map(len, flat), np.int64, len(flat))
+    if (lengths_3 != 3).any() or len(flat) >= 2**31:
+        return None  # (beyond a list array's offsets: the rows read them)
+    laid = list(itertools.chain.from_iterable(flat))
+    try:  # each field's type as Arrow infers it (faster than given): ``_events`` judges them
+        fields = [pa.array(laid[k::3]) for k in range(3)]
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None  # mixed types; beyond 64 bits
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
+    structs = pa.StructArray.from_arrays(fields, names=list(EVENT_KEYS))
+    return pa.ListArray.from_arrays(offsets, structs)
 
 
 def table_features(form: RawForm, table: pa.Table, schema: Schema) -> Features | None:
@@ -228,27 +286,95 @@ class _Encoding:
         return x
 
     def _history(self, actions: int) -> tuple[tuple, tuple]:
-        """``RawForm._history``, for a plain history (a "strings" column of items, each of
-        one action at time 0, the last ``max_len`` kept) or an absent one."""
+        """``RawForm._history``: a plain history (a "strings" column of items, each of one
+        action at time 0, the last ``max_len`` kept) or events (``_events``)."""
         recipe, n = self.form.history, self.n
+        items = next(c for c in self.form.categorical if c["field"] == recipe["items"])
         if recipe.get("plain"):
-            items = next(c for c in self.form.categorical if c["field"] == recipe["items"])
             rows, ids, position = self._list_ids(recipe["column"], items)
             counts = np.bincount(rows, minlength=n)
             kept = position >= (counts - recipe["max_len"])[rows]
             item = ids[kept]
             lengths = np.minimum(counts, recipe["max_len"])
-            now = np.zeros(n, dtype=np.int64)
+            action = np.full(len(item), 1, dtype=np.int64)
+            time, now = np.zeros(len(item), dtype=np.int64), np.zeros(n, dtype=np.int64)
+            end = np.cumsum(lengths)
         else:
-            if self._column(recipe["column"]) is not None and (
-                self.table.column(recipe["column"]).null_count < n
-            ):
-                raise _RowsDecide  # events, each [item, action, time]: the rows read them
-            item, lengths = np.zeros(0, dtype=np.int64), np.zeros(n, dtype=np.int64)
-            now = self._times(recipe["now"]) if "now" in recipe else np.zeros(n, np.int64)
-        end = np.cumsum(lengths)
-        action = np.full(len(item), 1 if 0 < 1 < actions else 0, dtype=np.int64)
-        return (end - lengths, end, now), (item, action, np.zeros(len(item), dtype=np.int64))
+            lengths, keys, action, time = self._events(recipe["column"])
+            item = _by_value(keys, lambda v: lookup(items, v), np.int64)
+            end = np.cumsum(lengths)
+            if "now" in recipe:  # a row's own time, else its last event's
+                now = self._times(recipe["now"])
+            else:
+                last = time[np.maximum(end - 1, 0)] if len(time) else np.zeros(n, np.int64)
+                now = np.where(lengths > 0, last, 0)
+        action = np.where((action > 0) & (action < actions), action, 0)
+        return (end - lengths, end, now), (item, action, time)
+
+    def _events(self, name: str) -> tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]:
+        """An "events" column: each row's number of events, and the events' items (text),
+        actions and times, as the rows convert them."""
+        array = self._column(name)
+        if array is None:
+            empty = np.zeros(0, dtype=np.int64)
+            return np.zeros(self.n, dtype=np.int64), pa.array([], pa.string()), empty, empty
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            array = events_array(array.to_pylist())  # JSON text
+            if array is None:
+                raise _RowsDecide
+        if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            raise _RowsDecide
+        events = array.flatten()
+        if pa.types.is_struct(events.type):
+            if events.null_count or any(events.type.get_field_index(k) < 0 for k in EVENT_KEYS):
+                raise _RowsDecide  # a null event, or one without the keys: the rows name it
+            fields = [events.field(key) for key in EVENT_KEYS]
+        elif _is_list(events.type):
+            if events.null_count or pc.any(pc.not_equal(pc.list_value_length(events), 3)).as_py():
+                raise _RowsDecide
+            values = events.flatten()
+            fields = [values.take(pa.array(np.arange(k, len(values), 3))) for k in range(3)]
+        else:
+            raise _RowsDecide
+        lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
+        fields = [f.dictionary_decode() if pa.types.is_dictionary(f.type) else f for f in fields]
+        if any(f.null_count for f in fields):
+            raise _RowsDecide
+        item, action, time = fields
+        if pa.types.is_integer(item.type):
+            item = item.cast(pa.string())
+        elif not (pa.types.is_string(item.type) or pa.types.is_large_string(item.type)):
+            raise _RowsDecide
+        label = f"{name}[action]", f"{name}[time]"
+        return (
+            lengths.astype(np.int64),
+            item,
+            _integers(label[0], action),
+            _integers(label[1], time),
+        )
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    )
+
+
+def _integers(name: str, array: pa.Array) -> np.ndarray:
+    """Values the rows convert as "integer" (``_integer``), none missing, as int64."""
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return _by_value(array, lambda v: _converted(name, "integer", v), np.int64)
+    if pa.types.is_integer(kind):
+        if pa.types.is_uint64(kind) and len(array) and pc.max(array).as_py() >= INT64_LIMIT:
+            raise _RowsDecide
+        return _int64(array)
+    if not pa.types.is_floating(kind):
+        raise _RowsDecide  # booleans: the rows refuse them
+    x = array.to_numpy(zero_copy_only=False).astype(np.float64)
+    if not (np.isfinite(x) & (x == np.floor(x)) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)).all():
+        raise _RowsDecide
+    return x.astype(np.int64)
 
 
 def _by_value(array: pa.Array, function: Callable[[Any], Any], dtype) -> np.ndarray:

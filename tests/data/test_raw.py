@@ -89,6 +89,8 @@ def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
         ({"user_id": {"id": 1}}, 2, "user_id", "must be a string"),
         ({"genres": [1, 2]}, 2, "genres", "list of strings"),
         ({"history": "not json"}, 2, "history", "triples"),
+        ({"history": [{"item": "1", "action": 1}]}, 2, "history", "objects"),
+        ({"history": [{"item": "1", "action": "x", "time": 1}]}, 2, "history[action]", "integer"),
         ({"history": [["1", "five", 3]]}, 2, "history[action]", "must be an integer"),
         ({"timestamp": 2**63}, 2, "timestamp", "must be a time in 64 bits"),
         ({"timestamp": 9.3e18}, 2, "timestamp", "must be a time in 64 bits"),

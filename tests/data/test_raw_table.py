@@ -6,6 +6,7 @@ it leaves the table to them."""
 from __future__ import annotations
 
 import datetime
+import json
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from nas.data import prepare_dataset
 from nas.data.raw import RawForm, RawInputError, raw_labels
-from nas.data.raw_table import rows_table, table_features, table_labels
+from nas.data.raw_table import EVENTS, rows_table, table_features, table_labels
 from tests.data.test_schema_file import logs, schema_file
 
 
@@ -82,9 +83,8 @@ def test_a_parquet_batch_of_logs_encodes_by_column_as_its_rows_do(own_logs) -> N
     same(fast, form.features(strings.to_pylist(), schema))
 
 
-def test_movielens_rows_without_a_history_encode_by_column_and_with_one_by_row(ml100k) -> None:
-    """Prefixes, release years, hours and weekdays derived from the time; a history of
-    [item, action, time] events is left to the rows."""
+def test_movielens_rows_without_a_history_encode_by_column(ml100k) -> None:
+    """Prefixes, release years, hours and weekdays derived from the time."""
     rows = ml100k.raw_rows("test", 200)
     form, schema = ml100k.raw_form(), ml100k.schema
     bare = pa.Table.from_pylist([{k: v for k, v in r.items() if k != "history"} for r in rows])
@@ -104,16 +104,72 @@ def test_movielens_rows_without_a_history_encode_by_column_and_with_one_by_row(m
         fast = table_features(form, timed, schema)
         assert fast is not None, times
         same(fast, form.features(timed.to_pylist(), schema))
-    events = pa.array([[["1", "5", "10"]]] * 3, pa.list_(pa.list_(pa.string())))
-    with_history = bare.slice(0, 3).append_column("history", events)
-    assert table_features(form, with_history, schema) is None
-    history = form.features(with_history.to_pylist(), schema).history
-    assert (history.end - history.start).tolist() == [1, 1, 1]
+
+
+def test_movielens_histories_encode_by_column_in_each_form_a_file_holds_them(ml100k) -> None:
+    """Real rows with their [item, action, time] events, as JSON lines give them (made a
+    table), as Parquet's structs (an extra field ignored), as triples of one type (a CSV's
+    text), as JSON text (MLflow's frame): each the rows' own encoding."""
+    rows = ml100k.raw_rows("test", 300)
+    rows[1] = {**rows[1], "history": []}
+    form, schema = ml100k.raw_form(), ml100k.schema
+    want = form.features(rows, schema)
+    assert int((want.history.end - want.history.start).sum()) > 1000
+    table = rows_table(form, rows)
+    assert table is not None and table.schema.field("history").type == EVENTS
+    same(table_features(form, table, schema), want)
+    at = table.column_names.index("history")
+
+    def history(values, kind=None):
+        return table.set_column(at, "history", pa.array(values, kind))
+
+    objects = [
+        [{"item": i, "action": a, "time": t, "dwell": 0.5} for i, a, t in r["history"]]
+        for r in rows
+    ]
+    structs = history(objects)
+    same(table_features(form, structs, schema), want)
+    same(form.features(structs.to_pylist(), schema), want)
+    text = [[[i, str(a), str(t)] for i, a, t in r["history"]] for r in rows]
+    same(table_features(form, history(text, pa.list_(pa.list_(pa.string()))), schema), want)
+    same(table_features(form, history([json.dumps(r["history"]) for r in rows]), schema), want)
+    ints = history([[[7, 3, 100], [8, 9, 101]]] * len(rows), pa.list_(pa.list_(pa.int64())))
+    same(table_features(form, ints, schema), form.features(ints.to_pylist(), schema))
+    # none (null, empty text, absent): the row's own time is still its "now"
+    none = form.features([{**r, "history": []} for r in rows], schema)
+    for empty in (history([None] * len(rows), pa.string()), history([""] * len(rows))):
+        same(table_features(form, empty, schema), none)
+    same(table_features(form, table.drop(["history"]), schema), none)
+    # a form whose rows have no time of their own: a row's last event's time is its "now"
+    data = form.to_dict()
+    data["history"] = {k: v for k, v in data["history"].items() if k != "now"}
+    timeless = RawForm.from_dict(data)
+    same(table_features(timeless, table, schema), timeless.features(rows, schema))
+    # what the rows refuse (or read otherwise) is left to them
+    for odd in ([["x", 1.5, 3]], [["x", True, 3]], [["x", 1]], [{"item": "x"}], [None]):
+        odd_table = rows_table(form, [{**rows[0], "history": odd}])
+        assert odd_table is None or table_features(form, odd_table, schema) is None, odd
+    assert table_features(form, history(["null"] * len(rows)), schema) is None
+    floats = history([[[1.0, 2.0, 3.0]]] * len(rows))
+    assert table_features(form, floats, schema) is None
 
 
 # --- any table: the columns path agrees with the rows or leaves the table to them ------------
 
 WORDS = ["", "a", "b", "i3", "i7", "x", "y", "u1", "nope"]
+ITEM = st.sampled_from(WORDS)
+EVENT = st.tuples(ITEM, st.integers(-1, 8), st.integers(0, 2_000_000_000)).map(list)
+ODD_EVENT = st.one_of(
+    st.tuples(
+        st.one_of(ITEM, st.integers(0, 9), st.booleans(), st.none()),
+        st.one_of(st.integers(-1, 8), st.floats(-2, 9), st.booleans(), st.sampled_from(["3", ""])),
+        st.one_of(st.integers(-(2**64), 2**64), st.sampled_from(["5", "1.5"]), st.none()),
+    ).map(list),
+    st.fixed_dictionaries({"item": ITEM, "action": st.integers(-1, 8), "time": st.integers(0, 9)}),
+    st.lists(ITEM, max_size=4),
+    st.none(),
+)
+EVENT_TEXT = st.one_of(st.lists(EVENT, max_size=3).map(json.dumps), st.sampled_from(["null", "["]))
 VALUES = {  # a column's values of each kind: those its own kind reads, then odd ones
     "text": st.one_of(st.none(), st.sampled_from(WORDS), st.text()),
     "integer": st.one_of(st.none(), st.integers(0, 2_000_000_000)),
@@ -132,6 +188,49 @@ VALUES = {  # a column's values of each kind: those its own kind reads, then odd
         st.sampled_from(["2024-05-07", "2024-05-07 10:00:01.5", "1700000000.5", "soon"]),
         st.datetimes().map(str),
     ),
+    # an "events" column: as JSON gives them (triples, objects, their text, odd ones among
+    # them), then as a Parquet file types them
+    "events": st.one_of(
+        st.none(),
+        st.just(""),
+        st.lists(EVENT, max_size=4),
+        st.lists(st.one_of(EVENT, ODD_EVENT), max_size=3),
+        EVENT_TEXT,
+    ),
+    "event structs": st.one_of(
+        st.none(),
+        st.lists(
+            st.one_of(
+                st.none(),
+                st.fixed_dictionaries(
+                    {
+                        "item": st.one_of(st.none(), ITEM),
+                        "action": st.one_of(st.none(), st.integers(-1, 8)),
+                        "time": st.integers(0, 2_000_000_000),
+                    }
+                ),
+            ),
+            max_size=4,
+        ),
+    ),
+    "event lists": st.one_of(
+        st.none(),
+        st.lists(
+            st.one_of(
+                st.none(),
+                st.lists(
+                    st.one_of(st.none(), st.sampled_from(["a", "i3", "5", "-1", "8", "1.0"])),
+                    min_size=2,
+                    max_size=4,
+                ),
+            ),
+            max_size=4,
+        ),
+    ),  # fmt: skip
+    "int event lists": st.one_of(
+        st.none(), st.lists(st.lists(st.integers(-1, 8), min_size=2, max_size=4), max_size=4)
+    ),
+    "events text": st.one_of(st.none(), EVENT_TEXT),
 }
 TYPES = {
     "text": pa.string(),
@@ -146,8 +245,20 @@ TYPES = {
     "date-time": pa.timestamp("us"),
     "date": pa.date32(),
     "time text": pa.string(),
+    "events": None,  # as Arrow infers them, where it can
+    "event structs": EVENTS,
+    "event lists": pa.list_(pa.list_(pa.string())),
+    "int event lists": pa.list_(pa.list_(pa.int64())),
+    "events text": pa.string(),
 }
-NATURAL = {"string": "text", "integer": "integer", "number": "float", "strings": "list"}
+NATURAL = {
+    "string": "text",
+    "integer": "integer",
+    "number": "float",
+    "strings": "list",
+    "events": "events",
+}
+TABLE_EVENTS = ["event structs", "event lists", "int event lists", "events text"]
 
 
 @st.composite
@@ -162,8 +273,12 @@ def tables(draw, columns: dict[str, dict], labels: list[str]):
             continue  # absent
         if name in odd:
             kind = draw(st.sampled_from(list(VALUES)))
+        elif name not in columns:
+            kind = "integer"
+        elif columns[name]["type"] == "events":
+            kind = draw(st.sampled_from(TABLE_EVENTS))
         else:
-            kind = NATURAL.get(columns[name]["type"], "list") if name in columns else "integer"
+            kind = NATURAL[columns[name]["type"]]
         values = draw(st.lists(VALUES[kind], min_size=rows, max_size=rows))
         if name in labels and draw(st.booleans()):
             values = draw(st.lists(st.sampled_from([0, 1, None, 0.0, 1.0, 2]), min_size=rows,
@@ -243,7 +358,7 @@ def text_rows(draw, columns: dict[str, dict]):
         for name, column in columns.items():
             if draw(st.integers(0, 4)) == 0:
                 continue
-            natural = NATURAL.get(column["type"], "list")
+            natural = NATURAL[column["type"]]
             kind = draw(st.sampled_from(list(VALUES))) if name in odd else natural
             row[name] = draw(VALUES[kind])
         rows.append(row)
@@ -260,6 +375,32 @@ def test_text_rows_encode_by_column_as_they_do_by_row_or_are_left_to_them(
     form, schema = prepared.raw_form(), prepared.schema
     rows = data.draw(text_rows(form.columns))
     table = rows_table(form, rows)
+    fast = None if table is None else table_features(form, table, schema)
+    agrees_with_rows(fast, form, schema, rows)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_history_encodes_by_column_as_its_rows_do_or_is_left_to_them(ml100k, data) -> None:
+    """Real rows, each with a history of one of the forms JSON or Parquet give (odd events
+    among them: floats, booleans, nulls, text, out-of-range actions, wrong lengths)."""
+    form, schema = ml100k.raw_form(), ml100k.schema
+    kind = data.draw(st.sampled_from(["events", *TABLE_EVENTS]))
+    n = data.draw(st.integers(1, 6))
+    histories = data.draw(st.lists(VALUES[kind], min_size=n, max_size=n))
+    rows = [
+        {**row, "history": h} for row, h in zip(ml100k.raw_rows("test", n), histories, strict=True)
+    ]
+    if kind == "events":  # JSON lines
+        table = rows_table(form, rows)
+    else:
+        try:
+            table = pa.Table.from_pylist(rows).set_column(
+                list(rows[0]).index("history"), "history", pa.array(histories, TYPES[kind])
+            )
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            assume(False)
+        rows = table.to_pylist()
     fast = None if table is None else table_features(form, table, schema)
     agrees_with_rows(fast, form, schema, rows)
 
