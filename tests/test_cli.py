@@ -417,6 +417,31 @@ def test_rows_to_score_from_a_folder_of_parts_or_a_glob(tmp_path) -> None:
         RowFiles(day / "empty")
 
 
+def test_rows_are_grouped_by_a_column_s_values_and_a_row_of_no_group_is_named(tmp_path) -> None:
+    """`nas models compare --by`: ids as values are first seen, across batches and a
+    Parquet batch's column; a row without a value (or with a list for one) is refused,
+    named with its file."""
+    import pyarrow as pa
+
+    from nas.core.errors import ConfigError
+    from nas.data.row_files import RowBatch
+    from nas.service.serving import RowGroups
+
+    groups = RowGroups("user_id")
+    groups.add(RowBatch(1, _rows=[{"user_id": "a"}, {"user_id": 7}, {"user_id": "a"}]))
+    groups.add(RowBatch(4, table=pa.table({"user_id": [7, 8], "x": [1, 2]})))
+    assert groups.ids.tolist() == [0, 1, 0, 1, 2] and groups.count == 3
+    for rows, found in (([{"user_id": "a"}, {}], "no value"), ([{"user_id": ["x"]}], "['x']"),
+                        ([{"user_id": ""}], "no value")):  # fmt: skip
+        with pytest.raises(ConfigError) as caught:
+            groups.add(RowBatch(9, _rows=rows, file=tmp_path / "part-1.jsonl"))
+        row = 9 + len(rows) - 1
+        assert f"--by: row {row} of {tmp_path / 'part-1.jsonl'} has {found} for 'user_id'" in str(
+            caught.value
+        )
+    assert groups.count == 3
+
+
 def test_a_comparison_says_what_its_intervals_say(capsys) -> None:
     """`nas models compare`'s table and its line per model: better or worse only where the
     95% interval leaves out zero; unknown where there is no spread or one class."""
@@ -437,9 +462,13 @@ def test_a_comparison_says_what_its_intervals_say(capsys) -> None:
         model("models:/m/2", (-0.002, -0.003, -0.001), (0.001, -0.001, 0.003)),
         model("models:/m/3", (0.004, 0.002, 0.006), (-0.002, -0.003, -0.001)),
         model("models:/m/4", (0.0, nan, nan), (nan, nan, nan)),
-    ], 1000)  # fmt: skip
+    ], 1000, {"by": None})  # fmt: skip
     said = " ".join(capsys.readouterr().out.split())
     assert "label click (click) on 1,000 rows: against models:/m@champion" in said
+    _print_compared("click", [model("a"), model("b", (0.0,) * 3, (0.0,) * 3)], 1000,
+                    {"by": "user_id", "groups": 40})  # fmt: skip
+    grouped = " ".join(capsys.readouterr().out.split())
+    assert "label click (click) on 1,000 rows in 40 groups by user_id: against a" in grouped
     # a cell may wrap in a narrow terminal: its text, as the table is given it
     assert _difference({"mean": -0.002, "low": -0.003, "high": -0.001}) == (
         "-0.0020 (-0.0030, -0.0010)"

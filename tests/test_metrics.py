@@ -133,3 +133,59 @@ def test_paired_differences_of_a_model_with_itself_and_of_one_class() -> None:
     assert math.isnan(d) and math.isnan(se)
     d, se = paired_auc_difference(np.array([1, 0, 0]), first[:3], first[:3] + 0.1)
     assert d == 0.0 and math.isnan(se)  # one positive: no spread to go on
+
+
+def _two_models_of_users(seed: int, users: int = 150):
+    """Rows of users (5 to 30 each) whose taste moves their labels and both models alike,
+    and whom the second model suits more or less than the first: a user's rows go
+    together."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(users), rng.integers(5, 30, users))
+    rows = len(groups)
+    taste = rng.normal(0, 1, users)[groups]
+    y = rng.random(rows) < 1 / (1 + np.exp(-(taste - 0.8)))
+    noise = rng.normal(0, 1.2, rows)
+    first = 1 / (1 + np.exp(-(y * 1.0 + 0.5 * taste + noise)))
+    suits = rng.normal(0, 1.0, users)[groups]
+    second = 1 / (1 + np.exp(-(y * 1.3 + 0.5 * taste + noise + suits + rng.normal(0, 0.3, rows))))
+    return y, first, second, groups
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_grouped_errors_are_a_bootstrap_of_the_groups_where_the_rows_errors_are_too_small(
+    seed,
+) -> None:
+    """Rows of one user drawn together: the errors by group are what resampling the users
+    gives; the rows' own errors are well below it. The differences are the same."""
+    from workers.metrics import paired_auc_difference, paired_ne_difference
+
+    y, first, second, groups = _two_models_of_users(seed)
+    d_auc, se_auc = paired_auc_difference(y, first, second, groups)
+    d_ne, se_ne = paired_ne_difference(y, first, second, (0.3, 0.3), groups)
+    row_auc, row_se_auc = paired_auc_difference(y, first, second)
+    row_ne, row_se_ne = paired_ne_difference(y, first, second, (0.3, 0.3))
+    assert (d_auc, d_ne) == (row_auc, row_ne)
+    rng = np.random.default_rng(100 + seed)
+    rows_of = [np.flatnonzero(groups == g) for g in range(groups.max() + 1)]
+    boot_auc, boot_ne = [], []
+    for _ in range(300):
+        i = np.concatenate([rows_of[g] for g in rng.integers(0, len(rows_of), len(rows_of))])
+        boot_auc.append(auc(y[i], second[i]) - auc(y[i], first[i]))
+        boot_ne.append(paired_ne_difference(y[i], first[i], second[i], (0.3, 0.3))[0])
+    assert se_auc == pytest.approx(np.std(boot_auc), rel=0.2)
+    assert se_ne == pytest.approx(np.std(boot_ne), rel=0.2)
+    assert row_se_auc < 0.7 * se_auc and row_se_ne < 0.7 * se_ne
+
+
+def test_one_row_a_group_gives_the_rows_own_errors_and_one_group_none() -> None:
+    from workers.metrics import clustered_error, paired_auc_difference, paired_ne_difference
+
+    y, first, second = _two_models(0)
+    singles = np.random.default_rng(0).permutation(len(y))  # ids in any order
+    ne, auc_ = paired_ne_difference, paired_auc_difference
+    assert ne(y, first, second, (0.3, 0.3), singles)[1] == pytest.approx(
+        ne(y, first, second, (0.3, 0.3))[1], rel=1e-9
+    )
+    assert auc_(y, first, second, singles)[1] == pytest.approx(auc_(y, first, second)[1], rel=0.01)
+    assert math.isnan(auc_(y, first, second, np.zeros(len(y), dtype=np.int64))[1])
+    assert math.isnan(clustered_error(np.ones(3), np.array([4, 4, 4])))

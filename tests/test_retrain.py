@@ -292,8 +292,8 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_and_compare_models_on_t
 ) -> None:
     """`nas data rows DATASET --split test`, scored by the registered model through its raw
     form (`nas predict`), measures the NE and AUC its retrain measured on the test split's
-    ids; `nas models compare` of the model by alias and by version on them: the same
-    figures, differences of nothing."""
+    ids; `nas models compare` of the model by alias and by version on them (and by user): the
+    same figures, differences of nothing."""
     from nas.cli import main
 
     runs, search_id = searched
@@ -327,6 +327,16 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_and_compare_models_on_t
     assert second["auc_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     assert main(["models", "compare", uri, "--input", str(rows)]) == 2
     assert "name two or more models" in capsys.readouterr().err
+    # a user's rows drawn together: as many groups as users
+    by = ["models", "compare", uri, "models:/tiny-ranker/1", "--input", str(rows), "--by"]
+    done = nas(runs, *by, "user_id", "--json")
+    assert done.returncode == 0, done.stderr
+    grouped = json.loads(done.stdout)
+    users = {json.loads(line)["user_id"] for line in rows.read_text().splitlines()}
+    assert (grouped["by"], grouped["groups"], compared["by"]) == ("user_id", len(users), None)
+    assert grouped["labels"]["like"][1]["ne_difference"] == second["ne_difference"]
+    done = nas(runs, *by, "user")  # a field's name, not a column's
+    assert done.returncode == 2 and "--by: row 1 of " in done.stderr, done.stderr
 
 
 def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(

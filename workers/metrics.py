@@ -137,11 +137,16 @@ def _one_label(
 
 
 def paired_ne_difference(
-    labels: np.ndarray, first: np.ndarray, second: np.ndarray, rates: tuple[float, float]
+    labels: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    rates: tuple[float, float],
+    groups: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """NE(second) - NE(first) on the same rows (probabilities; each model's training rate in
     ``rates``) and its standard error: each row's difference of normalized logloss, the
-    rows taken as independent draws."""
+    rows taken as independent draws, or the ``groups`` (each row's group id: one user's
+    rows) where given (``clustered_error``)."""
     y = np.asarray(labels, dtype=np.float64)
 
     def row_ne(p: np.ndarray, rate: float) -> np.ndarray:
@@ -149,16 +154,23 @@ def paired_ne_difference(
         return -(y * np.log(p) + (1 - y) * np.log1p(-p)) / base_entropy(rate)
 
     d = row_ne(second, rates[1]) - row_ne(first, rates[0])
+    if groups is not None:
+        return float(d.mean()), clustered_error((d - d.mean()) / len(d), groups)
     se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
     return float(d.mean()), se
 
 
 def paired_auc_difference(
-    labels: np.ndarray, first: np.ndarray, second: np.ndarray
+    labels: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    groups: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """AUC(second) - AUC(first) on the same rows and its standard error by DeLong's method
     (DeLong, DeLong and Clarke-Pearson 1988; the O(n log n) form of Sun and Xu 2014): the
     two AUCs' variances and covariance from each row's placement among the other class.
+    With ``groups`` (each row's group id), the placements summed over each group's rows
+    and the groups taken as the independent draws (Obuchowski 1997, clustered ROC data).
     NaN with one class, and an error of NaN with fewer than two rows of either."""
     from scipy.stats import rankdata
 
@@ -177,6 +189,24 @@ def paired_auc_difference(
         v10.append(1.0 - (tz[m:] - ty) / m)  # each negative: the share of positives above it
     if m < 2 or n < 2:
         return float(aucs[1] - aucs[0]), math.nan
+    if groups is not None:  # each row's share of the difference, about its mean
+        influence = np.empty(len(y))
+        influence[y] = ((v01[1] - aucs[1]) - (v01[0] - aucs[0])) / m
+        influence[~y] = ((v10[1] - aucs[1]) - (v10[0] - aucs[0])) / n
+        return float(aucs[1] - aucs[0]), clustered_error(influence, groups)
     s = np.cov(np.vstack(v01)) / m + np.cov(np.vstack(v10)) / n
     variance = s[0, 0] + s[1, 1] - 2 * s[0, 1]
     return float(aucs[1] - aucs[0]), math.sqrt(max(float(variance), 0.0))
+
+
+def clustered_error(influence: np.ndarray, groups: np.ndarray) -> float:
+    """The standard error of an estimate whose rows moved it by ``influence`` (each row's
+    share, about the estimate), the rows of a group (``groups``: ids from 0) drawn
+    together: the sandwich estimate over groups, ``sqrt(G / (G - 1) * sum_g (sum of the
+    group's influence)^2)``. With one row a group it is the rows' own error. NaN below two
+    groups."""
+    sums = np.bincount(groups, weights=influence)
+    count = int(np.count_nonzero(np.bincount(groups)))
+    if count < 2:
+        return math.nan
+    return math.sqrt(count / (count - 1) * float(np.square(sums).sum()))

@@ -68,6 +68,12 @@ def add_compare_command(verbs) -> None:
         help="rows that carry their labels, as nas predict reads them (a file, a folder, a "
         "glob; nas data rows writes a split's)",
     )
+    compare.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="a column naming each row's group (user_id): a group's rows go together, so the "
+        "intervals take the groups, not the rows, as independent draws (default: the rows)",
+    )
     tracking_flag(compare)
     compare.add_argument(
         "--json", action="store_true", help="the figures and intervals as one JSON object"
@@ -77,7 +83,7 @@ def add_compare_command(verbs) -> None:
 
 def cmd_models_compare(args: argparse.Namespace) -> None:
     from nas.data.row_files import RowFiles
-    from nas.service.serving import Scoring, compare
+    from nas.service.serving import RowGroups, Scoring, compare
 
     if len(args.model_uris) < 2:
         raise ConfigError("MODEL_URI", "name two or more models to compare, the first to beat")
@@ -88,29 +94,35 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
     for uri in args.model_uris:
         with console.status(f"Loading {uri} ..."):
             scorings.append(Scoring(tracking_uri(args), uri))
+    groups = None if args.by is None else RowGroups(args.by)
     count = 0
     with progress_bar(eta=True, counts=rows.suffix == ".parquet") as bar:
         task = bar.add_task(
             f"Scoring with {counted(len(scorings), 'model')}", total=rows.total, note=""
         )
         for batch in rows.batches():
-            for scoring in scorings:
+            for scoring in scorings:  # first: they name a row that is not one
                 scoring.score(batch)
+            if groups is not None:
+                groups.add(batch)
             count += len(batch)
             bar.update(task, completed=rows.done, note=counted(count, "row"))
-    compared = compare(scorings)
+    compared = compare(scorings, None if groups is None else groups.ids)
+    drawn = {"by": args.by, "groups": groups.count} if groups is not None else {"by": None}
     if args.json:
-        emit_json({"input": str(args.input), "rows": count, "labels": compared})
+        emit_json({"input": str(args.input), "rows": count, **drawn, "labels": compared})
         return
     for name, models in compared.items():
-        _print_compared(name, models, count)
+        _print_compared(name, models, count, drawn)
 
 
-def _print_compared(label: str, models: list[dict], rows: int) -> None:
+def _print_compared(label: str, models: list[dict], rows: int, drawn: dict) -> None:
     first = models[0]
+    within = f" in {drawn['groups']:,} groups by {drawn['by']}" if drawn["by"] else ""
     table = Table(
         box=box.SIMPLE_HEAD,
-        title=f"label {label} ({first['rule']}) on {rows:,} rows: against {first['model_uri']}",
+        title=f"label {label} ({first['rule']}) on {rows:,} rows{within}: against "
+        f"{first['model_uri']}",
         title_justify="left",
     )
     for column in ("model", "NE", "NE - first (95% CI)", "AUC", "AUC - first (95% CI)"):

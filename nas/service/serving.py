@@ -553,10 +553,64 @@ class Scoring:
         return labels.values, scores
 
 
-def compare(scorings: list[Scoring]) -> dict[str, list[dict[str, Any]]]:
+class RowGroups:
+    """Each scored row's group, batch by batch: the distinct values of one column (a user's
+    id, a request's), numbered as first seen. A row without a value (or with a list or an
+    object for one) is refused, naming it: a row of no group cannot be drawn with its own."""
+
+    def __init__(self, column: str, flag: str = "--by"):
+        self.column, self.flag = column, flag
+        self._ids: dict[Any, int] = {}
+        self._parts: list[np.ndarray] = []
+
+    def add(self, batch: RowBatch) -> None:
+        column = self.column
+        if batch.table is not None and column in batch.table.column_names:
+            values = batch.table.column(column).to_pylist()
+        else:
+            values = [row.get(column) for row in batch.rows_of([column])]
+        lacking = next((i for i, v in enumerate(values) if v is None or v == "" or v != v), None)
+        if lacking is None:
+            ids = self._ids
+            try:
+                self._parts.append(np.array([ids.setdefault(v, len(ids)) for v in values]))
+                return
+            except TypeError:  # a list or an object: not a group's name
+                lacking = next(i for i, v in enumerate(values) if not _hashable(v))
+        where = f"row {batch.first + lacking}" + (f" of {batch.file}" if batch.file else "")
+        value = values[lacking]
+        found = "no value" if value is None or value == "" else shown(value)
+        raise ConfigError(
+            self.flag,
+            f"{where} has {found} for {column!r}: rows are grouped by a column that names "
+            "each row's group (a user's or a request's id), and every row needs one",
+        )
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Each row's group id so far (from 0), in the order the rows were scored."""
+        return np.concatenate(self._parts) if self._parts else np.zeros(0, dtype=np.int64)
+
+    @property
+    def count(self) -> int:
+        return len(self._ids)
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def compare(
+    scorings: list[Scoring], groups: np.ndarray | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Models that scored the same labelled rows, label by label: each one's NE, AUC and
     logloss, and its difference from the first's in NE (each row's normalized logloss,
-    paired) and in AUC (DeLong), with 95% intervals. ``NasError`` where the models read
+    paired) and in AUC (DeLong), with 95% intervals: the rows taken as independent draws,
+    or the ``groups`` (``RowGroups.ids``) where given. ``NasError`` where the models read
     their labels otherwise, or the rows do not carry them."""
     from workers.metrics import paired_auc_difference, paired_ne_difference
 
@@ -584,8 +638,8 @@ def compare(scorings: list[Scoring]) -> dict[str, list[dict[str, Any]]]:
             if scoring is not first:
                 pair = (base[first.outputs[j]], scores[scoring.outputs[j]])
                 rates = (rows[0]["train_rate"], row["train_rate"])
-                ne = paired_ne_difference(labels[:, j], *pair, rates)
-                auc = paired_auc_difference(labels[:, j], *pair)
+                ne = paired_ne_difference(labels[:, j], *pair, rates, groups)
+                auc = paired_auc_difference(labels[:, j], *pair, groups)
                 row |= {"ne_difference": _interval(*ne), "auc_difference": _interval(*auc)}
             rows.append(row)
         compared[name] = rows
