@@ -465,10 +465,11 @@ def test_a_comparison_says_what_its_intervals_say(capsys) -> None:
     ], 1000, {"by": None})  # fmt: skip
     said = " ".join(capsys.readouterr().out.split())
     assert "label click (click) on 1,000 rows: against models:/m@champion" in said
-    _print_compared("click", [model("a"), model("b", (0.0,) * 3, (0.0,) * 3)], 1000,
-                    {"by": "user_id", "groups": 40})  # fmt: skip
+    _print_compared("click", [model("a"), model("b", (0.0, nan, nan), (0.0,) * 3)], 1000,
+                    {"by": "user_id", "groups": 1})  # fmt: skip
     grouped = " ".join(capsys.readouterr().out.split())
-    assert "label click (click) on 1,000 rows in 40 groups by user_id: against a" in grouped
+    assert "label click (click) on 1,000 rows in 1 group by user_id: against a" in grouped
+    assert "b against the first, at 95%: NE unknown (too few groups)" in grouped
     # a cell may wrap in a narrow terminal: its text, as the table is given it
     assert _difference({"mean": -0.002, "low": -0.003, "high": -0.001}) == (
         "-0.0020 (-0.0030, -0.0010)"

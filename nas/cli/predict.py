@@ -118,7 +118,7 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
 
 def _print_compared(label: str, models: list[dict], rows: int, drawn: dict) -> None:
     first = models[0]
-    within = f" in {drawn['groups']:,} groups by {drawn['by']}" if drawn["by"] else ""
+    within = f" in {counted(drawn['groups'], 'group')} by {drawn['by']}" if drawn["by"] else ""
     table = Table(
         box=box.SIMPLE_HEAD,
         title=f"label {label} ({first['rule']}) on {rows:,} rows{within}: against "
@@ -139,7 +139,9 @@ def _print_compared(label: str, models: list[dict], rows: int, drawn: dict) -> N
         )
     out.print(table)
     for m in models[1:]:
-        verdict = _verdict(m["ne_difference"], m["auc_difference"])
+        verdict = _verdict(
+            m["ne_difference"], m["auc_difference"], "groups" if drawn["by"] else "rows"
+        )
         out.print(f"{m['model_uri']} against the first, at 95%: {verdict}", highlight=False)
 
 
@@ -153,14 +155,14 @@ def _difference(d: dict | None) -> str:
     return f"{d['mean']:+.4f} ({d['low']:+.4f}, {d['high']:+.4f})"
 
 
-def _verdict(ne: dict, auc: dict) -> str:
+def _verdict(ne: dict, auc: dict, draws: str = "rows") -> str:
     """What the intervals say, in words (a lower NE is better, a higher AUC)."""
 
     def said(d: dict, better_below: bool, what: str) -> str:
         if d["mean"] != d["mean"]:
             return f"{what} unknown (the rows hold one class)"
         if d["low"] != d["low"]:
-            return f"{what} unknown (too few rows)"
+            return f"{what} unknown (too few {draws})"
         if d["low"] <= 0 <= d["high"]:
             return f"{what} within noise"
         better = (d["high"] < 0) == better_below
