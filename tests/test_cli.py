@@ -430,7 +430,9 @@ def test_rows_are_grouped_by_a_column_s_values_and_a_row_of_no_group_is_named(tm
     groups = RowGroups("user_id")
     groups.add(RowBatch(1, _rows=[{"user_id": "a"}, {"user_id": 7}, {"user_id": "a"}]))
     groups.add(RowBatch(4, table=pa.table({"user_id": [7, 8], "x": [1, 2]})))
-    assert groups.ids.tolist() == [0, 1, 0, 1, 2] and groups.count == 3
+    groups.add(RowBatch(6, _rows=[]))
+    assert groups.ids.tolist() == [0, 1, 0, 1, 2] and groups.ids.dtype.kind == "i"
+    assert groups.count == 3
     for rows, found in (([{"user_id": "a"}, {}], "no value"), ([{"user_id": ["x"]}], "['x']"),
                         ([{"user_id": ""}], "no value")):  # fmt: skip
         with pytest.raises(ConfigError) as caught:

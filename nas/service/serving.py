@@ -573,7 +573,8 @@ class RowGroups:
         if lacking is None:
             ids = self._ids
             try:
-                self._parts.append(np.array([ids.setdefault(v, len(ids)) for v in values]))
+                found = [ids.setdefault(v, len(ids)) for v in values]
+                self._parts.append(np.array(found, dtype=np.int64))
                 return
             except TypeError:  # a list or an object: not a group's name
                 lacking = next(i for i, v in enumerate(values) if not _hashable(v))
