@@ -357,6 +357,8 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
             column, 0, f"of type {array.type} is not a list (give a list column, or text with sep:)"
         )
     value_type = array.type.value_type
+    if pa.types.is_struct(value_type) and feature.type == "sequence":
+        return _events(batch, column, array)
     if not (
         pa.types.is_null(value_type)
         or pa.types.is_string(value_type)
@@ -365,6 +367,60 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     ):
         raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
     return pc.cast(array, pa.list_(pa.string()))
+
+
+EVENT_FIELDS = ("item", "action", "time")
+
+
+def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """A history column of events, each row's list of ``{item, action, time}`` structs
+    (other fields ignored), as ``EVENTS``: items as text, actions integers from 0 to
+    ``ACTION_MAX``, times unix seconds (integers, as a served row's events give them). A
+    missing list is an empty one; an event without its item, action or time is refused,
+    naming its row."""
+    kind = array.type.value_type
+    lacking = [name for name in EVENT_FIELDS if kind.get_field_index(name) < 0]
+    if lacking:
+        raise batch.bad(
+            column,
+            0,
+            f"is a list of {kind}; a history of events needs the fields item, action and "
+            f"time (it lacks {', '.join(lacking)})",
+        )
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+    row_of = np.repeat(np.arange(len(array)), lengths)  # each event's row
+    events = pc.list_flatten(array)
+    fields = dict(zip([f.name for f in events.type], events.flatten(), strict=True))
+    out = []
+    for name in EVENT_FIELDS:
+        values = fields[name]
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if values.null_count:
+            i = row_of[_first(np.asarray(values.is_null(), dtype=bool))]
+            raise batch.bad(column, i, f"holds an event without its {name}")
+        if name == "item":
+            if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)
+                    or pa.types.is_large_string(values.type)):  # fmt: skip
+                raise batch.bad(column, 0, f"has items of type {values.type}; ids or texts")
+            out.append(pc.cast(values, pa.string()))
+            continue
+        if not pa.types.is_integer(values.type) or (
+            pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63
+        ):
+            raise batch.bad(
+                column, 0, f"has {name}s of type {values.type}; {name}s must be 64-bit integers"
+            )
+        x = values.to_numpy(zero_copy_only=False).astype(np.int64)
+        if name == "action" and ((x < 0) | (x > ACTION_MAX)).any():
+            i = _first((x < 0) | (x > ACTION_MAX))
+            raise batch.bad(
+                column, row_of[i], f"holds an action of {x[i]}; actions are 0 to {ACTION_MAX}"
+            )
+        out.append(pa.array(x))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64())
+    structs = pa.StructArray.from_arrays(out, names=list(EVENT_FIELDS))
+    return pa.LargeListArray.from_arrays(offsets, structs)
 
 
 def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
@@ -705,6 +761,16 @@ class Encoder:
         return entry
 
 
+def _last(lists: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's last ``width`` entries: where they are among the lists' entries laid end
+    to end (``pc.list_flatten``), and how many each row keeps."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    lengths = lengths.astype(np.int64)
+    ends = np.cumsum(lengths)
+    first_kept = np.repeat(ends - np.minimum(lengths, width), lengths)
+    return np.flatnonzero(np.arange(len(first_kept)) >= first_kept), np.minimum(lengths, width)
+
+
 def _padded(
     lists: pa.Array, encoder: Encoder, width: int, last: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -742,6 +808,7 @@ class Plan:
     events: int = 0  # history events kept over every row
     actions: int = 2  # a history's kinds of action, 0 (unknown) included
     items: int = 0  # a history from rows: distinct items over every row
+    events_in_column: bool = False  # a history column of {item, action, time} events
 
     def encoder(self, field: str) -> Encoder:
         return next(e for e in self.categorical if e.field == field)
@@ -870,12 +937,24 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
     columns = [c for f in schema.features for c in f.columns] + ([action] if action else [])
     columns = list(dict.fromkeys(columns))
     events, items, actions = 0, ValueCounts(), 1
+    forms: set[bool] = set()  # a history column: of events (structs), or of items only
     for batch in reader.batches(columns):  # every column checked, on every row
         if action:
             actions = max(actions, int(_actions(batch, action).max()))
         if sequence is not None and not from_rows:
-            lengths = pc.fill_null(pc.list_value_length(batch.columns[sequence.columns[0]]), 0)
+            lists = batch.columns[sequence.columns[0]]
+            lengths = pc.fill_null(pc.list_value_length(lists), 0)
             events += int(np.minimum(lengths.to_numpy(zero_copy_only=False), keep).sum())
+            forms.add(pa.types.is_struct(lists.type.value_type))
+            if len(forms) > 1:
+                raise batch.bad(
+                    sequence.columns[0],
+                    0,
+                    "holds lists of items here and lists of events elsewhere; give one form",
+                )
+            if forms == {True} and len(lists):
+                found = pc.max(pc.struct_field(pc.list_flatten(lists), "action")).as_py()
+                actions = max(actions, found or 0)
         if from_rows:
             items.add(encoders[sequence.vocab_of].values(batch))
         train = split[batch.start : batch.start + len(batch)] == 0
@@ -927,6 +1006,7 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
         sequence_len=keep,
         events=len(split) if from_rows else events,
         actions=actions + 1,
+        events_in_column=forms == {True},
         items=len(items.vocabulary(1, None)) if from_rows else 0,
     )
 
@@ -987,6 +1067,12 @@ def raw_form(plan: Plan, keys) -> RawForm:
             columns[plan.sequence.field] = {"type": "events", "optional": True}
             columns[keys.timestamp] = {"type": "integer", "optional": False}
             history["now"] = keys.timestamp
+        elif plan.events_in_column:  # the same, a column of each row's own
+            columns[plan.sequence.column] = {"type": "events", "optional": True}
+            history["column"] = plan.sequence.column
+            if keys.timestamp:  # else a row's last event's time is its "now"
+                columns[keys.timestamp] = {"type": "integer", "optional": False}
+                history["now"] = keys.timestamp
         else:
             column = plan.sequence.column
             columns[column] = {"type": "strings", "optional": True, "sep": feature.sep or "|"}
@@ -1064,6 +1150,11 @@ def _write(
             history_start = out.array("history_start", (rows,), np.int64)
             history_end = out.array("history_end", (rows,), np.int64)
             events = 0
+        event_time = history_now = None
+        if plan.events_in_column:  # each event's own time; a row's own, or its last event's
+            event_time = out.array("event_time", (max(plan.events, 1),), np.int64)
+            if not keys.timestamp:
+                history_now = out.array("history_now", (rows,), np.int64)
         if chronology is not None:
             item_column = plan.categorical.index(plan.encoder(sequence.feature.vocab_of))
         written = 0
@@ -1111,6 +1202,19 @@ def _write(
                 history_end[at] = chronology.history_end[event]
                 if not keys.request:
                     key_arrays["request_key"][at] = chronology.request[event]
+            elif event_time is not None:
+                kept_at, kept = _last(batch.columns[sequence.column], plan.sequence_len)
+                found = pc.list_flatten(batch.columns[sequence.column]).take(kept_at)
+                taken = slice(events, events + len(found))
+                event_item[taken] = sequence.ids(pc.struct_field(found, "item"))
+                event_action[taken] = pc.struct_field(found, "action").to_numpy()
+                times = pc.struct_field(found, "time").to_numpy()
+                event_time[taken] = times
+                ends = events + np.cumsum(kept)
+                history_start[at], history_end[at] = ends - kept, ends
+                if history_now is not None and len(times):
+                    history_now[at] = np.where(kept > 0, times[np.maximum(ends - events - 1, 0)], 0)
+                events += len(found)
             elif sequence is not None:
                 found, kept = _padded(
                     batch.columns[sequence.column], sequence, plan.sequence_len, last=True
@@ -1139,7 +1243,7 @@ def _write(
                 "history_rule": f"each row's history: its {keys.user}'s earlier rows by "
                 f"{keys.timestamp} (the same time excluded), the last {plan.sequence_len} kept",
             }
-        elif sequence is not None:  # no times: ages are 0
+        elif sequence is not None and event_time is None:  # no times: ages are 0
             out.array("event_time", (len(event_item),), np.int64)
             out.array("history_now", (rows,), np.int64)
         split_rule = _split_rule(schema)

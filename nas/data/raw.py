@@ -221,6 +221,9 @@ class RawForm:
             for i, row in enumerate(rows):
                 row[recipe["column"]] = _undense(recipe, float(features.dense[i, j]))
         history = features.history
+        if self.history is not None and "now" in self.history:  # the time a history is read at
+            for i, row in enumerate(rows):
+                row[self.history["now"]] = int(times[i]) if times is not None else 0
         if self.history is not None and history is not None:
             vocab = next(c for c in self.categorical if c["field"] == self.history["items"])
             names = _inverse(vocab)

@@ -987,3 +987,98 @@ def test_prepare_warns_of_a_field_that_keeps_no_value(tmp_path: Path, capsys) ->
     assert main(["data", "prepare", str(path), "--cache-dir", str(tmp_path / "cache")]) in (0, None)
     shown = " ".join(capsys.readouterr().out.split())
     assert "warning │ site: no value kept from the training rows" in shown
+
+
+def events_logs(rows: int = ROWS) -> pd.DataFrame:
+    """``logs`` whose history is a list of {item, action, time} events (with an extra field)
+    before the row's time; some rows without one."""
+    frame = logs(rows)
+    rng = np.random.default_rng(3)
+    frame["hist"] = [
+        None if i % 17 == 0 else [
+            {"item": h, "action": int(rng.integers(0, 5)), "time": int(t) - 60 * (len(hs) - k),
+             "dwell": 1.5}
+            for k, h in enumerate(hs)
+        ]
+        for i, (hs, t) in enumerate(zip(frame["hist"], frame["ts"], strict=True))
+    ]  # fmt: skip
+    return frame
+
+
+def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: Path) -> None:
+    """A column of {item, action, time} structs (a team's precomputed histories): each row's
+    last `max_len` events keep their actions and times, a row's age counted from its own
+    time; a served row (by its rows, by its columns, and `nas data rows`' own) encodes to
+    the very features prepare stored."""
+    from nas.data.raw_table import table_features
+    from nas.data.schema import Features
+
+    frame = events_logs()
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
+    form, schema = dataset.raw_form(), dataset.schema
+    assert form.columns["hist"]["type"] == "events" and form.history["now"] == "ts"
+    actions = max(e["action"] for h in frame["hist"] if h for e in h)
+    assert schema.history.actions == actions + 1
+    start, end = by_source(dataset, "history_start"), by_source(dataset, "history_end")
+    event_action, event_time = dataset.array("event_action"), dataset.array("event_time")
+    for i, events in enumerate(frame["hist"]):
+        kept = (events or [])[-4:]
+        assert end[i] - start[i] == len(kept)
+        assert event_action[start[i] : end[i]].tolist() == [e["action"] for e in kept]
+        assert event_time[start[i] : end[i]].tolist() == [e["time"] for e in kept]
+    # the source's rows, as a served model reads them, are the stored features
+    source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    for encoded in (
+        table_features(form, source, schema),
+        form.features(source.to_pylist(), schema),
+    ):
+        assert torch.equal(encoded.history.tensor(), stored.history.tensor())
+    raw = dataset.raw_rows("test", 40)
+    assert torch.equal(
+        form.features(raw, schema).history.tensor(),
+        dataset.features("test")[slice(0, 40)].history.tensor(),
+    )
+
+
+def test_a_history_of_events_without_a_time_key_reads_its_age_from_its_last_event(
+    tmp_path: Path,
+) -> None:
+    frame = events_logs()
+    path = schema_file(tmp_path, frame=frame, split="{method: random, valid: 0.1, test: 0.1}")
+    path.write_text(path.read_text().replace("keys: {user: user_id, timestamp: ts}", "keys: {}"))
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    form = dataset.raw_form()
+    assert "now" not in form.history and "ts" not in form.columns
+    now = by_source(dataset, "history_now")
+    for i, events in enumerate(frame["hist"]):
+        assert now[i] == (events[-1]["time"] if events else 0)
+    raw = dataset.raw_rows("valid", 40)
+    assert torch.equal(
+        form.features(raw, dataset.schema).history.tensor(),
+        dataset.features("valid")[slice(0, 40)].history.tensor(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "words"),
+    [
+        ({"item": "i1", "action": 1}, "holds an event without its time"),
+        ({"item": "i1", "action": -1, "time": 5}, "holds an action of -1; actions are 0 to 127"),
+        ({"item": None, "action": 1, "time": 5}, "holds an event without its item"),
+        ({"item": "i1", "action": 1, "time": 5.5}, "has times of type double"),
+    ],
+)
+def test_a_bad_event_is_named_with_its_row(tmp_path: Path, event, words) -> None:
+    frame = events_logs(60)
+    frame["hist"] = [[event] if i == 7 else [{**event, "item": "i1", "action": 1, "time": 5}]
+                     for i in range(60)]  # fmt: skip
+    with pytest.raises(DataError) as caught:
+        prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
+    assert words in str(caught.value) and "column 'hist'" in str(caught.value)
+    if "type" not in words:
+        assert "row 8:" in str(caught.value)
+    frame["hist"] = [[{"item": "i1", "action": 1}]] * 60  # no event has a time
+    with pytest.raises(DataError, match=r"needs the fields item, action and time \(it lacks time"):
+        prepare_dataset(str(schema_file(tmp_path / "none", frame=frame)), tmp_path / "cache")
