@@ -1040,6 +1040,12 @@ def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: 
         form.features(raw, schema).history.tensor(),
         dataset.features("test")[slice(0, 40)].history.tensor(),
     )
+    # JSON lines' objects: the same events
+    jsonl, _ = prepare_dataset(
+        str(schema_file(tmp_path / "jsonl", "jsonl", frame)), tmp_path / "jsonl" / "cache"
+    )
+    for name in ("event_item", "event_action", "event_time", "history_start", "history_end"):
+        assert np.array_equal(np.asarray(jsonl.array(name)), np.asarray(dataset.array(name)))
 
 
 def test_a_history_of_events_without_a_time_key_reads_its_age_from_its_last_event(
