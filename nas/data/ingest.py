@@ -374,10 +374,10 @@ EVENT_FIELDS = ("item", "action", "time")
 
 def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     """A history column of events, each row's list of ``{item, action, time}`` structs
-    (other fields ignored), as ``EVENTS``: items as text, actions integers from 0 to
-    ``ACTION_MAX``, times unix seconds (integers, as a served row's events give them). A
-    missing list is an empty one; an event without its item, action or time is refused,
-    naming its row."""
+    (other fields ignored), as a large list of such structs: items as text ("" missing),
+    actions integers from 0 to ``ACTION_MAX``, times unix seconds (integers, as a served
+    row's events give them). A missing list is an empty one; an event without its item,
+    action or time is refused, naming its row."""
     kind = array.type.value_type
     lacking = [name for name in EVENT_FIELDS if kind.get_field_index(name) < 0]
     if lacking:
@@ -403,7 +403,8 @@ def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
             if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)
                     or pa.types.is_large_string(values.type)):  # fmt: skip
                 raise batch.bad(column, 0, f"has items of type {values.type}; ids or texts")
-            out.append(pc.cast(values, pa.string()))
+            values = pc.cast(values, pa.string())
+            out.append(pc.if_else(pc.equal(values, ""), None, values))  # "": missing, id 0
             continue
         if not pa.types.is_integer(values.type) or (
             pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63

@@ -991,13 +991,13 @@ def test_prepare_warns_of_a_field_that_keeps_no_value(tmp_path: Path, capsys) ->
 
 def events_logs(rows: int = ROWS) -> pd.DataFrame:
     """``logs`` whose history is a list of {item, action, time} events (with an extra field)
-    before the row's time; some rows without one."""
+    before the row's time; some rows without one, some events of an empty item."""
     frame = logs(rows)
     rng = np.random.default_rng(3)
     frame["hist"] = [
         None if i % 17 == 0 else [
-            {"item": h, "action": int(rng.integers(0, 5)), "time": int(t) - 60 * (len(hs) - k),
-             "dwell": 1.5}
+            {"item": h if k or i % 5 else "", "action": int(rng.integers(0, 5)),
+             "time": int(t) - 60 * (len(hs) - k), "dwell": 1.5}
             for k, h in enumerate(hs)
         ]
         for i, (hs, t) in enumerate(zip(frame["hist"], frame["ts"], strict=True))
