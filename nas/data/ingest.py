@@ -366,7 +366,22 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
         or pa.types.is_large_string(value_type)
     ):
         raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
-    return pc.cast(array, pa.list_(pa.string()))
+    return _without_empty(pc.cast(array, pa.list_(pa.string())))
+
+
+def _without_empty(lists: pa.Array) -> pa.Array:
+    """Lists of text without their empty values: "" is no value (text split at ``sep``:
+    "a||b"), as a served row's lists are read (``RawForm.features``)."""
+    values = pc.list_flatten(lists)
+    kept = np.asarray(pc.fill_null(pc.not_equal(values, ""), True), dtype=bool)
+    if kept.all():
+        return lists
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    row = np.repeat(np.arange(len(lists)), lengths)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(row[kept], minlength=len(lists)))])
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), values.filter(pa.array(kept)), mask=lists.is_null()
+    )
 
 
 EVENT_FIELDS = ("item", "action", "time")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from nas.cli import main
 from nas.core.errors import ConfigError, DataError, NasError
 from nas.data import check_dataset, load_dataset, prepare_dataset
+from nas.data.schema import Features
 
 ROWS = 600
 TIME_SPLIT = "method: time, valid: 0.1, test: 0.1"  # the schema's split, less its braces
@@ -1011,7 +1012,6 @@ def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: 
     time; a served row (by its rows, by its columns, and `nas data rows`' own) encodes to
     the very features prepare stored."""
     from nas.data.raw_table import table_features
-    from nas.data.schema import Features
 
     frame = events_logs()
     dataset, _ = prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
@@ -1088,3 +1088,21 @@ def test_a_bad_event_is_named_with_its_row(tmp_path: Path, event, words) -> None
     frame["hist"] = [[{"item": "i1", "action": 1}]] * 60  # no event has a time
     with pytest.raises(DataError, match=r"needs the fields item, action and time \(it lacks time"):
         prepare_dataset(str(schema_file(tmp_path / "none", frame=frame)), tmp_path / "cache")
+
+
+def test_an_empty_value_in_a_list_is_no_value_as_in_a_served_row(tmp_path: Path) -> None:
+    """ "" in a list column ("a||b" split) was a value to prepare (the multi-hot vocabulary
+    gave it an id; the history kept it) and no value to a served row: the same row scored
+    other features than it trained on. Both now read it as none."""
+    frame = logs()
+    frame["genres"] = [g + [""] if i % 3 == 0 else g for i, g in enumerate(frame["genres"])]
+    frame["hist"] = [[""] + h if i % 4 == 0 else h for i, h in enumerate(frame["hist"])]
+    dataset, _ = prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
+    form, schema = dataset.raw_form(), dataset.schema
+    assert "" not in form.multi_hot[0]["vocab"]
+    source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    served = form.features(source.to_pylist(), schema)
+    assert torch.equal(served.multi_hot, stored.multi_hot)
+    assert torch.equal(served.history.tensor(), stored.history.tensor())
