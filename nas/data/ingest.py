@@ -260,6 +260,8 @@ def _json_text(value: object, items: bool = True) -> object:
     as JSON writes it."""
     if items and isinstance(value, list):
         return [_json_text(item) for item in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None  # JSON's NaN (Python writes it): missing, as a served row reads it
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
@@ -325,8 +327,10 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
 
 
 def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
-    """Strings; "" and null both mean missing (null)."""
+    """Strings; "", null and a number's NaN all mean missing (null), as in a served row."""
     _scalar_only(batch, column, array, "one value")
+    if pa.types.is_floating(array.type):
+        array = pc.if_else(pc.is_nan(array), None, array)
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         try:
             array = pc.cast(array, pa.string())
@@ -671,6 +675,24 @@ class DenseStats:
         return self.mean, 1.0 if std <= 1e-12 else std
 
 
+def _stored_dense(batch: Batch, encoder: Encoder) -> np.ndarray:
+    """A dense field's values after its fill and transform, refused where float32 cannot
+    hold one (a row standardized by the training rows' spread, far beyond them), as a served
+    row's value is."""
+    x = encoder.dense(encoder.values(batch))
+    beyond = np.abs(x) > FLOAT32_MAX
+    if beyond.any():
+        i = _first(beyond)
+        raise batch.bad(
+            encoder.column,
+            i,
+            f"is {encoder.values(batch)[i].as_py():g}, {x[i]:g} after its transform "
+            f"({encoder.feature.transform}, by the training rows): beyond the float32 a dense "
+            f"feature is stored as (at most {FLOAT32_MAX:.3g}); drop or cap the value",
+        )
+    return x
+
+
 def _check_dense(batch: Batch, encoder: Encoder, values: np.ndarray) -> None:
     """A dense field read as it is (transform none) must fit the float32 it is stored as."""
     if (encoder.feature.transform or "none") != "none":
@@ -749,7 +771,7 @@ class Encoder:
             x = np.log1p(np.maximum(x, 0.0))
         elif transform == "standardize":
             x = (x - self.mean) / self.std
-        return x.astype(np.float32)
+        return x  # float64: stored as float32 once checked (``_stored_dense``)
 
     def recipe(self) -> dict:
         """This field's entry in the raw form (how serving encodes it)."""
@@ -1208,7 +1230,7 @@ def _write(
                 found, _ = _padded(e.values(batch), e, plan.multi_hot_width, last=False)
                 multi_hot[at, j, :] = found
             for j, e in enumerate(plan.dense):
-                dense[at, j] = e.dense(e.values(batch))
+                dense[at, j] = _stored_dense(batch, e)
             if chronology is not None:  # the events are the rows themselves
                 event = chronology.event_of_row[mine]
                 event_item[event] = ids[:, item_column]

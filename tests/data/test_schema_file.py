@@ -612,6 +612,13 @@ def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_pat
     path.write_text(path.read_text().replace("transform: none", "transform: log1p"))
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert np.isfinite(np.asarray(dataset.array("dense"))).all()
+    # a test row far beyond the training rows' spread: standardized, beyond float32 (it was
+    # stored as inf, and a served row with it is refused)
+    frame = logs()
+    frame.loc[frame["ts"].idxmax(), "price"] = 1e308
+    path = schema_file(tmp_path / "outlier", "parquet", frame)
+    with pytest.raises(DataError, match=r"column 'price' is 1e\+308, [0-9.e+]+ after its transfo"):
+        prepare_dataset(str(path), tmp_path / "outlier" / "cache")
 
 
 def test_standardizing_keeps_the_spread_of_values_far_from_zero(tmp_path: Path) -> None:
@@ -953,7 +960,9 @@ DAMAGE = st.sampled_from(
 )
 def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, damage) -> None:
     """Any value in any column of a few rows: the dataset prepares, or a ``DataError`` names
-    the file; never another exception, and nothing is left in the cache."""
+    the file; never another exception, and nothing is left in the cache. Prepared, the
+    file's rows as a served model reads them encode to the features it stored, or are
+    refused."""
     folder = tmp_path_factory.mktemp("damaged")
     rows = logs().to_dict("records")
     for row, column, value in damage:
@@ -975,10 +984,27 @@ def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, dam
     split = "{method: time, valid: 0.1, test: 0.1}"
     path.write_text(SCHEMA.format(name="damaged", source=source, split=split, sep=sep))
     try:
-        prepare_dataset(str(path), folder / "cache")
+        dataset, _ = prepare_dataset(str(path), folder / "cache")
     except DataError as err:
         assert "data/" in str(err)
         assert not (folder / "cache").exists() or not any((folder / "cache").iterdir())
+        return
+    # prepared: the same rows, as a served model reads the file, are what it trained on
+    from nas.data.raw import RawInputError
+    from nas.data.row_files import RowFiles
+
+    served_rows = [row for batch in RowFiles(folder / "data").batches() for row in batch.rows]
+    form, schema = dataset.raw_form(), dataset.schema
+    try:
+        served = form.features(served_rows, schema)
+    except RawInputError:
+        return  # refused, naming the row: no model scores other features than it learnt
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    assert torch.equal(served.categorical, stored.categorical)
+    assert torch.equal(served.multi_hot, stored.multi_hot)
+    assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
+    assert torch.equal(served.history.tensor(), stored.history.tensor())
 
 
 def test_prepare_warns_of_a_field_that_keeps_no_value(tmp_path: Path, capsys) -> None:
