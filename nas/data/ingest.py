@@ -35,7 +35,14 @@ import pyarrow.compute as pc
 from nas.core.errors import DataError, shown
 from nas.data.chronology import Chronology
 from nas.data.prepared import SPLITS, PreparedWriter, row_chunks, unlearnable
-from nas.data.raw import DERIVED, FLOAT32_MAX, RawForm, normalise_year, stable_hash
+from nas.data.raw import (
+    DERIVED,
+    EVENT_KEYS,
+    FLOAT32_MAX,
+    RawForm,
+    normalise_year,
+    stable_hash,
+)
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile, utc_text
@@ -388,9 +395,6 @@ def _without_empty(lists: pa.Array) -> pa.Array:
     )
 
 
-EVENT_FIELDS = ("item", "action", "time")
-
-
 def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     """A history column of events, each row's list of ``{item, action, time}`` structs
     (other fields ignored), as a large list of such structs: items as text ("" missing),
@@ -398,7 +402,7 @@ def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     row's events give them). A missing list is an empty one; an event without its item,
     action or time is refused, naming its row."""
     kind = array.type.value_type
-    lacking = [name for name in EVENT_FIELDS if kind.get_field_index(name) < 0]
+    lacking = [name for name in EVENT_KEYS if kind.get_field_index(name) < 0]
     if lacking:
         raise batch.bad(
             column,
@@ -411,7 +415,7 @@ def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     events = pc.list_flatten(array)
     fields = dict(zip([f.name for f in events.type], events.flatten(), strict=True))
     out = []
-    for name in EVENT_FIELDS:
+    for name in EVENT_KEYS:
         values = fields[name]
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
@@ -439,7 +443,7 @@ def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
             )
         out.append(pa.array(x))
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64())
-    structs = pa.StructArray.from_arrays(out, names=list(EVENT_FIELDS))
+    structs = pa.StructArray.from_arrays(out, names=list(EVENT_KEYS))
     return pa.LargeListArray.from_arrays(offsets, structs)
 
 
