@@ -13,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nas.core.errors import ConfigError, DataError
 from nas.data import prepare_dataset
@@ -196,3 +198,41 @@ def test_the_mapped_rows_are_the_rows_in_memory(tmp_path: Path) -> None:
     rows = torch.arange(len(loaded))
     assert torch.equal(mapped[rows].categorical, loaded.categorical)
     assert torch.equal(mapped[rows].history.tensor(), loaded.history.tensor())
+
+
+TEXTS = st.one_of(
+    st.none(),
+    st.sampled_from(["", " ", "12345", "1995", "1995.0", "1995.5", "-3", "19950", "2001.0x"]),
+    st.text(max_size=6),
+)
+
+
+@settings(max_examples=30, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    zips=st.lists(TEXTS, min_size=40, max_size=40),
+    releases=st.lists(TEXTS, min_size=40, max_size=40),
+    times=st.lists(st.integers(-(2**40), 2**40), min_size=40, max_size=40),
+)
+def test_a_logs_own_rows_served_give_the_fields_it_derived_for_training(
+    tmp_path_factory, zips, releases, times
+) -> None:
+    """Prefixes, release years and hours and weekdays of any text and time: the file's rows,
+    as a served model reads them, give the ids prepare stored, or are refused."""
+    from nas.data.raw import RawInputError
+    from nas.data.schema import Features
+
+    frame = ratings(40).assign(zip_code=zips, release=releases, ts=times)
+    try:
+        dataset = prepare(tmp_path_factory.mktemp("derived"), frame)
+    except DataError:
+        return
+    form, schema = dataset.raw_form(), dataset.schema
+    rows = pa.Table.from_pandas(frame, preserve_index=False).to_pylist()
+    try:
+        served = form.features(rows, schema)
+    except RawInputError:
+        return
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    assert torch.equal(served.categorical, stored.categorical)
