@@ -74,6 +74,16 @@ class Batch:
         return DataError(self.file, f"row {self.first + index + 1}: column {column!r} {problem}")
 
 
+@dataclass
+class EventsOf(Batch):
+    """A batch's history events: an error at an event names the event's row."""
+
+    row_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def bad(self, column: str, index: int, problem: str) -> DataError:
+        return super().bad(column, int(self.row_of[index]), problem)
+
+
 class Rows:
     """The source's files, read a few columns at a time, each column converted to what its
     declaration needs (``_convert``)."""
@@ -398,8 +408,8 @@ def _without_empty(lists: pa.Array) -> pa.Array:
 def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     """A history column of events, each row's list of ``{item, action, time}`` structs
     (other fields ignored), as a large list of such structs: items as text ("" missing),
-    actions integers from 0 to ``ACTION_MAX``, times unix seconds (integers, as a served
-    row's events give them). A missing list is an empty one; an event without its item,
+    actions integers from 0 to ``ACTION_MAX``, times int64 unix seconds (read as a row's
+    time is: ``_seconds``). A missing list is an empty one; an event without its item,
     action or time is refused, naming its row."""
     kind = array.type.value_type
     lacking = [name for name in EVENT_KEYS if kind.get_field_index(name) < 0]
@@ -428,6 +438,10 @@ def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
                 raise batch.bad(column, 0, f"has items of type {values.type}; ids or texts")
             values = pc.cast(values, pa.string())
             out.append(pc.if_else(pc.equal(values, ""), None, values))  # "": missing, id 0
+            continue
+        if name == "time":  # as a row's time: unix seconds, or date-times
+            out.append(_seconds(EventsOf(batch.file, batch.first, batch.start, {}, row_of),
+                                f"{column}[time]", values))  # fmt: skip
             continue
         if not pa.types.is_integer(values.type) or (
             pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63

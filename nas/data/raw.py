@@ -541,8 +541,16 @@ def _event(number: int, name: str, event: Any, bad) -> list:
     return [
         str(key),
         _integer(number, f"{name}[action]", action),
-        _integer(number, f"{name}[time]", when),
+        _time(number, f"{name}[time]", when),
     ]
+
+
+def _time(number: int, name: str, value: Any) -> int:
+    """``convert``'s "time" (an event's as a row's: unix seconds, or a date-time), a plain
+    int in range taken as it is."""
+    if type(value) is int and -INT64_LIMIT <= value < INT64_LIMIT:
+        return value
+    return convert(number, name, "time", value)
 
 
 def _integer(number: int, name: str, value: Any) -> int:

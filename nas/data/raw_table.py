@@ -185,24 +185,7 @@ class _Encoding:
         array = self._column(name)
         if array is None or array.null_count:
             raise _RowsDecide
-        kind = array.type
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            return _by_value(array, lambda v: _converted(name, "time", v), np.int64)
-        if pa.types.is_timestamp(kind):
-            array = pc.floor_temporal(array, unit="second").cast(pa.timestamp("s", kind.tz))
-            return _int64(array)
-        if pa.types.is_date(kind):
-            return _int64(array.cast(pa.timestamp("s")))
-        if pa.types.is_integer(kind):
-            if pa.types.is_uint64(kind) and pc.max(array).as_py() >= INT64_LIMIT:
-                raise _RowsDecide  # beyond 64 bits: the rows name it
-            return _int64(array)
-        if not pa.types.is_floating(kind):
-            raise _RowsDecide
-        x = np.floor(array.to_numpy().astype(np.float64))
-        if not (np.isfinite(x) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)).all():
-            raise _RowsDecide
-        return x.astype(np.int64)
+        return _seconds(name, array)
 
     def _numbers(self, name: str) -> np.ndarray:
         """A "number" column as float64; NaN where a value is missing."""
@@ -345,12 +328,11 @@ class _Encoding:
             item = item.cast(pa.string())
         elif not (pa.types.is_string(item.type) or pa.types.is_large_string(item.type)):
             raise _RowsDecide
-        label = f"{name}[action]", f"{name}[time]"
         return (
             lengths.astype(np.int64),
             item,
-            _integers(label[0], action),
-            _integers(label[1], time),
+            _integers(f"{name}[action]", action),
+            _seconds(f"{name}[time]", time),
         )
 
 
@@ -358,6 +340,29 @@ def _is_list(kind: pa.DataType) -> bool:
     return (
         pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
     )
+
+
+def _seconds(name: str, array: pa.Array) -> np.ndarray:
+    """Times, none missing, as int64 unix seconds: ``convert``'s "time" (integers as they
+    are, numbers and date-times floored to the second)."""
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return _by_value(array, lambda v: _converted(name, "time", v), np.int64)
+    if pa.types.is_timestamp(kind):
+        array = pc.floor_temporal(array, unit="second").cast(pa.timestamp("s", kind.tz))
+        return _int64(array)
+    if pa.types.is_date(kind):
+        return _int64(array.cast(pa.timestamp("s")))
+    if pa.types.is_integer(kind):
+        if pa.types.is_uint64(kind) and len(array) and pc.max(array).as_py() >= INT64_LIMIT:
+            raise _RowsDecide  # beyond 64 bits: the rows name it
+        return _int64(array)
+    if not pa.types.is_floating(kind):
+        raise _RowsDecide
+    x = np.floor(array.to_numpy(zero_copy_only=False).astype(np.float64))
+    if not (np.isfinite(x) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)).all():
+        raise _RowsDecide
+    return x.astype(np.int64)
 
 
 def _integers(name: str, array: pa.Array) -> np.ndarray:

@@ -94,7 +94,8 @@ def test_unknown_values_map_to_the_unknown_id(ml100k) -> None:
         ({"history": [["1", "five", 3]]}, 2, "history[action]", "must be an integer"),
         ({"timestamp": 2**63}, 2, "timestamp", "must be a time in 64 bits"),
         ({"timestamp": 9.3e18}, 2, "timestamp", "must be a time in 64 bits"),
-        ({"history": [["1", 1, -(2**64)]]}, 2, "history[time]", "must be a 64-bit integer"),
+        ({"history": [["1", 1, -(2**64)]]}, 2, "history[time]", "must be a time in 64 bits"),
+        ({"history": [["1", 1, "soon"]]}, 2, "history[time]", "must be a unix time in seconds"),
     ],
 )
 def test_a_bad_row_is_named_with_its_column(ml100k, change, row, column, words) -> None:

@@ -130,6 +130,18 @@ def test_movielens_histories_encode_by_column_in_each_form_a_file_holds_them(ml1
     structs = history(objects)
     same(table_features(form, structs, schema), want)
     same(form.features(structs.to_pylist(), schema), want)
+    # times as Parquet's timestamps (a fraction of a second floored), as a row's time reads
+    utc = datetime.UTC
+    stamped = [
+        [{"item": i, "action": a, "time": datetime.datetime.fromtimestamp(t + 0.25, utc)}
+         for i, a, t in r["history"]]
+        for r in rows
+    ]  # fmt: skip
+    stamp = pa.timestamp("ms", "UTC")
+    kind = pa.struct([("item", pa.string()), ("action", pa.int64()), ("time", stamp)])
+    stamps = history(stamped, pa.list_(kind))
+    same(table_features(form, stamps, schema), want)
+    same(form.features(stamps.to_pylist(), schema), want)
     text = [[[i, str(a), str(t)] for i, a, t in r["history"]] for r in rows]
     same(table_features(form, history(text, pa.list_(pa.list_(pa.string()))), schema), want)
     same(table_features(form, history([json.dumps(r["history"]) for r in rows]), schema), want)
