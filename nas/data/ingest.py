@@ -379,7 +379,7 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
         )
     value_type = array.type.value_type
     if pa.types.is_struct(value_type) and feature.type == "sequence":
-        return _events(batch, column, array)
+        return _events(batch, column, array, event_names(feature))
     if not (
         pa.types.is_null(value_type)
         or pa.types.is_string(value_type)
@@ -405,28 +405,35 @@ def _without_empty(lists: pa.Array) -> pa.Array:
     )
 
 
-def _events(batch: Batch, column: str, array: pa.Array) -> pa.Array:
-    """A history column of events, each row's list of ``{item, action, time}`` structs
-    (other fields ignored), as a large list of such structs: items as text ("" missing),
+def event_names(feature: Feature) -> tuple[str, ...]:
+    """A history column's struct fields for its events' item, action and time."""
+    return feature.event_fields.names if feature.event_fields else EVENT_KEYS
+
+
+def _events(batch: Batch, column: str, array: pa.Array, names: tuple[str, ...]) -> pa.Array:
+    """A history column of events, each row's list of ``{item, action, time}`` structs (by
+    ``names``; other fields ignored), as a large list of structs of ``EVENT_KEYS``: items
+    as text ("" missing),
     actions integers from 0 to ``ACTION_MAX``, times int64 unix seconds (read as a row's
     time is: ``_seconds``). A missing list is an empty one; an event without its item,
     action or time is refused, naming its row."""
     kind = array.type.value_type
-    lacking = [name for name in EVENT_KEYS if kind.get_field_index(name) < 0]
+    lacking = [name for name in names if kind.get_field_index(name) < 0]
     if lacking:
         raise batch.bad(
             column,
             0,
-            f"is a list of {kind}; a history of events needs the fields item, action and "
-            f"time (it lacks {', '.join(lacking)})",
+            f"is a list of {kind}; a history of events needs the fields "
+            f"{', '.join(names[:2])} and {names[2]} (it lacks {', '.join(lacking)}; "
+            "event_fields: names others)",
         )
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
     row_of = np.repeat(np.arange(len(array)), lengths)  # each event's row
     events = pc.list_flatten(array)
     fields = dict(zip([f.name for f in events.type], events.flatten(), strict=True))
     out = []
-    for name in EVENT_KEYS:
-        values = fields[name]
+    for name, given in zip(EVENT_KEYS, names, strict=True):
+        values = fields[given]
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
         if values.null_count:
@@ -1125,6 +1132,8 @@ def raw_form(plan: Plan, keys) -> RawForm:
             history["now"] = keys.timestamp
         elif plan.events_in_column:  # the same, a column of each row's own
             columns[plan.sequence.column] = {"type": "events", "optional": True}
+            if event_names(feature) != EVENT_KEYS:
+                columns[plan.sequence.column]["fields"] = list(event_names(feature))
             history["column"] = plan.sequence.column
             if keys.timestamp:  # else a row's last event's time is its "now"
                 columns[keys.timestamp] = {"type": "integer", "optional": False}

@@ -192,7 +192,8 @@ class RawForm:
                 if not column["optional"]:
                     raise RawInputError(number, name, f"is missing; expected {_wants(kind)}")
                 value = None
-            out[name] = convert(number, name, kind, value, column.get("sep", "|"))
+            keys = tuple(column["fields"]) if "fields" in column else EVENT_KEYS
+            out[name] = convert(number, name, kind, value, column.get("sep", "|"), keys)
         return out
 
     # --- features -> raw rows (an input example) --------------------------------------------
@@ -389,26 +390,34 @@ def _inverse(recipe: dict) -> dict[int, str]:
     return names
 
 
+EVENT_KEYS = ("item", "action", "time")  # an "events" column's objects' keys, unless named
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _wants(kind: str) -> str:
+def _wants(kind: str, keys: tuple = EVENT_KEYS) -> str:
+    if kind == "events":
+        objects = "{" + ", ".join(f'"{key}"' for key in keys) + "}"
+        return f"a list of [item, action, time] triples or {objects} objects"
     return {
         "string": "a string",
         "integer": "an integer",
         "time": "a unix time in seconds or a date-time",
         "number": "a number",
         "strings": 'a list of strings, or one string with "|" between values',
-        "events": 'a list of [item, action, time] triples or {"item", "action", "time"} objects',
     }[kind]
 
 
-def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> Any:
+def convert(
+    number: int, name: str, kind: str, value: Any, sep: str = "|", keys: tuple = EVENT_KEYS
+) -> Any:
     """``value`` as ``kind``: a column type, or "time" (an "integer" column's, as
     ``unix_seconds``); an optional column's empty value: "" for a string, None for a
-    number, [] for a list; ``sep`` splits a "strings" column's text."""
-    wants = _wants(kind)
+    number, [] for a list; ``sep`` splits a "strings" column's text; ``keys``: an "events"
+    column's objects' keys for an event's item, action and time."""
+    wants = _wants(kind, keys)
 
     def bad() -> RawInputError:  # made only when raised: most values are fine
         return RawInputError(number, name, f"must be {wants}, got {shown(value)}")
@@ -490,7 +499,7 @@ def convert(number: int, name: str, kind: str, value: Any, sep: str = "|") -> An
             ):
                 events.append([key, action, when])
                 continue
-        events.append(_event(number, name, event, bad))
+        events.append(_event(number, name, event, bad, keys))
     return events
 
 
@@ -525,14 +534,12 @@ def unix_seconds(value: Any) -> int | None:
     return None
 
 
-EVENT_KEYS = ("item", "action", "time")
-
-
-def _event(number: int, name: str, event: Any, bad) -> list:
-    """One event of a history, a triple or an object with ``EVENT_KEYS`` (others ignored:
-    a Parquet struct's extra fields), checked and converted (``bad()``: the column's error)."""
-    if isinstance(event, Mapping) and all(key in event for key in EVENT_KEYS):
-        event = [event[key] for key in EVENT_KEYS]
+def _event(number: int, name: str, event: Any, bad, keys: tuple = EVENT_KEYS) -> list:
+    """One event of a history, a triple or an object with ``keys`` for its item, action
+    and time (others ignored: a Parquet struct's extra fields), checked and converted
+    (``bad()``: the column's error)."""
+    if isinstance(event, Mapping) and all(key in event for key in keys):
+        event = [event[key] for key in keys]
     if not (isinstance(event, list | tuple) and len(event) == 3):
         raise bad()
     key, action, when = event

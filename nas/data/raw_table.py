@@ -48,7 +48,12 @@ class _RowsDecide(Exception):
     """A column the rows encode (or refuse, naming the row): not read here."""
 
 
-EVENTS = pa.list_(pa.struct([("item", pa.string()), ("action", pa.int64()), ("time", pa.int64())]))
+def events_type(keys: tuple[str, ...] = EVENT_KEYS) -> pa.DataType:
+    """A list of events: structs of an item (text), an action and a time (integers)."""
+    return pa.list_(pa.struct(list(zip(keys, (pa.string(), pa.int64(), pa.int64()), strict=True))))
+
+
+EVENTS = events_type()
 
 
 def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
@@ -63,7 +68,7 @@ def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
     for name in names:
         values = [row.get(name) for row in rows]
         if form.columns[name]["type"] == "events":
-            columns[name] = events_array(values)
+            columns[name] = events_array(values, event_keys(form, name))
             if columns[name] is None:
                 return None
             continue
@@ -78,10 +83,15 @@ def rows_table(form: RawForm, rows: list[Any]) -> pa.Table | None:
     return pa.table(columns)
 
 
-def events_array(values: list[Any]) -> pa.Array | None:
+def event_keys(form: RawForm, column: str) -> tuple[str, ...]:
+    """An "events" column's objects' keys for an event's item, action and time."""
+    return tuple(form.columns[column].get("fields", EVENT_KEYS))
+
+
+def events_array(values: list[Any], keys: tuple[str, ...] = EVENT_KEYS) -> pa.Array | None:
     """An "events" column's values as rows give them (each missing, a list of events or its
-    JSON text) as a list of structs of ``EVENT_KEYS`` (``EVENTS`` where the items are text
-    and the rest integers), each field of one type as Arrow infers it: for events that are
+    JSON text) as a list of structs of ``keys`` (``EVENTS`` where the items are text and
+    the rest integers), each field of one type as Arrow infers it: for events that are
     [item, action, time] triples or objects with those keys. None where the rows must
     decide (another shape, mixed types: they convert it or name it)."""
     lengths, flat = [], []
@@ -101,10 +111,10 @@ def events_array(values: list[Any]) -> pa.Array | None:
         lengths.append(len(value))
         flat.extend(value)
     if not flat:
-        return pa.array([[]] * len(values), EVENTS)
+        return pa.array([[]] * len(values), events_type(keys))
     if set(map(type, flat)) != {list}:
         try:
-            flat = [e if type(e) is list else [e[key] for key in EVENT_KEYS] for e in flat]
+            flat = [e if type(e) is list else [e[key] for key in keys] for e in flat]
         except (KeyError, TypeError):
             return None  # an object without the keys, or an event that is neither
     lengths_3 = np.fromiter(map(len, flat), np.int64, len(flat))
@@ -116,7 +126,7 @@ def events_array(values: list[Any]) -> pa.Array | None:
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         return None  # mixed types; beyond 64 bits
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
-    structs = pa.StructArray.from_arrays(fields, names=list(EVENT_KEYS))
+    structs = pa.StructArray.from_arrays(fields, names=list(keys))
     return pa.ListArray.from_arrays(offsets, structs)
 
 
@@ -301,17 +311,18 @@ class _Encoding:
         if array is None:
             empty = np.zeros(0, dtype=np.int64)
             return np.zeros(self.n, dtype=np.int64), pa.array([], pa.string()), empty, empty
+        keys = event_keys(self.form, name)
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-            array = events_array(array.to_pylist())  # JSON text
+            array = events_array(array.to_pylist(), keys)  # JSON text
             if array is None:
                 raise _RowsDecide
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
             raise _RowsDecide
         events = array.flatten()
         if pa.types.is_struct(events.type):
-            if events.null_count or any(events.type.get_field_index(k) < 0 for k in EVENT_KEYS):
+            if events.null_count or any(events.type.get_field_index(k) < 0 for k in keys):
                 raise _RowsDecide  # a null event, or one without the keys: the rows name it
-            fields = [events.field(key) for key in EVENT_KEYS]
+            fields = [events.field(key) for key in keys]
         elif _is_list(events.type):
             if events.null_count or pc.any(pc.not_equal(pc.list_value_length(events), 3)).as_py():
                 raise _RowsDecide

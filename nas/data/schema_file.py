@@ -25,7 +25,8 @@ file too (``builtin/movielens.yaml``):
 A sequence ``from: rows`` is each row's history made of the log itself: its user's earlier
 rows (by ``keys.timestamp``; rows of the same time excluded), their items and actions.
 A sequence of a column is a list of items, or of ``{item, action, time}`` events (a
-precomputed history: ``nas/data/ingest.py``'s ``_events``).
+precomputed history: ``nas/data/ingest.py``'s ``_events``; ``event_fields`` names its
+struct's fields where they are named otherwise).
 
 ``source.path`` is relative to the schema file's folder and may be a glob; its files are read
 in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/models-and-data.md`` is the
@@ -207,6 +208,26 @@ class Split(_Strict):
 
 
 FROM_ROWS = "rows"  # a sequence's ``from``: the history made of the log's own rows
+
+
+class EventFields(_Strict):
+    """A history column's events are structs: the names of their item, action and time."""
+
+    item: Name = "item"
+    action: Name = "action"
+    time: Name = "time"
+
+    @model_validator(mode="after")
+    def _distinct(self) -> EventFields:
+        if len({self.item, self.action, self.time}) < 3:
+            raise ValueError("item, action and time must be three fields")
+        return self
+
+    @property
+    def names(self) -> tuple[str, str, str]:
+        return (self.item, self.action, self.time)
+
+
 DERIVE = ("hour", "weekday", "year")  # hour, weekday: of keys.timestamp (UTC); year: of text
 
 
@@ -231,6 +252,7 @@ class Feature(_Strict):
     max_len: Annotated[int, Field(ge=1, le=4096)] | None = None
     sep: Annotated[str, Field(min_length=1)] | None = None  # multi_hot in one string column
     vocab_of: Name | None = None  # sequence: the categorical feature whose ids it holds
+    event_fields: EventFields | None = None  # sequence: its events' field names, if not these
 
     @field_validator("name")
     @classmethod
@@ -245,7 +267,7 @@ class Feature(_Strict):
             "dense": {"transform", "fill", "side", "from"},
             "categorical": {"min_freq", "max_size", "hash", "side", "from", "derive", "prefix"},
             "multi_hot": {"min_freq", "max_size", "hash", "max_len", "sep", "side", "from"},
-            "sequence": {"max_len", "vocab_of", "sep", "side", "from", "action"},
+            "sequence": {"max_len", "vocab_of", "sep", "side", "from", "action", "event_fields"},
         }[self.type]
         options = {
             "transform",
@@ -260,6 +282,7 @@ class Feature(_Strict):
             "derive",
             "prefix",
             "action",
+            "event_fields",
         }
         given = sorted(k for k in options if getattr(self, k) is not None)
         given += ["from"] if self.source is not None else []
@@ -280,6 +303,8 @@ class Feature(_Strict):
             raise ValueError("action applies to a sequence from: rows")
         if from_rows and self.sep is not None:
             raise ValueError("a sequence from: rows reads no list column: drop sep")
+        if self.event_fields is not None and (from_rows or self.sep is not None):
+            raise ValueError("event_fields name a history column's struct fields: drop them")
         if self.hash is not None and (self.min_freq is not None or self.max_size is not None):
             raise ValueError("hash replaces the vocabulary: drop min_freq and max_size")
         if self.type == "sequence" and self.vocab_of is None:

@@ -1150,3 +1150,50 @@ def test_an_empty_value_in_a_list_is_no_value_as_in_a_served_row(tmp_path: Path)
     served = form.features(source.to_pylist(), schema)
     assert torch.equal(served.multi_hot, stored.multi_hot)
     assert torch.equal(served.history.tensor(), stored.history.tensor())
+
+
+def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -> None:
+    """`event_fields` names a team's own struct fields; a served row sends them (or triples)."""
+    from nas.data.raw import RawInputError
+    from nas.data.raw_table import rows_table, table_features
+
+    frame = events_logs()
+    frame["hist"] = [
+        [{"id": e["item"], "kind": e["action"], "at": e["time"]} for e in h] if h else h
+        for h in frame["hist"]
+    ]
+    path = schema_file(tmp_path, frame=frame)
+    path.write_text(
+        path.read_text().replace(
+            "vocab_of: item_id}", "vocab_of: item_id, event_fields: {item: id, action: kind, "
+            "time: at}}"
+        )
+    )  # fmt: skip
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    form, schema = dataset.raw_form(), dataset.schema
+    assert form.columns["hist"]["fields"] == ["id", "kind", "at"]
+    source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    rows = source.to_pylist()
+    from_text = table_features(form, rows_table(form, rows), schema)  # JSON lines' objects
+    for served in (table_features(form, source, schema), form.features(rows, schema), from_text):
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
+    triples = [
+        {**r, "hist": [[e["id"], e["kind"], e["at"]] for e in r["hist"] or []]} for r in rows
+    ]
+    assert torch.equal(form.features(triples, schema).history.tensor(), stored.history.tensor())
+    with pytest.raises(
+        RawInputError, match=r"row 1: 'hist' must be .*\{\"id\", \"kind\", \"at\"\} obj"
+    ):
+        form.features([{**rows[0], "hist": [{"item": "i1", "action": 1, "time": 5}]}], schema)
+    # named where a history column is not read
+    text = path.read_text()
+    path.write_text(
+        text.replace("vocab_of: item_id, event_fields", "vocab_of: item_id, sep: '|', event_fields")
+    )
+    with pytest.raises(ConfigError, match="event_fields name a history column's struct fields"):
+        prepare_dataset(str(path), tmp_path / "cache2")
+    path.write_text(text.replace("action: kind", "action: id"))
+    with pytest.raises(ConfigError, match="item, action and time must be three fields"):
+        prepare_dataset(str(path), tmp_path / "cache3")
