@@ -1009,6 +1009,13 @@ def _fit(schema: SchemaFile, reader: Rows, split: np.ndarray, progress) -> Plan:
             lengths = pc.fill_null(pc.list_value_length(lists), 0)
             events += int(np.minimum(lengths.to_numpy(zero_copy_only=False), keep).sum())
             forms.add(pa.types.is_struct(lists.type.value_type))
+            if forms == {False} and sequence.event_fields is not None and len(lists):
+                raise batch.bad(
+                    sequence.columns[0],
+                    0,
+                    "holds lists of items, not of events: event_fields names the fields of a "
+                    "column of structs; drop it",
+                )
             if len(forms) > 1:
                 raise batch.bad(
                     sequence.columns[0],

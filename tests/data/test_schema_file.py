@@ -1197,3 +1197,8 @@ def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -
     path.write_text(text.replace("action: kind", "action: id"))
     with pytest.raises(ConfigError, match="item, action and time must be three fields"):
         prepare_dataset(str(path), tmp_path / "cache3")
+    frame["hist"] = [[e["id"] for e in h] if h else h for h in frame["hist"]]  # items only
+    path = schema_file(tmp_path / "items", frame=frame)
+    path.write_text(text)
+    with pytest.raises(DataError, match="holds lists of items, not of events: event_fields"):
+        prepare_dataset(str(path), tmp_path / "cache4")
