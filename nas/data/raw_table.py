@@ -11,10 +11,11 @@ input: a column this path does not read (an Arrow type the rows would refuse, a 
 value in a required column) makes ``table_features`` return None, and the caller encodes
 the rows, which name the bad row and column.
 
-An events history is read as a list of ``{item, action, time}`` structs (``EVENTS``: what
-``rows_table`` makes of JSON's triples, and Parquet's natural form of them), a list of
-triples of one type (Parquet's ``list<list<int64>>``) or JSON text (MLflow's frame, CSV):
-each event's item looked up once per distinct item.
+An events history is read as a list of ``{item, action, time}`` structs (``EVENTS``, or
+the names a schema file's ``event_fields`` gave: what ``rows_table`` makes of JSON's
+triples and objects, and Parquet's natural form of them), a list of triples of one type
+(Parquet's ``list<list<int64>>``) or JSON text (MLflow's frame, CSV): each distinct item
+looked up once, times read as a row's time is.
 """
 
 from __future__ import annotations
