@@ -834,11 +834,8 @@ def _last(lists: pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(np.arange(len(first_kept)) >= first_kept), np.minimum(lengths, width)
 
 
-def _padded(
-    lists: pa.Array, encoder: Encoder, width: int, last: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's list as ids: [rows, width] (the first ``width`` values, or the last with
-    ``last``), and each row's kept length."""
+def _padded(lists: pa.Array, encoder: Encoder, width: int) -> np.ndarray:
+    """Each row's first ``width`` values as ids: [rows, width], 0 after a row's last."""
     rows = len(lists)
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
     lengths = lengths.astype(np.int64)
@@ -847,12 +844,10 @@ def _padded(
     row = np.repeat(np.arange(rows), lengths)
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
     position = np.arange(len(row)) - starts
-    if last:  # keep the last `width`, in order
-        position = position - np.maximum(np.repeat(lengths, lengths) - width, 0)
-    keep = (position >= 0) & (position < width)
+    keep = position < width
     out = np.zeros((rows, width), dtype=np.int64)
     out[row[keep], position[keep]] = ids[keep]
-    return out, np.minimum(lengths, width)
+    return out
 
 
 # --- the whole preparation ---------------------------------------------------------------
@@ -1261,7 +1256,7 @@ def _write(
                 ids[:, j] = e.ids(e.values(batch))
             categorical[at] = ids
             for j, e in enumerate(plan.multi_hot):
-                found, _ = _padded(e.values(batch), e, plan.multi_hot_width, last=False)
+                found = _padded(e.values(batch), e, plan.multi_hot_width)
                 multi_hot[at, j, :] = found
             for j, e in enumerate(plan.dense):
                 dense[at, j] = _stored_dense(batch, e)
@@ -1274,28 +1269,24 @@ def _write(
                 history_end[at] = chronology.history_end[event]
                 if not keys.request:
                     key_arrays["request_key"][at] = chronology.request[event]
-            elif event_time is not None:
-                kept_at, kept = _last(batch.columns[sequence.column], plan.sequence_len)
-                found = pc.list_flatten(batch.columns[sequence.column]).take(kept_at)
+            elif sequence is not None:  # a history column: each row's last events
+                lists = batch.columns[sequence.column]
+                kept_at, kept = _last(lists, plan.sequence_len)
+                found = pc.list_flatten(lists).take(kept_at)
                 taken = slice(events, events + len(found))
-                event_item[taken] = sequence.ids(pc.struct_field(found, "item"))
-                event_action[taken] = pc.struct_field(found, "action").to_numpy()
-                times = pc.struct_field(found, "time").to_numpy()
-                event_time[taken] = times
                 ends = events + np.cumsum(kept)
                 history_start[at], history_end[at] = ends - kept, ends
-                if history_now is not None and len(times):
-                    history_now[at] = np.where(kept > 0, times[np.maximum(ends - events - 1, 0)], 0)
-                events += len(found)
-            elif sequence is not None:
-                found, kept = _padded(
-                    batch.columns[sequence.column], sequence, plan.sequence_len, last=True
-                )
-                found = found[np.arange(plan.sequence_len)[None, :] < kept[:, None]]
-                event_item[events : events + len(found)] = found
-                event_action[events : events + len(found)] = found > 0  # one kind of action
-                ends = events + np.cumsum(kept)
-                history_start[at], history_end[at] = ends - kept, ends
+                if event_time is None:  # items only: one kind of action, no times
+                    ids = sequence.ids(found) if len(found) else np.zeros(0, dtype=np.int64)
+                    event_item[taken], event_action[taken] = ids, ids > 0
+                else:
+                    event_item[taken] = sequence.ids(pc.struct_field(found, "item"))
+                    event_action[taken] = pc.struct_field(found, "action").to_numpy()
+                    times = pc.struct_field(found, "time").to_numpy()
+                    event_time[taken] = times
+                    if history_now is not None and len(times):
+                        last = times[np.maximum(ends - events - 1, 0)]
+                        history_now[at] = np.where(kept > 0, last, 0)
                 events += len(found)
             written += n
             if written >= RELEASE_ROWS:
