@@ -40,9 +40,12 @@ from nas.data.raw import (
     EVENT_KEYS,
     FLOAT32_MAX,
     RawForm,
+    RawInputError,
+    convert,
     normalise_year,
     stable_hash,
 )
+from nas.data.raw_table import events_array
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile, utc_text
@@ -264,18 +267,21 @@ def _json_batch(objects: list[dict], columns: list[str]) -> pa.RecordBatch:
 def _json_array(values: list) -> pa.Array:
     """A column's values as Arrow infers them; where JSON types mix, as their text (a list's
     items likewise); where lists and single values mix, every value as its JSON text."""
-    for convert in (None, _json_text):
+    for as_text in (None, _json_text):
         try:
-            return pa.array(values if convert is None else [convert(v) for v in values])
+            return pa.array(values if as_text is None else [as_text(v) for v in values])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             continue
     return pa.array([_json_text(v, items=False) for v in values], pa.string())
 
 
 def _json_text(value: object, items: bool = True) -> object:
-    """A JSON value as text: a string as it is, a list item by item (with ``items``), else
-    as JSON writes it."""
+    """A JSON value as text: a string as it is, a list item by item (with ``items``; a list
+    of lists or objects, a history's events, whole: ``_events_otherwise`` reads it), else as
+    JSON writes it."""
     if items and isinstance(value, list):
+        if any(isinstance(item, list | dict) for item in value):
+            return json.dumps(value)
         return [_json_text(item) for item in value]
     if isinstance(value, float) and math.isnan(value):
         return None  # JSON's NaN (Python writes it): missing, as a served row reads it
@@ -363,7 +369,14 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     value type) gives empty lists."""
     if pa.types.is_null(array.type):
         return pa.nulls(len(array), pa.list_(pa.string()))
-    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+    text = pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+    if (
+        feature.type == "sequence"
+        and feature.sep is None
+        and (text or (_is_list(array.type) and _is_list(array.type.value_type)))
+    ):
+        return _events_otherwise(batch, column, array, event_names(feature))
+    if text:
         if feature.sep is None:
             i = _first_value(array)
             raise batch.bad(
@@ -388,6 +401,42 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     ):
         raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
     return _without_empty(pc.cast(array, pa.list_(pa.string())))
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+
+
+def _events_otherwise(batch: Batch, column: str, array: pa.Array, names: tuple) -> pa.Array:
+    """A history column's events given as ``[item, action, time]`` triples, or as JSON text
+    (a CSV cell; a JSON-lines column whose types mix) of triples or objects: read as a
+    served row's are (``events_array``; where it leaves them to the rows, or its actions are
+    no integers, ``convert`` row by row), then checked as structs are (``_events``)."""
+    values = array.to_pylist()
+    structs = events_array(values, names)
+    if structs is None or not pa.types.is_integer(structs.type.value_type[1].type):
+        structs = _converted_events(batch, column, values, names)
+    return _events(batch, column, structs, names)
+
+
+def _converted_events(batch: Batch, column: str, values: list, names: tuple) -> pa.Array:
+    """Each row's events as a served row's are converted, a bad one named with its row."""
+    lengths, items, actions, times = [], [], [], []
+    for i, value in enumerate(values):
+        try:
+            events = convert(i + 1, column, "events", value, keys=names)
+        except RawInputError as err:
+            hint = "; for a list of items in one text column, declare sep:"
+            raise batch.bad(column, i, err.problem + hint * isinstance(value, str)) from None
+        lengths.append(len(events))
+        for item, action, time in events:
+            items.append(item), actions.append(action), times.append(time)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int64())
+    fields = [pa.array(items, pa.string()), pa.array(actions, pa.int64()),
+              pa.array(times, pa.int64())]  # fmt: skip
+    return pa.LargeListArray.from_arrays(
+        offsets, pa.StructArray.from_arrays(fields, names=list(names))
+    )
 
 
 def _without_empty(lists: pa.Array) -> pa.Array:

@@ -3,6 +3,7 @@ checked against an independent pandas computation of the same rules."""
 
 from __future__ import annotations
 
+import csv
 import datetime
 import gzip
 import json
@@ -1110,6 +1111,59 @@ def test_a_history_of_events_without_a_time_key_reads_its_age_from_its_last_even
         form.features(raw, dataset.schema).history.tensor(),
         dataset.features("valid")[slice(0, 40)].history.tensor(),
     )
+
+
+def test_a_history_of_events_reads_as_json_text_and_as_triples(tmp_path: Path) -> None:
+    """A CSV's cells of JSON text (triples on some rows, objects on others) and JSON lines of
+    triples (which Arrow's reader refuses: read line by line) prepare to the arrays Parquet's
+    structs do; the CSV's own rows, served by rows and by columns, give the stored history.
+    (A JSON-lines history whose types mix was read as lists of its events' text.)"""
+    from nas.data.raw_table import rows_table, table_features
+
+    frame = events_logs()
+    parquet, _ = prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
+    triples = [[[e["item"], e["action"], e["time"]] for e in h] if h else h for h in frame["hist"]]
+    texts = [
+        "" if h is None else json.dumps(t if i % 2 else h)
+        for i, (h, t) in enumerate(zip(frame["hist"], triples, strict=True))
+    ]
+    path = schema_file(tmp_path / "csv", "csv", frame.assign(hist=[[]] * len(frame)))
+    tsv = tmp_path / "csv" / "data" / "logs.tsv"
+    table = pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False).assign(hist=texts)
+    table.to_csv(tsv, sep="\t", index=False)
+    path.write_text(path.read_text().replace('vocab_of: item_id, sep: "|"', "vocab_of: item_id"))
+    csv_, _ = prepare_dataset(str(path), tmp_path / "csv" / "cache")
+    utc = datetime.UTC
+    mixed = [  # times as numbers on some rows, as text on others
+        [{**e, "time": datetime.datetime.fromtimestamp(e["time"], utc).isoformat()} for e in h]
+        if h and i % 3 == 0 else h
+        for i, h in enumerate(frame["hist"])
+    ]  # fmt: skip
+    jsonl = [
+        prepare_dataset(
+            str(schema_file(tmp_path / name, "jsonl", frame.assign(hist=hist))),
+            tmp_path / name / "cache",
+        )[0]
+        for name, hist in (("triples", triples), ("mixed", mixed))
+    ]
+    for dataset in (csv_, *jsonl):
+        assert dataset.raw_form().columns["hist"]["type"] == "events"
+        for name in ("event_item", "event_action", "event_time", "history_start", "history_end"):
+            assert np.array_equal(np.asarray(dataset.array(name)), np.asarray(parquet.array(name)))
+    form, schema = csv_.raw_form(), csv_.schema
+    with open(tsv, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))  # text, as `nas predict` reads a CSV
+    order = np.argsort(np.asarray(csv_.array("source_row")))
+    stored = Features.from_arrays(csv_._row_arrays(order), csv_.event_arrays(), schema)
+    for served in (
+        form.features(rows, schema),
+        table_features(form, rows_table(form, rows), schema),
+    ):
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
+    # text that is no list of events: named, with what would do
+    table.assign(hist=["i1|i2"] * len(table)).to_csv(tsv, sep="\t", index=False)
+    with pytest.raises(DataError, match=r"row 1: column 'hist' must be a list of \[item, action"):
+        prepare_dataset(str(path), tmp_path / "csv" / "cache2")
 
 
 @pytest.mark.parametrize(
