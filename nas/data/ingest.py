@@ -161,18 +161,26 @@ class Rows:
             raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
 
     def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Arrow's reader, or where a column mixes JSON types (ids written as numbers on
-        some rows and as strings on others, which Arrow refuses), the file line by line in
-        Python, several times slower, each mixed column's values as their JSON text."""
+        """Arrow's reader, or from where a column mixes JSON types (ids written as numbers on
+        some rows and as strings on others, which Arrow refuses) or Arrow reads a batch
+        wrong, the file line by line in Python, several times slower, each mixed column's
+        values as their JSON text."""
         done = 0
         try:
             for record in self._open_json(path):
-                yield record.select(columns)
+                record = record.select(columns)
+                try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
+                    record.validate()
+                except pa.ArrowInvalid:
+                    break
+                yield record
                 done += record.num_rows
+            else:
+                return
         except pa.ArrowInvalid as err:
             if not _mixed_json_types(err):
                 raise
-            yield from _json_by_line(path, columns, skip=done)
+        yield from _json_by_line(path, columns, skip=done)
 
     def _open_csv(self, path: Path, columns: list[str] | None):
         import pyarrow.csv as pacsv
@@ -440,10 +448,11 @@ def _converted_events(batch: Batch, column: str, values: list, names: tuple) -> 
 
 
 def _without_empty(lists: pa.Array) -> pa.Array:
-    """Lists of text without their empty values: "" is no value (text split at ``sep``:
-    "a||b"), as a served row's lists are read (``RawForm.features``)."""
+    """Lists of text without their empty values: "" and null are no value (text split at
+    ``sep``: "a||b"; JSON's ``[1, null]``), as a served row's lists are read
+    (``RawForm.features``)."""
     values = pc.list_flatten(lists)
-    kept = np.asarray(pc.fill_null(pc.not_equal(values, ""), True), dtype=bool)
+    kept = np.asarray(pc.fill_null(pc.not_equal(values, ""), False), dtype=bool)
     if kept.all():
         return lists
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)

@@ -406,7 +406,7 @@ def _wants(kind: str, keys: tuple = EVENT_KEYS) -> str:
         "integer": "an integer",
         "time": "a unix time in seconds or a date-time",
         "number": "a number",
-        "strings": 'a list of strings, or one string with "|" between values',
+        "strings": 'a list of ids (texts or integers), or one string with "|" between values',
     }[kind]
 
 
@@ -472,8 +472,13 @@ def convert(
             return []
         if isinstance(value, str):
             return value.split(sep)
-        if isinstance(value, list | tuple | np.ndarray) and all(isinstance(v, str) for v in value):
-            return list(value)
+        if isinstance(value, list | tuple | np.ndarray):
+            if all(isinstance(v, str) for v in value):
+                return list(value)
+            # as prepare reads a list: integer ids as their text, a null as no value ("")
+            if all(v is None or isinstance(v, int | np.integer) and not isinstance(v, bool)
+                   or isinstance(v, str) for v in value):  # fmt: skip
+                return ["" if v is None else str(v) for v in value]
         raise bad()
     # events
     if value is None or value == "":

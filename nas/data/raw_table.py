@@ -233,10 +233,11 @@ class _Encoding:
         values = array.flatten()
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
-        if values.null_count or not (
-            pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
-        ):
-            raise _RowsDecide  # a list holding a null or a number: the rows refuse it
+        if pa.types.is_integer(values.type):
+            values = values.cast(pa.string())  # integer ids as their text, as prepare reads them
+        if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+            raise _RowsDecide  # a list holding a number or a boolean: the rows refuse it
+        values = values.fill_null("")  # a null in a list: no value, as ""
         lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
         return np.repeat(np.arange(self.n), lengths), values
 

@@ -1188,22 +1188,41 @@ def test_a_bad_event_is_named_with_its_row(tmp_path: Path, event, words) -> None
         prepare_dataset(str(schema_file(tmp_path / "none", frame=frame)), tmp_path / "cache")
 
 
-def test_an_empty_value_in_a_list_is_no_value_as_in_a_served_row(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_an_empty_value_in_a_list_is_no_value_as_in_a_served_row(tmp_path: Path, fmt) -> None:
     """ "" in a list column ("a||b" split) was a value to prepare (the multi-hot vocabulary
     gave it an id; the history kept it) and no value to a served row: the same row scored
-    other features than it trained on. Both now read it as none."""
+    other features than it trained on. Both now read it, and a null in a list, as none.
+    Lists of integer ids (JSON lines' usual ones) prepared, and a served row of them was
+    refused; both now read them as their text. Served by rows and by columns."""
+    from nas.data.raw_table import rows_table, table_features
+
     frame = logs()
-    frame["genres"] = [g + [""] if i % 3 == 0 else g for i, g in enumerate(frame["genres"])]
-    frame["hist"] = [[""] + h if i % 4 == 0 else h for i, h in enumerate(frame["hist"])]
-    dataset, _ = prepare_dataset(str(schema_file(tmp_path, frame=frame)), tmp_path / "cache")
+    if fmt == "jsonl":
+        frame["genres"] = [[ord(g) for g in gs] for gs in frame["genres"]]
+        frame["hist"] = [[int(h[1:]) for h in hs] for hs in frame["hist"]]
+        frame["item_id"] = [int(i[1:]) for i in frame["item_id"]]
+    empty = "" if fmt == "parquet" else None
+    frame["genres"] = [g + [empty] if i % 3 == 0 else g for i, g in enumerate(frame["genres"])]
+    frame["hist"] = [[empty] + h if i % 4 == 0 else h for i, h in enumerate(frame["hist"])]
+    frame["hist"] = [h + [None] if i % 5 == 0 else h for i, h in enumerate(frame["hist"])]
+    path = schema_file(tmp_path, fmt, frame=frame)
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     form, schema = dataset.raw_form(), dataset.schema
     assert "" not in form.multi_hot[0]["vocab"]
-    source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+    if fmt == "parquet":
+        rows = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+        rows = rows.to_pylist()
+    else:
+        rows = [
+            json.loads(line) for line in (tmp_path / "data" / "logs.jsonl").read_text().splitlines()
+        ]
     order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
     stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
-    served = form.features(source.to_pylist(), schema)
-    assert torch.equal(served.multi_hot, stored.multi_hot)
-    assert torch.equal(served.history.tensor(), stored.history.tensor())
+    by_columns = table_features(form, rows_table(form, rows), schema)
+    for served in (form.features(rows, schema), by_columns):
+        assert torch.equal(served.multi_hot, stored.multi_hot)
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
 
 
 def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -> None:
