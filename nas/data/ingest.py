@@ -39,9 +39,11 @@ from nas.data.raw import (
     DERIVED,
     EVENT_KEYS,
     FLOAT32_MAX,
+    MISSING_NUMBER_TEXTS,
     RawForm,
     RawInputError,
     convert,
+    float_text,
     normalise_year,
     stable_hash,
 )
@@ -180,7 +182,8 @@ class Rows:
         except pa.ArrowInvalid as err:
             if not _mixed_json_types(err):
                 raise
-        yield from _json_by_line(path, columns, skip=done)
+        lists = {c for c in columns if self._kinds[c] == "list"}
+        yield from _json_by_line(path, columns, lists, skip=done)
 
     def _open_csv(self, path: Path, columns: list[str] | None):
         import pyarrow.csv as pacsv
@@ -194,8 +197,13 @@ class Rows:
         # Declared text stays text (an id column of digits in one block and letters in the
         # next would otherwise change type mid-file); numbers are parsed by _convert.
         types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
+        # Only "" is missing text ("NA" may be a country; a served row reads it so); a
+        # number's missing spellings are read as missing by _numbers.
         convert = pacsv.ConvertOptions(
-            include_columns=columns, column_types=types, strings_can_be_null=True
+            include_columns=columns,
+            column_types=types,
+            strings_can_be_null=True,
+            null_values=[""],
         )
         return pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
 
@@ -253,12 +261,29 @@ def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
     return list(keys)
 
 
-def _json_by_line(path: Path, columns: list[str], skip: int) -> Iterator[pa.RecordBatch]:
-    """The rows after the first ``skip`` as record batches, read by Python's json."""
+def _json_by_line(
+    path: Path, columns: list[str], lists: set[str], skip: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows after the first ``skip`` as record batches, read by Python's json. Refused as
+    Arrow's types would be: a list or an object in a column other than ``lists``, a
+    number with a fraction or a boolean in a list."""
     chunk: list[dict] = []
     for row, found in enumerate(_json_objects(path)):
         if row < skip:
             continue
+        for column in columns:
+            value = found.get(column)
+            if column not in lists and isinstance(value, list | dict):
+                problem = f"holds {shown(value)} where one value is declared"
+            elif (
+                column in lists
+                and isinstance(value, list)
+                and any(isinstance(item, float | bool) for item in value)
+            ):
+                problem = f"holds {shown(value)}; a list of ids (texts or integers) is needed"
+            else:
+                continue
+            raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
             yield _json_batch(chunk, columns)
@@ -291,8 +316,8 @@ def _json_text(value: object, items: bool = True) -> object:
         if any(isinstance(item, list | dict) for item in value):
             return json.dumps(value)
         return [_json_text(item) for item in value]
-    if isinstance(value, float) and math.isnan(value):
-        return None  # JSON's NaN (Python writes it): missing, as a served row reads it
+    if isinstance(value, float):  # JSON's NaN (Python writes it): missing, as served
+        return None if math.isnan(value) else float_text(value)
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
@@ -326,7 +351,8 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
     wants = "a 0/1 label" if kind == "label" else "a number"
     _scalar_only(batch, column, array, wants)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        array = pc.if_else(pc.equal(pc.utf8_trim_whitespace(array), ""), None, array)
+        missing = pa.array(["", *MISSING_NUMBER_TEXTS])  # as a served row's are
+        array = pc.if_else(pc.is_in(pc.utf8_trim_whitespace(array), missing), None, array)
     try:
         values = pc.cast(array, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -46,6 +46,10 @@ from nas.data.schema import Features, Schema
 
 OOV_TEXT = "<out of vocabulary>"  # what an input example shows for an out-of-vocabulary id
 INT64_LIMIT = 2**63  # integers are stored as int64
+# A number's text that means it is missing, as CSV writers spell it (R's NA, Python's nan,
+# SQL's NULL, Excel's #N/A), besides "" and blanks: prepare and a served row read a "number"
+# column's text alike. (Text columns take only "" as missing: "NA" is a country.)
+MISSING_NUMBER_TEXTS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "nan", "NaN", "-nan")
 DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
     "hour": lambda t: (t // 3600) % 24 + 1,
     "weekday": lambda t: (t // 86400 + 3) % 7 + 1,  # 1970-01-01 was a Thursday; Monday = 1
@@ -425,7 +429,11 @@ def convert(
     if kind == "string":
         if value is None:
             return ""
-        if isinstance(value, bool) or not isinstance(value, str | int | np.integer):
+        if isinstance(value, bool | np.bool_):  # as prepare reads a column of booleans
+            return "true" if value else "false"
+        if isinstance(value, float | np.floating):
+            return "" if math.isnan(value) else float_text(value)
+        if not isinstance(value, str | int | np.integer):
             raise bad()
         try:
             return str(value)
@@ -441,12 +449,16 @@ def convert(
             raise RawInputError(number, name, f"must be a time in 64 bits, got {shown(value)}")
         return seconds
     if kind in ("integer", "number"):
-        if value is None or value == "":
+        if value is None or (
+            isinstance(value, str) and value.strip() in ("", *MISSING_NUMBER_TEXTS)
+        ):
             if kind == "integer":
                 raise RawInputError(number, name, f"must be {wants}, got an empty value")
-            return None
-        if isinstance(value, bool):
-            raise bad()
+            return None  # "", blanks, "NA": missing, as prepare reads them
+        if isinstance(value, bool | np.bool_):
+            if kind == "integer":
+                raise bad()
+            return float(value)  # as prepare reads a column of booleans: 1.0 and 0.0
         limit = (
             "a 64-bit integer (from -2^63 to 2^63 - 1)"
             if kind == "integer"
@@ -462,6 +474,8 @@ def convert(
             raise too_large() from None
         except (TypeError, ValueError):
             raise bad() from None
+        if math.isnan(parsed) and kind == "number":
+            return None  # NaN: missing, as prepare reads it
         if not math.isfinite(parsed) or (kind == "integer" and parsed != int(parsed)):
             raise bad()
         if kind == "integer" and not -INT64_LIMIT <= parsed < INT64_LIMIT:
@@ -506,6 +520,14 @@ def convert(
                 continue
         events.append(_event(number, name, event, bad, keys))
     return events
+
+
+def float_text(value: float) -> str:
+    """A number as prepare's Arrow casts it to text ("3" for 3.0, "1e-7"): a categorical
+    column of floats (ids of a pandas column that held a null) serves as it trained."""
+    import pyarrow as pa
+
+    return pa.array([value], pa.float64()).cast(pa.string())[0].as_py()
 
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)

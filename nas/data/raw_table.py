@@ -180,11 +180,18 @@ class _Encoding:
         return None if pa.types.is_null(array.type) else array  # all missing
 
     def _texts(self, name: str) -> pa.Array:
-        """A "string" column: text, or integers as their decimal text; missing: ""."""
+        """A "string" column: text, or integers, numbers and booleans as Arrow writes them
+        (prepare's reading, ``convert``'s); missing (a number's NaN too): ""."""
         array = self._column(name)
         if array is None:
             return pa.array([""] * self.n, pa.string())
-        if pa.types.is_integer(array.type):
+        if pa.types.is_floating(array.type):
+            array = pc.if_else(pc.is_nan(array), None, array)
+        if (
+            pa.types.is_integer(array.type)
+            or pa.types.is_floating(array.type)
+            or (pa.types.is_boolean(array.type))
+        ):
             array = array.cast(pa.string())
         elif not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
             raise _RowsDecide
@@ -205,7 +212,11 @@ class _Encoding:
             return np.full(self.n, np.nan)
         if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
             return _by_value(array.fill_null(""), lambda v: _number(name, v), np.float64)
-        if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+        if not (
+            pa.types.is_integer(array.type)
+            or pa.types.is_floating(array.type)
+            or pa.types.is_boolean(array.type)  # 1.0 and 0.0, as prepare reads them
+        ):
             raise _RowsDecide
         x = array.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         if pa.types.is_floating(array.type):

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nas.cli import main
@@ -937,7 +937,8 @@ def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
 
 DAMAGE = st.sampled_from(
     [None, "", " ", "nan", "inf", 1e308, -1, 2**63, 2**64, 0.5, True, "x" * 5000, "é€😀",
-     [], ["a", 1], {"a": 1}, "a|b|c|d|e", 3, "2024-01-01"]
+     [], ["a", 1], {"a": 1}, "a|b|c|d|e", 3, "2024-01-01", [None, "a"], [1, 2], [1.5], " 5 ",
+     -0.0, "NA"]
 )  # fmt: skip
 
 
@@ -960,11 +961,15 @@ DAMAGE = st.sampled_from(
         max_size=3,
     ),
 )
+@example(fmt="csv", damage=[(3, "price", " "), (4, "site", "NA")])  # and NaN written "nan"
+@example(fmt="jsonl", damage=[(3, "genres", [None, "a"]), (5, "hist", [1, 2])])
+@example(fmt="jsonl", damage=[(3, "count", True), (4, "site", 2.0)])
 def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, damage) -> None:
     """Any value in any column of a few rows: the dataset prepares, or a ``DataError`` names
     the file; never another exception, and nothing is left in the cache. Prepared, the
-    file's rows as a served model reads them encode to the features it stored, or are
-    refused."""
+    file's rows as a served model reads them encode to the features it stored, or a damaged
+    row is refused (an undamaged one never is: the file's NaN written "nan", the integer ids
+    of a JSON list, were)."""
     folder = tmp_path_factory.mktemp("damaged")
     rows = logs().to_dict("records")
     for row, column, value in damage:
@@ -999,8 +1004,9 @@ def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, dam
     form, schema = dataset.raw_form(), dataset.schema
     try:
         served = form.features(served_rows, schema)
-    except RawInputError:
-        return  # refused, naming the row: no model scores other features than it learnt
+    except RawInputError as err:  # no model scores other features than it learnt
+        assert err.row - 1 in {row for row, _, _ in damage}, err
+        return
     order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
     stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
     assert torch.equal(served.categorical, stored.categorical)
