@@ -1015,6 +1015,110 @@ def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, dam
     assert torch.equal(served.history.tensor(), stored.history.tensor())
 
 
+def _id_number(value: str | None) -> int | None:
+    """A log's id as a number: "i12" as 12, "a" as 97."""
+    if not isinstance(value, str):
+        return None
+    return int(value[1:]) if value[0] == "i" else ord(value[0])
+
+
+def _typed_ids(values: list, kind: str) -> pa.Array:
+    values = [v if isinstance(v, str) else None for v in values]
+    numbers = [_id_number(v) for v in values]
+    return {
+        "string": lambda: pa.array(values, pa.string()),
+        "large_string": lambda: pa.array(values, pa.large_string()),
+        "dictionary": lambda: pa.array(values, pa.string()).dictionary_encode(),
+        "int64": lambda: pa.array(numbers, pa.int64()),
+        "float64": lambda: pa.array([math.nan if n is None else n for n in numbers], pa.float64()),
+        "bool": lambda: pa.array([None if n is None else n % 2 == 0 for n in numbers], pa.bool_()),
+    }[kind]()
+
+
+def _typed_numbers(values: list, kind: str) -> pa.Array:
+    values = [None if v is None or math.isnan(v) else float(v) for v in values]
+    return {
+        "float64": lambda: pa.array([math.nan if v is None else v for v in values], pa.float64()),
+        "float32": lambda: pa.array(values, pa.float32()),
+        "int64": lambda: pa.array([None if v is None else int(v) for v in values], pa.int64()),
+        "bool": lambda: pa.array([None if v is None else v > 2 for v in values], pa.bool_()),
+        "string": lambda: pa.array(["NA" if v is None else repr(v) for v in values], pa.string()),
+    }[kind]()
+
+
+def _typed_lists(values: list, kind: str, nulls: bool) -> pa.Array:
+    values = [
+        None if i % 11 == 0 else v + [None] * (nulls and i % 3 == 0) for i, v in enumerate(values)
+    ]
+    numbers = [None if v is None else [_id_number(x) for x in v] for v in values]
+    return {
+        "list<string>": lambda: pa.array(values, pa.list_(pa.string())),
+        "large_list<string>": lambda: pa.array(values, pa.large_list(pa.string())),
+        "list<large_string>": lambda: pa.array(values, pa.list_(pa.large_string())),
+        "list<int64>": lambda: pa.array(numbers, pa.list_(pa.int64())),
+        "list<int32>": lambda: pa.array(numbers, pa.list_(pa.int32())),
+    }[kind]()
+
+
+IDS = ["string", "large_string", "dictionary", "int64", "float64", "bool"]
+NUMBERS = ["float64", "float32", "int64", "bool", "string"]
+LISTS = ["list<string>", "large_list<string>", "list<large_string>", "list<int64>", "list<int32>"]
+
+
+@settings(max_examples=25, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    kinds=st.fixed_dictionaries(
+        {
+            "site": st.sampled_from(IDS),
+            "item_id": st.sampled_from(IDS[:5]),
+            "user_id": st.sampled_from(IDS[:5]),
+            "count": st.sampled_from(NUMBERS),
+            "price": st.sampled_from(NUMBERS[:3]),
+            "genres": st.sampled_from(LISTS),
+            "hist": st.sampled_from(LISTS),
+        }  # fmt: skip
+    ),
+    nulls=st.booleans(),
+)
+def test_a_parquet_file_of_any_column_types_serves_as_it_prepared(
+    tmp_path_factory, kinds, nulls
+) -> None:
+    """Ids as integers, floats (a pandas column that held a null), booleans or dictionaries;
+    numbers as floats, integers, booleans or text ("NA" missing); lists of texts or integers
+    with nulls: the file prepares, and its rows, served by rows and by columns, encode to the
+    features stored. (Before, a float or integer list of ids prepared and every served row
+    of it was refused.)"""
+    from nas.data.raw_table import table_features
+
+    folder = tmp_path_factory.mktemp("types")
+    frame = logs()
+    columns = {name: pa.array(frame[name]) for name in ("click", "like", "ts")}
+    for name in ("site", "item_id", "user_id"):
+        columns[name] = _typed_ids(list(frame[name]), kinds[name])
+    for name in ("count", "price"):
+        columns[name] = _typed_numbers(list(frame[name]), kinds[name])
+    for name in ("genres", "hist"):
+        columns[name] = _typed_lists(list(frame[name]), kinds[name], nulls)
+    (folder / "data").mkdir()
+    pq.write_table(pa.table(columns), folder / "data" / "logs.parquet")
+    path = folder / "my_ctr.yaml"
+    source = "{format: parquet, path: data/logs.parquet}"
+    path.write_text(SCHEMA.format(name="typed", source=source, split=TIME_SPLIT.join("{}"), sep=""))
+    dataset, _ = prepare_dataset(str(path), folder / "cache")
+    form, schema = dataset.raw_form(), dataset.schema
+    source = pq.read_table(folder / "data" / "logs.parquet")
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    by_columns = table_features(form, source, schema)
+    assert by_columns is not None, "every column read by column"
+    for served in (form.features(source.to_pylist(), schema), by_columns):
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.equal(served.multi_hot, stored.multi_hot)
+        assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
+
+
 def test_prepare_warns_of_a_field_that_keeps_no_value(tmp_path: Path, capsys) -> None:
     """min_freq above every value's count: the field's ids are all 1 (unknown)."""
     path = schema_file(tmp_path)
