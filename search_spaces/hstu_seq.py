@@ -33,7 +33,8 @@ class HstuSeq(CtrStack):
     Options = HstuSeqOptions
 
     def __init__(self, options: HstuSeqOptions, inputs: SpaceInputs):
-        sequence.check_history(options.sequence, inputs, self.name)
+        fitted = sequence.fitted(options.sequence, inputs, self.name)
+        options = options.model_copy(update={"sequence": fitted})
         super().__init__(options, inputs)
 
     def supernet_plan(self):

@@ -102,7 +102,8 @@ class Rocs(SearchSpace):
     Options = RocsOptions
 
     def __init__(self, options: RocsOptions, inputs: SpaceInputs):
-        sequence.check_history(options.sequence, inputs, self.name)
+        fitted = sequence.fitted(options.sequence, inputs, self.name)
+        options = options.model_copy(update={"sequence": fitted})
         if not inputs.num_request_tokens:
             raise ConfigError(
                 "space.name",

@@ -69,20 +69,27 @@ class SequenceOptions(ChoiceOptions):
         return params
 
 
-def check_history(options: SequenceOptions, inputs: SpaceInputs, space: str) -> None:
-    """The dataset must keep a history at least as long as every ``max_lens`` choice."""
+def fitted(options: SequenceOptions, inputs: SpaceInputs, space: str) -> SequenceOptions:
+    """The options, checked against the dataset's history: it must keep every ``max_lens``
+    choice a user gave; of the default choices, those it keeps (its own length where it
+    keeps none: a history of 8 events searches 8)."""
     if not inputs.history_len:
         raise ConfigError(
             "space.name",
             f"space {space!r} encodes the user history, and this dataset has none "
             "(no sequence field); use a dataset with one, such as movielens-1m",
         )
-    longest = max(options.max_lens)
-    if longest > inputs.history_len:
+    kept = [n for n in options.max_lens if n <= inputs.history_len]
+    if "max_lens" not in options.model_fields_set:
+        return options.model_copy(update={"max_lens": kept or [inputs.history_len]})
+    if len(kept) < len(options.max_lens):
         raise ConfigError(
             "space.options.sequence.max_lens",
-            f"{longest} is more than the {inputs.history_len} events the dataset's history keeps",
+            f"{max(options.max_lens)} is more than the {inputs.history_len} events the "
+            f"dataset's history keeps; give choices up to {inputs.history_len}, or prepare the "
+            "dataset with a longer sequence max_len",
         )
+    return options
 
 
 def decisions(options: SequenceOptions) -> list[Decision]:

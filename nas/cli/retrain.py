@@ -207,7 +207,7 @@ def print_retrain(report) -> None:
     difference from the best baseline."""
     title = (
         f"retrain of {report.of}: test split, {report.steps} steps on {report.train_on}, "
-        f"{report.seeds} seeds"
+        f"{report.seeds} seed{'s' * (report.seeds != 1)}"
     )
     key = report.ranked_by  # "ne", or one label's: "ne:click"
     label = key.partition(":")[2]

@@ -27,6 +27,18 @@ def test_every_member_encodes_the_history(name):
     assert len({s.arch_id for s in specs}) == 30
 
 
+@pytest.mark.parametrize("name", ["hstu_seq", "rocs"])
+@pytest.mark.parametrize(("history", "lengths"), [(8, {8}), (20, {16}), (16, {16})])
+def test_the_default_lengths_are_those_the_history_keeps(name, history, lengths):
+    """A dataset whose history keeps 8 events: the default choices (16, 32) are more than it
+    has, so the space searches its 8; a user's own choice beyond it is refused."""
+    space = create_space(name, {}, SpaceInputs(11, 8, history))
+    rng = np.random.default_rng(0)
+    assert {space.sample(rng).sequence.max_len for _ in range(20)} == lengths
+    with pytest.raises(ConfigError, match=f"give choices up to {history}"):
+        create_space(name, {"sequence": {"max_lens": [8, 32]}}, SpaceInputs(11, 8, history))
+
+
 def test_rocs_glm_is_a_prefix_and_dca_follows_glm_layers():
     space = create_space("rocs", {}, INPUTS)
     rng = np.random.default_rng(1)
