@@ -189,8 +189,10 @@ def test_predict_reads_parquet_rows_and_names_a_damaged_file(tmp_path) -> None:
 
 def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> None:
     """`nas predict --out`: Parquet keeps each input column (one whose values mix types, as
-    JSON text), the probabilities beside them under a name no input column has; JSON lines
-    hold what --json prints."""
+    JSON text), the probabilities beside them under a name no input column has; so does CSV
+    (a list as its JSON text, a missing value empty); JSON lines hold what --json prints."""
+    import csv
+
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -207,7 +209,7 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
 
     def write_scored(path, batch_size):
         file = RowFiles(source)
-        plan = column_types(RowFiles(source)) if path.suffix == ".parquet" else None
+        plan = column_types(RowFiles(source)) if path.suffix != ".jsonl" else None
         with scored_file(path, plan) as write:
             for batch in file.batches(batch_size):
                 part = slice(batch.first - 1, batch.first - 1 + len(batch))
@@ -224,7 +226,17 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     write_scored(tmp_path / "s.jsonl", 1)
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert lines[1] == {"row": rows[1], "probability": 0.75}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl", "s.jsonl", "s.parquet"]
+    write_scored(tmp_path / "s.csv", 1)
+    with open(tmp_path / "s.csv", newline="") as f:
+        assert list(csv.DictReader(f)) == [
+            {"user_id": "7", "history": '[["i1", 5, 100]]', "probability": "mine", "genres": "",
+             "_probability": "0.25"},
+            {"user_id": "u8", "history": "[]", "probability": "", "genres": '["a"]',
+             "_probability": "0.75"},
+        ]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rows.jsonl", "s.csv", "s.jsonl", "s.parquet"
+    ]  # fmt: skip
 
 
 def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(capsys) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data
     from nas.data.row_files import RowBatch, RowFiles
 
 TABLE_ROWS = 20  # rows a predict's table shows
-SCORED_SUFFIXES = (".parquet", ".jsonl")  # what predict --out writes
+SCORED_SUFFIXES = (".parquet", ".jsonl", ".csv", ".tsv")  # what predict --out writes
 
 
 def add_command(commands) -> None:
@@ -42,7 +42,7 @@ def add_command(commands) -> None:
         "--out",
         type=new_file(*SCORED_SUFFIXES),
         metavar="FILE",
-        help="write every row with its probabilities to a new .parquet or .jsonl file",
+        help="write every row with its probabilities to a new .parquet, .jsonl, .csv or .tsv file",
     )
     tracking_flag(predict)
     predict.add_argument(
@@ -187,7 +187,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         writer = None
         if args.out:
             plan = None
-            if args.out.suffix.lower() == ".parquet" and rows.suffix != ".parquet":
+            if args.out.suffix.lower() != ".jsonl" and rows.suffix != ".parquet":
                 plan = column_types(RowFiles(args.input), bar)
             writer = stack.enter_context(scored_file(args.out, plan))
         task = bar.add_task("Scoring", total=rows.total, note="")
@@ -278,16 +278,22 @@ def scored_lines(batch: RowBatch, scores: dict[str, np.ndarray]) -> Iterator[str
 @contextmanager
 def scored_file(path: Path, plan: dict[str, Any] | None = None) -> Iterator[Any]:
     """A function writing each scored batch to ``path``, a new file (``new_file``) named
-    only when every batch is written: Parquet (the input's columns, then the probabilities
-    under names no input column has) or JSON lines (as ``--json`` prints them). Text rows
-    go to Parquet by their columns' ``plan`` (``column_types``); a Parquet input's batches
-    keep their columns as they were read."""
+    only when every batch is written: Parquet or CSV/TSV (the input's columns, then the
+    probabilities under names no input column has) or JSON lines (as ``--json`` prints
+    them). Text rows go by their columns' ``plan`` (``column_types``); a Parquet input's
+    batches keep their columns as they were read."""
     from nas.core.disk import new_file as new_path
+    from nas.data.row_files import DELIMITERS
 
+    suffix = path.suffix.lower()
     with new_path(path) as tmp:
-        if path.suffix.lower() != ".parquet":
+        if suffix == ".jsonl":
             with open(tmp, "w") as file:
                 yield lambda batch, scores: file.writelines(scored_lines(batch, scores))
+            return
+        if suffix in DELIMITERS:
+            with open(tmp, "w", newline="") as file:
+                yield _csv_writer(file, DELIMITERS[suffix], plan)
             return
         import pyarrow.parquet as pq
 
@@ -304,6 +310,48 @@ def scored_file(path: Path, plan: dict[str, Any] | None = None) -> Iterator[Any]
         finally:
             if writer:
                 writer.close()
+
+
+def _csv_writer(file, delimiter: str, plan: dict[str, Any] | None):
+    """Writes scored batches as CSV: a header of the input's columns (the ``plan``'s, or a
+    Parquet input's first batch's) and the probabilities, then a line per row, a missing
+    value empty and a list or an object as its JSON text."""
+    import csv
+
+    writer = csv.writer(file, delimiter=delimiter)
+    names: list[str] = []
+
+    def write(batch: RowBatch, scores: dict[str, np.ndarray]) -> None:
+        if not names:
+            names.extend(plan if plan is not None else batch.table.column_names)
+            writer.writerow(names + _output_names(names, scores))
+        for i, row in enumerate(batch.rows):
+            cells = [_cell(row.get(name)) if isinstance(row, dict) else "" for name in names]
+            writer.writerow(cells + [repr(float(v[i])) for v in scores.values()])
+
+    return write
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # NaN: missing
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return json_text(value)  # a list, an object, a date-time
+
+
+def _output_names(columns, scores: dict[str, np.ndarray]) -> list[str]:
+    """The probabilities' column names: each output's, "_" before it while an input column
+    has that name."""
+    taken, names = set(columns), []
+    for name in scores:
+        while name in taken:
+            name = f"_{name}"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 JSON_TEXT = "json text"  # a column whose values mix types: written as their JSON text
@@ -360,8 +408,6 @@ def _scored_table(batch: RowBatch, scores: dict[str, np.ndarray], plan: dict | N
                 columns[name] = pa.array(values, type=kind)
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
                 raise NasError(f"column {name!r} changed while it was scored ({err})") from None
-    for name, values in scores.items():
-        while name in columns:
-            name = f"_{name}"
+    for name, values in zip(_output_names(columns, scores), scores.values(), strict=True):
         columns[name] = pa.array(values)
     return pa.table(columns)
