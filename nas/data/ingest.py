@@ -39,6 +39,7 @@ from nas.data.raw import (
     DERIVED,
     EVENT_KEYS,
     FLOAT32_MAX,
+    INT64_LIMIT,
     MISSING_NUMBER_TEXTS,
     RawForm,
     RawInputError,
@@ -46,6 +47,7 @@ from nas.data.raw import (
     float_text,
     normalise_year,
     stable_hash,
+    unix_seconds,
 )
 from nas.data.raw_table import events_array
 from nas.data.schema import LABEL, Field
@@ -425,6 +427,9 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
             column, 0, f"of type {array.type} is not a list (give a list column, or text with sep:)"
         )
     value_type = array.type.value_type
+    if pa.types.is_dictionary(value_type):  # a list of categories (pandas', Spark's)
+        value_type = value_type.value_type
+        array = pc.cast(array, pa.large_list(value_type))
     if pa.types.is_struct(value_type) and feature.type == "sequence":
         return _events(batch, column, array, event_names(feature))
     if not (
@@ -586,21 +591,32 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
         ) from None
 
 
+# Date-times as Arrow casts text: naive (read as UTC) or with a zone; dates, fractions
+DATE_TIMES = (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC"))
+
+
 def _time_from_text(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     """Times written as text: unix seconds ('1600000000') or date-times, the same on every
-    row; else the first row that is not as the first is named."""
-    for kind in (pa.float64(), pa.timestamp("s")):
+    row; else the first row that is not as the first is named. Date-times Arrow does not
+    read at once (naive on some rows and zoned on others, beyond its nanoseconds' years) are
+    read one by one as a served row's are (``unix_seconds``)."""
+    for kind in (pa.float64(), *DATE_TIMES):
         try:
             return pc.cast(array, kind)
         except pa.ArrowInvalid:
             continue
     texts = array.to_pylist()
     seconds = [_casts(text, pa.float64()) for text in texts]
+    times = [
+        None if number else unix_seconds(text) for number, text in zip(seconds, texts, strict=True)
+    ]
     for i, text in enumerate(texts):
-        if not seconds[i] and not _casts(text, pa.timestamp("s")):
+        if not seconds[i] and (times[i] is None or not -INT64_LIMIT <= times[i] < INT64_LIMIT):
             raise batch.bad(
                 column, i, f"must be a unix time in seconds or a date-time, got {shown(text)}"
             )
+    if not any(seconds):
+        return pa.array(times, pa.int64())
     i = seconds.index(not seconds[0])  # every row is one or the other: they mix
     kinds = ("unix seconds", "a date-time") if seconds[i] else ("a date-time", "unix seconds")
     raise batch.bad(

@@ -215,6 +215,7 @@ class _Encoding:
         if not (
             pa.types.is_integer(array.type)
             or pa.types.is_floating(array.type)
+            or pa.types.is_decimal(array.type)
             or pa.types.is_boolean(array.type)  # 1.0 and 0.0, as prepare reads them
         ):
             raise _RowsDecide

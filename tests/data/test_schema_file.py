@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import decimal
 import gzip
 import json
 import math
@@ -1043,6 +1044,10 @@ def _typed_numbers(values: list, kind: str) -> pa.Array:
         "int64": lambda: pa.array([None if v is None else int(v) for v in values], pa.int64()),
         "bool": lambda: pa.array([None if v is None else v > 2 for v in values], pa.bool_()),
         "string": lambda: pa.array(["NA" if v is None else repr(v) for v in values], pa.string()),
+        "decimal": lambda: pa.array(
+            [None if v is None else decimal.Decimal(f"{v:.3f}") for v in values],
+            pa.decimal128(12, 3),
+        ),
     }[kind]()
 
 
@@ -1057,12 +1062,36 @@ def _typed_lists(values: list, kind: str, nulls: bool) -> pa.Array:
         "list<large_string>": lambda: pa.array(values, pa.list_(pa.large_string())),
         "list<int64>": lambda: pa.array(numbers, pa.list_(pa.int64())),
         "list<int32>": lambda: pa.array(numbers, pa.list_(pa.int32())),
+        "list<dictionary>": lambda: pa.array(values, pa.list_(pa.string())).cast(
+            pa.list_(pa.dictionary(pa.int32(), pa.string()))
+        ),
+    }[kind]()
+
+
+def _typed_times(values: list, kind: str) -> pa.Array:
+    """Unix seconds as integers, a zoned timestamp, or text: naive date-times with a
+    fraction, or each row's own zone (+02:00 on some, Z on others)."""
+    utc = datetime.UTC
+    moments = [datetime.datetime.fromtimestamp(int(v) + 0.25, utc) for v in values]
+    two = datetime.timezone(datetime.timedelta(hours=2))
+    return {
+        "int64": lambda: pa.array([int(v) for v in values], pa.int64()),
+        "timestamp": lambda: pa.array(moments, pa.timestamp("ms", tz="UTC")),
+        "text": lambda: pa.array([m.replace(tzinfo=None).isoformat() for m in moments]),
+        "zoned text": lambda: pa.array(
+            [
+                m.astimezone(two).isoformat() if i % 2 else m.isoformat().replace("+00:00", "Z")
+                for i, m in enumerate(moments)
+            ]  # fmt: skip
+        ),
     }[kind]()
 
 
 IDS = ["string", "large_string", "dictionary", "int64", "float64", "bool"]
-NUMBERS = ["float64", "float32", "int64", "bool", "string"]
-LISTS = ["list<string>", "large_list<string>", "list<large_string>", "list<int64>", "list<int32>"]
+NUMBERS = ["float64", "float32", "int64", "bool", "string", "decimal"]
+LISTS = ["list<string>", "large_list<string>", "list<large_string>", "list<int64>", "list<int32>",
+         "list<dictionary>"]  # fmt: skip
+TIMES = ["int64", "timestamp", "text", "zoned text"]
 
 
 @settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -1077,6 +1106,7 @@ LISTS = ["list<string>", "large_list<string>", "list<large_string>", "list<int64
             "price": st.sampled_from(NUMBERS[:3]),
             "genres": st.sampled_from(LISTS),
             "hist": st.sampled_from(LISTS),
+            "ts": st.sampled_from(TIMES),
         }  # fmt: skip
     ),
     nulls=st.booleans(),
@@ -1085,15 +1115,17 @@ def test_a_parquet_file_of_any_column_types_serves_as_it_prepared(
     tmp_path_factory, kinds, nulls
 ) -> None:
     """Ids as integers, floats (a pandas column that held a null), booleans or dictionaries;
-    numbers as floats, integers, booleans or text ("NA" missing); lists of texts or integers
-    with nulls: the file prepares, and its rows, served by rows and by columns, encode to the
+    numbers as floats, integers, booleans, decimals or text ("NA" missing); lists of texts,
+    integers or categories with nulls; times as numbers, timestamps or text (zoned, with
+    fractions): the file prepares, and its rows, served by rows and by columns, encode to the
     features stored. (Before, a float or integer list of ids prepared and every served row
-    of it was refused.)"""
+    of it was refused; zoned text times and lists of categories were refused.)"""
     from nas.data.raw_table import table_features
 
     folder = tmp_path_factory.mktemp("types")
     frame = logs()
-    columns = {name: pa.array(frame[name]) for name in ("click", "like", "ts")}
+    columns = {name: pa.array(frame[name]) for name in ("click", "like")}
+    columns["ts"] = _typed_times(list(frame["ts"]), kinds["ts"])
     for name in ("site", "item_id", "user_id"):
         columns[name] = _typed_ids(list(frame[name]), kinds[name])
     for name in ("count", "price"):
