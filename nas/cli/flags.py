@@ -83,8 +83,8 @@ def new_file(*suffixes: str):
         path = Path(_without_nul(text)).expanduser()
         if path.suffix.lower() not in suffixes or path.name.lower() in suffixes:
             raise argparse.ArgumentTypeError(
-                f"{shown(text)} is not a {' or '.join(suffixes)} file's name (give "
-                f"{' or '.join('NAME' + s for s in suffixes)})"
+                f"{shown(text)} is not a {_either(suffixes)} file's name (give "
+                f"{_either(['NAME' + s for s in suffixes])})"
             )
         folder(str(path.parent))
         try:
@@ -99,6 +99,12 @@ def new_file(*suffixes: str):
 
     parse.__name__ = "file name"
     return parse
+
+
+def _either(choices) -> str:
+    """The choices as "a, b or c"."""
+    *first, last = choices
+    return f"{', '.join(first)} or {last}" if first else last
 
 
 def number(text: str) -> float:
