@@ -410,9 +410,9 @@ def cmd_data_rows(args: argparse.Namespace) -> None:
     )
     if hashed:
         out.print(
-            f"written empty: {', '.join(hashed)} (hashed: an id cannot be read back), so a "
-            "model scores these rows otherwise than their source's; score the source files "
-            "for the model's own figures",
+            f"written empty: {', '.join(hashed)} (hashed, and {dataset.name} was prepared "
+            "before recnas kept a value for each hashed id), so a model scores these rows "
+            "otherwise than their source's; prepare it again (--force) to read them back",
             highlight=False,
             soft_wrap=True,
         )

@@ -128,8 +128,8 @@ def export_raw_rows(
     """The first ``count`` rows of ``split`` (all: None) as JSON lines in the raw form, each
     with its labels' columns: a label read as 0 or 1 as such, one read by a threshold
     (MovieLens's ``rating >= 4``) at the threshold when positive and one below it when not
-    (the source's value is not kept). A hashed field's column is written empty: a hash
-    cannot be read back (``hashed_columns``)."""
+    (the source's value is not kept). A hashed field's column holds a value seen with its
+    id, or is written empty in a dataset prepared before they were kept (``hashed_columns``)."""
     recipes = dataset.manifest.get("label_columns")
     if not recipes:
         raise ConfigError(
@@ -157,9 +157,12 @@ def export_raw_rows(
 
 
 def hashed_columns(dataset: PreparedDataset) -> list[str]:
-    """The raw columns of hashed fields: ``export_raw_rows`` cannot read them back."""
+    """The raw columns of hashed fields ``export_raw_rows`` cannot read back: a dataset
+    prepared before recnas kept a value for each hashed id (2026-12-06)."""
     form = dataset.raw_form()
-    return sorted({r["column"] for r in form.categorical if "hash" in r})
+    recipes = form.categorical + form.multi_hot
+    kept = dataset.hashed_values
+    return sorted({r["column"] for r in recipes if "hash" in r and r["field"] not in kept})
 
 
 def _label_value(recipe: dict, positive: bool) -> int | float:

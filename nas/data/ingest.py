@@ -847,6 +847,9 @@ class Encoder:
     value_set: pa.Array | None = None
     mean: float = 0.0
     std: float = 1.0
+    # a hashed field's ids, each with the first value seen to have it: rows read back
+    # (``nas data rows``) encode to the ids they were stored with
+    hashed_values: dict[int, str] = field(default_factory=dict)
 
     @property
     def column(self) -> str:
@@ -879,6 +882,8 @@ class Encoder:
         missing = np.asarray(values.is_null(), dtype=bool)
         if self.feature.hash is not None:
             out = (hashed(values) % np.uint64(self.feature.hash)).astype(np.int64) + 1
+            if len(self.hashed_values) < self.feature.hash:
+                self._note_values(values, out)
         else:
             found = pc.index_in(values, value_set=self.value_set)
             out = (
@@ -887,6 +892,16 @@ class Encoder:
             )
         out[missing] = PAD
         return out
+
+    def _note_values(self, values: pa.Array, ids: np.ndarray) -> None:
+        """Each id not yet noted, with a value of ``values`` that has it."""
+        encoded = pc.dictionary_encode(values)
+        index = encoded.indices.to_numpy(zero_copy_only=False)
+        present = ~np.asarray(encoded.indices.is_null(), dtype=bool)
+        distinct, first = np.unique(index[present], return_index=True)
+        texts = encoded.dictionary.take(pa.array(distinct)).to_pylist()
+        for text, row in zip(texts, np.flatnonzero(present)[first], strict=True):
+            self.hashed_values.setdefault(int(ids[row]), text)
 
     def dense(self, values: pa.Array) -> np.ndarray:
         x = values.to_numpy(zero_copy_only=False).astype(np.float64)
@@ -1429,6 +1444,11 @@ def _write(
                     for name, column, at_least in schema.label_columns()
                 ],
                 "raw_form": raw_form(plan, keys).to_dict(),
+                "hashed_values": {
+                    e.field: e.hashed_values
+                    for e in plan.categorical + plan.multi_hot
+                    if e.feature.hash is not None
+                },
                 **extra,
                 **manifest,
             }

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import glob
 import hashlib
 import json
@@ -44,6 +45,7 @@ FORMAT_VERSION = 3  # 2: field sides and the history view; 3: the raw form
 SPLITS = ("train", "valid", "test")
 MANIFEST = "manifest.json"
 RAW_FORM = "raw_form.json"  # the vocabularies and recipes that encode serving rows
+HASHED_VALUES = "hashed_values.json"  # a hashed field's ids, each with a value that has it
 
 
 def sha256_file(path: Path) -> str:
@@ -252,7 +254,16 @@ class PreparedDataset:
         rows = self.split_rows(split)[start : start + count]
         features = Features.from_arrays(self._row_arrays(rows), self.event_arrays(), self.schema)
         times = self.array("timestamp")[rows] if self.has("timestamp") else None
-        return self.raw_form().decode(features, times)
+        return self.raw_form().decode(features, times, self.hashed_values)
+
+    @functools.cached_property
+    def hashed_values(self) -> dict[str, dict[int, str]]:
+        """Per hashed field, a value seen with each of its ids (none in a dataset prepared
+        before 2026-12-06)."""
+        if not (self.root / HASHED_VALUES).exists():
+            return {}
+        found = json.loads((self.root / HASHED_VALUES).read_text())
+        return {name: {int(i): v for i, v in ids.items()} for name, ids in found.items()}
 
     def _row_arrays(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         out = {
@@ -496,6 +507,7 @@ class PreparedWriter:
                 for j, name in enumerate(manifest["labels"])
             }
         raw_form = json.dumps(manifest.pop("raw_form"), separators=(",", ":"))
+        hashed_values = manifest.pop("hashed_values", None)
         manifest = {
             "format_version": FORMAT_VERSION,
             **manifest,
@@ -506,6 +518,8 @@ class PreparedWriter:
         }
         self.arrays.clear()  # closes the maps before the files are hashed and moved
         (self.tmp / RAW_FORM).write_text(raw_form)
+        if hashed_values:
+            (self.tmp / HASHED_VALUES).write_text(json.dumps(hashed_values, separators=(",", ":")))
         names = sorted(p.name for p in self.tmp.iterdir())
         manifest["files"] = {name: sha256_file(self.tmp / name) for name in names}
         stats = {name: (self.tmp / name).stat() for name in names}

@@ -202,9 +202,16 @@ class RawForm:
 
     # --- features -> raw rows (an input example) --------------------------------------------
 
-    def decode(self, features: Features, times: np.ndarray | None) -> list[dict[str, Any]]:
+    def decode(
+        self,
+        features: Features,
+        times: np.ndarray | None,
+        hashed_values: dict[str, dict[int, str]] | None = None,
+    ) -> list[dict[str, Any]]:
         """Raw rows that encode to ``features`` (multi-hot and dense as far as the vocab
-        and the log keep them); ``times``: each row's unix time, for derived fields."""
+        and the log keep them); ``times``: each row's unix time, for derived fields;
+        ``hashed_values``: per hashed field, a value for each id (none: left empty)."""
+        hashed_values = hashed_values or {}
         rows: list[dict[str, Any]] = [{} for _ in range(len(features))]
         for j, recipe in enumerate(self.categorical):
             if "derive" in recipe:
@@ -213,11 +220,11 @@ class RawForm:
                 continue
             if recipe.get("prefix") and recipe["column"] in rows[0]:
                 continue  # the full value is there already
-            names = _inverse(recipe)  # a hashed field cannot be read back
+            names = _inverse(recipe) or hashed_values.get(recipe["field"], {})
             for i, row in enumerate(rows):
                 row[recipe["column"]] = names.get(int(features.categorical[i, j]), "")
         for j, recipe in enumerate(self.multi_hot):
-            names = _inverse(recipe)
+            names = _inverse(recipe) or hashed_values.get(recipe["field"], {})
             sep = self.columns[recipe["column"]].get("sep", "|")
             for i, row in enumerate(rows):
                 ids = [int(v) for v in features.multi_hot[i, j] if v > 0]

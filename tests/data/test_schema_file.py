@@ -387,14 +387,20 @@ def test_doctor_checks_a_schema_files_dataset_as_a_built_in_one(tmp_path: Path, 
     assert not check.ok and "my_ctr" in check.found and check.fix == "nas data prepare FILE.yaml"
 
 
-def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path) -> None:
-    dataset, _ = prepare_dataset(str(schema_file(tmp_path)), tmp_path / "cache")
-    raw = dataset.raw_rows("test", 20)
-    assert raw[0].keys() >= {"site", "item_id", "count", "price", "genres", "hist"}
+@pytest.mark.parametrize("hash_genres", [False, True])
+def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path, hash_genres) -> None:
+    """`nas data rows`: a split's rows as a served model reads them, hashed fields too (a
+    value seen with each id; they were left empty, so the rows scored other features)."""
+    path = schema_file(tmp_path)
+    if hash_genres:
+        path.write_text(path.read_text().replace("multi_hot, max_len: 3", "multi_hot, hash: 3"))
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    raw = dataset.raw_rows("test", len(dataset.split_rows("test")))
+    assert raw[0].keys() >= {"site", "item_id", "count", "price", "genres", "hist", "user_id"}
     again = dataset.raw_form().features(raw, dataset.schema)
-    want = dataset.features("test")[slice(0, 20)]
-    # hashed user ids cannot be read back from their ids: compare the other fields
-    assert (again.categorical[:, :2] == want.categorical[:, :2]).all()
+    want = dataset.features("test")[slice(0, len(raw))]
+    assert (again.categorical == want.categorical).all()
+    assert (want.categorical[:, 2] > 1).sum() > 10, "hashed ids in the test rows"
     assert (again.multi_hot == want.multi_hot).all()
     assert np.allclose(again.dense.numpy(), want.dense.numpy(), atol=1e-4)
     assert (again.history.tensor() == want.history.tensor()).all()
