@@ -895,13 +895,12 @@ class Encoder:
 
     def _note_values(self, values: pa.Array, ids: np.ndarray) -> None:
         """Each id not yet noted, with a value of ``values`` that has it."""
-        encoded = pc.dictionary_encode(values)
-        index = encoded.indices.to_numpy(zero_copy_only=False)
-        present = ~np.asarray(encoded.indices.is_null(), dtype=bool)
-        distinct, first = np.unique(index[present], return_index=True)
-        texts = encoded.dictionary.take(pa.array(distinct)).to_pylist()
-        for text, row in zip(texts, np.flatnonzero(present)[first], strict=True):
-            self.hashed_values.setdefault(int(ids[row]), text)
+        rows = np.flatnonzero(~np.asarray(values.is_null(), dtype=bool))
+        found, first = np.unique(ids[rows], return_index=True)
+        fresh = np.array([i not in self.hashed_values for i in found.tolist()], dtype=bool)
+        if fresh.any():
+            taken = values.take(pa.array(rows[first[fresh]])).to_pylist()
+            self.hashed_values.update(zip(found[fresh].tolist(), taken, strict=True))
 
     def dense(self, values: pa.Array) -> np.ndarray:
         x = values.to_numpy(zero_copy_only=False).astype(np.float64)
