@@ -325,6 +325,8 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_and_compare_models_on_t
     assert first["ne"] == measured["ne"] and first["auc"] == measured["auc"]
     assert second["ne_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     assert second["auc_difference"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
+    users = {json.loads(line)["user_id"] for line in rows.read_text().splitlines()}
+    assert compared["suggested_by"] == {"column": "user_id", "groups": len(users)}
     assert main(["models", "compare", uri, "--input", str(rows)]) == 2
     assert "name two or more models" in capsys.readouterr().err
     # a user's rows drawn together: as many groups as users
@@ -332,8 +334,8 @@ def test_the_test_rows_in_raw_form_give_back_the_test_ne_and_compare_models_on_t
     done = nas(runs, *by, "user_id", "--json")
     assert done.returncode == 0, done.stderr
     grouped = json.loads(done.stdout)
-    users = {json.loads(line)["user_id"] for line in rows.read_text().splitlines()}
     assert (grouped["by"], grouped["groups"], compared["by"]) == ("user_id", len(users), None)
+    assert "suggested_by" not in grouped
     assert grouped["labels"]["like"][1]["ne_difference"] == second["ne_difference"]
     done = nas(runs, *by, "user")  # a field's name, not a column's
     assert done.returncode == 2 and "--by: row 1 of " in done.stderr, done.stderr

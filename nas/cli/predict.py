@@ -95,6 +95,9 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
         with console.status(f"Loading {uri} ..."):
             scorings.append(Scoring(tracking_uri(args), uri))
     groups = None if args.by is None else RowGroups(args.by)
+    # without --by: the users the rows hold, by the dataset's user column, to suggest it
+    user = None if groups else scorings[0].loaded.info.get("keys", {}).get("user")
+    users = RowGroups(user) if user else None
     count = 0
     with progress_bar(eta=True, counts=rows.suffix == ".parquet") as bar:
         task = bar.add_task(
@@ -105,15 +108,29 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
                 scoring.score(batch)
             if groups is not None:
                 groups.add(batch)
+            if users is not None:
+                try:
+                    users.add(batch)
+                except ConfigError:  # a row without the column: nothing to suggest
+                    users = None
             count += len(batch)
             bar.update(task, completed=rows.done, note=counted(count, "row"))
     compared = compare(scorings, None if groups is None else groups.ids)
     drawn = {"by": args.by, "groups": groups.count} if groups is not None else {"by": None}
+    if users is not None and users.count < count:  # a user's rows are not independent
+        drawn["suggested_by"] = {"column": user, "groups": users.count}
     if args.json:
         emit_json({"input": str(args.input), "rows": count, **drawn, "labels": compared})
         return
     for name, models in compared.items():
         _print_compared(name, models, count, drawn)
+    if "suggested_by" in drawn:
+        out.print(
+            f"these {count:,} rows are {users.count:,} users' ({user}): the intervals take "
+            f"each row as an independent draw, but a user's rows go together; --by {user} "
+            "takes each user's rows as one draw",
+            highlight=False,
+        )
 
 
 def _print_compared(label: str, models: list[dict], rows: int, drawn: dict) -> None:
