@@ -1,4 +1,4 @@
-"""``nas data prepare``, ``list``, ``inspect`` and ``export``."""
+"""``nas data prepare``, ``schema``, ``list``, ``inspect``, ``export`` and ``rows``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.table import Table
 
 from nas.cli.flags import as_flags, common_flags, new_file, seed_number, whole_number
 from nas.cli.render import console, emit_json, out, preparing_under, progress_bar, styled
-from nas.core.errors import shown
+from nas.core.errors import ConfigError, shown
 
 
 def add_commands(commands) -> None:
@@ -45,6 +45,28 @@ def add_commands(commands) -> None:
     )
     common_flags(prepare)
     prepare.set_defaults(run=cmd_data_prepare)
+    schema = data_commands.add_parser(
+        "schema",
+        help="a first schema file for your own logs, from a sample of their rows: labels, "
+        "keys and features guessed, each with its reason, to read before preparing",
+    )
+    schema.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a .parquet, .csv, .tsv or .jsonl file (compressed: .gz, .bz2, .zst), a folder of "
+        "them or a quoted glob ('logs/*.parquet')",
+    )
+    schema.add_argument(
+        "--out", required=True, type=new_file(".yaml"), metavar="FILE.yaml", help="the new file"
+    )
+    schema.add_argument("--name", help="the dataset's name (default: the file's name)")
+    schema.add_argument(
+        "--labels",
+        help="the 0/1 label column(s), joined by commas (default: those named as "
+        "labels are: click, label, like, conversion, ...)",
+    )
+    schema.add_argument("--json", action="store_true", help="one JSON object: the file and why")
+    schema.set_defaults(run=cmd_data_schema)
     listing = data_commands.add_parser("list", help="datasets and what is cached")
     common_flags(listing)
     listing.set_defaults(run=cmd_data_list)
@@ -240,6 +262,79 @@ def _dataset_summary(dataset) -> dict:
         "schema",
     )
     return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
+
+
+def cmd_data_schema(args: argparse.Namespace) -> None:
+    import glob
+    import os
+
+    from nas.core.disk import new_file as new_path
+    from nas.core.names import is_name
+    from nas.data.infer import infer_schema, quoted, read_sample
+    from nas.data.schema_file import load_schema_file
+
+    given = Path(args.source).expanduser()
+    if given.is_dir():
+        files = sorted(p for p in given.rglob("*") if p.is_file() and p.name[0] not in "._")
+        kinds = {_data_suffix(p) for p in files} - {None}
+        if len(kinds) != 1:
+            raise ConfigError("SOURCE", f"{args.source} holds no files of one format "
+                              f"({', '.join(sorted(map(str, kinds))) or 'none'})")  # fmt: skip
+        pattern = str(given.absolute() / "**" / f"*{files[0].name[len(files[0].stem) :]}")
+        files = [p for p in files if _data_suffix(p) in kinds]
+    else:
+        pattern = str(given.absolute())
+        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    if not files:
+        raise ConfigError("SOURCE", f"{args.source} matches no file")
+    suffix = _data_suffix(files[0])
+    if suffix is None:
+        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .csv, .tsv or .jsonl files")
+    fmt = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}[suffix]
+    delimiter = "\t" if suffix == ".tsv" else ","
+    table = read_sample(files, fmt, delimiter)
+    name = args.name or args.out.stem
+    if not is_name(name):
+        raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
+    path = os.path.relpath(pattern, args.out.absolute().parent)
+    source = f"format: {fmt}, path: {quoted(path)}"
+    if suffix == ".tsv":
+        source += ', delimiter: "\\t"'
+    labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
+    draft = infer_schema(table, name, source, labels)
+    with new_path(args.out) as tmp:
+        tmp.write_text(draft.text)
+        load_schema_file(tmp)  # a draft that does not load is a bug here, not the user's
+    if args.json:
+        keys = ("column", "type", "as", "why")
+        emit_json(
+            {
+                "out": str(args.out),
+                "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
+            }
+        )
+        return
+    title = f"{args.out}: from the first {len(table):,} rows of {files[0]}"
+    table_out = Table(title=title, title_justify="left")
+    for column in ("column", "type", "taken as", "why"):
+        table_out.add_column(column)
+    for row in draft.reasons:
+        table_out.add_row(*row)
+    out.print(table_out)
+    out.print(
+        f"read it, then: nas data prepare {args.out} (docs/models-and-data.md)", highlight=False
+    )
+
+
+DATA_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl")
+
+
+def _data_suffix(path: Path) -> str | None:
+    """A data file's format suffix, under a compression suffix (.gz, .bz2, .zst)."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".bz2", ".zst"):
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes and suffixes[-1] in DATA_SUFFIXES else None
 
 
 def cmd_data_list(args: argparse.Namespace) -> None:

@@ -1,0 +1,265 @@
+"""A first schema file for a team's own logs, read from a sample of their rows: which
+columns are labels, keys and features, and of what kind (``nas data schema``).
+
+    draft = infer_schema(files, fmt, name, labels)   # Draft: the schema's YAML and why
+    draft.text                                         # checked by load_schema_file
+
+A column's kind comes from its Arrow type and its sampled values:
+
+    0/1 values, named as a label is (click, label, ...) or in --labels    label
+    a timestamp, a date, or whole seconds named as a time (ts, time, ...) keys.timestamp
+    named as a user's id (user_id, uid, ...)                              keys.user + categorical
+    named as a request's id (request_id, ...)                             keys.request
+    text, booleans, integers of few values                                categorical (hashed
+                                                                          where most are distinct)
+    other numbers                                                         dense (log1p if >= 0)
+    lists of ids                                                          multi_hot, or a history
+                                                                          (sequence) of an item
+                                                                          column's ids
+    lists of {item, action, time} structs                                 a history of events
+
+It is a draft to read: every choice is said with its reason (``Draft.reasons``), and
+``nas data prepare`` checks the rest on every row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nas.core.errors import ConfigError
+from nas.core.names import is_name
+from nas.data.raw import EVENT_KEYS
+
+SAMPLE_ROWS = 100_000
+LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
+               "conversion", "converted", "purchase", "purchased")  # fmt: skip
+TIME_NAME = re.compile(r"(^|_)(ts|time|timestamp|datetime|date|event_time)($|_)", re.I)
+USER_NAME = re.compile(r"^(user|user_id|userid|uid|member_id|customer_id|visitor_id)$", re.I)
+REQUEST_NAME = re.compile(r"^(request|request_id|req_id|impression_id|query_id|session_id)$", re.I)
+ITEM_NAME = re.compile(r"(^|_)(item|item_id|itemid|product|product_id|movie|movie_id|ad_id)$", re.I)
+HISTORY_NAME = re.compile(r"(hist|history|seq|sequence|recent|past)", re.I)
+ID_NAME = re.compile(r"(id|_key|_code)$", re.I)  # integers that name things, not amounts
+UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
+FEW_VALUES = 25  # integers with at most this many values: categories (hours, codes)
+SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hold one
+HASH_SIZE = 1 << 20
+
+
+@dataclass
+class Draft:
+    """A schema file's text and, per column, what it was taken for and why."""
+
+    text: str
+    reasons: list[tuple[str, str, str, str]] = field(default_factory=list)  # column, type, as, why
+
+
+def read_sample(
+    files: list[Path], fmt: str, delimiter: str = ",", rows: int = SAMPLE_ROWS
+) -> pa.Table:
+    """The first ``rows`` rows of the first file (at most its first 8 MiB of text), as
+    Arrow reads them."""
+    path = files[0]
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            batches = pq.ParquetFile(path).iter_batches(batch_size=rows)
+            return pa.Table.from_batches([next(batches)])
+        if fmt == "csv":
+            import pyarrow.csv as pacsv
+
+            reader = pacsv.open_csv(
+                path,
+                read_options=pacsv.ReadOptions(block_size=8 << 20),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter),
+            )
+            return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+        import pyarrow.json as pajson
+
+        reader = pajson.open_json(path, read_options=pajson.ReadOptions(block_size=8 << 20))
+        return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+    except (pa.ArrowException, OSError, StopIteration) as err:
+        reason = " ".join(str(err).split())[:200] or "it has no rows"
+        raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
+
+
+def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | None = None) -> Draft:
+    """A schema file for rows like ``table``'s; ``source``: the schema's source mapping's
+    inside (``format: csv, path: ...``); ``labels``: the label columns, else those 0/1
+    columns named as labels are."""
+    draft = Draft("")
+    columns = {c: table.column(c).combine_chunks() for c in table.column_names}
+    for column in columns:
+        if not is_name(column):
+            draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
+    columns = {c: a for c, a in columns.items() if is_name(c)}
+    binary = [c for c, a in columns.items() if _binary(a)]
+    if labels:
+        for label in labels:
+            if label not in columns:
+                raise ConfigError("--labels", f"{label!r} is not a column; its columns: "
+                                  f"{', '.join(columns)}")  # fmt: skip
+            if label not in binary:
+                raise ConfigError("--labels", f"{label!r} holds values other than 0 and 1")
+    else:
+        labels = [c for c in binary if c.lower() in LABEL_NAMES]
+        if not labels:
+            found = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
+            raise ConfigError("--labels", f"name the label column(s) ({found})")
+    for label in labels:
+        draft.reasons.append((label, str(columns[label].type), "label", "0/1 values"))
+    keys: dict[str, str] = {}
+    times = [c for c, a in columns.items() if c not in labels and _time(c, a)]
+    if times:
+        keys["timestamp"] = times[0]
+        draft.reasons.append((times[0], str(columns[times[0]].type), "keys.timestamp",
+                              "a time: the split is by time"))  # fmt: skip
+    for key, pattern in (("user", USER_NAME), ("request", REQUEST_NAME)):
+        found = [c for c in columns if c not in labels and pattern.match(c)]
+        if found:
+            keys[key] = found[0]
+    items = next((c for c in columns if ITEM_NAME.search(c) and _is_text_or_integer(columns[c])),
+                 None)  # fmt: skip
+    features: list[str] = []
+    for column, array in columns.items():
+        if column in labels or column == keys.get("timestamp"):
+            continue
+        if column == keys.get("request"):
+            draft.reasons.append((column, str(array.type), "keys.request", "a request's id"))
+            continue
+        line, kind, why = _feature(column, array, len(table), items, keys)
+        if column == keys.get("user"):
+            why = f"a user's id (keys.user); {why}"
+        draft.reasons.append((column, str(array.type), kind, why))
+        if line:
+            features.append(line)
+    split = (
+        "{method: time, valid: 0.1, test: 0.1}"
+        if "timestamp" in keys
+        else "{method: hash, valid: 0.1, test: 0.1}"
+        if "user" in keys
+        else "{method: random, valid: 0.1, test: 0.1}"
+    )
+    lines = [
+        f"# A draft from {len(table):,} rows of its source (nas data schema): read it, then",
+        "# nas data prepare THIS_FILE (docs/models-and-data.md, 'Your own data').",
+        f"name: {name}",
+        f"source: {{{source}}}",
+        f"labels: [{', '.join(labels)}]",
+        f"keys: {{{', '.join(f'{k}: {v}' for k, v in keys.items())}}}",
+        f"split: {split}",
+        "features:",
+        *(f"  - {line}" for line in features),
+    ]
+    if not features:
+        raise ConfigError("SOURCE", "no column but the labels and keys could be a feature")
+    draft.text = "\n".join(lines) + "\n"
+    return draft
+
+
+def _feature(
+    column: str, array: pa.Array, rows: int, items: str | None, keys: dict[str, str]
+) -> tuple[str | None, str, str]:
+    """A column's feature line (None: left out), its kind and why."""
+    kind = array.type
+    side = ", side: request" if column == keys.get("user") else ""
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _lists(column, array, items)
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        texts = pc.drop_null(array)
+        starts = pc.utf8_slice_codeunits(texts, 0, 2)
+        if len(texts) and pc.mean(pc.is_in(starts, pa.array(["[[", "[{"]))).as_py() > 0.5:
+            if items:  # JSON text of [item, action, time] triples or objects (a CSV's cell)
+                return (f"{{name: {column}, type: sequence, vocab_of: {items}}}", "sequence",
+                        f"JSON text of events of {items}'s ids")  # fmt: skip
+            return None, "left out", "JSON text of lists, and no item column to read them by"
+        for sep in SEPARATORS:
+            if len(texts) and pc.mean(pc.match_substring(texts, sep)).as_py() >= 0.1:
+                lists = pc.split_pattern(texts, sep)
+                return _lists(column, lists, items, sep)
+    if pa.types.is_struct(kind) or pa.types.is_map(kind) or pa.types.is_null(kind):
+        return None, "left out", f"of type {kind}"
+    if pa.types.is_dictionary(kind):
+        array = array.dictionary_decode()
+        kind = array.type
+    distinct = pc.count_distinct(array).as_py()
+    if distinct <= 1:
+        return None, "left out", "one value in the sample: nothing to learn from"
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    named = distinct <= FEW_VALUES or ID_NAME.search(column) or column in keys.values()
+    if numeric and not (pa.types.is_integer(kind) and named):
+        x = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+        low = np.nanmin(x) if np.isfinite(x).any() else 0.0
+        transform = "log1p" if low >= 0 else "standardize"
+        why = "numbers >= 0 (log1p)" if low >= 0 else "numbers of both signs (standardize)"
+        return f"{{name: {column}, type: dense, transform: {transform}}}", "dense", why
+    if not (numeric or _is_text_or_integer(array) or pa.types.is_boolean(kind)):
+        return None, "left out", f"of type {kind}"
+    if distinct > 0.5 * rows and rows >= 1000:
+        return (f"{{name: {column}, type: categorical, hash: {HASH_SIZE}{side}}}", "categorical",
+                f"{distinct:,} values in {rows:,} rows: hashed")  # fmt: skip
+    return (f"{{name: {column}, type: categorical, min_freq: 2{side}}}", "categorical",
+            f"{distinct:,} values; those seen once in train are one unknown id")  # fmt: skip
+
+
+def _lists(
+    column: str, array: pa.Array, items: str | None, sep: str | None = None
+) -> tuple[str | None, str, str]:
+    """A list column's (or text's split at ``sep``) feature line, kind and why."""
+    values = pc.list_flatten(array)
+    if pa.types.is_struct(values.type):
+        fields = {f.name for f in values.type}
+        if set(EVENT_KEYS) <= fields and items:
+            return (f"{{name: {column}, type: sequence, vocab_of: {items}}}", "sequence",
+                    f"events ({', '.join(EVENT_KEYS)}) of {items}'s ids")  # fmt: skip
+        return None, "left out", "a list of structs without item, action and time"
+    if not _is_text_or_integer(values):
+        return None, "left out", f"a list of {values.type}, not of ids"
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+    width = max(1, int(np.percentile(lengths, 99))) if len(lengths) else 1
+    split, sep = (f" split at {sep!r}", f', sep: "{sep}"') if sep else ("", "")
+    if items and HISTORY_NAME.search(column):
+        return (f"{{name: {column}, type: sequence, vocab_of: {items}, max_len: {width}{sep}}}",
+                "sequence", f"a list{split} of {items}'s ids, named as a history")  # fmt: skip
+    return (f"{{name: {column}, type: multi_hot, max_len: {width}{sep}}}", "multi_hot",
+            f"a list{split} of ids, {width} kept (the 99th percentile)")  # fmt: skip
+
+
+def _binary(array: pa.Array) -> bool:
+    kind = array.type
+    if pa.types.is_boolean(kind):
+        return True
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)) or array.null_count:
+        return False
+    return set(pc.unique(array).to_pylist()) == {0, 1}
+
+
+def _time(column: str, array: pa.Array) -> bool:
+    kind = array.type
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        return True
+    if not TIME_NAME.search(column) or array.null_count:
+        return False
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        low, high = pc.min_max(array).values()
+        return UNIX_SECONDS[0] <= low.as_py() and high.as_py() < UNIX_SECONDS[1]
+    return False
+
+
+def _is_text_or_integer(array: pa.Array) -> bool:
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)
+
+
+def quoted(text: str) -> str:
+    """Text as a YAML flow scalar: as it is where plain, else in double quotes."""
+    return text if re.fullmatch(r"[A-Za-z0-9_./*-]+", text) else json.dumps(text)

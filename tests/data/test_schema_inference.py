@@ -1,0 +1,91 @@
+"""`nas data schema`: a first schema file from a sample of a team's own rows, each column's
+kind said with its reason; the file it writes prepares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from nas.cli import main
+from nas.data import prepare_dataset
+from tests.data.test_schema_file import events_logs, logs, write_source
+
+
+def drafted(tmp_path: Path, frame, fmt: str, *flags: str) -> dict:
+    write_source(tmp_path / "data", frame, fmt)
+    out = tmp_path / "drafts" / "team_logs.yaml"
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out), *flags]) in (0, None)
+    return yaml.safe_load(out.read_text())
+
+
+def kinds(schema: dict) -> dict[str, dict]:
+    return {f["name"]: f for f in schema["features"]}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_a_draft_of_each_format_names_labels_keys_and_features_and_prepares(
+    tmp_path: Path, fmt: str
+) -> None:
+    frame = logs(2000)
+    frame["device"] = [f"d{i}" for i in range(len(frame))]  # most values distinct: hashed
+    schema = drafted(tmp_path, frame, fmt)
+    assert schema["name"] == "team_logs" and schema["labels"] == ["click", "like"]
+    assert schema["keys"] == {"timestamp": "ts", "user": "user_id"}
+    assert schema["split"]["method"] == "time"
+    fields = kinds(schema)
+    assert {n: f["type"] for n, f in fields.items()} == {
+        "user_id": "categorical", "site": "categorical", "item_id": "categorical",
+        "count": "dense", "price": "dense", "genres": "multi_hot", "hist": "sequence",
+        "device": "categorical",
+    }  # fmt: skip
+    assert fields["device"]["hash"] > 0 and fields["user_id"]["side"] == "request"
+    assert fields["hist"]["vocab_of"] == "item_id"
+    assert fields["genres"]["max_len"] == 3  # the lists hold up to 3
+    if fmt == "csv":
+        assert fields["genres"]["sep"] == "|" and schema["source"]["delimiter"] == "\t"
+    dataset, _ = prepare_dataset(str(tmp_path / "drafts" / "team_logs.yaml"), tmp_path / "cache")
+    assert dataset.schema.history is not None
+    assert np.asarray(dataset.label_array()).shape == (len(frame), 2)
+
+
+def test_a_history_of_events_is_a_sequence_of_the_item_column(tmp_path: Path, capsys) -> None:
+    write_source(tmp_path / "data", events_logs(), "parquet")
+    out = tmp_path / "events.yaml"
+    argv = ["data", "schema", str(tmp_path / "data" / "*.parquet"), "--out", str(out), "--json"]
+    assert main(argv) in (0, None)
+    said = json.loads(capsys.readouterr().out)
+    assert said["out"] == str(out)
+    hist = next(c for c in said["columns"] if c["column"] == "hist")
+    assert hist["as"] == "sequence" and "events" in hist["why"]
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.raw_form().columns["hist"]["type"] == "events"
+
+
+def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Path, capsys):
+    frame = logs(300).rename(columns={"click": "clk", "like": "fav"})
+    write_source(tmp_path / "data", frame, "parquet")
+    out = tmp_path / "x.yaml"
+    source = str(tmp_path / "data")
+    for flags, words in [
+        ([], "name the label column(s) (0/1 columns: clk, fav)"),
+        (["--labels", "nope"], "'nope' is not a column"),
+        (["--labels", "price"], "'price' holds values other than 0 and 1"),
+        (["--name", "a b"], "is not a dataset name"),
+    ]:
+        assert main(["data", "schema", source, "--out", str(out), *flags]) == 2
+        assert words in " ".join(capsys.readouterr().err.split())
+        assert not out.exists()
+    assert main(["data", "schema", source, "--out", str(out), "--labels", "clk,fav"]) in (0, None)
+    assert yaml.safe_load(out.read_text())["labels"] == ["clk", "fav"]
+    capsys.readouterr()
+    assert (
+        main(
+            ["data", "schema", str(tmp_path / "none" / "*.csv"), "--out", str(tmp_path / "y.yaml")]
+        )
+        == 2
+    )
+    assert "matches no file" in capsys.readouterr().err
