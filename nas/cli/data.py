@@ -62,8 +62,9 @@ def add_commands(commands) -> None:
     schema.add_argument("--name", help="the dataset's name (default: the file's name)")
     schema.add_argument(
         "--labels",
-        help="the 0/1 label column(s), joined by commas (default: those named as "
-        "labels are: click, label, like, conversion, ...)",
+        help="the labels, joined by commas: a 0/1 column (click), or NAME=COLUMN>=NUMBER "
+        "(like=rating>=4) (default: the 0/1 columns named as labels are: click, label, like, "
+        "conversion, ...)",
     )
     schema.add_argument("--json", action="store_true", help="one JSON object: the file and why")
     schema.set_defaults(run=cmd_data_schema)

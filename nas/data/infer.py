@@ -24,7 +24,9 @@ It is a draft to read: every choice is said with its reason (``Draft.reasons``),
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, shown
 from nas.core.names import is_name
 from nas.data.raw import EVENT_KEYS
 
@@ -83,11 +85,25 @@ def read_sample(
             return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
         import pyarrow.json as pajson
 
-        reader = pajson.open_json(path, read_options=pajson.ReadOptions(block_size=8 << 20))
-        return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+        try:
+            options = pajson.ReadOptions(block_size=8 << 20)
+            reader = pajson.open_json(path, read_options=options)
+            return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+        except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
+            return _json_sample(path, rows)
     except (pa.ArrowException, OSError, StopIteration) as err:
         reason = " ".join(str(err).split())[:200] or "it has no rows"
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
+
+
+def _json_sample(path: Path, rows: int) -> pa.Table:
+    """The first ``rows`` objects of a JSON lines file read by Python's json, a column whose
+    values mix types as their text (``ingest.json_batch``)."""
+    from nas.data.ingest import json_batch, json_objects
+
+    objects = list(itertools.islice(json_objects(path), rows))
+    columns = list(dict.fromkeys(name for found in objects for name in found))
+    return pa.Table.from_batches([json_batch(objects, columns)])
 
 
 def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | None = None) -> Draft:
@@ -101,20 +117,17 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
             draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
     columns = {c: a for c, a in columns.items() if is_name(c)}
     binary = [c for c, a in columns.items() if _binary(a)]
-    if labels:
-        for label in labels:
-            if label not in columns:
-                raise ConfigError("--labels", f"{label!r} is not a column; its columns: "
-                                  f"{', '.join(columns)}")  # fmt: skip
-            if label not in binary:
-                raise ConfigError("--labels", f"{label!r} holds values other than 0 and 1")
-    else:
-        labels = [c for c in binary if c.lower() in LABEL_NAMES]
-        if not labels:
-            found = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
-            raise ConfigError("--labels", f"name the label column(s) ({found})")
-    for label in labels:
-        draft.reasons.append((label, str(columns[label].type), "label", "0/1 values"))
+    chosen = _labels(labels, columns, binary)
+    labels = [column for _, column, _ in chosen]
+    entries = []
+    for label, column, at_least in chosen:
+        kind = str(columns[column].type)
+        if at_least is None:
+            entries.append(column)
+            draft.reasons.append((column, kind, "label", "0/1 values"))
+        else:
+            entries.append(f"{{name: {label}, column: {column}, at_least: {at_least:g}}}")
+            draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
     keys: dict[str, str] = {}
     times = [c for c, a in columns.items() if c not in labels and _time(c, a)]
     if times:
@@ -152,7 +165,7 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
         "# nas data prepare THIS_FILE (docs/models-and-data.md, 'Your own data').",
         f"name: {name}",
         f"source: {{{source}}}",
-        f"labels: [{', '.join(labels)}]",
+        f"labels: [{', '.join(entries)}]",
         f"keys: {{{', '.join(f'{k}: {v}' for k, v in keys.items())}}}",
         f"split: {split}",
         "features:",
@@ -230,6 +243,56 @@ def _lists(
                 "sequence", f"a list{split} of {items}'s ids, named as a history")  # fmt: skip
     return (f"{{name: {column}, type: multi_hot, max_len: {width}{sep}}}", "multi_hot",
             f"a list{split} of ids, {width} kept (the 99th percentile)")  # fmt: skip
+
+
+LABEL_FLAG = re.compile(r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:>=(?P<at_least>.+))?")
+
+
+def _labels(
+    given: list[str] | None, columns: dict[str, pa.Array], binary: list[str]
+) -> list[tuple[str, str, float | None]]:
+    """Each label's name, column and threshold (None: a 0/1 column): as ``--labels`` gives
+    them (``click``, ``like=rating>=4``), else the 0/1 columns named as labels are."""
+    if not given:
+        found = [(c, c, None) for c in binary if c.lower() in LABEL_NAMES]
+        if not found:
+            have = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
+            raise ConfigError(
+                "--labels", f"name the label column(s) ({have}; a label from a number: "
+                "--labels like=rating>=4)"
+            )  # fmt: skip
+        return found
+    out = []
+    for text in given:
+        match = LABEL_FLAG.fullmatch(text)
+        name, column = (match["name"] or match["column"], match["column"]) if match else ("", "")
+        if not match or not is_name(name):
+            raise ConfigError("--labels", f"{shown(text)} is not COLUMN or NAME=COLUMN>=NUMBER")
+        if column not in columns:
+            raise ConfigError(
+                "--labels", f"{column!r} is not a column; its columns: {', '.join(columns)}"
+            )
+        if match["at_least"] is None:
+            if column not in binary:
+                raise ConfigError(
+                    "--labels", f"{column!r} holds values other than 0 and 1 (a threshold: "
+                    f"--labels NAME={column}>=NUMBER)"
+                )  # fmt: skip
+            out.append((column, column, None))
+            continue
+        try:
+            at_least = float(match["at_least"])
+        except ValueError:
+            at_least = math.nan
+        kind = columns[column].type
+        if not math.isfinite(at_least) or not (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind)
+        ):
+            raise ConfigError(
+                "--labels", f"{shown(text)}: a threshold is a number on a numeric column"
+            )
+        out.append((name, column, at_least))
+    return out
 
 
 def _binary(array: pa.Array) -> bool:

@@ -237,7 +237,7 @@ def _mixed_json_types(err: Exception) -> bool:
     return "changed from" in str(err)
 
 
-def _json_objects(path: Path) -> Iterator[dict]:
+def json_objects(path: Path) -> Iterator[dict]:
     """The object on each non-empty line of a JSON-lines file (compressed as its name says,
     as Arrow's reader reads it)."""
     with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
@@ -256,7 +256,7 @@ def _json_objects(path: Path) -> Iterator[dict]:
 def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
     """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen."""
     keys: dict[str, None] = {}
-    for i, found in enumerate(_json_objects(path)):
+    for i, found in enumerate(json_objects(path)):
         keys.update(dict.fromkeys(found))
         if i + 1 == rows:
             break
@@ -270,7 +270,7 @@ def _json_by_line(
     Arrow's types would be: a list or an object in a column other than ``lists``, a
     number with a fraction or a boolean in a list."""
     chunk: list[dict] = []
-    for row, found in enumerate(_json_objects(path)):
+    for row, found in enumerate(json_objects(path)):
         if row < skip:
             continue
         for column in columns:
@@ -288,13 +288,13 @@ def _json_by_line(
             raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
-            yield _json_batch(chunk, columns)
+            yield json_batch(chunk, columns)
             chunk = []
     if chunk:
-        yield _json_batch(chunk, columns)
+        yield json_batch(chunk, columns)
 
 
-def _json_batch(objects: list[dict], columns: list[str]) -> pa.RecordBatch:
+def json_batch(objects: list[dict], columns: list[str]) -> pa.RecordBatch:
     arrays = [_json_array([found.get(column) for found in objects]) for column in columns]
     return pa.RecordBatch.from_arrays(arrays, names=columns)
 

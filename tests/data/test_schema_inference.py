@@ -69,23 +69,32 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
     frame = logs(300).rename(columns={"click": "clk", "like": "fav"})
     write_source(tmp_path / "data", frame, "parquet")
     out = tmp_path / "x.yaml"
-    source = str(tmp_path / "data")
+
+    def schema(*flags: str, source: Path = tmp_path / "data") -> int | None:
+        return main(["data", "schema", str(source), "--out", str(out), *flags])
+
     for flags, words in [
-        ([], "name the label column(s) (0/1 columns: clk, fav)"),
+        ([], "name the label column(s) (0/1 columns: clk, fav; a label from a number:"),
         (["--labels", "nope"], "'nope' is not a column"),
         (["--labels", "price"], "'price' holds values other than 0 and 1"),
         (["--name", "a b"], "is not a dataset name"),
+        (["--labels", "x=site>=1"], "a threshold is a number on a numeric column"),
+        (["--labels", "x=price>=soon"], "a threshold is a number on a numeric column"),
+        (["--labels", "a=b=c"], "is not COLUMN or NAME=COLUMN>=NUMBER"),
     ]:
-        assert main(["data", "schema", source, "--out", str(out), *flags]) == 2
+        assert schema(*flags) == 2
         assert words in " ".join(capsys.readouterr().err.split())
         assert not out.exists()
-    assert main(["data", "schema", source, "--out", str(out), "--labels", "clk,fav"]) in (0, None)
-    assert yaml.safe_load(out.read_text())["labels"] == ["clk", "fav"]
-    capsys.readouterr()
-    assert (
-        main(
-            ["data", "schema", str(tmp_path / "none" / "*.csv"), "--out", str(tmp_path / "y.yaml")]
-        )
-        == 2
-    )
+    assert schema(source=tmp_path / "none" / "*.csv") == 2
     assert "matches no file" in capsys.readouterr().err
+    assert schema("--labels", "clk,fav") in (0, None)
+    assert yaml.safe_load(out.read_text())["labels"] == ["clk", "fav"]
+    out.unlink()
+    assert schema("--labels", "fav,dear=price>=10") in (0, None)  # 1 where price >= 10
+    drafted_ = yaml.safe_load(out.read_text())
+    assert drafted_["labels"] == ["fav", {"name": "dear", "column": "price", "at_least": 10}]
+    assert "price" not in kinds(drafted_)
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.label_names == ("fav", "dear")
+    expected = (frame["price"] >= 10).mean()
+    assert np.asarray(dataset.label_array())[:, 1].mean() == pytest.approx(expected)
