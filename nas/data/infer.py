@@ -1,8 +1,8 @@
 """A first schema file for a team's own logs, read from a sample of their rows: which
 columns are labels, keys and features, and of what kind (``nas data schema``).
 
-    draft = infer_schema(files, fmt, name, labels)   # Draft: the schema's YAML and why
-    draft.text                                         # checked by load_schema_file
+    table = read_sample(files, fmt, delimiter)        # the first file's first rows
+    draft = infer_schema(table, name, source, labels)   # Draft: the schema's YAML and why
 
 A column's kind comes from its Arrow type and its sampled values:
 
@@ -16,7 +16,7 @@ A column's kind comes from its Arrow type and its sampled values:
     lists of ids                                                          multi_hot, or a history
                                                                           (sequence) of an item
                                                                           column's ids
-    lists of {item, action, time} structs                                 a history of events
+    lists of {item, action, time} structs, or their JSON text             a history of events
 
 It is a draft to read: every choice is said with its reason (``Draft.reasons``), and
 ``nas data prepare`` checks the rest on every row.
@@ -47,7 +47,8 @@ USER_NAME = re.compile(r"^(user|user_id|userid|uid|member_id|customer_id|visitor
 REQUEST_NAME = re.compile(r"^(request|request_id|req_id|impression_id|query_id|session_id)$", re.I)
 ITEM_NAME = re.compile(r"(^|_)(item|item_id|itemid|product|product_id|movie|movie_id|ad_id)$", re.I)
 HISTORY_NAME = re.compile(r"(hist|history|seq|sequence|recent|past)", re.I)
-ID_NAME = re.compile(r"(id|_key|_code)$", re.I)  # integers that name things, not amounts
+# integers that name things, not amounts: user_id, itemId, zip_code (not "paid")
+ID_NAME = re.compile(r"((^|_)(id|ID|Id|key|code)|[a-z0-9](Id|ID))$")
 UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
 FEW_VALUES = 25  # integers with at most this many values: categories (hours, codes)
 SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hold one
