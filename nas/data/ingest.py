@@ -185,7 +185,12 @@ class Rows:
             if not _mixed_json_types(err):
                 raise
         lists = {c for c in columns if self._kinds[c] == "list"}
-        yield from _json_by_line(path, columns, lists, skip=done)
+        events = {  # history columns: their events made into structs at once
+            c: event_names(f)
+            for c in lists
+            if (f := self.schema.reading(c)).type == "sequence" and f.sep is None
+        }
+        yield from _json_by_line(path, columns, lists, events, skip=done)
 
     def _open_csv(self, path: Path, columns: list[str] | None):
         import pyarrow.csv as pacsv
@@ -264,11 +269,12 @@ def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
 
 
 def _json_by_line(
-    path: Path, columns: list[str], lists: set[str], skip: int
+    path: Path, columns: list[str], lists: set[str], events: dict[str, tuple], skip: int
 ) -> Iterator[pa.RecordBatch]:
-    """The rows after the first ``skip`` as record batches, read by Python's json. Refused as
-    Arrow's types would be: a list or an object in a column other than ``lists``, a
-    number with a fraction or a boolean in a list."""
+    """The rows after the first ``skip`` as record batches, read by Python's json (``events``:
+    history columns, by their events' field names). Refused as Arrow's types would be: a
+    list or an object in a column other than ``lists``, a number with a fraction or a
+    boolean in a list."""
     chunk: list[dict] = []
     for row, found in enumerate(json_objects(path)):
         if row < skip:
@@ -288,14 +294,23 @@ def _json_by_line(
             raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
-            yield json_batch(chunk, columns)
+            yield json_batch(chunk, columns, events)
             chunk = []
     if chunk:
-        yield json_batch(chunk, columns)
+        yield json_batch(chunk, columns, events)
 
 
-def json_batch(objects: list[dict], columns: list[str]) -> pa.RecordBatch:
-    arrays = [_json_array([found.get(column) for found in objects]) for column in columns]
+def json_batch(
+    objects: list[dict], columns: list[str], events: dict[str, tuple] | None = None
+) -> pa.RecordBatch:
+    """Objects as a record batch of ``columns``; a history column of ``events`` as structs
+    where ``events_array`` reads it (else, as any column, ``_json_array``)."""
+    arrays = []
+    for column in columns:
+        values = [found.get(column) for found in objects]
+        names = (events or {}).get(column)
+        array = events_array(values, names) if names else None
+        arrays.append(_json_array(values) if array is None else array)
     return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
