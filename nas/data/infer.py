@@ -7,7 +7,8 @@ columns are labels, keys and features, and of what kind (``nas data schema``).
 A column's kind comes from its Arrow type and its sampled values:
 
     0/1 values, named as a label is (click, label, ...) or in --labels    label
-    a timestamp, a date, or whole seconds named as a time (ts, time, ...) keys.timestamp
+    a timestamp, a date, or whole seconds named as a time (ts, time, ...) keys.timestamp (and
+                                                                          its hour and weekday)
     named as a user's id (user_id, uid, ...)                              keys.user + categorical
     named as a request's id (request_id, ...)                             keys.request
     text, booleans, integers of few values                                categorical (hashed
@@ -154,6 +155,13 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
         draft.reasons.append((column, str(array.type), kind, why))
         if line:
             features.append(line)
+    if "timestamp" in keys:  # the hour and weekday of each row's time, as MovieLens's
+        time = keys["timestamp"]
+        for part in ("hour", "weekday"):
+            field = part if part not in columns else f"{time}_{part}"
+            features.append(f"{{name: {field}, type: categorical, from: {time}, derive: {part}}}")
+            why = f"the {part} (UTC) of each row's {time}, as a category"
+            draft.reasons.append((field, "", "categorical", why))
     split = (
         "{method: time, valid: 0.1, test: 0.1}"
         if "timestamp" in keys

@@ -40,8 +40,9 @@ def test_a_draft_of_each_format_names_labels_keys_and_features_and_prepares(
     assert {n: f["type"] for n, f in fields.items()} == {
         "user_id": "categorical", "site": "categorical", "item_id": "categorical",
         "count": "dense", "price": "dense", "genres": "multi_hot", "hist": "sequence",
-        "device": "categorical",
+        "device": "categorical", "hour": "categorical", "weekday": "categorical",
     }  # fmt: skip
+    assert fields["hour"] == {"name": "hour", "type": "categorical", "from": "ts", "derive": "hour"}
     assert fields["device"]["hash"] > 0 and fields["user_id"]["side"] == "request"
     assert fields["hist"]["vocab_of"] == "item_id"
     assert fields["genres"]["max_len"] == 3  # the lists hold up to 3
