@@ -84,7 +84,7 @@ def add_commands(commands) -> None:
         help="a dataset's splits as one Parquet file, as recnas's models read them: for "
         "another library or your own model to train and test on the same rows",
     )
-    _dataset_and_out(export, ".parquet", "the file to write")
+    _dataset_and_out(export, (".parquet",), "the file to write")
     export.add_argument(
         "--split",
         type=split_names,
@@ -97,7 +97,7 @@ def add_commands(commands) -> None:
         help="a split's rows in the raw form a registered model scores, with their labels: "
         "rows to try nas predict and nas models compare on",
     )
-    _dataset_and_out(rows, ".jsonl", "the JSON lines file to write")
+    _dataset_and_out(rows, (".jsonl", ".parquet"), "the JSON lines or Parquet file to write")
     rows.add_argument(
         "--split", choices=("train", "valid", "test"), default="test", help="(default test)"
     )
@@ -108,14 +108,14 @@ def add_commands(commands) -> None:
     rows.set_defaults(run=cmd_data_rows)
 
 
-def _dataset_and_out(parser, suffix: str, what: str) -> None:
+def _dataset_and_out(parser, suffixes: tuple[str, ...], what: str) -> None:
     """A command's dataset (its name or schema file) and the new file it writes."""
     parser.add_argument("name", help="a dataset's name, or its schema file (FILE.yaml)")
     parser.add_argument(
         "--out",
         required=True,
-        type=new_file(suffix),
-        metavar=f"FILE{suffix}",
+        type=new_file(*suffixes),
+        metavar=f"FILE{suffixes[0]}",
         help=f"{what} (a new one; its folder is made if need be)",
     )
 

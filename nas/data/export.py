@@ -21,14 +21,15 @@ Written ``EXPORT_ROWS`` rows at a time (a dataset larger than RAM is read throug
 the pages read released after each batch) to a temporary file that takes the asked name only
 when complete.
 
-``export_raw_rows`` writes a split the other way round: as JSON lines in the raw form a
-registered model scores (``RawForm.decode``: the columns a serving system sends), each row
-with its labels' columns as prepare read them, for ``nas predict`` and ``nas models
-compare`` to be tried on, and to give back the test NE a retrain measured.
+``export_raw_rows`` writes a split the other way round: as JSON lines or Parquet in the raw
+form a registered model scores (``RawForm.decode``: the columns a serving system sends),
+each row with its labels' columns as prepare read them, for ``nas predict`` and ``nas
+models compare`` to be tried on, and to give back the test NE a retrain measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ import pyarrow.parquet as pq
 from nas.core.disk import new_file
 from nas.core.errors import ConfigError
 from nas.data.prepared import SPLITS, PreparedDataset
+from nas.data.raw import EVENT_KEYS, RawForm
 
 EXPORT_ROWS = 1 << 18  # rows a batch (a row group): about 0.4 GB with a 32-event history
 RAW_ROWS = 1 << 14  # raw rows decoded at a time: Python objects, a few hundred MB at most
@@ -125,8 +127,9 @@ def export_raw_rows(
     count: int | None = None,
     progress: Progress | None = None,
 ) -> Exported:
-    """The first ``count`` rows of ``split`` (all: None) as JSON lines in the raw form, each
-    with its labels' columns: a label read as 0 or 1 as such, one read by a threshold
+    """The first ``count`` rows of ``split`` (all: None) in the raw form, as JSON lines or
+    (``path`` NAME.parquet) Parquet (``raw_rows_schema``: a history of events as structs),
+    each with its labels' columns: a label read as 0 or 1 as such, one read by a threshold
     (MovieLens's ``rating >= 4``) at the threshold when positive and one below it when not
     (the source's value is not kept). A hashed field's column holds a value seen with its
     id, or is written empty in a dataset prepared before they were kept (``hashed_columns``)."""
@@ -140,7 +143,13 @@ def export_raw_rows(
     order = dataset.split_rows(split)
     total = len(order) if count is None else min(count, len(order))
     labels = dataset.label_array()
-    with new_file(path) as tmp, open(tmp, "w") as file:
+    form = dataset.raw_form()
+    schema = raw_rows_schema(form, recipes) if path.suffix.lower() == ".parquet" else None
+    with new_file(path) as tmp, contextlib.ExitStack() as stack:
+        if schema is None:
+            file = stack.enter_context(open(tmp, "w"))
+        else:
+            file = stack.enter_context(pq.ParquetWriter(tmp, schema))
         for start in range(0, total, RAW_ROWS):
             rows = dataset.raw_rows(split, min(RAW_ROWS, total - start), start)
             values = np.asarray(labels[order[start : start + len(rows)]])
@@ -148,12 +157,50 @@ def export_raw_rows(
             for row, value in zip(rows, values, strict=True):
                 for recipe, label in zip(recipes, value, strict=True):
                     row[recipe["column"]] = _label_value(recipe, bool(label))
-                file.write(json.dumps(row, default=str) + "\n")
+            if schema is None:
+                file.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+            else:
+                file.write_table(_raw_table(form, rows, schema))
             dataset.release()
             if progress is not None:
                 progress(len(rows))
-    columns = [*dataset.raw_form().columns, *(r["column"] for r in recipes)]
+    columns = [*form.columns, *(r["column"] for r in recipes)]
     return Exported(path, {split: total}, columns, path.stat().st_size)
+
+
+def raw_rows_schema(form: RawForm, recipes: list[dict]) -> pa.Schema:
+    """The Parquet columns of raw rows as ``RawForm.decode`` makes them: text, int64 times
+    and integers, float64 numbers, a multi-hot column as its joined text, a history of items
+    as a list of text and one of events as a list of ``{item, action, time}`` structs (by
+    the column's field names), then the labels (int64, or float64 read by a threshold)."""
+    history = form.history or {}
+    fields = []
+    for name, column in form.columns.items():
+        kind = column["type"]
+        if kind == "events":
+            keys = column.get("fields", EVENT_KEYS)
+            event = pa.struct(zip(keys, (pa.string(), pa.int64(), pa.int64()), strict=True))
+            fields.append(pa.field(name, pa.list_(event)))
+        elif kind == "strings":
+            plain = history.get("plain") and history.get("column") == name
+            fields.append(pa.field(name, pa.list_(pa.string()) if plain else pa.string()))
+        else:
+            types = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64()}
+            fields.append(pa.field(name, types[kind]))
+    for recipe in recipes:
+        kind = pa.int64() if recipe["at_least"] is None else pa.float64()
+        fields.append(pa.field(recipe["column"], kind))
+    return pa.schema(fields)
+
+
+def _raw_table(form: RawForm, rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Decoded rows as a table of ``schema``: events, given as triples, as structs."""
+    for name, column in form.columns.items():
+        if column["type"] == "events":
+            keys = column.get("fields", EVENT_KEYS)
+            for row in rows:
+                row[name] = [dict(zip(keys, event, strict=True)) for event in row[name]]
+    return pa.Table.from_pylist(rows, schema)
 
 
 def hashed_columns(dataset: PreparedDataset) -> list[str]:

@@ -218,6 +218,23 @@ def test_a_splits_raw_rows_carry_their_labels_and_encode_back(source, tmp_path, 
     assert (again.categorical == want.categorical).all()
     assert (again.multi_hot == want.multi_hot).all()
     assert (again.history.tensor() == want.history.tensor()).all()
+    # as Parquet: the same rows, typed; served by rows and by columns
+    from nas.data.raw_table import table_features
+
+    parquet = tmp_path / "rows" / "test.parquet"
+    argv = ["data", "rows", "my_ctr", "--out", str(parquet), "--rows", "50"]
+    assert main([*argv, "--cache-dir", str(cache)]) in (0, None)
+    capsys.readouterr()
+    table = pq.read_table(parquet)
+    assert table.column("click").to_pylist() == labels[:, 0].astype(int).tolist()
+    assert str(table.schema.field("hist").type) == "list<element: string>"
+    form = dataset.raw_form()
+    by_columns = table_features(form, table, dataset.schema)
+    for served in (form.features(table.to_pylist(), dataset.schema), by_columns):
+        assert (served.categorical == want.categorical).all()
+        assert (served.multi_hot == want.multi_hot).all()
+        assert np.allclose(served.dense.numpy(), want.dense.numpy(), atol=1e-4)
+        assert (served.history.tensor() == want.history.tensor()).all()
     # a dataset prepared before the hashed ids' values were kept: the column written empty
     folder = tmp_path / "older"
     shutil.copytree(cache / "my_ctr", folder / "my_ctr")
@@ -235,7 +252,7 @@ def test_a_splits_raw_rows_carry_their_labels_and_encode_back(source, tmp_path, 
     shutil.rmtree(folder)
     for flags, words in [
         (["--out", str(out)], "exists; give a new file name"),
-        (["--out", str(tmp_path / "x.parquet")], "is not a .jsonl file's name"),
+        (["--out", str(tmp_path / "x.csv")], "is not a .jsonl or .parquet file's name"),
         (["--out", str(tmp_path / "y.jsonl"), "--rows", "0"], "expected an integer >= 1"),
         (["--out", str(tmp_path / "y.jsonl"), "--split", "tset"], "invalid choice: 'tset'"),
     ]:

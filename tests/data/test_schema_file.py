@@ -1216,6 +1216,15 @@ def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: 
         form.features(raw, schema).history.tensor(),
         dataset.features("test")[slice(0, 40)].history.tensor(),
     )
+    from nas.data.export import export_raw_rows  # `nas data rows --out NAME.parquet`
+
+    export_raw_rows(dataset, "test", tmp_path / "rows.parquet", 40)
+    table = pq.read_table(tmp_path / "rows.parquet")
+    assert pa.types.is_struct(table.schema.field("hist").type.value_type)
+    assert torch.equal(
+        table_features(form, table, schema).history.tensor(),
+        dataset.features("test")[slice(0, 40)].history.tensor(),
+    )
     # JSON lines' objects: the same events
     jsonl, _ = prepare_dataset(
         str(schema_file(tmp_path / "jsonl", "jsonl", frame)), tmp_path / "jsonl" / "cache"
