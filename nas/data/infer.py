@@ -113,7 +113,7 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
     inside (``format: csv, path: ...``); ``labels``: the label columns, else those 0/1
     columns named as labels are."""
     draft = Draft("")
-    columns = {c: table.column(c).combine_chunks() for c in table.column_names}
+    columns = {c: _readable(table.column(c).combine_chunks()) for c in table.column_names}
     for column in columns:
         if not is_name(column):
             draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
@@ -149,7 +149,10 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
         if column == keys.get("request"):
             draft.reasons.append((column, str(array.type), "keys.request", "a request's id"))
             continue
-        line, kind, why = _feature(column, array, len(table), items, keys)
+        try:
+            line, kind, why = _feature(column, array, len(table), items, keys)
+        except pa.ArrowNotImplementedError:  # a type Arrow's compute functions do not take
+            line, kind, why = None, "left out", f"of type {array.type}"
         if column == keys.get("user"):
             why = f"a user's id (keys.user); {why}"
         draft.reasons.append((column, str(array.type), kind, why))
@@ -302,6 +305,15 @@ def _labels(
             )
         out.append((name, column, at_least))
     return out
+
+
+def _readable(array: pa.Array) -> pa.Array:
+    """The column as Arrow's compute functions read it: half floats as floats."""
+    if pa.types.is_float16(array.type) or (
+        pa.types.is_list(array.type) and pa.types.is_float16(array.type.value_type)
+    ):
+        return array.cast(pa.list_(pa.float32()) if pa.types.is_list(array.type) else pa.float32())
+    return array
 
 
 def _binary(array: pa.Array) -> bool:

@@ -99,3 +99,27 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
     assert dataset.label_names == ("fav", "dear")
     expected = (frame["price"] >= 10).mean()
     assert np.asarray(dataset.label_array())[:, 1].mean() == pytest.approx(expected)
+
+
+def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, capsys) -> None:
+    """Half floats, bytes, nulls, lists of nothing, a name a schema cannot hold: said and
+    left out (a half-float column stopped the command with Arrow's traceback)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 40
+    table = pa.table({
+        "click": [i % 2 for i in range(n)], "my col": ["x", "y"] * (n // 2),
+        "f16": pa.array([i / 4 for i in range(n)], pa.float16()),
+        "blob": [bytes([i]) for i in range(n)], "nul": pa.nulls(n),
+        "empty_lists": [[] for _ in range(n)], "site": ["a", "b"] * (n // 2),
+    })  # fmt: skip
+    pq.write_table(table, tmp_path / "odd.parquet")
+    out = tmp_path / "odd.yaml"
+    argv = ["data", "schema", str(tmp_path / "odd.parquet"), "--out", str(out), "--json"]
+    assert main(argv) in (0, None)
+    said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert said["f16"]["as"] == "dense"
+    assert {said[c]["as"] for c in ("my col", "blob", "nul", "empty_lists")} == {"left out"}
+    assert set(kinds(yaml.safe_load(out.read_text()))) == {"f16", "site"}
+    prepare_dataset(str(out), tmp_path / "cache")
