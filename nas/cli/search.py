@@ -425,15 +425,13 @@ def cmd_status(args: argparse.Namespace) -> None:
         )
     table.add_row("phase", _phase(trials, summary))
     table.add_row("elapsed", f"{row['elapsed_min']:.1f} min over {search.sessions} session(s)")
+    reference = ", ".join(
+        f"{n} {r:.4g}" for n, r in zip(summary.objectives, summary.reference or (), strict=True)
+    )
+    empty = "; no candidate is better than it on every objective" * (summary.hypervolume == 0)
     table.add_row(
         "hypervolume",
-        f"{summary.hypervolume:.6g} (reference "
-        + ", ".join(
-            f"{n} {r:.4g}" for n, r in zip(summary.objectives, summary.reference, strict=True)
-        )
-        + ")"
-        if summary.reference
-        else "-",
+        f"{summary.hypervolume:.6g} (reference {reference}{empty})" if summary.reference else "-",
     )
     table.add_row("mlflow run", search.mlflow_run_id or "-")
     out.print(table)
