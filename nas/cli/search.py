@@ -425,14 +425,14 @@ def cmd_status(args: argparse.Namespace) -> None:
         )
     table.add_row("phase", _phase(trials, summary))
     table.add_row("elapsed", f"{row['elapsed_min']:.1f} min over {search.sessions} session(s)")
-    reference = ", ".join(
-        f"{n} {r:.4g}" for n, r in zip(summary.objectives, summary.reference or (), strict=True)
-    )
-    empty = "; no candidate is better than it on every objective" * (summary.hypervolume == 0)
-    table.add_row(
-        "hypervolume",
-        f"{summary.hypervolume:.6g} (reference {reference}{empty})" if summary.reference else "-",
-    )
+    volume = "-"
+    if summary.reference:
+        reference = ", ".join(
+            f"{n} {r:.4g}" for n, r in zip(summary.objectives, summary.reference, strict=True)
+        )
+        empty = "; no candidate is better than it on every objective" * (summary.hypervolume == 0)
+        volume = f"{summary.hypervolume:.6g} (reference {reference}{empty})"
+    table.add_row("hypervolume", volume)
     table.add_row("mlflow run", search.mlflow_run_id or "-")
     out.print(table)
     _print_jobs([t for t in trials if not t.is_candidate])
