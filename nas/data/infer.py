@@ -149,6 +149,10 @@ def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | No
         if column == keys.get("request"):
             draft.reasons.append((column, str(array.type), "keys.request", "a request's id"))
             continue
+        if _milliseconds(column, array):
+            why = "a time in milliseconds? keys.timestamp takes unix seconds: divide it first"
+            draft.reasons.append((column, str(array.type), "left out", why))
+            continue
         try:
             line, kind, why = _feature(column, array, len(table), items, keys)
         except pa.ArrowNotImplementedError:  # a type Arrow's compute functions do not take
@@ -334,7 +338,22 @@ def _time(column: str, array: pa.Array) -> bool:
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         low, high = pc.min_max(array).values()
         return UNIX_SECONDS[0] <= low.as_py() and high.as_py() < UNIX_SECONDS[1]
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # ISO 8601 text
+        for moment in (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+            try:
+                pc.cast(array, moment)
+                return True
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
     return False
+
+
+def _milliseconds(column: str, array: pa.Array) -> bool:
+    """Whole milliseconds (or finer) since 1970, named as a time: not unix seconds."""
+    if not TIME_NAME.search(column) or not pa.types.is_integer(array.type) or array.null_count:
+        return False
+    low, high = pc.min_max(array).values()
+    return low.as_py() is not None and UNIX_SECONDS[1] <= low.as_py() and high.as_py() < 1e19
 
 
 def _is_text_or_integer(array: pa.Array) -> bool:

@@ -102,8 +102,9 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
 
 
 def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, capsys) -> None:
-    """Half floats, bytes, nulls, lists of nothing, a name a schema cannot hold: said and
-    left out (a half-float column stopped the command with Arrow's traceback)."""
+    """Half floats, bytes, nulls, lists of nothing, a name a schema cannot hold, a time in
+    milliseconds: said and left out (a half-float column stopped the command with Arrow's
+    traceback)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -113,6 +114,7 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
         "f16": pa.array([i / 4 for i in range(n)], pa.float16()),
         "blob": [bytes([i]) for i in range(n)], "nul": pa.nulls(n),
         "empty_lists": [[] for _ in range(n)], "site": ["a", "b"] * (n // 2),
+        "ts_ms": [1_600_000_000_000 + 1000 * i for i in range(n)],
     })  # fmt: skip
     pq.write_table(table, tmp_path / "odd.parquet")
     out = tmp_path / "odd.yaml"
@@ -121,5 +123,6 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
     said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
     assert said["f16"]["as"] == "dense"
     assert {said[c]["as"] for c in ("my col", "blob", "nul", "empty_lists")} == {"left out"}
+    assert said["ts_ms"]["as"] == "left out" and "milliseconds" in said["ts_ms"]["why"]
     assert set(kinds(yaml.safe_load(out.read_text()))) == {"f16", "site"}
     prepare_dataset(str(out), tmp_path / "cache")
