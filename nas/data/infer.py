@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import is_name
+from nas.data.ingest import DATE_TIMES, json_batch, json_objects
 from nas.data.raw import EVENT_KEYS
 
 SAMPLE_ROWS = 100_000
@@ -101,8 +102,6 @@ def read_sample(
 def _json_sample(path: Path, rows: int) -> pa.Table:
     """The first ``rows`` objects of a JSON lines file read by Python's json, a column whose
     values mix types as their text (``ingest.json_batch``)."""
-    from nas.data.ingest import json_batch, json_objects
-
     objects = list(itertools.islice(json_objects(path), rows))
     columns = list(dict.fromkeys(name for found in objects for name in found))
     return pa.Table.from_batches([json_batch(objects, columns)])
@@ -339,7 +338,7 @@ def _time(column: str, array: pa.Array) -> bool:
         low, high = pc.min_max(array).values()
         return UNIX_SECONDS[0] <= low.as_py() and high.as_py() < UNIX_SECONDS[1]
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # ISO 8601 text
-        for moment in (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+        for moment in DATE_TIMES:  # as prepare reads them
             try:
                 pc.cast(array, moment)
                 return True
