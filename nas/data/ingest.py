@@ -49,7 +49,7 @@ from nas.data.raw import (
     stable_hash,
     unix_seconds,
 )
-from nas.data.raw_table import events_array
+from nas.data.raw_table import events_array, is_list
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import Feature, SchemaFile, utc_text
@@ -424,7 +424,7 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     if (
         feature.type == "sequence"
         and feature.sep is None
-        and (text or (_is_list(array.type) and _is_list(array.type.value_type)))
+        and (text or (is_list(array.type) and is_list(array.type.value_type)))
     ):
         return _events_otherwise(batch, column, array, event_names(feature))
     if text:
@@ -455,10 +455,6 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     ):
         raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
     return _without_empty(pc.cast(array, pa.list_(pa.string())))
-
-
-def _is_list(kind: pa.DataType) -> bool:
-    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
 
 
 def _events_otherwise(batch: Batch, column: str, array: pa.Array, names: tuple) -> pa.Array:

@@ -337,7 +337,7 @@ class _Encoding:
             if events.null_count or any(events.type.get_field_index(k) < 0 for k in keys):
                 raise _RowsDecide  # a null event, or one without the keys: the rows name it
             fields = [events.field(key) for key in keys]
-        elif _is_list(events.type):
+        elif is_list(events.type):
             if events.null_count or pc.any(pc.not_equal(pc.list_value_length(events), 3)).as_py():
                 raise _RowsDecide
             values = events.flatten()
@@ -361,7 +361,8 @@ class _Encoding:
         )
 
 
-def _is_list(kind: pa.DataType) -> bool:
+def is_list(kind: pa.DataType) -> bool:
+    """Whether an Arrow type is a list of any of Arrow's three kinds."""
     return (
         pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
     )
