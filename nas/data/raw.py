@@ -429,6 +429,8 @@ def convert(
     number, [] for a list; ``sep`` splits a "strings" column's text; ``keys``: an "events"
     column's objects' keys for an event's item, action and time."""
     wants = _wants(kind, keys)
+    if isinstance(value, np.ndarray):  # a list as pandas holds one (read from Parquet)
+        value = value.tolist()
 
     def bad() -> RawInputError:  # made only when raised: most values are fine
         return RawInputError(number, name, f"must be {wants}, got {shown(value)}")
@@ -493,7 +495,7 @@ def convert(
             return []
         if isinstance(value, str):
             return value.split(sep)
-        if isinstance(value, list | tuple | np.ndarray):
+        if isinstance(value, list | tuple):
             if all(isinstance(v, str) for v in value):
                 return list(value)
             # as prepare reads a list: integer ids as their text, a null as no value ("")

@@ -1206,9 +1206,12 @@ def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: 
     source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
     order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
     stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    records = source.to_pandas().to_dict("records")  # lists as numpy arrays, as pandas has them
+    assert isinstance(records[1]["hist"], np.ndarray)
     for encoded in (
         table_features(form, source, schema),
         form.features(source.to_pylist(), schema),
+        form.features(records, schema),  # a pyfunc's frame the columns could not take
     ):
         assert torch.equal(encoded.history.tensor(), stored.history.tensor())
     raw = dataset.raw_rows("test", 40)
