@@ -405,7 +405,12 @@ EVENT_KEYS = ("item", "action", "time")  # an "events" column's objects' keys, u
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """None, NaN, or pandas' NA and NaT (a nullable column's missing value)."""
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or type(value).__name__ in ("NAType", "NaTType")
+    )
 
 
 def _wants(kind: str, keys: tuple = EVENT_KEYS) -> str:
@@ -431,6 +436,8 @@ def convert(
     wants = _wants(kind, keys)
     if isinstance(value, np.ndarray):  # a list as pandas holds one (read from Parquet)
         value = value.tolist()
+    elif _missing(value):  # NaN, pandas' NA: as None
+        value = None
 
     def bad() -> RawInputError:  # made only when raised: most values are fine
         return RawInputError(number, name, f"must be {wants}, got {shown(value)}")

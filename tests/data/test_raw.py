@@ -217,3 +217,35 @@ def test_a_time_is_read_as_prepare_reads_it(ml100k, value, seconds) -> None:
     want = form.category_of_text(form.categorical[hour], str(DERIVED["hour"](seconds)))
     assert int(encoded.categorical[0, hour]) == want
     assert int(encoded.history.now[0]) == seconds
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "read"),
+    [
+        ("number", "pd.NA", None),
+        ("number", float("nan"), None),
+        ("number", " NA ", None),
+        ("number", True, 1.0),
+        ("string", "pd.NA", ""),
+        ("string", "pd.NaT", ""),
+        ("string", 3.0, "3"),
+        ("string", False, "false"),
+        ("strings", float("nan"), []),  # pandas' missing list in an object column
+        ("strings", np.array(["a", "b"], dtype=object), ["a", "b"]),
+        ("strings", [7, None, "x"], ["7", "", "x"]),
+        ("events", np.array([{"item": "i1", "action": 2, "time": 5}]), [["i1", 2, 5]]),
+    ],
+)
+def test_a_value_as_pandas_or_another_writer_holds_it_is_read_as_prepare_reads_it(
+    kind, value, read
+) -> None:
+    """A served value as a pandas frame (MLflow's pyfunc), a CSV or JSON gives it: pandas' NA
+    and NaT, NaN, a list as a numpy array, integer ids, booleans and floats in text columns."""
+    import pandas as pd
+
+    from nas.data.raw import convert
+
+    value = (
+        {"pd.NA": pd.NA, "pd.NaT": pd.NaT}.get(value, value) if isinstance(value, str) else value
+    )
+    assert convert(1, "c", kind, value) == read
