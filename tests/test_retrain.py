@@ -250,14 +250,23 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
         "for r in rows:\n"  # genres are "|"-joined already; the history goes as JSON
         "    r['history'] = json.dumps(r.get('history', []))\n"
         "model = mlflow.pyfunc.load_model('models:/tiny-ranker@prod')\n"
-        "print(json.dumps(model.predict(pd.DataFrame(rows))['probability'].tolist()))\n"
+        "gone = [dict(r, occupation=None if i == 3 else r['occupation']) for i, r in "
+        "enumerate(rows)]\n"  # one missing text: pandas' NA in an Arrow-backed frame
+        "frames = [pd.DataFrame(rows), pd.DataFrame([dict(r, history=json.loads(r['history'])) "
+        "for r in rows]), pd.DataFrame(gone), pd.DataFrame(gone).convert_dtypes(dtype_backend="
+        "'pyarrow')]\n"
+        "for frame in frames:\n"
+        "    print(json.dumps(model.predict(frame)['probability'].tolist()))\n"
     )
     fresh = subprocess.run(
         [sys.executable, "-c", script, str(jsonl)], capture_output=True, text=True, cwd=tmp_path,
         env={**env_for(runs), "PYTHONPATH": str(REPO)}, timeout=300,
     )  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr
-    assert json.loads(fresh.stdout.splitlines()[-1]) == pytest.approx(scores, abs=1e-6)
+    given, as_lists, gone, gone_arrow = map(json.loads, fresh.stdout.splitlines()[-4:])
+    assert given == pytest.approx(scores, abs=1e-6)
+    assert as_lists == pytest.approx(scores, abs=1e-6)  # histories sent as lists
+    assert gone_arrow == pytest.approx(gone, abs=1e-6) and gone[3] != scores[3]
     # Exports: loaded back, they give the eager model's scores on the same rows.
     from nas.data.raw import RawForm
     from nas.data.schema import Schema

@@ -8,10 +8,11 @@ A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two a
                         ``torch.load(weights_only=True)``
 
 Its signature is the dataset's raw form (``nas/data/raw.py``): the columns a serving system
-sends, with "strings" columns as one string with "|" between values and the history as a
-JSON string. ``predict`` returns the click probability of each row (``probability``), or,
-for a dataset of several labels, one column per label (``probability_click``...). The
-model is logged "from code" (``nas/service/pyfunc_entry.py``), so nothing pickled is
+sends, each of any type (``signature``), its input example with "strings" columns as one
+string with "|" between values and the history as a JSON string. ``predict`` returns the
+click probability of each row (``probability``), or, for a dataset of several labels, one
+column per label (``probability_click``...). The model is logged "from code"
+(``nas/service/pyfunc_entry.py``), so nothing pickled is
 stored; loading it needs recnas installed (the model's code is recnas's ``build_model``).
 MLflow's own loaders work:
 
@@ -52,13 +53,6 @@ from workers.fp8_probe import fp8_plan_sites
 
 MODEL_FILE = "recnas_model.json"
 ALIAS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-SIGNATURE_TYPES = {
-    "string": "string",
-    "integer": "long",
-    "number": "double",
-    "strings": "string",
-    "events": "string",
-}
 EXAMPLE_ROWS = 5
 PREDICT_BATCH = 4096
 # A request of this many rows or more is encoded by column (benchmarks/README.md, "nas
@@ -232,15 +226,17 @@ def pyfunc_model():
 
 
 def signature(form: RawForm, outputs: list[str]):
+    """The raw form's columns, each required or not, of any type: MLflow's conversion to a
+    column type loses what prepare reads (a pandas frame's missing text read with Arrow
+    dtypes becomes the text "<NA>"; a nullable integer column of a dense field is refused;
+    a history sent as lists is refused). The raw form checks each value as prepare read it."""
     from mlflow.models import ModelSignature
     from mlflow.types import ColSpec
     from mlflow.types import Schema as MlflowSchema
+    from mlflow.types.schema import AnyType
 
     inputs = MlflowSchema(
-        [
-            ColSpec(SIGNATURE_TYPES[c["type"]], name, required=not c["optional"])
-            for name, c in form.columns.items()
-        ]
+        [ColSpec(AnyType(), name, required=not c["optional"]) for name, c in form.columns.items()]
     )
     return ModelSignature(inputs, MlflowSchema([ColSpec("double", name) for name in outputs]))
 
