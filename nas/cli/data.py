@@ -266,43 +266,24 @@ def _dataset_summary(dataset) -> dict:
 
 
 def cmd_data_schema(args: argparse.Namespace) -> None:
-    import glob
     import os
 
     from nas.core.disk import new_file as new_path
     from nas.core.names import is_name
-    from nas.data.infer import infer_schema, quoted, read_sample
+    from nas.data.infer import found_source, infer_schema, quoted, read_sample
     from nas.data.schema_file import load_schema_file
 
-    given = Path(args.source).expanduser()
-    if given.is_dir():
-        files = sorted(p for p in given.rglob("*") if p.is_file() and p.name[0] not in "._")
-        kinds = {_data_suffix(p) for p in files} - {None}
-        if len(kinds) != 1:
-            raise ConfigError("SOURCE", f"{args.source} holds no files of one format "
-                              f"({', '.join(sorted(map(str, kinds))) or 'none'})")  # fmt: skip
-        pattern = str(given.absolute() / "**" / f"*{files[0].name[len(files[0].stem) :]}")
-        files = [p for p in files if _data_suffix(p) in kinds]
-    else:
-        pattern = str(given.absolute())
-        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
-    if not files:
-        raise ConfigError("SOURCE", f"{args.source} matches no file")
-    suffix = _data_suffix(files[0])
-    if suffix is None:
-        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .csv, .tsv or .jsonl files")
-    fmt = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}[suffix]
-    delimiter = "\t" if suffix == ".tsv" else ","
-    table = read_sample(files, fmt, delimiter)
     name = args.name or args.out.stem
     if not is_name(name):
         raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
-    path = os.path.relpath(pattern, args.out.absolute().parent)
-    source = f"format: {fmt}, path: {quoted(path)}"
-    if suffix == ".tsv":
-        source += ', delimiter: "\\t"'
+    source = found_source(args.source)
+    table = read_sample(source.files, source.format, source.delimiter)
+    path = os.path.relpath(source.pattern, args.out.absolute().parent)
+    declared = f"format: {source.format}, path: {quoted(path)}"
+    if source.delimiter != ",":
+        declared += ', delimiter: "\\t"'
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
-    draft = infer_schema(table, name, source, labels)
+    draft = infer_schema(table, name, declared, labels)
     with new_path(args.out) as tmp:
         tmp.write_text(draft.text)
         load_schema_file(tmp)  # a draft that does not load is a bug here, not the user's
@@ -315,7 +296,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             }
         )
         return
-    title = f"{args.out}: from the first {len(table):,} rows of {files[0]}"
+    title = f"{args.out}: from the first {len(table):,} rows of {source.files[0]}"
     table_out = Table(title=title, title_justify="left")
     for column in ("column", "type", "taken as", "why"):
         table_out.add_column(column)
@@ -325,17 +306,6 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     out.print(
         f"read it, then: nas data prepare {args.out} (docs/models-and-data.md)", highlight=False
     )
-
-
-DATA_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl")
-
-
-def _data_suffix(path: Path) -> str | None:
-    """A data file's format suffix, under a compression suffix (.gz, .bz2, .zst)."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".bz2", ".zst"):
-        suffixes = suffixes[:-1]
-    return suffixes[-1] if suffixes and suffixes[-1] in DATA_SUFFIXES else None
 
 
 def cmd_data_list(args: argparse.Namespace) -> None:

@@ -25,6 +25,7 @@ It is a draft to read: every choice is said with its reason (``Draft.reasons``),
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import math
@@ -55,6 +56,53 @@ UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
 FEW_VALUES = 25  # integers with at most this many values: categories (hours, codes)
 SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hold one
 HASH_SIZE = 1 << 20
+
+
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}
+COMPRESSIONS = (".gz", ".bz2", ".zst")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A team's files: the schema's ``source.path`` (absolute; a folder's files of one
+    format under it), the files it matches, their format and CSV delimiter."""
+
+    pattern: str
+    files: list[Path]
+    format: str
+    delimiter: str = ","
+
+
+def found_source(given: str) -> Source:
+    """A file, a folder of files of one format, or a glob: its files (``ConfigError``
+    where none, or a folder's files of several formats)."""
+    place = Path(given).expanduser()
+    if place.is_dir():
+        files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
+        kinds = {_suffixes(p) for p in files} - {None}
+        if len(kinds) != 1:
+            listed = ", ".join(sorted("".join(k) for k in kinds)) or "none"
+            raise ConfigError("SOURCE", f"{given} holds no files of one format ({listed})")
+        (kind,) = kinds
+        pattern = str(place.absolute() / "**" / f"*{''.join(kind)}")
+        files = [p for p in files if _suffixes(p) == kind]
+    else:
+        pattern = str(place.absolute())
+        files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    if not files:
+        raise ConfigError("SOURCE", f"{given} matches no file")
+    kind = _suffixes(files[0])
+    if kind is None:
+        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .csv, .tsv or .jsonl files")
+    return Source(pattern, files, FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ",")
+
+
+def _suffixes(path: Path) -> tuple[str, ...] | None:
+    """A data file's format suffix, with its compression's (.gz, .bz2, .zst) if any."""
+    found = [s.lower() for s in path.suffixes[-2:]]
+    compression = found[-1:] if found[-1:] and found[-1] in COMPRESSIONS else []
+    data = found[: len(found) - len(compression)][-1:]
+    return tuple(data + compression) if data and data[0] in FORMATS else None
 
 
 @dataclass
