@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import is_name
-from nas.data.ingest import DATE_TIMES, json_batch, json_objects
 from nas.data.raw import EVENT_KEYS
+from nas.data.source_rows import DATE_TIMES, json_batch, json_objects
 
 SAMPLE_ROWS = 100_000
 LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
@@ -149,7 +149,7 @@ def read_sample(
 
 def _json_sample(path: Path, rows: int) -> pa.Table:
     """The first ``rows`` objects of a JSON lines file read by Python's json, a column whose
-    values mix types as their text (``ingest.json_batch``)."""
+    values mix types as their text (``source_rows.json_batch``)."""
     objects = list(itertools.islice(json_objects(path), rows))
     columns = list(dict.fromkeys(name for found in objects for name in found))
     return pa.Table.from_batches([json_batch(objects, columns)])

@@ -20,7 +20,7 @@ same to rows it has never seen, with the same vocabularies. ``RawForm`` keeps th
     history      the "events" column, its items looked up in a categorical field's vocabulary
                  (schema files: a "strings" column of items, ``plain``)
 
-Schema-file datasets (``nas/data/ingest.py``) add to a lookup: ``missing`` (the id of an empty
+Schema-file datasets (``nas/data/encoding.py``) add to a lookup: ``missing`` (the id of an empty
 value), ``oov`` (of a value not in the vocabulary), or ``hash`` instead of a vocabulary.
 
 An unknown category maps to id 0, the unknown id every vocabulary reserves. A column that is
@@ -551,7 +551,7 @@ SECOND = datetime.timedelta(seconds=1)
 
 
 def unix_seconds(value: Any) -> int | None:
-    """A time as ``prepare`` reads one (``nas/data/ingest.py``): unix seconds (a fraction
+    """A time as ``prepare`` reads one (``nas/data/source_rows.py``): unix seconds (a fraction
     floored), a date-time (UTC unless it says its zone; a fraction of a second floored), a
     date (its midnight, UTC), or the text of one of these (ISO 8601); None if it is none."""
     if isinstance(value, str):

@@ -25,12 +25,12 @@ file too (``builtin/movielens.yaml``):
 A sequence ``from: rows`` is each row's history made of the log itself: its user's earlier
 rows (by ``keys.timestamp``; rows of the same time excluded), their items and actions.
 A sequence of a column is a list of items, or of ``{item, action, time}`` events (a
-precomputed history: ``nas/data/ingest.py``'s ``_events``; ``event_fields`` names its
+precomputed history: ``nas/data/source_rows.py``'s ``_events``; ``event_fields`` names its
 struct's fields where they are named otherwise).
 
 ``source.path`` is relative to the schema file's folder and may be a glob; its files are read
-in sorted order. ``nas/data/ingest.py`` reads the rows; ``docs/models-and-data.md`` is the
-user's guide.
+in sorted order. ``nas/data/ingest.py`` prepares the rows (``source_rows.py`` reads them);
+``docs/models-and-data.md`` is the user's guide.
 """
 
 from __future__ import annotations

@@ -1,0 +1,613 @@
+"""A schema file's source files read in record batches (pyarrow), each declared column
+converted to what its declaration needs, a wrong value refused naming the file, the row and
+the column: Parquet, CSV and JSON lines (Arrow's readers; JSON lines whose types mix, line by
+line in Python), numbers, text, lists, histories of events and times as ``convert``
+(``nas/data/raw.py``) reads a served row's, so that a model serves what it trained on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nas.core.errors import DataError, shown
+from nas.data.raw import (
+    EVENT_KEYS,
+    INT64_LIMIT,
+    MISSING_NUMBER_TEXTS,
+    RawInputError,
+    convert,
+    float_text,
+    unix_seconds,
+)
+from nas.data.raw_table import events_array, is_list
+from nas.data.schema_file import Feature, SchemaFile
+
+BATCH_ROWS = 65_536
+BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
+ACTION_MAX = 127  # a history's action is stored as int8
+
+
+@dataclass
+class Batch:
+    file: Path
+    first: int  # the batch's first row, counted from 0 within its file
+    start: int  # the same row, counted over every file
+    columns: dict[str, pa.Array]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def bad(self, column: str, index: int, problem: str) -> DataError:
+        """A ``DataError`` naming the file, the row (1-based, header excluded) and column."""
+        return DataError(self.file, f"row {self.first + index + 1}: column {column!r} {problem}")
+
+
+@dataclass
+class EventsOf(Batch):
+    """A batch's history events: an error at an event names the event's row."""
+
+    row_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def bad(self, column: str, index: int, problem: str) -> DataError:
+        return super().bad(column, int(self.row_of[index]), problem)
+
+
+class Rows:
+    """The source's files, read a few columns at a time, each column converted to what its
+    declaration needs (``_convert``)."""
+
+    def __init__(self, schema: SchemaFile, files: list[Path]):
+        self.schema, self.files = schema, files
+        self._kinds = schema.column_kinds()
+
+    def check_columns(self) -> None:
+        """Every declared column is in every file (before reading any row)."""
+        wanted = self.schema.columns()
+        for path in self.files:
+            present = self._file_columns(path)
+            missing = [c for c in wanted if c not in present]
+            if missing:
+                raise DataError(
+                    path,
+                    f"has no column {', '.join(map(repr, missing))} (the schema declares "
+                    f"it); its columns: {', '.join(present) or 'none'}",
+                )
+
+    def batches(self, columns: list[str]) -> Iterator[Batch]:
+        start = 0
+        for path in self.files:
+            first = 0
+            for record in self._read(path, columns):
+                n = record.num_rows
+                if n == 0:
+                    continue
+                raw = {c: record.column(c) for c in columns}
+                batch = Batch(path, first, start, {})
+                batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
+                yield batch
+                first += n
+                start += n
+
+    # -- formats
+
+    def _file_columns(self, path: Path) -> list[str]:
+        fmt = self.schema.source.format
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                return list(pq.ParquetFile(path).schema_arrow.names)
+            if fmt == "csv":
+                if not self.schema.source.header:
+                    return list(self.schema.source.columns or ())
+                return list(self._open_csv(path, None).schema.names)
+            return list(self._open_json(path).schema.names)
+        except pa.ArrowInvalid as err:
+            if fmt == "jsonl" and _mixed_json_types(err):
+                return _json_keys(path)
+            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
+
+    def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        fmt = self.schema.source.format
+        try:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                yield from pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
+            elif fmt == "csv":
+                yield from self._open_csv(path, columns)
+            else:
+                yield from self._json(path, columns)
+        # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
+        # a truncated .gz, the disk
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
+
+    def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """Arrow's reader, or from where a column mixes JSON types (ids written as numbers on
+        some rows and as strings on others, which Arrow refuses) or Arrow reads a batch
+        wrong, the file line by line in Python, several times slower, each mixed column's
+        values as their JSON text."""
+        done = 0
+        try:
+            for record in self._open_json(path):
+                record = record.select(columns)
+                try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
+                    record.validate()
+                except pa.ArrowInvalid:
+                    break
+                yield record
+                done += record.num_rows
+            else:
+                return
+        except pa.ArrowInvalid as err:
+            if not _mixed_json_types(err):
+                raise
+        lists = {c for c in columns if self._kinds[c] == "list"}
+        events = {  # history columns: their events made into structs at once
+            c: event_names(f)
+            for c in lists
+            if (f := self.schema.reading(c)).type == "sequence" and f.sep is None
+        }
+        yield from _json_by_line(path, columns, lists, events, skip=done)
+
+    def _open_csv(self, path: Path, columns: list[str] | None):
+        import pyarrow.csv as pacsv
+
+        source = self.schema.source
+        read = pacsv.ReadOptions(
+            block_size=BLOCK_BYTES,
+            column_names=list(source.columns) if not source.header else None,
+        )
+        parse = pacsv.ParseOptions(delimiter=source.delimiter)
+        # Declared text stays text (an id column of digits in one block and letters in the
+        # next would otherwise change type mid-file); numbers are parsed by _convert.
+        types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
+        # Only "" is missing text ("NA" may be a country; a served row reads it so); a
+        # number's missing spellings are read as missing by _numbers.
+        convert = pacsv.ConvertOptions(
+            include_columns=columns,
+            column_types=types,
+            strings_can_be_null=True,
+            null_values=[""],
+        )
+        return pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+
+    @staticmethod
+    def _open_json(path: Path):
+        import pyarrow.json as pajson
+
+        return pajson.open_json(path, read_options=pajson.ReadOptions(block_size=BLOCK_BYTES))
+
+    # -- types
+
+    def _convert(self, batch: Batch, column: str, array: pa.Array) -> pa.Array:
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        kind = self._kinds[column]
+        if kind in ("label", "number"):
+            return _numbers(batch, column, array, kind)
+        if kind == "timestamp":
+            return _seconds(batch, column, array)
+        if kind == "list":
+            return _lists(batch, column, array, self.schema.reading(column))
+        return _texts(batch, column, array)
+
+
+def _mixed_json_types(err: Exception) -> bool:
+    """Whether Arrow's JSON reader stopped at a column whose JSON type changed."""
+    return "changed from" in str(err)
+
+
+def json_objects(path: Path) -> Iterator[dict]:
+    """The object on each non-empty line of a JSON-lines file (compressed as its name says,
+    as Arrow's reader reads it)."""
+    with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                found = json.loads(line)
+            except ValueError as err:
+                raise DataError(path, f"is not JSON: {err}", line=number) from None
+            if not isinstance(found, dict):
+                raise DataError(path, f"holds {shown(found)}, not an object", line=number)
+            yield found
+
+
+def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
+    """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen."""
+    keys: dict[str, None] = {}
+    for i, found in enumerate(json_objects(path)):
+        keys.update(dict.fromkeys(found))
+        if i + 1 == rows:
+            break
+    return list(keys)
+
+
+def _json_by_line(
+    path: Path, columns: list[str], lists: set[str], events: dict[str, tuple], skip: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows after the first ``skip`` as record batches, read by Python's json (``events``:
+    history columns, by their events' field names). Refused as Arrow's types would be: a
+    list or an object in a column other than ``lists``, a number with a fraction or a
+    boolean in a list."""
+    chunk: list[dict] = []
+    for row, found in enumerate(json_objects(path)):
+        if row < skip:
+            continue
+        for column in columns:
+            value = found.get(column)
+            if column not in lists and isinstance(value, list | dict):
+                problem = f"holds {shown(value)} where one value is declared"
+            elif (
+                column in lists
+                and isinstance(value, list)
+                and any(isinstance(item, float | bool) for item in value)
+            ):
+                problem = f"holds {shown(value)}; a list of ids (texts or integers) is needed"
+            else:
+                continue
+            raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
+        chunk.append(found)
+        if len(chunk) == BATCH_ROWS:
+            yield json_batch(chunk, columns, events)
+            chunk = []
+    if chunk:
+        yield json_batch(chunk, columns, events)
+
+
+def json_batch(
+    objects: list[dict], columns: list[str], events: dict[str, tuple] | None = None
+) -> pa.RecordBatch:
+    """Objects as a record batch of ``columns``; a history column of ``events`` as structs
+    where ``events_array`` reads it (else, as any column, ``_json_array``)."""
+    arrays = []
+    for column in columns:
+        values = [found.get(column) for found in objects]
+        names = (events or {}).get(column)
+        array = events_array(values, names) if names else None
+        arrays.append(_json_array(values) if array is None else array)
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
+
+
+def _json_array(values: list) -> pa.Array:
+    """A column's values as Arrow infers them; where JSON types mix, as their text (a list's
+    items likewise); where lists and single values mix, every value as its JSON text."""
+    for as_text in (None, _json_text):
+        try:
+            return pa.array(values if as_text is None else [as_text(v) for v in values])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            continue
+    return pa.array([_json_text(v, items=False) for v in values], pa.string())
+
+
+def _json_text(value: object, items: bool = True) -> object:
+    """A JSON value as text: a string as it is, a list item by item (with ``items``; a list
+    of lists or objects, a history's events, whole: ``_events_otherwise`` reads it), else as
+    JSON writes it."""
+    if items and isinstance(value, list):
+        if any(isinstance(item, list | dict) for item in value):
+            return json.dumps(value)
+        return [_json_text(item) for item in value]
+    if isinstance(value, float):  # JSON's NaN (Python writes it): missing, as served
+        return None if math.isnan(value) else float_text(value)
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+def first_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _first_value(array: pa.Array) -> int:
+    """The first row with a value (0 when all are null): the sample an error shows."""
+    if array.null_count == len(array):
+        return 0
+    return first_row(~np.asarray(array.is_null(), dtype=bool))
+
+
+def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None:
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        index = _first_value(array)
+        raise batch.bad(
+            column, index, f"holds a list ({shown(array[index].as_py())}) where {wants} is declared"
+        )
+    if pa.types.is_struct(array.type) or pa.types.is_map(array.type):
+        raise batch.bad(column, 0, f"holds objects where {wants} is declared")
+
+
+def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
+    """float64 (nulls kept for dense; a label must be 0 or 1 on every row)."""
+    wants = "a 0/1 label" if kind == "label" else "a number"
+    _scalar_only(batch, column, array, wants)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        missing = pa.array(["", *MISSING_NUMBER_TEXTS])  # as a served row's are
+        array = pc.if_else(pc.is_in(pc.utf8_trim_whitespace(array), missing), None, array)
+    try:
+        values = pc.cast(array, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        texts = array.to_pylist()
+        for i, text in enumerate(texts):
+            try:
+                if text is not None:
+                    float(text)
+            except (TypeError, ValueError):
+                raise batch.bad(column, i, f"must be {wants}, got {shown(text)}") from None
+        raise batch.bad(column, 0, f"must be {wants}, got type {array.type}") from None
+    numbers = values.to_numpy(zero_copy_only=False)
+    if kind == "label":
+        bad = ~np.isin(numbers, (0.0, 1.0))  # NaN (a missing label) is not in it either
+        if bad.any():
+            i = first_row(bad)
+            got = "an empty value" if values[i].as_py() is None else shown(array[i].as_py())
+            hint = (
+                "drop the rows without a label before preparing"
+                if values[i].as_py() is None
+                else f"for another coding (-1/1, a rating), declare the label as "
+                f"{{name: {column}, column: {column}, at_least: THRESHOLD}}"
+            )
+            raise batch.bad(column, i, f"must be 0 or 1 on every row, got {got} ({hint})")
+    elif not np.isfinite(numbers[~np.isnan(numbers)]).all():
+        i = first_row(np.isinf(numbers))
+        raise batch.bad(column, i, f"must be a finite number, got {numbers[i]}")
+    return values
+
+
+def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """Strings; "", null and a number's NaN all mean missing (null), as in a served row."""
+    _scalar_only(batch, column, array, "one value")
+    if pa.types.is_floating(array.type):
+        array = pc.if_else(pc.is_nan(array), None, array)
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        try:
+            array = pc.cast(array, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise batch.bad(column, 0, f"of type {array.type} cannot be read as text") from None
+    array = pc.cast(array, pa.string())
+    return pc.if_else(pc.equal(array, ""), None, array)
+
+
+def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.Array:
+    """list<string>: a list column, or text split at the feature's ``sep``. A file whose
+    lists are all empty or missing (a day with no genres: JSON and CSV readers then infer no
+    value type) gives empty lists."""
+    if pa.types.is_null(array.type):
+        return pa.nulls(len(array), pa.list_(pa.string()))
+    text = pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+    if (
+        feature.type == "sequence"
+        and feature.sep is None
+        and (text or (is_list(array.type) and is_list(array.type.value_type)))
+    ):
+        return _events_otherwise(batch, column, array, event_names(feature))
+    if text:
+        if feature.sep is None:
+            i = _first_value(array)
+            raise batch.bad(
+                column,
+                i,
+                f"holds text ({shown(array[i].as_py())}) where a list is declared; "
+                "give a list column, or sep: to split the text",
+            )
+        array = pc.split_pattern(pc.cast(array, pa.string()), feature.sep)
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        raise batch.bad(
+            column, 0, f"of type {array.type} is not a list (give a list column, or text with sep:)"
+        )
+    value_type = array.type.value_type
+    if pa.types.is_dictionary(value_type):  # a list of categories (pandas', Spark's)
+        value_type = value_type.value_type
+        array = pc.cast(array, pa.large_list(value_type))
+    if pa.types.is_struct(value_type) and feature.type == "sequence":
+        return _events(batch, column, array, event_names(feature))
+    if not (
+        pa.types.is_null(value_type)
+        or pa.types.is_string(value_type)
+        or pa.types.is_integer(value_type)
+        or pa.types.is_large_string(value_type)
+    ):
+        raise batch.bad(column, 0, f"is a list of {value_type}; a list of ids or texts is needed")
+    return _without_empty(pc.cast(array, pa.list_(pa.string())))
+
+
+def _events_otherwise(batch: Batch, column: str, array: pa.Array, names: tuple) -> pa.Array:
+    """A history column's events given as ``[item, action, time]`` triples, or as JSON text
+    (a CSV cell; a JSON-lines column whose types mix) of triples or objects: read as a
+    served row's are (``events_array``; where it leaves them to the rows, or its actions are
+    no integers, ``convert`` row by row), then checked as structs are (``_events``)."""
+    values = array.to_pylist()
+    structs = events_array(values, names)
+    if structs is None or not pa.types.is_integer(structs.type.value_type[1].type):
+        structs = _converted_events(batch, column, values, names)
+    return _events(batch, column, structs, names)
+
+
+def _converted_events(batch: Batch, column: str, values: list, names: tuple) -> pa.Array:
+    """Each row's events as a served row's are converted, a bad one named with its row."""
+    lengths, items, actions, times = [], [], [], []
+    for i, value in enumerate(values):
+        try:
+            events = convert(i + 1, column, "events", value, keys=names)
+        except RawInputError as err:
+            hint = "; for a list of items in one text column, declare sep:"
+            raise batch.bad(column, i, err.problem + hint * isinstance(value, str)) from None
+        lengths.append(len(events))
+        for item, action, time in events:
+            items.append(item), actions.append(action), times.append(time)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int64())
+    fields = [pa.array(items, pa.string()), pa.array(actions, pa.int64()),
+              pa.array(times, pa.int64())]  # fmt: skip
+    return pa.LargeListArray.from_arrays(
+        offsets, pa.StructArray.from_arrays(fields, names=list(names))
+    )
+
+
+def _without_empty(lists: pa.Array) -> pa.Array:
+    """Lists of text without their empty values: "" and null are no value (text split at
+    ``sep``: "a||b"; JSON's ``[1, null]``), as a served row's lists are read
+    (``RawForm.features``)."""
+    values = pc.list_flatten(lists)
+    kept = np.asarray(pc.fill_null(pc.not_equal(values, ""), False), dtype=bool)
+    if kept.all():
+        return lists
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    row = np.repeat(np.arange(len(lists)), lengths)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(row[kept], minlength=len(lists)))])
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), values.filter(pa.array(kept)), mask=lists.is_null()
+    )
+
+
+def event_names(feature: Feature) -> tuple[str, ...]:
+    """A history column's struct fields for its events' item, action and time."""
+    return feature.event_fields.names if feature.event_fields else EVENT_KEYS
+
+
+def _events(batch: Batch, column: str, array: pa.Array, names: tuple[str, ...]) -> pa.Array:
+    """A history column of events, each row's list of ``{item, action, time}`` structs (by
+    ``names``; other fields ignored), as a large list of structs of ``EVENT_KEYS``: items
+    as text ("" missing),
+    actions integers from 0 to ``ACTION_MAX``, times int64 unix seconds (read as a row's
+    time is: ``_seconds``). A missing list is an empty one; an event without its item,
+    action or time is refused, naming its row."""
+    kind = array.type.value_type
+    lacking = [name for name in names if kind.get_field_index(name) < 0]
+    if lacking:
+        raise batch.bad(
+            column,
+            0,
+            f"is a list of {kind}; a history of events needs the fields "
+            f"{', '.join(names[:2])} and {names[2]} (it lacks {', '.join(lacking)}; "
+            "event_fields: names others)",
+        )
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+    row_of = np.repeat(np.arange(len(array)), lengths)  # each event's row
+    events = pc.list_flatten(array)
+    fields = dict(zip([f.name for f in events.type], events.flatten(), strict=True))
+    out = []
+    for name, given in zip(EVENT_KEYS, names, strict=True):
+        values = fields[given]
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        if values.null_count:
+            i = row_of[first_row(np.asarray(values.is_null(), dtype=bool))]
+            raise batch.bad(column, i, f"holds an event without its {name}")
+        if name == "item":
+            if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)
+                    or pa.types.is_large_string(values.type)):  # fmt: skip
+                raise batch.bad(column, 0, f"has items of type {values.type}; ids or texts")
+            values = pc.cast(values, pa.string())
+            out.append(pc.if_else(pc.equal(values, ""), None, values))  # "": missing, id 0
+            continue
+        if name == "time":  # as a row's time: unix seconds, or date-times
+            out.append(_seconds(EventsOf(batch.file, batch.first, batch.start, {}, row_of),
+                                f"{column}[time]", values))  # fmt: skip
+            continue
+        if not pa.types.is_integer(values.type) or (
+            pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63
+        ):
+            raise batch.bad(
+                column, 0, f"has {name}s of type {values.type}; {name}s must be 64-bit integers"
+            )
+        x = values.to_numpy(zero_copy_only=False).astype(np.int64)
+        if name == "action" and ((x < 0) | (x > ACTION_MAX)).any():
+            i = first_row((x < 0) | (x > ACTION_MAX))
+            raise batch.bad(
+                column, row_of[i], f"holds an action of {x[i]}; actions are 0 to {ACTION_MAX}"
+            )
+        out.append(pa.array(x))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int64())
+    structs = pa.StructArray.from_arrays(out, names=list(EVENT_KEYS))
+    return pa.LargeListArray.from_arrays(offsets, structs)
+
+
+def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """int64 seconds: from integers, or from timestamps and dates (as UTC; a fraction of a
+    second floored, as a number's is)."""
+    _scalar_only(batch, column, array, "a time")
+    if array.null_count:
+        raise batch.bad(
+            column,
+            first_row(np.asarray(array.is_null(), dtype=bool)),
+            "is empty; every row needs its time",
+        )
+    try:
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            array = _time_from_text(batch, column, array)
+        if pa.types.is_timestamp(array.type):  # a fraction of a second floored
+            array = pc.floor_temporal(array, unit="second")
+        if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
+            array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
+        elif pa.types.is_floating(array.type):
+            x = array.to_numpy(zero_copy_only=False)
+            beyond = ~(np.abs(x) < 2.0**63)  # NaN and Inf too
+            if beyond.any():
+                i = first_row(beyond)
+                raise batch.bad(column, i, f"must be a unix time in seconds, got {x[i]:g}")
+            array = pc.floor(array)
+        return pc.cast(array, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise batch.bad(
+            column,
+            0,
+            f"must be a unix time in seconds or a date-time, got type {array.type} "
+            f"({shown(array[0].as_py())})",
+        ) from None
+
+
+# Date-times as Arrow casts text: naive (read as UTC) or with a zone; dates, fractions
+DATE_TIMES = (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC"))
+
+
+def _time_from_text(batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    """Times written as text: unix seconds ('1600000000') or date-times, the same on every
+    row; else the first row that is not as the first is named. Date-times Arrow does not
+    read at once (naive on some rows and zoned on others, beyond its nanoseconds' years) are
+    read one by one as a served row's are (``unix_seconds``)."""
+    for kind in (pa.float64(), *DATE_TIMES):
+        try:
+            return pc.cast(array, kind)
+        except pa.ArrowInvalid:
+            continue
+    texts = array.to_pylist()
+    seconds = [_casts(text, pa.float64()) for text in texts]
+    times = [
+        None if number else unix_seconds(text) for number, text in zip(seconds, texts, strict=True)
+    ]
+    for i, text in enumerate(texts):
+        if not seconds[i] and (times[i] is None or not -INT64_LIMIT <= times[i] < INT64_LIMIT):
+            raise batch.bad(
+                column, i, f"must be a unix time in seconds or a date-time, got {shown(text)}"
+            )
+    if not any(seconds):
+        return pa.array(times, pa.int64())
+    i = seconds.index(not seconds[0])  # every row is one or the other: they mix
+    kinds = ("unix seconds", "a date-time") if seconds[i] else ("a date-time", "unix seconds")
+    raise batch.bad(
+        column, i, f"is {kinds[0]} ({shown(texts[i])}) where row {batch.first + 1} is {kinds[1]}"
+    )
+
+
+def _casts(text: str, kind: pa.DataType) -> bool:
+    try:
+        pc.cast(pa.array([text]), kind)
+    except pa.ArrowInvalid:
+        return False
+    return True
