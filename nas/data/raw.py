@@ -540,7 +540,9 @@ def convert(
 
 def float_text(value: float) -> str:
     """A number as prepare's Arrow casts it to text ("3" for 3.0, "1e-7"): a categorical
-    column of floats (ids of a pandas column that held a null) serves as it trained."""
+    column of floats (ids of a pandas column that held a null) serves as it trained. A
+    float32 is read as the float64 it is (0.1f as "0.10000000149011612"), by prepare too:
+    a served row's value (JSON, a Python float) no longer says its width."""
     import pyarrow as pa
 
     return pa.array([value], pa.float64()).cast(pa.string())[0].as_py()

@@ -185,8 +185,8 @@ class _Encoding:
         array = self._column(name)
         if array is None:
             return pa.array([""] * self.n, pa.string())
-        if pa.types.is_floating(array.type):
-            array = pc.if_else(pc.is_nan(array), None, array)
+        if pa.types.is_floating(array.type):  # float32's 0.1 as float64's, as a row's
+            array = pc.if_else(pc.is_nan(array), None, array).cast(pa.float64())
         if (
             pa.types.is_integer(array.type)
             or pa.types.is_floating(array.type)

@@ -373,8 +373,8 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
 def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     """Strings; "", null and a number's NaN all mean missing (null), as in a served row."""
     _scalar_only(batch, column, array, "one value")
-    if pa.types.is_floating(array.type):
-        array = pc.if_else(pc.is_nan(array), None, array)
+    if pa.types.is_floating(array.type):  # as float64's text, as a served row's are
+        array = pc.if_else(pc.is_nan(array), None, array).cast(pa.float64())
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         try:
             array = pc.cast(array, pa.string())

@@ -1038,6 +1038,9 @@ def _typed_ids(values: list, kind: str) -> pa.Array:
         "dictionary": lambda: pa.array(values, pa.string()).dictionary_encode(),
         "int64": lambda: pa.array(numbers, pa.int64()),
         "float64": lambda: pa.array([math.nan if n is None else n for n in numbers], pa.float64()),
+        "float32 fractions": lambda: pa.array(
+            [None if n is None else n + 0.1 for n in numbers], pa.float32()
+        ),
         "bool": lambda: pa.array([None if n is None else n % 2 == 0 for n in numbers], pa.bool_()),
     }[kind]()
 
@@ -1093,7 +1096,7 @@ def _typed_times(values: list, kind: str) -> pa.Array:
     }[kind]()
 
 
-IDS = ["string", "large_string", "dictionary", "int64", "float64", "bool"]
+IDS = ["string", "large_string", "dictionary", "int64", "float64", "float32 fractions", "bool"]
 NUMBERS = ["float64", "float32", "int64", "bool", "string", "decimal"]
 LISTS = ["list<string>", "large_list<string>", "list<large_string>", "list<int64>", "list<int32>",
          "list<dictionary>"]  # fmt: skip
