@@ -243,7 +243,7 @@ def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(caps
 
     from nas.cli.predict import print_measured
     from nas.data.raw import raw_labels
-    from nas.service.serving import Measured
+    from nas.service.scoring import Measured
 
     label = {"name": "like", "column": "rating", "at_least": 4}
     labels = raw_labels([{"rating": 5}, {"rating": 3}, {"item": "a"}], [label])
@@ -437,7 +437,7 @@ def test_rows_are_grouped_by_a_column_s_values_and_a_row_of_no_group_is_named(tm
 
     from nas.core.errors import ConfigError
     from nas.data.row_files import RowBatch
-    from nas.service.serving import RowGroups
+    from nas.service.scoring import RowGroups
 
     groups = RowGroups("user_id")
     groups.add(RowBatch(1, _rows=[{"user_id": "a"}, {"user_id": 7}, {"user_id": "a"}]))

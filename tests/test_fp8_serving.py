@@ -12,9 +12,10 @@ import torch
 from kernels.fp8_linear import Fp8Dispatch, LinearSites
 from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
+from nas.service.model_export import export_loaded
 from nas.service.registry import Trial
 from nas.service.retrain import _Picked
-from nas.service.serving import LoadedModel, export_loaded
+from nas.service.serving import LoadedModel
 from tests.test_search import REPO
 from workers.fp8_probe import fp8_plan_sites
 

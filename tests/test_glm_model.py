@@ -145,7 +145,7 @@ def test_exported_request_and_candidate_programs_compose_to_per_candidate_scorin
     import warnings
 
     from nas.arch.model import RequestInputs
-    from nas.service.serving import export_split
+    from nas.service.model_export import export_split
 
     written = export_split(model, batch.inputs(), fmt, tmp_path)
     assert written["request_split_max_abs_difference"] <= 1e-5

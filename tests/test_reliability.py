@@ -369,7 +369,7 @@ def test_a_disk_without_room_for_a_program_or_checkpoint_is_an_error_naming_the_
     import errno
     import resource
 
-    from nas.service.serving import export_loaded
+    from nas.service.model_export import export_loaded
     from tests.test_fp8_serving import _loaded
     from workers import checkpoint
 

@@ -361,7 +361,7 @@ def test_a_file_scored_in_batches_is_scored_and_measured_as_a_whole(
     from nas.data import load_dataset
     from nas.data.raw import RawInputError
     from nas.data.row_files import RowFiles
-    from nas.service.serving import Scoring
+    from nas.service.scoring import Scoring
 
     runs, search_id = searched
     uri = retrained[0]["registered"]["uri"]

@@ -250,9 +250,9 @@ def test_a_search_on_one_label_retrains_registers_and_predicts_every_label(
     assert expected["probability_click"].tolist() != expected["probability_like"].tolist()
     # MLflow's pyfunc, as `mlflow models serve` calls it, on a request of 50 rows in the
     # signature's frame (lists joined with "|"): by its columns, as its rows score.
-    from nas.service.serving import FRAME_COLUMNS_FROM, _open, as_frame
+    from nas.service.serving import FRAME_COLUMNS_FROM, as_frame, open_model
 
-    pyfunc, _ = _open(f"sqlite:///{runs / 'mlflow.db'}", uri)
+    pyfunc, _ = open_model(f"sqlite:///{runs / 'mlflow.db'}", uri)
     request = dataset.raw_rows("train", 50)
     assert len(request) >= FRAME_COLUMNS_FROM
     served = pyfunc.predict(as_frame(request, dataset.raw_form()))

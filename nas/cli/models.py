@@ -113,7 +113,7 @@ def print_registered(registered) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from nas.service.serving import export_model
+    from nas.service.model_export import export_model
 
     if args.format not in FORMATS:
         valid = ", ".join(FORMATS)

@@ -83,7 +83,7 @@ def add_compare_command(verbs) -> None:
 
 def cmd_models_compare(args: argparse.Namespace) -> None:
     from nas.data.row_files import RowFiles
-    from nas.service.serving import RowGroups, Scoring, compare
+    from nas.service.scoring import RowGroups, Scoring, compare
 
     if len(args.model_uris) < 2:
         raise ConfigError("MODEL_URI", "name two or more models to compare, the first to beat")
@@ -190,7 +190,7 @@ def _verdict(ne: dict, auc: dict, draws: str = "rows") -> str:
 
 def cmd_predict(args: argparse.Namespace) -> None:
     from nas.data.row_files import RowFiles
-    from nas.service.serving import Scoring
+    from nas.service.scoring import Scoring
 
     rows = RowFiles(args.input)
     if rows.total == 0:

@@ -1,4 +1,5 @@
-"""Retrained models as MLflow models: register, list, load, predict on raw rows, export.
+"""Retrained models as MLflow models: register, list, load, predict on raw rows (scoring
+files of rows: ``nas/service/scoring.py``; exporting: ``nas/service/model_export.py``).
 
 A registered recnas model is an MLflow pyfunc model (``RecnasModel``) with two artifacts:
 
@@ -28,9 +29,7 @@ import contextlib
 import functools
 import json
 import re
-import shutil
 import tempfile
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernels.fp8_linear import Dispatched, Fp8Dispatch
+from kernels.fp8_linear import Dispatched
 from nas.arch.spec import ArchSpec
-from nas.core.disk import torch_file
 from nas.core.errors import ConfigError, NasError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
-from nas.data.raw import RawForm, RawInputError, RawLabels, raw_labels
-from nas.data.raw_table import rows_table, table_features, table_labels
+from nas.data.raw import RawForm
+from nas.data.raw_table import rows_table, table_features
 from nas.data.row_files import RowBatch
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
@@ -443,7 +441,7 @@ def _requirements() -> list[str]:
 # --- using registered models ----------------------------------------------------------------
 
 
-def _open(tracking_uri: str, model_uri: str):
+def open_model(tracking_uri: str, model_uri: str):
     """The pyfunc model at ``model_uri`` and its ``LoadedModel``; ``NasError`` if there is
     no such model, or it is not a recnas model."""
     import mlflow
@@ -462,208 +460,6 @@ def _open(tracking_uri: str, model_uri: str):
     if not isinstance(getattr(inner, "loaded", None), LoadedModel):
         raise NasError(f"{model_uri} is not a recnas model")
     return pyfunc, inner.loaded
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What scored rows' own labels say of the model, if they carry them."""
-
-    # per label: its NE (against the training rate), AUC and logloss on the rows, and the
-    # rule it was read by; None when the rows carry no labels
-    figures: dict[str, dict[str, Any]] | None = None
-    unmeasured: str | None = None  # why rows some of which carry labels were not measured
-
-
-class Scoring:
-    """A registered model scoring raw rows a batch at a time (a file's ``RowBatch``es): a
-    column ``probability``, or one per label (``output_columns``). Where every row carries
-    its labels (a day of logs scored after the fact), ``measured`` says what they say of
-    the model. Its model scores as the pyfunc's ``predict`` does, without the frame of
-    strings its signature asks for and the second reading of it (``tests/test_retrain.py``
-    holds the scores to MLflow's own loader's; the time saved: ``benchmarks/README.md``)."""
-
-    def __init__(self, tracking_uri: str, model_uri: str):
-        self.model_uri = model_uri
-        _, self.loaded = _open(tracking_uri, model_uri)
-        self._recipes = self.loaded.info.get("labels")
-        self._labels: list[RawLabels] = []
-        self._scores: list[dict[str, np.ndarray]] | None = [] if self._recipes else None
-        self._lacking_in: Path | None = None  # the file of the first row without its labels
-
-    @property
-    def outputs(self) -> list[str]:
-        return self.loaded.outputs
-
-    def score(self, batch: RowBatch) -> dict[str, np.ndarray]:
-        """Each output column's probability for each row of ``batch`` (``RawInputError``
-        names a bad row, its file and its column)."""
-        try:
-            if self._recipes:
-                self._labels.append(self._labels_of(batch))
-            scores = self.loaded.scored(self.loaded.features_of(batch))
-        except RawInputError as err:
-            raise err.in_file(batch.file) from None
-        if self._scores is not None:
-            self._scores.append(scores)
-            if self._labels[-1].lacking:  # nothing to measure: keep no more scores
-                self._scores = None
-                self._lacking_in = batch.file
-        return scores
-
-    def _labels_of(self, batch: RowBatch) -> RawLabels:
-        """The batch's labels: a Parquet batch's by its columns where they hold numbers."""
-        if batch.table is not None:
-            labels = table_labels(batch.table, self._recipes, batch.first)
-            if labels is not None:
-                return labels
-        rows = batch.rows_of([recipe["column"] for recipe in self._recipes])
-        return raw_labels(rows, self._recipes, batch.first)
-
-    def measured(self) -> Measured:
-        """The rows scored so far, measured by their labels where every one carries them."""
-        if not self._labels:
-            return Measured()
-        labels = RawLabels.joined(self._labels)
-        if labels.lacking or self._scores is None:
-            why = labels.unmeasured
-            return Measured(
-                unmeasured=f"{self._lacking_in} {why}" if why and self._lacking_in else why
-            )
-        scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
-        rates = self.loaded.info["train_rates"]
-        return Measured(_measured(scores, labels.values, self._recipes, rates))
-
-    def labelled(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Every row's labels [R, K] and probabilities so far; ``NasError`` where the model
-        has no labels to read or a row lacks its own."""
-        if not self._recipes:
-            raise NasError(
-                f"{self.model_uri} does not say how its labels are read (registered from a "
-                "dataset prepared before 2026-12-06: prepare it again with --force and "
-                "register again)"
-            )
-        labels = RawLabels.joined(self._labels) if self._labels else None
-        if labels is None or labels.lacking or self._scores is None:
-            why = self.measured().unmeasured or "the rows carry no labels"
-            raise NasError(f"the rows cannot measure {self.model_uri}: {why}")
-        scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
-        return labels.values, scores
-
-
-class RowGroups:
-    """Each scored row's group, batch by batch: the distinct values of one column (a user's
-    id, a request's), numbered as first seen. A row without a value (or with a list or an
-    object for one) is refused, naming it: a row of no group cannot be drawn with its own."""
-
-    def __init__(self, column: str, flag: str = "--by"):
-        self.column, self.flag = column, flag
-        self._ids: dict[Any, int] = {}
-        self._parts: list[np.ndarray] = []
-
-    def add(self, batch: RowBatch) -> None:
-        column = self.column
-        if batch.table is not None and column in batch.table.column_names:
-            values = batch.table.column(column).to_pylist()
-        else:
-            values = [row.get(column) for row in batch.rows_of([column])]
-        lacking = next((i for i, v in enumerate(values) if v is None or v == "" or v != v), None)
-        if lacking is None:
-            ids = self._ids
-            try:
-                found = [ids.setdefault(v, len(ids)) for v in values]
-                self._parts.append(np.array(found, dtype=np.int64))
-                return
-            except TypeError:  # a list or an object: not a group's name
-                lacking = next(i for i, v in enumerate(values) if not _hashable(v))
-        where = f"row {batch.first + lacking}" + (f" of {batch.file}" if batch.file else "")
-        value = values[lacking]
-        found = "no value" if value is None or value == "" else shown(value)
-        raise ConfigError(
-            self.flag,
-            f"{where} has {found} for {column!r}: rows are grouped by a column that names "
-            "each row's group (a user's or a request's id), and every row needs one",
-        )
-
-    @property
-    def ids(self) -> np.ndarray:
-        """Each row's group id so far (from 0), in the order the rows were scored."""
-        return np.concatenate(self._parts) if self._parts else np.zeros(0, dtype=np.int64)
-
-    @property
-    def count(self) -> int:
-        return len(self._ids)
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-def compare(
-    scorings: list[Scoring], groups: np.ndarray | None = None
-) -> dict[str, list[dict[str, Any]]]:
-    """Models that scored the same labelled rows, label by label: each one's NE, AUC and
-    logloss, and its difference from the first's in NE (each row's normalized logloss,
-    paired) and in AUC (DeLong), with 95% intervals: the rows taken as independent draws,
-    or the ``groups`` (``RowGroups.ids``) where given. ``NasError`` where the models read
-    their labels otherwise, or the rows do not carry them."""
-    from workers.metrics import paired_auc_difference, paired_ne_difference
-
-    first = scorings[0]
-    rules = [(r["name"], r["column"], r["at_least"]) for r in first.loaded.info.get("labels") or []]
-    for other in scorings[1:]:
-        theirs = [
-            (r["name"], r["column"], r["at_least"]) for r in other.loaded.info.get("labels") or []
-        ]
-        if rules and theirs and theirs != rules:
-            raise NasError(
-                f"{other.model_uri} reads its labels as {theirs}, {first.model_uri} as "
-                f"{rules}: they are measured on different labels"
-            )
-    labels, base = first.labelled()
-    each = [(first, base, first.measured().figures)]  # each once: the rows may be millions
-    each += [(s, s.labelled()[1], s.measured().figures) for s in scorings[1:]]
-    compared: dict[str, list[dict[str, Any]]] = {}
-    for j, name in enumerate(rule[0] for rule in rules):
-        rows = []
-        for scoring, scores, figures in each:
-            row = {"model_uri": scoring.model_uri} | {
-                k: figures[name][k] for k in ("ne", "auc", "logloss", "rule", "train_rate")
-            }
-            if scoring is not first:
-                pair = (base[first.outputs[j]], scores[scoring.outputs[j]])
-                rates = (rows[0]["train_rate"], row["train_rate"])
-                ne = paired_ne_difference(labels[:, j], *pair, rates, groups)
-                auc = paired_auc_difference(labels[:, j], *pair, groups)
-                row |= {"ne_difference": _interval(*ne), "auc_difference": _interval(*auc)}
-            rows.append(row)
-        compared[name] = rows
-    return compared
-
-
-def _interval(mean: float, error: float) -> dict[str, float]:
-    """A difference and its 95% interval (normal: the rows are many)."""
-    return {"mean": mean, "low": mean - 1.96 * error, "high": mean + 1.96 * error}
-
-
-def _measured(scores: dict, labels: np.ndarray, recipes: list[dict], rates: dict) -> dict:
-    """Each label's figures from its probabilities (as logits: the pyfunc returns those)."""
-    from workers.metrics import binary_metrics
-
-    measured = {}
-    for j, (recipe, output) in enumerate(zip(recipes, scores, strict=True)):
-        p = np.clip(scores[output].astype(np.float64), 1e-12, 1 - 1e-12)
-        logits = torch.from_numpy(np.log(p) - np.log1p(-p))
-        name = recipe["name"]
-        figures = binary_metrics(torch.from_numpy(labels[:, j]), logits, rates[name])
-        rule = recipe["column"] + (
-            f" >= {recipe['at_least']:g}" if recipe["at_least"] is not None else ""
-        )
-        measured[name] = {**figures, "rule": rule, "train_rate": rates[name]}
-    return measured
 
 
 def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
@@ -696,200 +492,3 @@ def list_versions(tracking_uri: str, name: str | None) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def export_model(tracking_uri: str, model_uri: str, fmt: str, folder: Path) -> dict[str, Any]:
-    """Write the model's network for serving: ``torch-export`` (``torch.export``, a .pt2
-    with a dynamic batch) or ``torchscript`` (traced). Inputs are ids, as after the raw
-    form: categorical [B, F], multi_hot [B, M, L], dense [B, Dn] (and history [B, L, 3]);
-    the output is one logit per row. ``recnas_model.json`` beside it holds the raw form
-    that makes those ids. The export is checked against the eager model on rows of the
-    model's own input example before the folder is written."""
-    pyfunc, loaded = _open(tracking_uri, model_uri)
-    return export_loaded(loaded, _example_inputs(loaded, pyfunc), fmt, folder, model_uri)
-
-
-def export_loaded(
-    loaded: LoadedModel, example: tuple[torch.Tensor, ...], fmt: str, folder: Path, source: str
-) -> dict[str, Any]:
-    """``export_model`` of a model in memory (``source``: where it came from)."""
-    model = loaded.network
-    with torch.no_grad():
-        eager = model(*example)
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        name = "model.pt2" if fmt == "torch-export" else "model.pt"
-        batch = torch.export.Dim("batch", min=2)
-        shapes = tuple({0: batch} for _ in example)
-        exported = _save_program(model, example, shapes, fmt, tmp / name)
-        files = {
-            name: "per-candidate scoring: ids -> logits"
-            + (" (torch.export.load(...).module())" if fmt == "torch-export" else " (TorchScript)")
-        }
-        with torch.no_grad():  # the example, and a smaller batch
-            again = exported(*example)
-            fewer = exported(*(t[:2] for t in example))
-        error = float((again - eager).abs().max())
-        error = max(error, float((fewer - eager[:2]).abs().max()))
-        if not error <= 1e-5:
-            raise NasError(f"the {fmt} export differs from the eager model by {error:.2e}")
-        split = {}
-        if loaded.schema.num_request_tokens or loaded.model.reads_history:
-            split = export_split(loaded.model, example, fmt, tmp, loaded.fp8_sites)
-            files |= split.pop("files")
-        names = ["categorical", "multi_hot", "dense", "history"][: len(example)]
-        meta = {
-            "format": fmt,
-            "model_uri": source,
-            "precision": loaded.precision,
-            "inputs": {n: list(t.shape[1:]) for n, t in zip(names, example, strict=True)},
-            "output": "logit per row; probability = sigmoid(logit)"
-            if not loaded.schema.labels
-            else f"logits [B, {loaded.schema.heads}], one per label "
-            f"({', '.join(loaded.schema.labels)}); probability = sigmoid(logit)",
-            "max_abs_difference_from_eager": error,
-            **split,
-        }
-        (tmp / MODEL_FILE).write_text(json.dumps(loaded.info))
-        (tmp / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
-        files |= {MODEL_FILE: "spec, schema and raw form", "export.json": "inputs and check"}
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return {"folder": str(folder), "files": files, **meta}
-
-
-class RequestSide(torch.nn.Module):
-    """The request half of request-oriented serving, as a program of tensors: the request
-    fields' ids (and history) -> its tokens (and encoded history), once per request."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, categorical, multi_hot, history=None):
-        from nas.arch.model import RequestInputs
-
-        tokens, memory = self.model.tokens.request_tokens(
-            RequestInputs(categorical, multi_hot, history)
-        )
-        return (tokens,) if memory is None else (tokens, memory.values, memory.lengths)
-
-
-class CandidateSide(torch.nn.Module):
-    """The candidate half: the request side's outputs, the candidates' ids and ``owner``
-    (each candidate's request row) -> one logit per candidate."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self, request_tokens, categorical, multi_hot, dense, owner, values=None, lengths=None
-    ):
-        from blocks.glm import Memory
-        from nas.arch.model import CandidateInputs
-
-        memory = None if values is None else Memory(values, lengths)
-        candidates = CandidateInputs(categorical, multi_hot, dense)
-        return self.model.score_candidates(request_tokens, memory, candidates, owner)
-
-
-def _split_example(model, example: tuple[torch.Tensor, ...]):
-    """Two requests and every example row as a candidate of one of them, alternately:
-    (request inputs, candidate inputs + owner, per-candidate logits to match)."""
-    from nas.arch.model import RequestInputs
-
-    request, candidates = model.split_inputs(*example)
-    owner = torch.arange(candidates.dense.shape[0]) % 2
-    history = request.history
-    requests = (request.categorical[:2], request.multi_hot[:2])
-    requests += () if history is None else (history[:2],)
-    repeated = RequestInputs(
-        request.categorical[owner],
-        request.multi_hot[owner],
-        None if history is None else history[owner],
-    )
-    with torch.no_grad():
-        expected = model.score_requests(repeated, candidates, None)
-    return (
-        requests,
-        (candidates.categorical, candidates.multi_hot, candidates.dense, owner),
-        expected,
-    )
-
-
-def export_split(model, example, fmt: str, folder: Path, fp8_sites=()) -> dict[str, Any]:
-    """``request`` and ``candidate`` programs beside the model (``fmt`` as it), checked:
-    candidate(request(R requests), C candidates, owner) == per-candidate scoring (with
-    ``fp8_sites`` served in FP8 in both)."""
-    request_side, candidate_side = RequestSide(model).eval(), CandidateSide(model).eval()
-    if fp8_sites:
-        request_side = Dispatched(request_side, model, fp8_sites).eval()
-        candidate_side = Dispatched(candidate_side, model, fp8_sites).eval()
-        with Fp8Dispatch(model, fp8_sites):
-            requests, candidates, expected = _split_example(model, example)
-    else:
-        requests, candidates, expected = _split_example(model, example)
-    with torch.no_grad():
-        state = request_side(*requests)
-    r, c = torch.export.Dim("requests", min=2), torch.export.Dim("candidates", min=2)
-    candidate_args = (state[0], *candidates, *state[1:])
-    candidate_shapes = ({0: r}, {0: c}, {0: c}, {0: c}, {0: c}) + tuple({0: r} for _ in state[1:])
-    suffix = ".pt2" if fmt == "torch-export" else ".pt"
-    request_file, candidate_file = folder / f"request{suffix}", folder / f"candidate{suffix}"
-    loaded_request = _save_program(
-        request_side, requests, tuple({0: r} for _ in requests), fmt, request_file
-    )
-    loaded_candidate = _save_program(
-        candidate_side, candidate_args, candidate_shapes, fmt, candidate_file
-    )
-    with torch.no_grad():
-        again = loaded_request(*requests)
-        logits = loaded_candidate(again[0], *candidates, *again[1:])
-    error = float((logits - expected).abs().max())
-    if not error <= 1e-5:
-        raise NasError(
-            f"the request/candidate {fmt} programs differ from per-candidate scoring by {error:.2e}"
-        )
-    return {
-        "files": {
-            request_file.name: "request side: request ids (and history) -> tokens (and history)",
-            candidate_file.name: "candidate side: request outputs, candidate ids, owner -> logits",
-        },
-        "request_split_max_abs_difference": error,
-    }
-
-
-def _save_program(module, args, shapes, fmt: str, path: Path):
-    """``module`` exported (batch dimensions dynamic) or traced, saved at ``path``, loaded back."""
-    if fmt == "torch-export":
-        if isinstance(module, Dispatched):  # forward(*args): one parameter holds them all
-            shapes = (shapes,)
-        with torch.no_grad():
-            program = torch.export.export(module, args, dynamic_shapes=shapes)
-        with torch_file(path) as file:
-            torch.export.save(program, file)
-        return torch.export.load(path).module()
-    with torch.no_grad(), warnings.catch_warnings():
-        # Branches on shapes that are fixed per model (a side with no tokens); the callers
-        # compare the traced program with the eager one. TorchScript is deprecated in
-        # favour of torch.export, but it is what was asked for.
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        traced = torch.jit.trace(module, args, check_trace=False)
-        with torch_file(path) as file:
-            torch.jit.save(traced, file)
-        return torch.jit.load(str(path))
-
-
-def _example_inputs(loaded: LoadedModel, pyfunc) -> tuple[torch.Tensor, ...]:
-    """The network's inputs for the model's logged input example (its raw rows)."""
-    frame = pyfunc.input_example
-    rows = frame.to_dict(orient="records") if frame is not None else []
-    if len(rows) < 2:
-        raise NasError("the model has no input example of two or more rows to export from")
-    return loaded.features(rows).inputs()
