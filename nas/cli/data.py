@@ -277,13 +277,13 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     if not is_name(name):
         raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
     source = found_source(args.source)
-    table = read_sample(source.files, source.format, source.delimiter)
+    sample = read_sample(source.files, source.format, source.delimiter)
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
         declared += ', delimiter: "\\t"'
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
-    draft = infer_schema(table, name, declared, labels)
+    draft = infer_schema(sample, name, declared, labels)
     with new_path(args.out) as tmp:
         tmp.write_text(draft.text)
         load_schema_file(tmp)  # a draft that does not load is a bug here, not the user's
@@ -296,7 +296,14 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             }
         )
         return
-    title = f"{args.out}: from the first {len(table):,} rows of {source.files[0]}"
+    rows, read = len(sample.table), sample.files
+    title = f"{args.out}: from the first {rows:,} rows of {read[0]}"
+    if len(read) > 1:
+        some = "each" if len(read) == len(source.files) else f"{len(read)}"
+        title = (
+            f"{args.out}: from the first rows of {some} of its {len(source.files)} files "
+            f"({read[0].name} to {read[-1].name}), {rows:,} in all"
+        )
     table_out = Table(title=title, title_justify="left")
     for column in ("column", "type", "taken as", "why"):
         table_out.add_column(column)

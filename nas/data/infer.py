@@ -1,8 +1,8 @@
 """A first schema file for a team's own logs, read from a sample of their rows: which
 columns are labels, keys and features, and of what kind (``nas data schema``).
 
-    table = read_sample(files, fmt, delimiter)        # the first file's first rows
-    draft = infer_schema(table, name, source, labels)   # Draft: the schema's YAML and why
+    sample = read_sample(files, fmt, delimiter)        # first rows of files spread over them
+    draft = infer_schema(sample, name, source, labels)   # Draft: the schema's YAML and why
 
 A column's kind comes from its Arrow type and its sampled values:
 
@@ -43,6 +43,7 @@ from nas.data.raw import EVENT_KEYS
 from nas.data.source_rows import DATE_TIMES, json_batch, json_objects
 
 SAMPLE_ROWS = 100_000
+SAMPLE_FILES = 8  # files sampled, spread over the source's
 LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
                "conversion", "converted", "purchase", "purchased")  # fmt: skip
 TIME_NAME = re.compile(r"(^|_)(ts|time|timestamp|datetime|date|event_time)($|_)", re.I)
@@ -113,12 +114,72 @@ class Draft:
     reasons: list[tuple[str, str, str, str]] = field(default_factory=list)  # column, type, as, why
 
 
+@dataclass
+class Sample:
+    """Rows of a source's files as Arrow reads them, joined: ``files``, the files read;
+    ``absent``, each column some of them lack, with the first that does."""
+
+    table: pa.Table
+    files: list[Path]
+    absent: dict[str, Path] = field(default_factory=dict)
+
+
 def read_sample(
     files: list[Path], fmt: str, delimiter: str = ",", rows: int = SAMPLE_ROWS
-) -> pa.Table:
-    """The first ``rows`` rows of the first file (at most its first 8 MiB of text), as
-    Arrow reads them."""
-    path = files[0]
+) -> Sample:
+    """The first rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the
+    last, and between; ``rows`` in all), joined: a column empty in one file (a day without
+    coupons) takes its type from the others; one whose types differ between files, as text
+    where it can be (prepare reads declared text so)."""
+    chosen = [files[i] for i in sorted(set(np.linspace(0, len(files) - 1, SAMPLE_FILES).round()
+                                           .astype(int).tolist()))]  # fmt: skip
+    tables = [_file_sample(path, fmt, delimiter, max(1, rows // len(chosen))) for path in chosen]
+    joined = _joined(tables)
+    absent = {
+        column: next(p for p, t in zip(chosen, tables, strict=True) if column not in t.column_names)
+        for column in joined.column_names
+        if any(column not in t.column_names for t in tables)
+    }
+    return Sample(joined, chosen, absent)
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """The tables' rows in one table: a column a table lacks, or holds only nulls of, takes
+    the others' type; types that differ, their common one (int64 and double: double), else
+    text; nested types that differ: the first's, the others' values left null."""
+    names = list(dict.fromkeys(c for t in tables for c in t.column_names))
+    columns = {}
+    for name in names:
+        parts = [
+            t.column(name).combine_chunks() if name in t.column_names else pa.nulls(len(t))
+            for t in tables
+        ]
+        kinds = [a.type for a in parts if not pa.types.is_null(a.type)]
+        kind = kinds[0] if kinds else pa.null()
+        if any(k != kind for k in kinds):
+            try:
+                kind = (
+                    pa.unify_schemas(
+                        [pa.schema([(name, k)]) for k in kinds], promote_options="permissive"
+                    )
+                    .field(name)
+                    .type
+                )
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                kind = pa.string()
+        columns[name] = pa.concat_arrays([_as_type(a, kind) for a in parts])
+    return pa.table(columns)
+
+
+def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
+    try:
+        return array.cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.nulls(len(array), kind)
+
+
+def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
+    """A file's first ``rows`` rows (at most its first 8 MiB of text), as Arrow reads them."""
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -155,16 +216,20 @@ def _json_sample(path: Path, rows: int) -> pa.Table:
     return pa.Table.from_batches([json_batch(objects, columns)])
 
 
-def infer_schema(table: pa.Table, name: str, source: str, labels: list[str] | None = None) -> Draft:
-    """A schema file for rows like ``table``'s; ``source``: the schema's source mapping's
+def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | None = None) -> Draft:
+    """A schema file for rows like ``sample``'s; ``source``: the schema's source mapping's
     inside (``format: csv, path: ...``); ``labels``: the label columns, else those 0/1
     columns named as labels are."""
     draft = Draft("")
+    table = sample.table
     columns = {c: _readable(table.column(c).combine_chunks()) for c in table.column_names}
     for column in columns:
         if not is_name(column):
             draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
-    columns = {c: a for c, a in columns.items() if is_name(c)}
+        elif column in sample.absent:
+            why = f"not in {sample.absent[column].name} (prepare needs it in every file)"
+            draft.reasons.append((column, str(columns[column].type), "left out", why))
+    columns = {c: a for c, a in columns.items() if is_name(c) and c not in sample.absent}
     binary = [c for c, a in columns.items() if _binary(a)]
     chosen = _labels(labels, columns, binary)
     labels = [column for _, column, _ in chosen]
