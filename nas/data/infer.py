@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, shown
 from nas.core.names import is_name
 from nas.data.raw import EVENT_KEYS
-from nas.data.source_rows import DATE_TIMES, json_batch, json_objects
+from nas.data.source_rows import DATE_TIMES, blank, json_batch, json_objects
 
 SAMPLE_ROWS = 100_000
 SAMPLE_FILES = 8  # files sampled, spread over the source's
@@ -131,10 +131,15 @@ def read_sample(
     last, and between; ``rows`` in all), joined: a column empty in one file (a day without
     coupons) takes its type from the others; one whose types differ between files, as text
     where it can be (prepare reads declared text so)."""
+    if fmt != "parquet":  # a day of no rows written as nothing (prepare passes it by)
+        files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in sorted(set(np.linspace(0, len(files) - 1, SAMPLE_FILES).round()
                                            .astype(int).tolist()))]  # fmt: skip
     tables = [_file_sample(path, fmt, delimiter, max(1, rows // len(chosen))) for path in chosen]
     joined = _joined(tables)
+    if not len(joined):
+        read = ", ".join(p.name for p in chosen)
+        raise ConfigError("SOURCE", f"the files read have no rows ({read})")
     absent = {
         column: next(p for p, t in zip(chosen, tables, strict=True) if column not in t.column_names)
         for column in joined.column_names
@@ -184,8 +189,11 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            batches = pq.ParquetFile(path).iter_batches(batch_size=rows)
-            return pa.Table.from_batches([next(batches)])
+            file = pq.ParquetFile(path)
+            first = next(file.iter_batches(batch_size=rows), None)
+            return (
+                file.schema_arrow.empty_table() if first is None else pa.Table.from_batches([first])
+            )
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
@@ -194,18 +202,25 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
                 read_options=pacsv.ReadOptions(block_size=8 << 20),
                 parse_options=pacsv.ParseOptions(delimiter=delimiter),
             )
-            return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+            return _first_rows(reader, rows)
         import pyarrow.json as pajson
 
         try:
             options = pajson.ReadOptions(block_size=8 << 20)
-            reader = pajson.open_json(path, read_options=options)
-            return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+            return _first_rows(pajson.open_json(path, read_options=options), rows)
         except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
             return _json_sample(path, rows)
-    except (pa.ArrowException, OSError, StopIteration) as err:
-        reason = " ".join(str(err).split())[:200] or "it has no rows"
+    except (pa.ArrowException, OSError) as err:
+        reason = " ".join(str(err).split())[:200]
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
+
+
+def _first_rows(reader, rows: int) -> pa.Table:
+    """A CSV or JSON reader's first batch's first ``rows`` rows (none: a file of a header)."""
+    try:
+        return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
+    except StopIteration:
+        return reader.schema.empty_table()
 
 
 def _json_sample(path: Path, rows: int) -> pa.Table:

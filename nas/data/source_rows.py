@@ -70,9 +70,12 @@ class Rows:
         self._kinds = schema.column_kinds()
 
     def check_columns(self) -> None:
-        """Every declared column is in every file (before reading any row)."""
+        """Every declared column is in every file (before reading any row) but a blank
+        text file (a day of no rows written as nothing: no header, no JSON object)."""
         wanted = self.schema.columns()
         for path in self.files:
+            if self.schema.source.format != "parquet" and blank(path):
+                continue
             present = self._file_columns(path)
             missing = [c for c in wanted if c not in present]
             if missing:
@@ -85,6 +88,8 @@ class Rows:
     def batches(self, columns: list[str]) -> Iterator[Batch]:
         start = 0
         for path in self.files:
+            if self.schema.source.format != "parquet" and blank(path):
+                continue
             first = 0
             for record in self._read(path, columns):
                 n = record.num_rows
@@ -205,6 +210,18 @@ class Rows:
         if kind == "list":
             return _lists(batch, column, array, self.schema.reading(column))
         return _texts(batch, column, array)
+
+
+def blank(path: Path, block: int = 1 << 16) -> bool:
+    """Whether a text file (compressed as its name says) holds nothing but white space."""
+    try:
+        with pa.input_stream(path, compression="detect") as stream:
+            while chunk := stream.read(block):
+                if chunk.strip():
+                    return False
+    except (pa.ArrowException, OSError):
+        return False  # unreadable: its reader names the problem
+    return True
 
 
 def _mixed_json_types(err: Exception) -> bool:

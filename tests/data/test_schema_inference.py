@@ -134,7 +134,8 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     integers on some days and as text on others, a column one day lacks. The draft reads
     the first rows of eight files from the first to the last (before, the first file's
     only: the coupon was left out as a column of nulls): the coupon and the shop are
-    categories, the column a file lacks is left out naming that file, and it prepares."""
+    categories, the column a file lacks is left out naming that file, and it prepares; a
+    blank file (a day of no rows written as nothing) is passed by, by both commands."""
     folder = tmp_path / "days"
     folder.mkdir()
     frame = logs(1200)
@@ -151,6 +152,7 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
         else:
             part = part.drop(columns=["genres", "hist"])
             part.to_json(path, orient="records", lines=True)
+    (folder / f"day12.{fmt}").write_text("\n")
     out = tmp_path / "days.yaml"
     assert main(["data", "schema", str(folder), "--out", str(out), "--json"]) in (0, None)
     said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
@@ -162,4 +164,4 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     assert dataset.manifest["rows"] == len(frame)
     assert main(["data", "schema", str(folder), "--out", str(tmp_path / "again.yaml")]) in (0, None)
     title = " ".join(capsys.readouterr().out.split())
-    assert f"from the first rows of 8 of its 12 files (day00.{fmt} to day11.{fmt})" in title
+    assert f"from the first rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
