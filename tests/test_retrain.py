@@ -240,6 +240,12 @@ def test_a_registered_model_predicts_loads_in_a_fresh_python_and_exports(
     refused = nas(runs, "predict", registered["uri"], "--input", str(jsonl))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "row 2: 'timestamp' must be a unix time in seconds" in " ".join(refused.stderr.split())
+    # ... and a bad row in a later batch (a folder's second file): --json prints nothing
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "a.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (tmp_path / "parts" / "b.jsonl").write_text(json.dumps(bad) + "\n")
+    refused = nas(runs, "predict", registered["uri"], "--input", str(tmp_path / "parts"), "--json")
+    assert refused.returncode == 2 and "b.jsonl" in refused.stderr and refused.stdout == ""
     # MLflow's own loader in a fresh Python gives the same scores.
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     script = (

@@ -5,6 +5,9 @@ the memory of one batch; the rows' own labels, if they carry them, measure the m
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,6 +27,7 @@ if TYPE_CHECKING:  # the command line starts without numpy and torch (``nas.data
     from nas.data.row_files import RowBatch, RowFiles
 
 TABLE_ROWS = 20  # rows a predict's table shows
+SPOOL_BYTES = 64 << 20  # --json's lines held in memory before a temporary file takes them
 SCORED_SUFFIXES = (".parquet", ".jsonl", ".csv", ".tsv")  # what predict --out writes
 
 
@@ -199,7 +203,11 @@ def cmd_predict(args: argparse.Namespace) -> None:
         scoring = Scoring(tracking_uri(args), args.model_uri)
     head: list[tuple[dict, dict]] = []  # the table's rows and their probabilities
     count = 0
-    with ExitStack() as stack:
+    # --json's lines, printed once every row is scored: a bad row leaves stdout empty
+    with (
+        tempfile.SpooledTemporaryFile(SPOOL_BYTES, "w+", encoding="utf-8") as spool,
+        ExitStack() as stack,
+    ):
         bar = stack.enter_context(progress_bar(eta=True, counts=rows.suffix == ".parquet"))
         writer = None
         if args.out:
@@ -214,7 +222,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
             if writer:
                 writer(batch, scores)
             if args.json and not args.out:
-                print("".join(scored_lines(batch, scores)), end="", flush=True)
+                spool.writelines(scored_lines(batch, scores))
             if len(head) < TABLE_ROWS:
                 taken = batch.head(TABLE_ROWS - len(head))
                 head += [(r, {k: v[i] for k, v in scores.items()}) for i, r in enumerate(taken)]
@@ -224,6 +232,10 @@ def cmd_predict(args: argparse.Namespace) -> None:
             bar.update(task, completed=rows.done, note=note)
         if not count:  # inside: nothing is written
             raise ConfigError("--input", f"{args.input} has no rows")
+        stack.close()  # the progress bar gone
+        spool.seek(0)
+        shutil.copyfileobj(spool, sys.stdout)
+        sys.stdout.flush()
     measured = scoring.measured()
     if args.json:
         if args.out:
