@@ -151,7 +151,7 @@ def read_sample(
 def _joined(tables: list[pa.Table]) -> pa.Table:
     """The tables' rows in one table: a column a table lacks, or holds only nulls of, takes
     the others' type; types that differ, their common one (int64 and double: double), else
-    text; nested types that differ: the first's, the others' values left null."""
+    text (a list's values, which cannot be text, left null)."""
     names = list(dict.fromkeys(c for t in tables for c in t.column_names))
     columns = {}
     for name in names:
