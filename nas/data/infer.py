@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import is_name
-from nas.data.raw import EVENT_KEYS
+from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES
 from nas.data.source_rows import DATE_TIMES, blank, json_batch, json_objects
 
 SAMPLE_ROWS = 100_000
@@ -258,11 +258,15 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
             entries.append(f"{{name: {label}, column: {column}, at_least: {at_least:g}}}")
             draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
     keys: dict[str, str] = {}
-    times = [c for c, a in columns.items() if c not in labels and _time(c, a)]
-    if times:
-        keys["timestamp"] = times[0]
-        draft.reasons.append((times[0], str(columns[times[0]].type), "keys.timestamp",
-                              "a time: the split is by time"))  # fmt: skip
+    units = {c: u for c, a in columns.items() if c not in labels and (u := _time_unit(c, a))}
+    unit = "s"  # the source's numeric times': the key's
+    if units:
+        keys["timestamp"] = time = next(iter(units))
+        unit = units[time] if units[time] != "date-time" else "s"
+        why = "a time: the split is by time" + f" (in {UNIT_NAMES[unit]})" * (unit != "s")
+        draft.reasons.append((time, str(columns[time].type), "keys.timestamp", why))
+        if unit != "s":
+            source += f", time_unit: {unit}"
     for key, pattern in (("user", USER_NAME), ("request", REQUEST_NAME)):
         found = [c for c in columns if c not in labels and pattern.match(c)]
         if found:
@@ -276,8 +280,11 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         if column == keys.get("request"):
             draft.reasons.append((column, str(array.type), "keys.request", "a request's id"))
             continue
-        if _milliseconds(column, array):
-            why = "a time in milliseconds? keys.timestamp takes unix seconds: divide it first"
+        if units.get(column, unit) not in (unit, "date-time"):
+            why = (
+                f"a time in {UNIT_NAMES[units[column]]}? the source's numeric times are in "
+                f"{UNIT_NAMES[unit]} (time_unit, by {keys['timestamp']})"
+            )
             draft.reasons.append((column, str(array.type), "left out", why))
             continue
         try:
@@ -456,31 +463,32 @@ def _binary(array: pa.Array) -> bool:
     return set(pc.unique(array).to_pylist()) == {0, 1}
 
 
-def _time(column: str, array: pa.Array) -> bool:
+def _time_unit(column: str, array: pa.Array) -> str | None:
+    """A column of times: "date-time" (timestamps, dates, ISO 8601 text), or, named as a
+    time, numbers of seconds, or of milliseconds, microseconds or nanoseconds (``PER_SECOND``)
+    from 1973 to 2286; else None."""
     kind = array.type
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        return True
+        return "date-time"
     if not TIME_NAME.search(column) or array.null_count:
-        return False
+        return None
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        low, high = pc.min_max(array).values()
-        return UNIX_SECONDS[0] <= low.as_py() and high.as_py() < UNIX_SECONDS[1]
+        low, high = (x.as_py() for x in pc.min_max(array).values())
+        if low is None:
+            return None
+        return next(
+            (u for u, n in PER_SECOND.items()
+             if UNIX_SECONDS[0] * n <= low and high < UNIX_SECONDS[1] * n),
+            None,
+        )  # fmt: skip
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # ISO 8601 text
         for moment in DATE_TIMES:  # as prepare reads them
             try:
                 pc.cast(array, moment)
-                return True
+                return "date-time"
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 continue
-    return False
-
-
-def _milliseconds(column: str, array: pa.Array) -> bool:
-    """Whole milliseconds (or finer) since 1970, named as a time: not unix seconds."""
-    if not TIME_NAME.search(column) or not pa.types.is_integer(array.type) or array.null_count:
-        return False
-    low, high = pc.min_max(array).values()
-    return low.as_py() is not None and UNIX_SECONDS[1] <= low.as_py() and high.as_py() < 1e19
+    return None
 
 
 def _is_text_or_integer(array: pa.Array) -> bool:

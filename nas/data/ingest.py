@@ -44,7 +44,7 @@ from nas.data.encoding import (
     stored_dense,
 )
 from nas.data.prepared import SPLITS, PreparedWriter, unlearnable
-from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
+from nas.data.raw import DERIVED, EVENT_KEYS, PER_SECOND, RawForm
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import SchemaFile, utc_text
@@ -314,8 +314,10 @@ def model_schema(plan: Plan, labels: list[str]) -> ModelSchema:
     return ModelSchema(tuple(fields))
 
 
-def raw_form(plan: Plan, keys) -> RawForm:
-    """How serving rows become this dataset's features; ``keys``: the schema's keys."""
+def raw_form(plan: Plan, keys, per_second: int = 1) -> RawForm:
+    """How serving rows become this dataset's features; ``keys``: the schema's keys;
+    ``per_second``: numeric times' units (said on each time and history column, unless
+    seconds)."""
     columns: dict[str, dict] = {}
     for e in plan.categorical:
         if e.feature.derive in DERIVED:  # from the row's time
@@ -348,6 +350,10 @@ def raw_form(plan: Plan, keys) -> RawForm:
             column = plan.sequence.column
             columns[column] = {"type": "strings", "optional": True, "sep": feature.sep or "|"}
             history |= {"column": column, "max_len": plan.sequence_len, "plain": True}
+    if per_second != 1:
+        for column in columns.values():
+            if column["type"] in ("integer", "events"):
+                column["per_second"] = per_second
     multi_hot = [
         e.recipe() | {"max_len": e.feature.max_len or DEFAULT_MAX_LEN["multi_hot"]}
         for e in plan.multi_hot
@@ -532,7 +538,7 @@ def _write(
                     {"name": name, "column": column, "at_least": at_least}
                     for name, column, at_least in schema.label_columns()
                 ],
-                "raw_form": raw_form(plan, keys).to_dict(),
+                "raw_form": raw_form(plan, keys, PER_SECOND[schema.source.time_unit]).to_dict(),
                 "hashed_values": {
                     e.field: e.hashed_values
                     for e in plan.categorical + plan.multi_hot

@@ -46,6 +46,10 @@ from nas.data.schema import Features, Schema
 
 OOV_TEXT = "<out of vocabulary>"  # what an input example shows for an out-of-vocabulary id
 INT64_LIMIT = 2**63  # integers are stored as int64
+LATEST_SECONDS = 10**11  # unix seconds in the year 5138: a later "time" is in a finer unit
+# a source's numeric times (``time_unit``), as a served row sends them too: per second
+PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 # A number's text that means it is missing, as CSV writers spell it (R's NA, Python's nan,
 # SQL's NULL, Excel's #N/A), besides "" and blanks: prepare and a served row read a "number"
 # column's text alike. (Text columns take only "" as missing: "NA" is a country.)
@@ -197,7 +201,8 @@ class RawForm:
                     raise RawInputError(number, name, f"is missing; expected {_wants(kind)}")
                 value = None
             keys = tuple(column["fields"]) if "fields" in column else EVENT_KEYS
-            out[name] = convert(number, name, kind, value, column.get("sep", "|"), keys)
+            per_second = column.get("per_second", 1)
+            out[name] = convert(number, name, kind, value, column.get("sep", "|"), keys, per_second)
         return out
 
     # --- features -> raw rows (an input example) --------------------------------------------
@@ -215,8 +220,9 @@ class RawForm:
         rows: list[dict[str, Any]] = [{} for _ in range(len(features))]
         for j, recipe in enumerate(self.categorical):
             if "derive" in recipe:
+                per_second = self.columns[recipe["column"]].get("per_second", 1)
                 for i, row in enumerate(rows):
-                    row[recipe["column"]] = int(times[i]) if times is not None else 0
+                    row[recipe["column"]] = int(times[i]) * per_second if times is not None else 0
                 continue
             if recipe.get("prefix") and recipe["column"] in rows[0]:
                 continue  # the full value is there already
@@ -234,8 +240,9 @@ class RawForm:
                 row[recipe["column"]] = _undense(recipe, float(features.dense[i, j]))
         history = features.history
         if self.history is not None and "now" in self.history:  # the time a history is read at
+            per_second = self.columns[self.history["now"]].get("per_second", 1)
             for i, row in enumerate(rows):
-                row[self.history["now"]] = int(times[i]) if times is not None else 0
+                row[self.history["now"]] = int(times[i]) * per_second if times is not None else 0
         if self.history is not None and history is not None:
             vocab = next(c for c in self.categorical if c["field"] == self.history["items"])
             names = _inverse(vocab)
@@ -247,11 +254,12 @@ class RawForm:
                         names.get(int(history.item[e]), "") for e in events
                     ]
                     continue
+                per_second = self.columns[self.history["column"]].get("per_second", 1)
                 row[self.history["column"]] = [
                     [
                         names.get(int(history.item[e]), ""),
                         int(history.action[e]),
-                        int(history.time[e]),
+                        int(history.time[e]) * per_second,
                     ]
                     for e in events
                 ]
@@ -427,12 +435,19 @@ def _wants(kind: str, keys: tuple = EVENT_KEYS) -> str:
 
 
 def convert(
-    number: int, name: str, kind: str, value: Any, sep: str = "|", keys: tuple = EVENT_KEYS
+    number: int,
+    name: str,
+    kind: str,
+    value: Any,
+    sep: str = "|",
+    keys: tuple = EVENT_KEYS,
+    per_second: int = 1,
 ) -> Any:
     """``value`` as ``kind``: a column type, or "time" (an "integer" column's, as
     ``unix_seconds``); an optional column's empty value: "" for a string, None for a
     number, [] for a list; ``sep`` splits a "strings" column's text; ``keys``: an "events"
-    column's objects' keys for an event's item, action and time."""
+    column's objects' keys for an event's item, action and time; ``per_second``: a numeric
+    time's units in a second (``PER_SECOND``: milliseconds 1000)."""
     wants = _wants(kind, keys)
     if isinstance(value, np.ndarray):  # a list as pandas holds one (read from Parquet)
         value = value.tolist()
@@ -458,11 +473,13 @@ def convert(
     if kind == "time":
         if value is None or value == "":
             raise RawInputError(number, name, f"must be {wants}, got an empty value")
-        seconds = unix_seconds(value)
+        seconds = unix_seconds(value, per_second)
         if seconds is None:
             raise bad()
         if not -INT64_LIMIT <= seconds < INT64_LIMIT:
             raise RawInputError(number, name, f"must be a time in 64 bits, got {shown(value)}")
+        if seconds >= LATEST_SECONDS:
+            raise RawInputError(number, name, too_late(value, per_second))
         return seconds
     if kind in ("integer", "number"):
         if value is None or (
@@ -530,12 +547,24 @@ def convert(
                 and type(action) is int
                 and type(when) is int
                 and -INT64_LIMIT <= action < INT64_LIMIT
-                and -INT64_LIMIT <= when < INT64_LIMIT
+                and -INT64_LIMIT <= when < LATEST_SECONDS * per_second
             ):
-                events.append([key, action, when])
+                events.append([key, action, when // per_second])
                 continue
-        events.append(_event(number, name, event, bad, keys))
+        events.append(_event(number, name, event, bad, keys, per_second))
     return events
+
+
+def too_late(value: Any, per_second: int) -> str:
+    """Why a time past ``LATEST_SECONDS`` is refused (by prepare and in serving alike)."""
+    unit = next(u for u, n in PER_SECOND.items() if n == per_second)
+    finer = [u for u, n in PER_SECOND.items() if n > per_second]
+    said = f"is {shown(value)}: as unix {UNIT_NAMES[unit]}, past the year 5000"
+    if not finer:
+        return said
+    units = f"{', '.join(finer[:-1])}{' or ' * (len(finer) > 1)}{finer[-1]}"
+    finer_name = UNIT_NAMES[finer[0]]
+    return f"{said}; a time in {finer_name} or finer? declare the source's time_unit: {units}"
 
 
 def float_text(value: float) -> str:
@@ -552,10 +581,11 @@ EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 SECOND = datetime.timedelta(seconds=1)
 
 
-def unix_seconds(value: Any) -> int | None:
-    """A time as ``prepare`` reads one (``nas/data/source_rows.py``): unix seconds (a fraction
-    floored), a date-time (UTC unless it says its zone; a fraction of a second floored), a
-    date (its midnight, UTC), or the text of one of these (ISO 8601); None if it is none."""
+def unix_seconds(value: Any, per_second: int = 1) -> int | None:
+    """A time as ``prepare`` reads one (``nas/data/source_rows.py``): a unix time, in
+    seconds or ``per_second`` finer units (a fraction of a second floored), a date-time
+    (UTC unless it says its zone; a fraction of a second floored), a date (its midnight,
+    UTC), or the text of one of these (ISO 8601); None if it is none."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -567,9 +597,9 @@ def unix_seconds(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | np.integer):
-        return int(value)
+        return int(value) // per_second
     if isinstance(value, float | np.floating):
-        return math.floor(value) if math.isfinite(value) else None
+        return math.floor(value / per_second) if math.isfinite(value) else None
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
@@ -579,7 +609,9 @@ def unix_seconds(value: Any) -> int | None:
     return None
 
 
-def _event(number: int, name: str, event: Any, bad, keys: tuple = EVENT_KEYS) -> list:
+def _event(
+    number: int, name: str, event: Any, bad, keys: tuple = EVENT_KEYS, per_second: int = 1
+) -> list:
     """One event of a history, a triple or an object with ``keys`` for its item, action
     and time (others ignored: a Parquet struct's extra fields), checked and converted
     (``bad()``: the column's error)."""
@@ -593,16 +625,16 @@ def _event(number: int, name: str, event: Any, bad, keys: tuple = EVENT_KEYS) ->
     return [
         str(key),
         _integer(number, f"{name}[action]", action),
-        _time(number, f"{name}[time]", when),
+        _time(number, f"{name}[time]", when, per_second),
     ]
 
 
-def _time(number: int, name: str, value: Any) -> int:
+def _time(number: int, name: str, value: Any, per_second: int = 1) -> int:
     """``convert``'s "time" (an event's as a row's: unix seconds, or a date-time), a plain
     int in range taken as it is."""
-    if type(value) is int and -INT64_LIMIT <= value < INT64_LIMIT:
-        return value
-    return convert(number, name, "time", value)
+    if type(value) is int and -INT64_LIMIT <= value < LATEST_SECONDS * per_second:
+        return value // per_second
+    return convert(number, name, "time", value, per_second=per_second)
 
 
 def _integer(number: int, name: str, value: Any) -> int:

@@ -20,6 +20,7 @@ looked up once, times read as a row's time is.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -35,6 +36,7 @@ from nas.data.raw import (
     EVENT_KEYS,
     FLOAT32_MAX,
     INT64_LIMIT,
+    LATEST_SECONDS,
     RawForm,
     RawInputError,
     RawLabels,
@@ -203,7 +205,7 @@ class _Encoding:
         array = self._column(name)
         if array is None or array.null_count:
             raise _RowsDecide
-        return _seconds(name, array)
+        return _seconds(name, array, self.form.columns[name].get("per_second", 1))
 
     def _numbers(self, name: str) -> np.ndarray:
         """A "number" column as float64; NaN where a value is missing."""
@@ -357,7 +359,7 @@ class _Encoding:
             lengths.astype(np.int64),
             item,
             _integers(f"{name}[action]", action),
-            _seconds(f"{name}[time]", time),
+            _seconds(f"{name}[time]", time, self.form.columns[name].get("per_second", 1)),
         )
 
 
@@ -368,12 +370,21 @@ def is_list(kind: pa.DataType) -> bool:
     )
 
 
-def _seconds(name: str, array: pa.Array) -> np.ndarray:
-    """Times, none missing, as int64 unix seconds: ``convert``'s "time" (integers as they
-    are, numbers and date-times floored to the second)."""
+def _seconds(name: str, array: pa.Array, per_second: int = 1) -> np.ndarray:
+    """Times, none missing, as int64 unix seconds: ``convert``'s "time" (numbers in
+    ``per_second`` units, integers floor-divided, fractions and date-times floored to the
+    second); one past ``LATEST_SECONDS``: the rows name it."""
+    seconds = _in_seconds(name, array, per_second)
+    if len(seconds) and seconds.max() >= LATEST_SECONDS:
+        raise _RowsDecide
+    return seconds
+
+
+def _in_seconds(name: str, array: pa.Array, per_second: int) -> np.ndarray:
     kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return _by_value(array, lambda v: _converted(name, "time", v), np.int64)
+        time = functools.partial(_converted, name, "time", per_second=per_second)
+        return _by_value(array, time, np.int64)
     if pa.types.is_timestamp(kind):
         array = pc.floor_temporal(array, unit="second").cast(pa.timestamp("s", kind.tz))
         return _int64(array)
@@ -382,10 +393,10 @@ def _seconds(name: str, array: pa.Array) -> np.ndarray:
     if pa.types.is_integer(kind):
         if pa.types.is_uint64(kind) and len(array) and pc.max(array).as_py() >= INT64_LIMIT:
             raise _RowsDecide  # beyond 64 bits: the rows name it
-        return _int64(array)
+        return _int64(array) // per_second
     if not pa.types.is_floating(kind):
         raise _RowsDecide
-    x = np.floor(array.to_numpy(zero_copy_only=False).astype(np.float64))
+    x = np.floor(array.to_numpy(zero_copy_only=False).astype(np.float64) / per_second)
     if not (np.isfinite(x) & (x >= -INT64_LIMIT) & (x < INT64_LIMIT)).all():
         raise _RowsDecide
     return x.astype(np.int64)
@@ -417,9 +428,9 @@ def _by_value(array: pa.Array, function: Callable[[Any], Any], dtype) -> np.ndar
     return table[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
-def _converted(name: str, kind: str, value: Any) -> Any:
+def _converted(name: str, kind: str, value: Any, per_second: int = 1) -> Any:
     try:
-        return convert(0, name, kind, value)
+        return convert(0, name, kind, value, per_second=per_second)
     except RawInputError:
         raise _RowsDecide from None
 

@@ -71,6 +71,9 @@ class Source(_Strict):
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
     columns: tuple[Name, ...] | None = None  # csv without a header: the columns' names
+    # numeric times (keys.timestamp, a derived field's column, a history's events): unix
+    # seconds, or milliseconds, microseconds or nanoseconds since 1970
+    time_unit: Literal["s", "ms", "us", "ns"] = "s"
 
     @model_validator(mode="after")
     def _csv_options(self) -> Source:
@@ -497,7 +500,11 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    digest.update(json.dumps(schema.model_dump(mode="json"), sort_keys=True).encode())
+    # time_unit unsaid, as before it existed: caches prepared before it stay current
+    unsaid = {"source": {"time_unit"}} if schema.source.time_unit == "s" else None
+    digest.update(
+        json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()
+    )
     for path in files:
         stat = path.stat()
         digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())

@@ -22,10 +22,13 @@ from nas.core.errors import DataError, shown
 from nas.data.raw import (
     EVENT_KEYS,
     INT64_LIMIT,
+    LATEST_SECONDS,
     MISSING_NUMBER_TEXTS,
+    PER_SECOND,
     RawInputError,
     convert,
     float_text,
+    too_late,
     unix_seconds,
 )
 from nas.data.raw_table import events_array, is_list
@@ -68,6 +71,7 @@ class Rows:
     def __init__(self, schema: SchemaFile, files: list[Path]):
         self.schema, self.files = schema, files
         self._kinds = schema.column_kinds()
+        self._per_second = PER_SECOND[schema.source.time_unit]
 
     def check_columns(self) -> None:
         """Every declared column is in every file (before reading any row) but a blank
@@ -206,9 +210,9 @@ class Rows:
         if kind in ("label", "number"):
             return _numbers(batch, column, array, kind)
         if kind == "timestamp":
-            return _seconds(batch, column, array)
+            return _seconds(batch, column, array, self._per_second)
         if kind == "list":
-            return _lists(batch, column, array, self.schema.reading(column))
+            return _lists(batch, column, array, self.schema.reading(column), self._per_second)
         return _texts(batch, column, array)
 
 
@@ -401,7 +405,9 @@ def _texts(batch: Batch, column: str, array: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(array, ""), None, array)
 
 
-def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.Array:
+def _lists(
+    batch: Batch, column: str, array: pa.Array, feature: Feature, per_second: int = 1
+) -> pa.Array:
     """list<string>: a list column, or text split at the feature's ``sep``. A file whose
     lists are all empty or missing (a day with no genres: JSON and CSV readers then infer no
     value type) gives empty lists."""
@@ -413,7 +419,7 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
         and feature.sep is None
         and (text or (is_list(array.type) and is_list(array.type.value_type)))
     ):
-        return _events_otherwise(batch, column, array, event_names(feature))
+        return _events_otherwise(batch, column, array, event_names(feature), per_second)
     if text:
         if feature.sep is None:
             i = _first_value(array)
@@ -433,7 +439,7 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
         value_type = value_type.value_type
         array = pc.cast(array, pa.large_list(value_type))
     if pa.types.is_struct(value_type) and feature.type == "sequence":
-        return _events(batch, column, array, event_names(feature))
+        return _events(batch, column, array, event_names(feature), per_second)
     if not (
         pa.types.is_null(value_type)
         or pa.types.is_string(value_type)
@@ -444,7 +450,9 @@ def _lists(batch: Batch, column: str, array: pa.Array, feature: Feature) -> pa.A
     return _without_empty(pc.cast(array, pa.list_(pa.string())))
 
 
-def _events_otherwise(batch: Batch, column: str, array: pa.Array, names: tuple) -> pa.Array:
+def _events_otherwise(
+    batch: Batch, column: str, array: pa.Array, names: tuple, per_second: int
+) -> pa.Array:
     """A history column's events given as ``[item, action, time]`` triples, or as JSON text
     (a CSV cell; a JSON-lines column whose types mix) of triples or objects: read as a
     served row's are (``events_array``; where it leaves them to the rows, or its actions are
@@ -452,16 +460,19 @@ def _events_otherwise(batch: Batch, column: str, array: pa.Array, names: tuple) 
     values = array.to_pylist()
     structs = events_array(values, names)
     if structs is None or not pa.types.is_integer(structs.type.value_type[1].type):
-        structs = _converted_events(batch, column, values, names)
-    return _events(batch, column, structs, names)
+        structs = _converted_events(batch, column, values, names, per_second)
+        per_second = 1  # the times converted: seconds
+    return _events(batch, column, structs, names, per_second)
 
 
-def _converted_events(batch: Batch, column: str, values: list, names: tuple) -> pa.Array:
+def _converted_events(
+    batch: Batch, column: str, values: list, names: tuple, per_second: int
+) -> pa.Array:
     """Each row's events as a served row's are converted, a bad one named with its row."""
     lengths, items, actions, times = [], [], [], []
     for i, value in enumerate(values):
         try:
-            events = convert(i + 1, column, "events", value, keys=names)
+            events = convert(i + 1, column, "events", value, keys=names, per_second=per_second)
         except RawInputError as err:
             hint = "; for a list of items in one text column, declare sep:"
             raise batch.bad(column, i, err.problem + hint * isinstance(value, str)) from None
@@ -497,7 +508,9 @@ def event_names(feature: Feature) -> tuple[str, ...]:
     return feature.event_fields.names if feature.event_fields else EVENT_KEYS
 
 
-def _events(batch: Batch, column: str, array: pa.Array, names: tuple[str, ...]) -> pa.Array:
+def _events(
+    batch: Batch, column: str, array: pa.Array, names: tuple[str, ...], per_second: int = 1
+) -> pa.Array:
     """A history column of events, each row's list of ``{item, action, time}`` structs (by
     ``names``; other fields ignored), as a large list of structs of ``EVENT_KEYS``: items
     as text ("" missing),
@@ -535,7 +548,7 @@ def _events(batch: Batch, column: str, array: pa.Array, names: tuple[str, ...]) 
             continue
         if name == "time":  # as a row's time: unix seconds, or date-times
             out.append(_seconds(EventsOf(batch.file, batch.first, batch.start, {}, row_of),
-                                f"{column}[time]", values))  # fmt: skip
+                                f"{column}[time]", values, per_second))  # fmt: skip
             continue
         if not pa.types.is_integer(values.type) or (
             pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63
@@ -555,9 +568,10 @@ def _events(batch: Batch, column: str, array: pa.Array, names: tuple[str, ...]) 
     return pa.LargeListArray.from_arrays(offsets, structs)
 
 
-def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
-    """int64 seconds: from integers, or from timestamps and dates (as UTC; a fraction of a
-    second floored, as a number's is)."""
+def _seconds(batch: Batch, column: str, array: pa.Array, per_second: int = 1) -> pa.Array:
+    """int64 seconds: from unix times in ``per_second`` units (integers floor-divided, a
+    fraction floored), or from timestamps and dates (as UTC; a fraction of a second floored,
+    as a number's is); one past ``LATEST_SECONDS`` refused, as a served row's is."""
     _scalar_only(batch, column, array, "a time")
     if array.null_count:
         raise batch.bad(
@@ -565,21 +579,26 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
             first_row(np.asarray(array.is_null(), dtype=bool)),
             "is empty; every row needs its time",
         )
+    given = array
     try:
-        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        text = pa.types.is_string(array.type) or pa.types.is_large_string(array.type)
+        if text:  # numbers (float64), date-times, or date-times read one by one (int64 seconds)
             array = _time_from_text(batch, column, array)
         if pa.types.is_timestamp(array.type):  # a fraction of a second floored
             array = pc.floor_temporal(array, unit="second")
         if pa.types.is_timestamp(array.type) or pa.types.is_date(array.type):
-            array = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64())
+            seconds = pc.cast(pc.cast(array, pa.timestamp("s")), pa.int64()).to_numpy()
         elif pa.types.is_floating(array.type):
             x = array.to_numpy(zero_copy_only=False)
             beyond = ~(np.abs(x) < 2.0**63)  # NaN and Inf too
             if beyond.any():
                 i = first_row(beyond)
                 raise batch.bad(column, i, f"must be a unix time in seconds, got {x[i]:g}")
-            array = pc.floor(array)
-        return pc.cast(array, pa.int64())
+            seconds = np.floor(x / per_second).astype(np.int64)
+        else:
+            seconds = pc.cast(array, pa.int64()).to_numpy()
+            if not text:
+                seconds = seconds // per_second
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise batch.bad(
             column,
@@ -587,6 +606,11 @@ def _seconds(batch: Batch, column: str, array: pa.Array) -> pa.Array:
             f"must be a unix time in seconds or a date-time, got type {array.type} "
             f"({shown(array[0].as_py())})",
         ) from None
+    late = seconds >= LATEST_SECONDS
+    if late.any():
+        i = first_row(late)
+        raise batch.bad(column, i, too_late(given[i].as_py(), per_second))
+    return pa.array(seconds, pa.int64())
 
 
 # Date-times as Arrow casts text: naive (read as UTC) or with a zone; dates, fractions

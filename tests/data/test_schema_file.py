@@ -1438,3 +1438,81 @@ def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -
     path.write_text(text)
     with pytest.raises(DataError, match="holds lists of items, not of events: event_fields"):
         prepare_dataset(str(path), tmp_path / "cache4")
+
+
+@pytest.mark.parametrize(
+    "unit, fmt, written", [("ms", "parquet", float), ("us", "jsonl", int), ("ns", "parquet", str)]
+)
+def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
+    tmp_path: Path, unit, fmt, written
+):
+    """Rows' times (as numbers with a fraction, integers or text) and their history events'
+    times in milliseconds, microseconds or nanoseconds (a fraction of a second on each,
+    under half of one: text's float64 keeps it), with ``time_unit`` declared: every array
+    prepared is the same logs' in whole seconds (the split, the hour derived, the events'
+    times, the ages), and the rows, served by rows and by columns and as `nas data rows`
+    writes them, encode to the features stored. Undeclared, the finer times are refused by
+    prepare (exit 2) and in serving, naming the row and the time_unit to declare. (Before,
+    milliseconds were read as seconds: the split kept, the hours and ages garbage.)"""
+    from nas.data.export import export_raw_rows
+    from nas.data.raw import PER_SECOND, RawInputError
+    from nas.data.raw_table import table_features
+
+    per = PER_SECOND[unit]
+    hour = "  - {name: hour, type: categorical, from: ts, derive: hour}\n"
+    frame = events_logs()
+    seconds = schema_file(tmp_path / "s", fmt, frame)
+    seconds.write_text(seconds.read_text() + hour)
+    rng = np.random.default_rng(5)
+    finer = frame.copy()
+    finer["ts"] = [
+        written(int(t) * per + int(rng.integers(0, per // 2)) + 0.5 * (written is float))
+        for t in frame["ts"]
+    ]
+    finer["hist"] = [
+        None if h is None else [{**e, "time": e["time"] * per + per // 2} for e in h]
+        for h in frame["hist"]
+    ]
+    path = schema_file(tmp_path / unit, fmt, finer)
+    plain = path.read_text() + hour
+    path.write_text(plain.replace("path: data/", f"time_unit: {unit}, path: data/"))
+    base, _ = prepare_dataset(str(seconds), tmp_path / "s" / "cache")
+    dataset, _ = prepare_dataset(str(path), tmp_path / unit / "cache")
+    arrays = sorted(p.name for p in base.root.glob("*.npy"))
+    assert "event_time.npy" in arrays and "timestamp.npy" in arrays
+    assert arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for name in arrays:
+        assert (base.root / name).read_bytes() == (dataset.root / name).read_bytes(), name
+    form, schema = dataset.raw_form(), dataset.schema
+    assert form.columns["ts"]["per_second"] == per == form.columns["hist"]["per_second"]
+    assert "per_second" not in base.raw_form().columns["ts"]  # seconds: the form as before
+    # served: the source's rows by rows and by columns, and `nas data rows`' own
+    files = sorted((tmp_path / unit / "data").iterdir())
+    if fmt == "parquet":
+        source = pa.concat_tables(pq.read_table(p) for p in files)
+    else:
+        source = pa.Table.from_pylist([json.loads(x) for x in files[0].read_text().splitlines()])
+    order = np.argsort(np.asarray(dataset.array("source_row")))
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    for served in (form.features(source.to_pylist(), schema), table_features(form, source, schema)):
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
+    export_raw_rows(dataset, "test", tmp_path / "rows.parquet", 40)
+    rows = pq.read_table(tmp_path / "rows.parquet")
+    assert rows["ts"][0].as_py() >= 10**8 * per  # written in the source's unit
+    test = dataset.features("test")[slice(0, 40)]
+    triples = dataset.raw_rows("test", 40)  # histories as [item, action, time] triples
+    assert type(next(r["hist"][0] for r in triples if r["hist"])) is list
+    for served in (
+        form.features(rows.to_pylist(), schema),
+        table_features(form, rows, schema),
+        form.features(triples, schema),
+    ):
+        assert torch.equal(served.categorical, test.categorical)
+        assert torch.equal(served.history.tensor(), test.history.tensor())
+    # undeclared: refused, by prepare and by a served row alike
+    path.write_text(plain)
+    code = main(["data", "prepare", str(path), "--cache-dir", str(tmp_path / "refused")])
+    assert code == 2 and not (tmp_path / "refused" / "my_ctr").exists()
+    with pytest.raises(RawInputError, match="past the year 5000; a time in milliseconds or finer"):
+        base.raw_form().features(source.to_pylist()[:3], base.schema)

@@ -103,8 +103,8 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
 
 def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, capsys) -> None:
     """Half floats, bytes, nulls, lists of nothing, a name a schema cannot hold, a time in
-    milliseconds: said and left out (a half-float column stopped the command with Arrow's
-    traceback)."""
+    milliseconds beside the key's seconds: said and left out (a half-float column stopped
+    the command with Arrow's traceback)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -114,6 +114,7 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
         "f16": pa.array([i / 4 for i in range(n)], pa.float16()),
         "blob": [bytes([i]) for i in range(n)], "nul": pa.nulls(n),
         "empty_lists": [[] for _ in range(n)], "site": ["a", "b"] * (n // 2),
+        "ts": [1_600_000_000 + i for i in range(n)],
         "ts_ms": [1_600_000_000_000 + 1000 * i for i in range(n)],
     })  # fmt: skip
     pq.write_table(table, tmp_path / "odd.parquet")
@@ -124,7 +125,7 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
     assert said["f16"]["as"] == "dense"
     assert {said[c]["as"] for c in ("my col", "blob", "nul", "empty_lists")} == {"left out"}
     assert said["ts_ms"]["as"] == "left out" and "milliseconds" in said["ts_ms"]["why"]
-    assert set(kinds(yaml.safe_load(out.read_text()))) == {"f16", "site"}
+    assert set(kinds(yaml.safe_load(out.read_text()))) == {"f16", "site", "hour", "weekday"}
     prepare_dataset(str(out), tmp_path / "cache")
 
 
@@ -165,3 +166,19 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     assert main(["data", "schema", str(folder), "--out", str(tmp_path / "again.yaml")]) in (0, None)
     title = " ".join(capsys.readouterr().out.split())
     assert f"from the first rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
+
+
+def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
+    """Times in milliseconds (a JavaScript or Kafka log's) are the key, with the source's
+    time_unit: ms; prepared, they are the rows' unix seconds."""
+    frame = logs(300)
+    seconds = frame["ts"].to_numpy()
+    frame["ts"] = seconds * 1000 + 999
+    schema = drafted(tmp_path, frame, "parquet", "--json")
+    assert schema["keys"]["timestamp"] == "ts" and schema["source"]["time_unit"] == "ms"
+    said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert "(in milliseconds)" in said["ts"]["why"]
+    dataset, _ = prepare_dataset(str(tmp_path / "drafts" / "team_logs.yaml"), tmp_path / "cache")
+    stored = np.empty(len(frame), dtype=np.int64)
+    stored[np.asarray(dataset.array("source_row"))] = np.asarray(dataset.array("timestamp"))
+    assert np.array_equal(stored, seconds)
