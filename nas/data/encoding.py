@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from nas.data.raw import (
     DERIVED,
     FLOAT32_MAX,
+    derived,
     normalise_year,
     stable_hash,
 )
@@ -178,7 +179,7 @@ class Encoder:
         derive, prefix = self.feature.derive, self.feature.prefix
         if derive in DERIVED:
             seconds = values.to_numpy(zero_copy_only=False)
-            return pc.cast(pa.array(DERIVED[derive](seconds)), pa.string())
+            return pc.cast(pa.array(derived(derive, seconds, self.feature.tz)), pa.string())
         if derive == "year":  # each distinct value once
             encoded = pc.dictionary_encode(values)
             years = [normalise_year(v) or None for v in encoded.dictionary.to_pylist()]
@@ -236,6 +237,8 @@ class Encoder:
         entry = {"field": self.field, "column": self.column, "missing": PAD}
         if self.feature.derive in DERIVED:
             entry["derive"] = self.feature.derive
+            if self.feature.tz is not None:
+                entry["tz"] = self.feature.tz
         elif self.feature.derive == "year":
             entry["year"] = True
         elif self.feature.prefix is not None:

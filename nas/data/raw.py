@@ -60,6 +60,19 @@ DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
 }
 
 
+def derived(derive: str, seconds: np.ndarray, tz: str | None = None) -> np.ndarray:
+    """A derived field of unix seconds (``DERIVED``): in UTC, or in the zone ``tz`` (its
+    offset at each moment, summer time included, from Arrow's time zone database: prepare
+    and serving read the same one)."""
+    if tz is not None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        moments = pa.array(np.asarray(seconds, dtype=np.int64), pa.timestamp("s", tz=tz))
+        seconds = pc.local_timestamp(moments).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return DERIVED[derive](seconds)
+
+
 def stable_hash(values: list[str], salt: str = "") -> np.ndarray:
     """uint64 per value: the first 8 bytes of blake2b (never Python's ``hash()``, which
     changes from one process to the next)."""
@@ -166,10 +179,10 @@ class RawForm:
     def category(recipe: dict, value: Any) -> int:
         """A categorical field's id of its column's (typed) value."""
         if "derive" in recipe:
-            derived = int(DERIVED[recipe["derive"]](value))
+            made = int(derived(recipe["derive"], np.array([value]), recipe.get("tz"))[0])
             if "vocab" not in recipe:  # a raw form written before derived fields had one
-                return derived
-            value = str(derived)
+                return made
+            value = str(made)
         return RawForm.category_of_text(recipe, value)
 
     @staticmethod

@@ -32,7 +32,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nas.data.raw import (
-    DERIVED,
     EVENT_KEYS,
     FLOAT32_MAX,
     INT64_LIMIT,
@@ -41,6 +40,7 @@ from nas.data.raw import (
     RawInputError,
     RawLabels,
     convert,
+    derived,
     encoded,
     lookup,
 )
@@ -259,11 +259,11 @@ class _Encoding:
 
     def _category(self, recipe: dict[str, Any]) -> np.ndarray:
         if "derive" in recipe:
-            derived = DERIVED[recipe["derive"]](self._times(recipe["column"]))
+            made = derived(recipe["derive"], self._times(recipe["column"]), recipe.get("tz"))
             if "vocab" not in recipe:
-                return derived
+                return made
             text = RawForm.category_of_text
-            return _by_value(pa.array(derived), lambda d: text(recipe, str(d)), np.int64)
+            return _by_value(pa.array(made), lambda d: text(recipe, str(d)), np.int64)
         texts = self._texts(recipe["column"])
         return _by_value(texts, lambda v: RawForm.category(recipe, v), np.int64)
 

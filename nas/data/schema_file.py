@@ -234,6 +234,18 @@ class EventFields(_Strict):
 DERIVE = ("hour", "weekday", "year")  # hour, weekday: of keys.timestamp (UTC); year: of text
 
 
+def time_zone(name: str) -> bool:
+    """Whether Arrow's time zone database (which derives a zone's hours) knows ``name``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        pc.local_timestamp(pa.array([0], pa.timestamp("s", tz=name)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return False
+    return True
+
+
 class Feature(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -242,6 +254,7 @@ class Feature(_Strict):
     side: Literal["request", "candidate"] | None = None
     source: Name | None = Field(None, alias="from")  # the column it is made from (or rows)
     derive: Literal["hour", "weekday", "year"] | None = None  # categorical
+    tz: str | None = None  # derive hour, weekday: in this IANA zone (Europe/Berlin), not UTC
     prefix: Annotated[int, Field(ge=1, le=1000)] | None = None  # categorical: first N chars
     action: Name | None = None  # a sequence from rows: the integer column of each event's kind
     # dense
@@ -268,7 +281,16 @@ class Feature(_Strict):
     def _options_of_type(self) -> Feature:
         allowed = {
             "dense": {"transform", "fill", "side", "from"},
-            "categorical": {"min_freq", "max_size", "hash", "side", "from", "derive", "prefix"},
+            "categorical": {
+                "min_freq",
+                "max_size",
+                "hash",
+                "side",
+                "from",
+                "derive",
+                "prefix",
+                "tz",
+            },  # fmt: skip
             "multi_hot": {"min_freq", "max_size", "hash", "max_len", "sep", "side", "from"},
             "sequence": {"max_len", "vocab_of", "sep", "side", "from", "action", "event_fields"},
         }[self.type]
@@ -283,6 +305,7 @@ class Feature(_Strict):
             "vocab_of",
             "side",
             "derive",
+            "tz",
             "prefix",
             "action",
             "event_fields",
@@ -301,6 +324,13 @@ class Feature(_Strict):
             raise ValueError("derive and prefix need from: the column they are made from")
         if self.derive is not None and self.prefix is not None:
             raise ValueError("give derive or prefix, not both")
+        if self.tz is not None and self.derive not in ("hour", "weekday"):
+            raise ValueError("tz applies to derive: hour or weekday")
+        if self.tz is not None and not time_zone(self.tz):
+            raise ValueError(
+                f"tz: {shown(self.tz)} is not a time zone; give an IANA name such as "
+                "America/New_York, Europe/Berlin or Asia/Kolkata"
+            )
         from_rows = self.source == FROM_ROWS and self.type == "sequence"
         if self.action is not None and not from_rows:
             raise ValueError("action applies to a sequence from: rows")
@@ -500,8 +530,10 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    # time_unit unsaid, as before it existed: caches prepared before it stay current
-    unsaid = {"source": {"time_unit"}} if schema.source.time_unit == "s" else None
+    # time_unit and tz unsaid, as before they existed: caches prepared before stay current
+    unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
+    if schema.source.time_unit == "s":
+        unsaid["source"] = {"time_unit"}
     digest.update(
         json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()
     )

@@ -164,6 +164,8 @@ def test_served_rows_encode_to_the_prepared_features(tmp_path: Path) -> None:
             "drop sep",
         ),
         (lambda s: s.replace("from: item_id,", "action: rating, from: item_id,"), "action"),
+        (lambda s: s.replace("derive: hour", "derive: hour, tz: Mars/Olympus"), "not a time zone"),
+        (lambda s: s.replace("derive: year", "derive: year, tz: UTC"), "tz applies to derive"),
     ],
 )
 def test_a_bad_derived_field_is_named(tmp_path: Path, change, words: str) -> None:
@@ -212,19 +214,26 @@ TEXTS = st.one_of(
 @given(
     zips=st.lists(TEXTS, min_size=40, max_size=40),
     releases=st.lists(TEXTS, min_size=40, max_size=40),
-    times=st.lists(st.integers(-(2**40), 2**40), min_size=40, max_size=40),
+    # any time up to the year 5000 (a later one is refused: a finer unit's, read as seconds)
+    times=st.lists(st.integers(-(2**40), 10**11 - 1), min_size=40, max_size=40),
+    tz=st.sampled_from([None, "America/New_York", "Asia/Kolkata"]),
 )
 def test_a_logs_own_rows_served_give_the_fields_it_derived_for_training(
-    tmp_path_factory, zips, releases, times
+    tmp_path_factory, zips, releases, times, tz
 ) -> None:
-    """Prefixes, release years and hours and weekdays of any text and time: the file's rows,
-    as a served model reads them, give the ids prepare stored, or are refused."""
+    """Prefixes, release years and hours and weekdays (in UTC or a zone) of any text and
+    time: the file's rows, as a served model reads them, by rows and by columns, give the
+    ids prepare stored, or are refused."""
     from nas.data.raw import RawInputError
+    from nas.data.raw_table import table_features
     from nas.data.schema import Features
 
     frame = ratings(40).assign(zip_code=zips, release=releases, ts=times)
+    schema = SCHEMA
+    for part in ("hour", "weekday") if tz else ():
+        schema = schema.replace(f"derive: {part}", f"derive: {part}, tz: {tz}")
     try:
-        dataset = prepare(tmp_path_factory.mktemp("derived"), frame)
+        dataset = prepare(tmp_path_factory.mktemp("derived"), frame, schema)
     except DataError:
         return
     form, schema = dataset.raw_form(), dataset.schema
@@ -236,3 +245,30 @@ def test_a_logs_own_rows_served_give_the_fields_it_derived_for_training(
     order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
     stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
     assert torch.equal(served.categorical, stored.categorical)
+    by_columns = table_features(form, pa.Table.from_pandas(frame, preserve_index=False), schema)
+    assert by_columns is not None and torch.equal(by_columns.categorical, stored.categorical)
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
+def test_hours_and_weekdays_in_a_time_zone_are_its_local_ones(tmp_path: Path, tz: str) -> None:
+    """derive hour and weekday with tz: each row's local hour and weekday over a year, summer
+    time included (Kolkata's half-hour offset, Lord Howe's half-hour summer shift), as
+    pandas computes them; the served rows give the ids stored."""
+    frame = ratings()
+    rng = np.random.default_rng(1)
+    frame["ts"] = rng.integers(1_704_067_200, 1_735_689_600, len(frame))  # 2024
+    schema = SCHEMA.replace("derive: hour", f"derive: hour, tz: {tz}")
+    schema = schema.replace("derive: weekday", f"derive: weekday, tz: {tz}")
+    dataset = prepare(tmp_path, frame, schema)
+    rows = frame.iloc[np.asarray(dataset.array("source_row"))]
+    local = pd.to_datetime(rows["ts"], unit="s", utc=True).dt.tz_convert(tz)
+    for field, want in (
+        ("hour", (local.dt.hour + 1).astype(str).tolist()),
+        ("weekday", (local.dt.day_of_week + 1).astype(str).tolist()),
+    ):
+        train = set(np.asarray(want, dtype=object)[dataset.split_rows("train")].tolist())
+        assert values(dataset, field) == [w if w in train else None for w in want], field
+    utc = (rows["ts"] // 3600) % 24 + 1
+    assert (utc.to_numpy() != local.dt.hour.to_numpy() + 1).all()  # not UTC's hours
+    served = dataset.raw_form().features(dataset.raw_rows("test", 30), dataset.schema)
+    assert torch.equal(served.categorical, dataset.features("test")[torch.arange(30)].categorical)
