@@ -383,9 +383,14 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
     head.add_column("rows", justify="right")
     for label in figures["labels"]:
         head.add_column(f"{label} rate", justify="right")
+    times = figures["times"]
+    if times:
+        head.add_column("first time (UTC)")
+        head.add_column("last time (UTC)")
     for split, rows in figures["split_sizes"].items():
         rates = [f"{figures['labels'][label][split]:.4f}" for label in figures["labels"]]
-        head.add_row(split, f"{rows:,}", *rates)
+        span = [_minute(times.get(split, {}).get(k, "")) for k in ("first", "last")]
+        head.add_row(split, f"{rows:,}", *rates, *(span if times else []))
     out.print(head)
     out.print(
         f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]}); "
@@ -414,6 +419,11 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
             "/".join(f"{length[k]:g}" for k in ("p50", "p90", "p99", "max")) if length else "",
         )
     out.print(table)
+
+
+def _minute(text: str) -> str:
+    """An ISO date-time in UTC to the minute ("2024-05-01 12:30"); other text as it is."""
+    return text[:16].replace("T", " ") if text[10:11] == "T" else text
 
 
 def cmd_data_export(args: argparse.Namespace) -> None:

@@ -1,4 +1,5 @@
-"""What a prepared dataset holds, in figures: rows and label rates per split, and per field
+"""What a prepared dataset holds, in figures: rows, label rates and the first and last
+time (``keys.timestamp``, in UTC) per split, and per field
 its cardinality, missing and out-of-vocabulary rates and (lists) lengths. ``nas data
 inspect`` prints them; every search logs them to MLflow.
 
@@ -15,7 +16,8 @@ import os
 
 import numpy as np
 
-from nas.data.prepared import PreparedDataset, row_chunks, split_figures
+from nas.data.prepared import SPLITS, PreparedDataset, row_chunks, split_figures
+from nas.data.schema_file import utc_text
 
 PROFILE = "profile.json"  # derived, not checksummed; a new `prepare` replaces the folder with it
 
@@ -43,6 +45,28 @@ def _id_figures(ids: np.memmap, rows: int, oov: int | None) -> tuple[np.ndarray,
     return missing / max(rows, 1), unknown / np.maximum(present, 1), lengths
 
 
+def _times(dataset: PreparedDataset) -> dict[str, dict[str, str]] | None:
+    """Each split's first and last time as UTC text, a chunk of rows at a time (None: the
+    dataset has no times). Where a source's unit or zone was misread, it shows here."""
+    if not dataset.has("timestamp"):
+        return None
+    times, split = dataset.array("timestamp"), dataset.array("split")
+    first = np.full(len(SPLITS), np.iinfo(np.int64).max)
+    last = np.full(len(SPLITS), np.iinfo(np.int64).min)
+    for part in row_chunks(len(times)):
+        t, s = np.asarray(times[part], dtype=np.int64), np.asarray(split[part])
+        for code in range(len(SPLITS)):
+            found = t[s == code]
+            if len(found):
+                first[code] = min(first[code], found.min())
+                last[code] = max(last[code], found.max())
+    return {
+        name: {"first": utc_text(int(first[code])), "last": utc_text(int(last[code]))}
+        for code, name in enumerate(SPLITS)
+        if first[code] <= last[code]
+    }
+
+
 def _percentiles(lengths: np.ndarray) -> dict[str, float]:
     if len(lengths) == 0:
         return {}
@@ -56,8 +80,8 @@ def profile(dataset: PreparedDataset) -> dict:
     kept = dataset.root / PROFILE
     try:
         found = json.loads(kept.read_text())
-        if found.get("split_checksum") == dataset.manifest["split_checksum"]:
-            return found
+        if found.get("split_checksum") == dataset.manifest["split_checksum"] and "times" in found:
+            return found  # (one written before the times were: computed again)
     except (OSError, ValueError):
         pass
     figures = _figures(dataset)
@@ -126,6 +150,7 @@ def _figures(dataset: PreparedDataset) -> dict:
         "rows": rows,
         "split_sizes": m["split_sizes"],
         "labels": label_rates,
+        "times": _times(dataset),
         "split_rule": m["split_rule"],
         "split_checksum": m["split_checksum"],
         "fields": fields,

@@ -914,8 +914,9 @@ def test_the_auc_per_request_groups_rows_by_the_request_key(tmp_path: Path) -> N
 
 
 def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
-    """`nas data inspect`'s figures: label rates per split, a field's missing and
-    out-of-vocabulary rates, a list's empty share, lengths and its values out of vocabulary."""
+    """`nas data inspect`'s figures: label rates and first and last times per split, a
+    field's missing and out-of-vocabulary rates, a list's empty share, lengths and its values
+    out of vocabulary."""
     from nas.data.profile import profile
 
     frame = logs()
@@ -925,6 +926,10 @@ def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
     train = frame[split == 0]
     for i, name in enumerate(("train", "valid", "test")):
         assert figures["labels"]["like"][name] == pytest.approx(frame["like"][split == i].mean())
+        times = pd.to_datetime(frame["ts"][split == i], unit="s", utc=True)
+        assert figures["times"][name] == {
+            "first": times.min().isoformat(), "last": times.max().isoformat()
+        }  # fmt: skip
     fields = {f["name"]: f for f in figures["fields"]}
     items = expected_vocab(train["item_id"], max_size=20)
     assert fields["item_id"]["out_of_vocabulary"] == pytest.approx(
