@@ -72,13 +72,15 @@ class Rows:
         self.schema, self.files = schema, files
         self._kinds = schema.column_kinds()
         self._per_second = PER_SECOND[schema.source.time_unit]
+        text = schema.source.format != "parquet"  # a blank text file: a day of no rows
+        self._blank = {path for path in files if text and blank(path)}
 
     def check_columns(self) -> None:
         """Every declared column is in every file (before reading any row) but a blank
         text file (a day of no rows written as nothing: no header, no JSON object)."""
         wanted = self.schema.columns()
         for path in self.files:
-            if self.schema.source.format != "parquet" and blank(path):
+            if path in self._blank:
                 continue
             present = self._file_columns(path)
             missing = [c for c in wanted if c not in present]
@@ -92,7 +94,7 @@ class Rows:
     def batches(self, columns: list[str]) -> Iterator[Batch]:
         start = 0
         for path in self.files:
-            if self.schema.source.format != "parquet" and blank(path):
+            if path in self._blank:
                 continue
             first = 0
             for record in self._read(path, columns):
