@@ -572,7 +572,7 @@ def too_late(value: Any, per_second: int) -> str:
     """Why a time past ``LATEST_SECONDS`` is refused (by prepare and in serving alike)."""
     unit = next(u for u, n in PER_SECOND.items() if n == per_second)
     finer = [u for u, n in PER_SECOND.items() if n > per_second]
-    said = f"is {shown(value)}: as unix {UNIT_NAMES[unit]}, past the year 5000"
+    said = f"is {shown(value)}: as unix {UNIT_NAMES[unit]} (this data's unit), past the year 5000"
     if not finer:
         return said
     units = f"{', '.join(finer[:-1])}{' or ' * (len(finer) > 1)}{finer[-1]}"
