@@ -227,6 +227,14 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             f"{', '.join(empty)}: no value kept from the training rows (every one missing, or "
             "rarer than min_freq), so the field carries nothing",
         )
+    for column, lacking in m.get("absent_columns", {}).items():
+        more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+        named = ", ".join(lacking[:3]) + more
+        table.add_row(
+            styled("warning", "yellow"),
+            f"column {column} is not in {len(lacking)} of the {m['source'].get('files', '?')} "
+            f"files ({named}): missing on their rows",
+        )
     source = {k: v for k, v in m["source"].items() if k != "fingerprint"}
     table.add_row("source", ", ".join(f"{k}={v}" for k, v in source.items()))
     table.add_row("cache", str(dataset.root))
@@ -261,6 +269,7 @@ def _dataset_summary(dataset) -> dict:
         "label_rule",
         "source",
         "schema",
+        "absent_columns",
     )
     return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
 

@@ -117,7 +117,8 @@ class Draft:
 @dataclass
 class Sample:
     """Rows of a source's files as Arrow reads them, joined: ``files``, the files read;
-    ``absent``, each column some of them lack, with the first that does."""
+    ``absent``, each column some of them lack (no label or key, then), with the first that
+    does."""
 
     table: pa.Table
     files: list[Path]
@@ -241,12 +242,11 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
     for column in columns:
         if not is_name(column):
             draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
-        elif column in sample.absent:
-            why = f"not in {sample.absent[column].name} (prepare needs it in every file)"
-            draft.reasons.append((column, str(columns[column].type), "left out", why))
-    columns = {c: a for c, a in columns.items() if is_name(c) and c not in sample.absent}
-    binary = [c for c, a in columns.items() if _binary(a)]
-    chosen = _labels(labels, columns, binary)
+    columns = {c: a for c, a in columns.items() if is_name(c)}
+    # labels and keys: columns every file holds (a feature may be missing from a file)
+    whole = {c: a for c, a in columns.items() if c not in sample.absent}
+    binary = [c for c, a in whole.items() if _binary(a)]
+    chosen = _labels(labels, whole, binary)
     labels = [column for _, column, _ in chosen]
     entries = []
     for label, column, at_least in chosen:
@@ -258,7 +258,7 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
             entries.append(f"{{name: {label}, column: {column}, at_least: {at_least:g}}}")
             draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
     keys: dict[str, str] = {}
-    units = {c: u for c, a in columns.items() if c not in labels and (u := _time_unit(c, a))}
+    units = {c: u for c, a in whole.items() if c not in labels and (u := _time_unit(c, a))}
     unit = "s"  # the source's numeric times': the key's
     if units:
         keys["timestamp"] = time = next(iter(units))
@@ -268,7 +268,7 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         if unit != "s":
             source += f", time_unit: {unit}"
     for key, pattern in (("user", USER_NAME), ("request", REQUEST_NAME)):
-        found = [c for c in columns if c not in labels and pattern.match(c)]
+        found = [c for c in whole if c not in labels and pattern.match(c)]
         if found:
             keys[key] = found[0]
     items = next((c for c in columns if ITEM_NAME.search(c) and _is_text_or_integer(columns[c])),
@@ -293,6 +293,8 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
             line, kind, why = None, "left out", f"of type {array.type}"
         if column == keys.get("user"):
             why = f"a user's id (keys.user); {why}"
+        if column in sample.absent and line:
+            why += f"; not in {sample.absent[column].name}: missing on its rows"
         draft.reasons.append((column, str(array.type), kind, why))
         if line:
             features.append(line)

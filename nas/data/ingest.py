@@ -86,6 +86,11 @@ def prepare_schema_file(
     ``extra`` entries in its manifest)."""
     reader = Rows(schema, files)
     reader.check_columns()
+    absent: dict[str, list[str]] = {}  # a feature column: the files that lack it
+    for path, columns in reader.absent.items():
+        for column in columns:
+            absent.setdefault(column, []).append(path.name)
+    extra = {**(extra or {}), **({"absent_columns": absent} if absent else {})}
     rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:
         raise DataError(files[0], "has no rows")

@@ -476,6 +476,12 @@ class SchemaFile(_Strict):
         """The (first) feature that reads source ``column``."""
         return next(f for f in self.features if column in f.columns)
 
+    def required_columns(self) -> list[str]:
+        """The columns every file must hold: the labels', the keys' and the split's."""
+        keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
+        found = [c for _, c, _ in self.label_columns()] + [k for k in keys if k]
+        return list(dict.fromkeys(found))
+
     def columns(self) -> list[str]:
         """Every column the dataset reads: labels, keys, the split's, features (and a
         history's action)."""

@@ -74,22 +74,33 @@ class Rows:
         self._per_second = PER_SECOND[schema.source.time_unit]
         text = schema.source.format != "parquet"  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
+        self._required = schema.required_columns()
+        # per file, the declared feature columns it lacks (a column added to the logs later):
+        # read as missing there
+        self.absent: dict[Path, list[str]] = {}
 
     def check_columns(self) -> None:
-        """Every declared column is in every file (before reading any row) but a blank
-        text file (a day of no rows written as nothing: no header, no JSON object)."""
+        """Before reading any row: every file but a blank text one (a day of no rows written
+        as nothing) holds the labels' and keys' columns, and each declared column is in some
+        file; a feature column a Parquet or CSV file lacks is noted in ``absent`` (JSON
+        lines omit a key whose value is null: one a file's first rows lack is missing
+        there, and read where it shows up)."""
         wanted = self.schema.columns()
-        for path in self.files:
-            if path in self._blank:
-                continue
-            present = self._file_columns(path)
-            missing = [c for c in wanted if c not in present]
-            if missing:
+        checked = [p for p in self.files if p not in self._blank]
+        present = {path: self._file_columns(path) for path in checked}
+        jsonl = self.schema.source.format == "jsonl"
+        for path, found in present.items():
+            missing = [c for c in wanted if c not in found]
+            lacking = [c for c in missing if c in self._required or not jsonl and all(
+                c not in present[other] for other in checked)]  # fmt: skip
+            if lacking:
                 raise DataError(
                     path,
-                    f"has no column {', '.join(map(repr, missing))} (the schema declares "
-                    f"it); its columns: {', '.join(present) or 'none'}",
+                    f"has no column {', '.join(map(repr, lacking))} (the schema declares "
+                    f"it); its columns: {', '.join(found) or 'none'}",
                 )
+            if missing and not jsonl:
+                self.absent[path] = missing
 
     def batches(self, columns: list[str]) -> Iterator[Batch]:
         start = 0
@@ -101,7 +112,8 @@ class Rows:
                 n = record.num_rows
                 if n == 0:
                     continue
-                raw = {c: record.column(c) for c in columns}
+                names = record.schema.names  # a column the file lacks: missing on every row
+                raw = {c: record.column(c) if c in names else pa.nulls(n) for c in columns}
                 batch = Batch(path, first, start, {})
                 batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
                 yield batch
@@ -131,6 +143,10 @@ class Rows:
 
     def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         fmt = self.schema.source.format
+        absent = self.absent.get(path, ())
+        # the columns it holds (a label's, which every file holds, where it holds none of
+        # them: a reader given no column reads them all)
+        columns = [c for c in columns if c not in absent] or [self._required[0]]
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
@@ -147,13 +163,13 @@ class Rows:
 
     def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """Arrow's reader, or from where a column mixes JSON types (ids written as numbers on
-        some rows and as strings on others, which Arrow refuses) or Arrow reads a batch
-        wrong, the file line by line in Python, several times slower, each mixed column's
-        values as their JSON text."""
+        some rows and as strings on others, which Arrow refuses), a key shows up that its
+        first rows lacked, or Arrow reads a batch wrong, the file line by line in Python,
+        several times slower, each mixed column's values as their JSON text."""
         done = 0
         try:
             for record in self._open_json(path):
-                record = record.select(columns)
+                record = record.select([c for c in columns if c in record.schema.names])
                 try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
                     record.validate()
                 except pa.ArrowInvalid:
@@ -231,8 +247,9 @@ def blank(path: Path, block: int = 1 << 16) -> bool:
 
 
 def _mixed_json_types(err: Exception) -> bool:
-    """Whether Arrow's JSON reader stopped at a column whose JSON type changed."""
-    return "changed from" in str(err)
+    """Whether Arrow's JSON reader stopped at a column whose JSON type changed, or at a key
+    its first rows lacked (a writer that omits a null's key)."""
+    return "changed from" in str(err) or "unexpected field" in str(err)
 
 
 def json_objects(path: Path) -> Iterator[dict]:

@@ -1521,3 +1521,51 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
     assert code == 2 and not (tmp_path / "refused" / "my_ctr").exists()
     with pytest.raises(RawInputError, match="past the year 5000; a time in milliseconds or finer"):
         base.raw_form().features(source.to_pylist()[:3], base.schema)
+
+
+def test_a_feature_column_added_to_the_logs_later_is_missing_on_the_older_files(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Parquet parts of which the first lacks a feature column (added to the logs later):
+    prepared as if its rows held nulls there (every array byte for byte), with a warning
+    naming the file; a label or key a file lacks, or a column no file holds, is refused
+    naming it. JSON lines whose key first shows up past Arrow's first block (a writer that
+    omits a null's key) keep its values (before: 'JSON parse error: unexpected field')."""
+    from nas.data import source_rows
+
+    frame = logs()
+    frame["site"] = frame["site"].where(frame.index >= ROWS // 2)  # null in the first part
+    nulls, _ = prepare_dataset(str(schema_file(tmp_path / "nulls", frame=frame)), tmp_path / "c1")
+    path = schema_file(tmp_path / "lacks", frame=frame)
+    first = tmp_path / "lacks" / "data" / "part-0.parquet"
+    pq.write_table(pq.read_table(first).drop_columns(["site"]), first)
+    code = main(["data", "prepare", str(path), "--cache-dir", str(tmp_path / "c2")])
+    assert code in (0, None)
+    lacking, _ = prepare_dataset(str(path), tmp_path / "c2")
+    assert lacking.manifest["absent_columns"] == {"site": ["part-0.parquet"]}
+    for array in sorted(p.name for p in nulls.root.glob("*.npy")):
+        assert (nulls.root / array).read_bytes() == (lacking.root / array).read_bytes(), array
+    for column, words in (("click", "has no column 'click'"), ("ts", "has no column 'ts'")):
+        pq.write_table(pq.read_table(first).drop_columns([column]), first)
+        with pytest.raises(DataError, match=words) as err:
+            prepare_dataset(str(path), tmp_path / "c3")
+        assert "part-0.parquet" in str(err.value)
+        schema_file(tmp_path / "lacks", frame=frame)  # whole again
+    for part in (tmp_path / "lacks" / "data").iterdir():
+        pq.write_table(pq.read_table(part).drop_columns(["site"]), part)
+    with pytest.raises(DataError, match="has no column 'site'"):
+        prepare_dataset(str(path), tmp_path / "c4")
+    # JSON lines: the first rows omit the null sites' key, past Arrow's first block
+    monkeypatch.setattr(source_rows, "BLOCK_BYTES", 1 << 12)
+    folder = tmp_path / "json"
+    schema_file(folder, "jsonl", frame)
+    lines = (folder / "data" / "logs.jsonl").read_text().splitlines()
+    objects = [{k: v for k, v in json.loads(x).items() if v is not None} for x in lines]
+    assert "site" not in objects[0] and len("\n".join(lines[: ROWS // 2])) > 4 * (1 << 12)
+    (folder / "data" / "logs.jsonl").write_text("".join(json.dumps(o) + "\n" for o in objects))
+    omitted, _ = prepare_dataset(str(folder / "my_ctr.yaml"), tmp_path / "c5")
+    assert "absent_columns" not in omitted.manifest
+    column = [f.name for f in nulls.schema.of_kind("categorical")].index("site")
+    assert np.array_equal(
+        by_source(omitted, "categorical")[:, column], by_source(nulls, "categorical")[:, column]
+    )
