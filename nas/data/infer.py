@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
-from nas.core.names import is_name
+from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES
 from nas.data.source_rows import DATE_TIMES, blank, json_batch, json_objects
 
@@ -239,14 +239,15 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
     draft = Draft("")
     table = sample.table
     columns = {c: _readable(table.column(c).combine_chunks()) for c in table.column_names}
+    fields: dict[str, str] = {}  # each column's field name: its own, or one made of it
     for column in columns:
-        if not is_name(column):
-            draft.reasons.append((column, "", "left out", "not a name a schema can hold"))
-    columns = {c: a for c, a in columns.items() if is_name(c)}
+        fields[column] = (
+            column if is_name(column) else field_name(column, {*columns, *fields.values()})
+        )
     # labels and keys: columns every file holds (a feature may be missing from a file)
     whole = {c: a for c, a in columns.items() if c not in sample.absent}
-    binary = [c for c, a in whole.items() if _binary(a)]
-    chosen = _labels(labels, whole, binary)
+    binary = [c for c, a in whole.items() if is_name(c) and _binary(a)]
+    chosen = _labels(labels, {c: a for c, a in whole.items() if is_name(c)}, binary)
     labels = [column for _, column, _ in chosen]
     entries = []
     for label, column, at_least in chosen:
@@ -258,7 +259,7 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
             entries.append(f"{{name: {label}, column: {column}, at_least: {at_least:g}}}")
             draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
     keys: dict[str, str] = {}
-    units = {c: u for c, a in whole.items() if c not in labels and (u := _time_unit(c, a))}
+    units = {c: u for c, a in whole.items() if c not in labels and (u := _time_unit(fields[c], a))}
     unit = "s"  # the source's numeric times': the key's
     if units:
         keys["timestamp"] = time = next(iter(units))
@@ -268,11 +269,18 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         if unit != "s":
             source += f", time_unit: {unit}"
     for key, pattern in (("user", USER_NAME), ("request", REQUEST_NAME)):
-        found = [c for c in whole if c not in labels and pattern.match(c)]
+        found = [c for c in whole if c not in labels and pattern.match(fields[c])]
         if found:
             keys[key] = found[0]
-    items = next((c for c in columns if ITEM_NAME.search(c) and _is_text_or_integer(columns[c])),
-                 None)  # fmt: skip
+    items = next(
+        (
+            fields[c]
+            for c in columns
+            if ITEM_NAME.search(fields[c]) and _is_text_or_integer(columns[c])
+        ),
+        None,
+    )
+    keyed = {key: fields[column] for key, column in keys.items()}  # as fields are named
     features: list[str] = []
     for column, array in columns.items():
         if column in labels or column == keys.get("timestamp"):
@@ -288,7 +296,11 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
             draft.reasons.append((column, str(array.type), "left out", why))
             continue
         try:
-            line, kind, why = _feature(column, array, len(table), items, keys)
+            line, kind, why = _feature(fields[column], array, len(table), items, keyed)
+            if line and fields[column] != column:  # read from the column named otherwise
+                made = f"{{name: {fields[column]}, "
+                line = line.replace(made, f"{made}from: {quoted(column)}, ", 1)
+                why += f"; as the field {fields[column]} (a schema's names: {NAME_RULE})"
         except pa.ArrowNotImplementedError:  # a type Arrow's compute functions do not take
             line, kind, why = None, "left out", f"of type {array.type}"
         if column == keys.get("user"):
@@ -301,8 +313,9 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
     if "timestamp" in keys:  # the hour and weekday of each row's time, as MovieLens's
         time = keys["timestamp"]
         for part in ("hour", "weekday"):
-            field = part if part not in columns else f"{time}_{part}"
-            features.append(f"{{name: {field}, type: categorical, from: {time}, derive: {part}}}")
+            field = part if part not in fields.values() else f"{fields[time]}_{part}"
+            from_ = quoted(time)
+            features.append(f"{{name: {field}, type: categorical, from: {from_}, derive: {part}}}")
             why = f"the {part} (UTC) of each row's {time}, as a category"
             draft.reasons.append((field, "", "categorical", why))
     split = (
@@ -318,7 +331,7 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         f"name: {name}",
         f"source: {{{source}}}",
         f"labels: [{', '.join(entries)}]",
-        f"keys: {{{', '.join(f'{k}: {v}' for k, v in keys.items())}}}",
+        f"keys: {{{', '.join(f'{k}: {quoted(v)}' for k, v in keys.items())}}}",
         f"split: {split}",
         "features:",
         *(f"  - {line}" for line in features),
@@ -498,6 +511,17 @@ def _is_text_or_integer(array: pa.Array) -> bool:
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
     return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)
+
+
+def field_name(column: str, taken: set[str]) -> str:
+    """A schema name for a column whose own is none ("User ID" -> "User_ID"): its runs of
+    other characters as "_", unlike any in ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", column).strip("_.-")[:90] or "column"
+    base = base if base[0].isalnum() else f"c{base}"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    return name
 
 
 def quoted(text: str) -> str:

@@ -102,9 +102,10 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
 
 
 def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, capsys) -> None:
-    """Half floats, bytes, nulls, lists of nothing, a name a schema cannot hold, a time in
-    milliseconds beside the key's seconds: said and left out (a half-float column stopped
-    the command with Arrow's traceback)."""
+    """Half floats, bytes, nulls, lists of nothing, a time in milliseconds beside the key's
+    seconds: said and left out (a half-float column stopped the command with Arrow's
+    traceback). A column named as no schema names a field ("my col") is read by a field of
+    a name made of it (``from: "my col"``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -123,9 +124,12 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
     assert main(argv) in (0, None)
     said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
     assert said["f16"]["as"] == "dense"
-    assert {said[c]["as"] for c in ("my col", "blob", "nul", "empty_lists")} == {"left out"}
+    assert {said[c]["as"] for c in ("blob", "nul", "empty_lists")} == {"left out"}
+    assert said["my col"]["as"] == "categorical" and "as the field my_col" in said["my col"]["why"]
     assert said["ts_ms"]["as"] == "left out" and "milliseconds" in said["ts_ms"]["why"]
-    assert set(kinds(yaml.safe_load(out.read_text()))) == {"f16", "site", "hour", "weekday"}
+    fields = kinds(yaml.safe_load(out.read_text()))
+    assert set(fields) == {"f16", "site", "hour", "weekday", "my_col"}
+    assert fields["my_col"]["from"] == "my col"
     prepare_dataset(str(out), tmp_path / "cache")
 
 
@@ -185,3 +189,32 @@ def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
     stored = np.empty(len(frame), dtype=np.int64)
     stored[np.asarray(dataset.array("source_row"))] = np.asarray(dataset.array("timestamp"))
     assert np.array_equal(stored, seconds)
+
+
+def test_headers_no_schema_name_holds_are_read_by_fields_named_after_them(tmp_path: Path) -> None:
+    """An export's headers with spaces and slashes ("Event Time", "User ID", "Country/
+    Region"): the draft's keys name the columns themselves, its fields take names made of
+    them (``from:`` the column), and it prepares; a row served as `nas data rows` writes it
+    (under the headers) encodes to the stored features."""
+    import torch
+
+    frame = logs(300)
+    frame = frame[["click", "ts", "user_id", "item_id", "site"]].rename(
+        columns={"ts": "Event Time", "user_id": "User ID", "site": "Country/Region"}
+    )
+    (tmp_path / "data").mkdir()
+    frame.to_csv(tmp_path / "data" / "export.csv", index=False)
+    out = tmp_path / "export.yaml"
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) in (0, None)
+    schema = yaml.safe_load(out.read_text())
+    assert schema["keys"] == {"timestamp": "Event Time", "user": "User ID"}
+    fields = kinds(schema)
+    assert fields["User_ID"] == {"name": "User_ID", "from": "User ID", "type": "categorical",
+                                 "min_freq": 2, "side": "request"}  # fmt: skip
+    assert fields["Country_Region"]["from"] == "Country/Region"
+    assert fields["hour"]["from"] == "Event Time"
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    rows = dataset.raw_rows("test", 20)
+    assert {"Event Time", "User ID", "Country/Region"} <= set(rows[0])
+    served = dataset.raw_form().features(rows, dataset.schema)
+    assert torch.equal(served.categorical, dataset.features("test")[torch.arange(20)].categorical)
