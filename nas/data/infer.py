@@ -246,17 +246,20 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         )
     # labels and keys: columns every file holds (a feature may be missing from a file)
     whole = {c: a for c, a in columns.items() if c not in sample.absent}
-    binary = [c for c, a in whole.items() if is_name(c) and _binary(a)]
-    chosen = _labels(labels, {c: a for c, a in whole.items() if is_name(c)}, binary)
+    binary = [c for c, a in whole.items() if _binary(a)]
+    chosen = _labels(labels, whole, binary, fields)
     labels = [column for _, column, _ in chosen]
     entries = []
     for label, column, at_least in chosen:
         kind = str(columns[column].type)
         if at_least is None:
-            entries.append(column)
+            entries.append(
+                column if label == column else f"{{name: {label}, column: {quoted(column)}}}"
+            )
             draft.reasons.append((column, kind, "label", "0/1 values"))
         else:
-            entries.append(f"{{name: {label}, column: {column}, at_least: {at_least:g}}}")
+            threshold = f"column: {quoted(column)}, at_least: {at_least:g}"
+            entries.append(f"{{name: {label}, {threshold}}}")
             draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
     keys: dict[str, str] = {}
     units = {c: u for c, a in whole.items() if c not in labels and (u := _time_unit(fields[c], a))}
@@ -414,12 +417,13 @@ LABEL_FLAG = re.compile(r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:>=(?P<at_l
 
 
 def _labels(
-    given: list[str] | None, columns: dict[str, pa.Array], binary: list[str]
+    given: list[str] | None, columns: dict[str, pa.Array], binary: list[str], fields: dict
 ) -> list[tuple[str, str, float | None]]:
     """Each label's name, column and threshold (None: a 0/1 column): as ``--labels`` gives
-    them (``click``, ``like=rating>=4``), else the 0/1 columns named as labels are."""
+    them (``click``, ``like=rating>=4``), else the 0/1 columns named as labels are; a label
+    of a column whose header is no name is named as its field (``fields``)."""
     if not given:
-        found = [(c, c, None) for c in binary if c.lower() in LABEL_NAMES]
+        found = [(fields[c], c, None) for c in binary if fields[c].lower() in LABEL_NAMES]
         if not found:
             have = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
             raise ConfigError(
@@ -430,7 +434,8 @@ def _labels(
     out = []
     for text in given:
         match = LABEL_FLAG.fullmatch(text)
-        name, column = (match["name"] or match["column"], match["column"]) if match else ("", "")
+        name, column = (match["name"], match["column"]) if match else ("", "")
+        name = name or fields.get(column, column)
         if not match or not is_name(name):
             raise ConfigError("--labels", f"{shown(text)} is not COLUMN or NAME=COLUMN>=NUMBER")
         if column not in columns:
@@ -443,7 +448,7 @@ def _labels(
                     "--labels", f"{column!r} holds values other than 0 and 1 (a threshold: "
                     f"--labels NAME={column}>=NUMBER)"
                 )  # fmt: skip
-            out.append((column, column, None))
+            out.append((name, column, None))
             continue
         try:
             at_least = float(match["at_least"])

@@ -192,15 +192,21 @@ def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
 
 
 def test_headers_no_schema_name_holds_are_read_by_fields_named_after_them(tmp_path: Path) -> None:
-    """An export's headers with spaces and slashes ("Event Time", "User ID", "Country/
-    Region"): the draft's keys name the columns themselves, its fields take names made of
-    them (``from:`` the column), and it prepares; a row served as `nas data rows` writes it
-    (under the headers) encodes to the stored features."""
+    """An export's headers with spaces and signs ("Clicked?", "Event Time", "User ID",
+    "Country/Region"): the draft's keys name the columns themselves, its label and fields
+    take names made of them (``column:``, ``from:`` the column), and it prepares; a row
+    served as `nas data rows` writes it (under the headers) encodes to the stored
+    features."""
     import torch
 
     frame = logs(300)
     frame = frame[["click", "ts", "user_id", "item_id", "site"]].rename(
-        columns={"ts": "Event Time", "user_id": "User ID", "site": "Country/Region"}
+        columns={
+            "click": "Clicked?",
+            "ts": "Event Time",
+            "user_id": "User ID",
+            "site": "Country/Region",
+        }  # fmt: skip
     )
     (tmp_path / "data").mkdir()
     frame.to_csv(tmp_path / "data" / "export.csv", index=False)
@@ -208,12 +214,14 @@ def test_headers_no_schema_name_holds_are_read_by_fields_named_after_them(tmp_pa
     assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) in (0, None)
     schema = yaml.safe_load(out.read_text())
     assert schema["keys"] == {"timestamp": "Event Time", "user": "User ID"}
+    assert schema["labels"] == [{"name": "Clicked", "column": "Clicked?"}]
     fields = kinds(schema)
     assert fields["User_ID"] == {"name": "User_ID", "from": "User ID", "type": "categorical",
                                  "min_freq": 2, "side": "request"}  # fmt: skip
     assert fields["Country_Region"]["from"] == "Country/Region"
     assert fields["hour"]["from"] == "Event Time"
     dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.label_names == ("Clicked",)
     rows = dataset.raw_rows("test", 20)
     assert {"Event Time", "User ID", "Country/Region"} <= set(rows[0])
     served = dataset.raw_form().features(rows, dataset.schema)
