@@ -89,10 +89,11 @@ class Rows:
         checked = [p for p in self.files if p not in self._blank]
         present = {path: self._file_columns(path) for path in checked}
         jsonl = self.schema.source.format == "jsonl"
+        held = {c for found in present.values() for c in found}  # by some file
         for path, found in present.items():
-            missing = [c for c in wanted if c not in found]
-            lacking = [c for c in missing if c in self._required or not jsonl and all(
-                c not in present[other] for other in checked)]  # fmt: skip
+            have = set(found)
+            missing = [c for c in wanted if c not in have]
+            lacking = [c for c in missing if c in self._required or not (jsonl or c in held)]
             if lacking:
                 raise DataError(
                     path,
