@@ -56,6 +56,7 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
+from nas.data.raw import LATEST_SECONDS
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -136,6 +137,11 @@ def unix_seconds(value: object) -> int:
             value = value.replace(tzinfo=datetime.UTC)
         return int(value.timestamp())
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
+        if value >= LATEST_SECONDS:  # (a source's time_unit is for its rows' times)
+            raise ValueError(
+                f"{value} is past the year 5000 as unix seconds: give a moment in seconds "
+                "or as a date (2024-05-01), whatever the source's time_unit"
+            )
         return value
     raise ValueError(
         f"must be a date (2024-05-01), a date-time (2024-05-01 12:00:00, UTC unless it "

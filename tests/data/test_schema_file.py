@@ -461,6 +461,12 @@ def test_raw_rows_encode_back_to_the_same_features(tmp_path: Path, hash_genres) 
             lambda s: s.replace(TIME_SPLIT, "method: random, valid_from: 0, test_from: 9"),
             "split: valid_from applies to split method time, not random",
         ),
+        (  # a moment in milliseconds: refused, whatever the rows' time_unit
+            lambda s: s.replace(
+                TIME_SPLIT, "method: time, valid_from: 1600070000000, test_from: 1600080000000"
+            ),
+            "split.valid_from: 1600070000000 is past the year 5000 as unix seconds",
+        ),
         (
             lambda s: s.replace(
                 TIME_SPLIT, "method: time, valid_from: 2020-09-14, test_from: 2020-09-13 23:00:00"
