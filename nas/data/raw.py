@@ -140,7 +140,11 @@ class RawForm:
         n = len(cells)
         categorical = np.zeros((n, len(self.categorical)), dtype=np.int64)
         for j, recipe in enumerate(self.categorical):
-            categorical[:, j] = [self.category(recipe, c[recipe["column"]]) for c in cells]
+            values = [c[recipe["column"]] for c in cells]
+            if "derive" in recipe:
+                categorical[:, j] = self.derived_ids(recipe, np.array(values, dtype=np.int64))
+            else:
+                categorical[:, j] = [self.category(recipe, v) for v in values]
         width = max((m["max_len"] for m in self.multi_hot), default=0)
         multi_hot = np.zeros((n, len(self.multi_hot), width), dtype=np.int64)
         for j, recipe in enumerate(self.multi_hot):
@@ -176,18 +180,19 @@ class RawForm:
         return (start, end, now), (item, action, time)
 
     @staticmethod
-    def category(recipe: dict, value: Any) -> int:
-        """A categorical field's id of its column's (typed) value."""
-        if "derive" in recipe:
-            made = int(derived(recipe["derive"], np.array([value]), recipe.get("tz"))[0])
-            if "vocab" not in recipe:  # a raw form written before derived fields had one
-                return made
-            value = str(made)
-        return RawForm.category_of_text(recipe, value)
+    def derived_ids(recipe: dict, seconds: np.ndarray) -> np.ndarray:
+        """A derived field's ids of its column's times, every row's at once (a zone's
+        offsets come from Arrow in one call: 0.1 ms a call)."""
+        made = derived(recipe["derive"], seconds, recipe.get("tz"))
+        if "vocab" not in recipe:  # a raw form written before derived fields had one
+            return np.asarray(made, dtype=np.int64)
+        ids = {m: RawForm.category(recipe, str(m)) for m in np.unique(made).tolist()}
+        return np.array([ids[m] for m in np.asarray(made).tolist()], dtype=np.int64)
 
     @staticmethod
-    def category_of_text(recipe: dict, value: str) -> int:
-        """A categorical field's id of a text (a derived field's: the derived number's)."""
+    def category(recipe: dict, value: str) -> int:
+        """A categorical field's id of its column's (typed) text (a derived field's: the
+        derived number's)."""
         if recipe.get("year"):
             value = normalise_year(value)
         if recipe.get("prefix"):

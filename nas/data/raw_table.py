@@ -40,7 +40,6 @@ from nas.data.raw import (
     RawInputError,
     RawLabels,
     convert,
-    derived,
     encoded,
     lookup,
 )
@@ -259,11 +258,7 @@ class _Encoding:
 
     def _category(self, recipe: dict[str, Any]) -> np.ndarray:
         if "derive" in recipe:
-            made = derived(recipe["derive"], self._times(recipe["column"]), recipe.get("tz"))
-            if "vocab" not in recipe:
-                return made
-            text = RawForm.category_of_text
-            return _by_value(pa.array(made), lambda d: text(recipe, str(d)), np.int64)
+            return RawForm.derived_ids(recipe, self._times(recipe["column"]))
         texts = self._texts(recipe["column"])
         return _by_value(texts, lambda v: RawForm.category(recipe, v), np.int64)
 

@@ -214,7 +214,7 @@ def test_a_time_is_read_as_prepare_reads_it(ml100k, value, seconds) -> None:
     form = ml100k.raw_form()
     encoded = form.features([{**rows[0], "timestamp": value}], ml100k.schema)
     hour = next(j for j, r in enumerate(form.categorical) if r.get("derive") == "hour")
-    want = form.category_of_text(form.categorical[hour], str(DERIVED["hour"](seconds)))
+    want = form.category(form.categorical[hour], str(DERIVED["hour"](seconds)))
     assert int(encoded.categorical[0, hour]) == want
     assert int(encoded.history.now[0]) == seconds
 
