@@ -66,6 +66,11 @@ def add_commands(commands) -> None:
         "(like=rating>=4) (default: the 0/1 columns named as labels are: click, label, like, "
         "conversion, ...)",
     )
+    schema.add_argument(
+        "--tz",
+        help="the time zone of the hour and weekday derived from the rows' time, an IANA name "
+        "(America/New_York) (default: UTC)",
+    )
     schema.add_argument("--json", action="store_true", help="one JSON object: the file and why")
     schema.set_defaults(run=cmd_data_schema)
     listing = data_commands.add_parser("list", help="datasets and what is cached")
@@ -280,11 +285,16 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     from nas.core.disk import new_file as new_path
     from nas.core.names import is_name
     from nas.data.infer import found_source, infer_schema, quoted, read_sample
-    from nas.data.schema_file import load_schema_file
+    from nas.data.schema_file import load_schema_file, time_zone
 
     name = args.name or args.out.stem
     if not is_name(name):
         raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
+    if args.tz is not None and not time_zone(args.tz):
+        raise ConfigError(
+            "--tz", f"{shown(args.tz)} is not a time zone; give an IANA name such as "
+            "America/New_York, Europe/Berlin or Asia/Kolkata"
+        )  # fmt: skip
     source = found_source(args.source)
     sample = read_sample(source.files, source.format, source.delimiter)
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
@@ -292,7 +302,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     if source.delimiter != ",":
         declared += ', delimiter: "\\t"'
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
-    draft = infer_schema(sample, name, declared, labels)
+    draft = infer_schema(sample, name, declared, labels, args.tz)
     with new_path(args.out) as tmp:
         tmp.write_text(draft.text)
         load_schema_file(tmp)  # a draft that does not load is a bug here, not the user's

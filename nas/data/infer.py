@@ -232,10 +232,13 @@ def _json_sample(path: Path, rows: int) -> pa.Table:
     return pa.Table.from_batches([json_batch(objects, columns)])
 
 
-def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | None = None) -> Draft:
+def infer_schema(
+    sample: Sample, name: str, source: str, labels: list[str] | None = None, tz: str | None = None
+) -> Draft:
     """A schema file for rows like ``sample``'s; ``source``: the schema's source mapping's
     inside (``format: csv, path: ...``); ``labels``: the label columns, else those 0/1
-    columns named as labels are."""
+    columns named as labels are; ``tz``: the zone of the hours and weekdays derived (UTC
+    without one)."""
     draft = Draft("")
     table = sample.table
     columns = {c: _readable(table.column(c).combine_chunks()) for c in table.column_names}
@@ -317,9 +320,10 @@ def infer_schema(sample: Sample, name: str, source: str, labels: list[str] | Non
         time = keys["timestamp"]
         for part in ("hour", "weekday"):
             field = part if part not in fields.values() else f"{fields[time]}_{part}"
-            from_ = quoted(time)
-            features.append(f"{{name: {field}, type: categorical, from: {from_}, derive: {part}}}")
-            why = f"the {part} (UTC) of each row's {time}, as a category"
+            zone = f", tz: {tz}" if tz else ""
+            made = f"type: categorical, from: {quoted(time)}, derive: {part}{zone}"
+            features.append(f"{{name: {field}, {made}}}")
+            why = f"the {part} ({tz or 'UTC'}) of each row's {time}, as a category"
             draft.reasons.append((field, "", "categorical", why))
     split = (
         "{method: time, valid: 0.1, test: 0.1}"

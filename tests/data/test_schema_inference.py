@@ -82,6 +82,7 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
         (["--labels", "x=site>=1"], "a threshold is a number on a numeric column"),
         (["--labels", "x=price>=soon"], "a threshold is a number on a numeric column"),
         (["--labels", "a=b=c"], "is not COLUMN or NAME=COLUMN>=NUMBER"),
+        (["--labels", "clk", "--tz", "Mars/Olympus"], "--tz: 'Mars/Olympus' is not a time zone"),
     ]:
         assert schema(*flags) == 2
         assert words in " ".join(capsys.readouterr().err.split())
@@ -177,12 +178,14 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
 
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
     """Times in milliseconds (a JavaScript or Kafka log's) are the key, with the source's
-    time_unit: ms; prepared, they are the rows' unix seconds."""
+    time_unit: ms; prepared, they are the rows' unix seconds. --tz: the hours derived are
+    the zone's."""
     frame = logs(300)
     seconds = frame["ts"].to_numpy()
     frame["ts"] = seconds * 1000 + 999
-    schema = drafted(tmp_path, frame, "parquet", "--json")
+    schema = drafted(tmp_path, frame, "parquet", "--json", "--tz", "Asia/Kolkata")
     assert schema["keys"]["timestamp"] == "ts" and schema["source"]["time_unit"] == "ms"
+    assert kinds(schema)["hour"]["tz"] == "Asia/Kolkata" == kinds(schema)["weekday"]["tz"]
     said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
     assert "(in milliseconds)" in said["ts"]["why"]
     dataset, _ = prepare_dataset(str(tmp_path / "drafts" / "team_logs.yaml"), tmp_path / "cache")
