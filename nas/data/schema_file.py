@@ -241,10 +241,13 @@ DERIVE = ("hour", "weekday", "year")  # hour, weekday: of keys.timestamp (UTC); 
 
 
 def time_zone(name: str) -> bool:
-    """Whether Arrow's time zone database (which derives a zone's hours) knows ``name``."""
+    """Whether Arrow's time zone database (which derives a zone's hours) knows ``name``: an
+    IANA name or an offset (+05:30); not "", which Arrow reads as no zone."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if not name:
+        return False
     try:
         pc.local_timestamp(pa.array([0], pa.timestamp("s", tz=name)))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):

@@ -165,6 +165,7 @@ def test_served_rows_encode_to_the_prepared_features(tmp_path: Path) -> None:
         ),
         (lambda s: s.replace("from: item_id,", "action: rating, from: item_id,"), "action"),
         (lambda s: s.replace("derive: hour", "derive: hour, tz: Mars/Olympus"), "not a time zone"),
+        (lambda s: s.replace("derive: hour", "derive: hour, tz: ''"), "not a time zone"),
         (lambda s: s.replace("derive: year", "derive: year, tz: UTC"), "tz applies to derive"),
     ],
 )
