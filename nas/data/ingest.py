@@ -44,7 +44,7 @@ from nas.data.encoding import (
     stored_dense,
 )
 from nas.data.prepared import SPLITS, PreparedWriter, unlearnable
-from nas.data.raw import DERIVED, EVENT_KEYS, PER_SECOND, RawForm
+from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import SchemaFile, utc_text
@@ -543,7 +543,7 @@ def _write(
                     {"name": name, "column": column, "at_least": at_least}
                     for name, column, at_least in schema.label_columns()
                 ],
-                "raw_form": raw_form(plan, keys, PER_SECOND[schema.source.time_unit]).to_dict(),
+                "raw_form": raw_form(plan, keys, schema.source.per_second).to_dict(),
                 "hashed_values": {
                     e.field: e.hashed_values
                     for e in plan.categorical + plan.multi_hot

@@ -124,6 +124,11 @@ class RawForm:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
+    def per_second(self, column: str) -> int:
+        """A time or history column's numeric times' units in a second (the source's
+        ``time_unit``; 1, seconds, unless it said otherwise)."""
+        return self.columns[column].get("per_second", 1)
+
     # --- raw rows -> features ---------------------------------------------------------------
 
     def typed(self, rows: Iterable[Mapping[str, Any]], first: int = 1) -> list[dict[str, Any]]:
@@ -219,7 +224,7 @@ class RawForm:
                     raise RawInputError(number, name, f"is missing; expected {_wants(kind)}")
                 value = None
             keys = tuple(column["fields"]) if "fields" in column else EVENT_KEYS
-            per_second = column.get("per_second", 1)
+            per_second = self.per_second(name)
             out[name] = convert(number, name, kind, value, column.get("sep", "|"), keys, per_second)
         return out
 
@@ -238,7 +243,7 @@ class RawForm:
         rows: list[dict[str, Any]] = [{} for _ in range(len(features))]
         for j, recipe in enumerate(self.categorical):
             if "derive" in recipe:
-                per_second = self.columns[recipe["column"]].get("per_second", 1)
+                per_second = self.per_second(recipe["column"])
                 for i, row in enumerate(rows):
                     row[recipe["column"]] = int(times[i]) * per_second if times is not None else 0
                 continue
@@ -258,7 +263,7 @@ class RawForm:
                 row[recipe["column"]] = _undense(recipe, float(features.dense[i, j]))
         history = features.history
         if self.history is not None and "now" in self.history:  # the time a history is read at
-            per_second = self.columns[self.history["now"]].get("per_second", 1)
+            per_second = self.per_second(self.history["now"])
             for i, row in enumerate(rows):
                 row[self.history["now"]] = int(times[i]) * per_second if times is not None else 0
         if self.history is not None and history is not None:
@@ -272,7 +277,7 @@ class RawForm:
                         names.get(int(history.item[e]), "") for e in events
                     ]
                     continue
-                per_second = self.columns[self.history["column"]].get("per_second", 1)
+                per_second = self.per_second(self.history["column"])
                 row[self.history["column"]] = [
                     [
                         names.get(int(history.item[e]), ""),

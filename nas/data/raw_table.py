@@ -204,7 +204,7 @@ class _Encoding:
         array = self._column(name)
         if array is None or array.null_count:
             raise _RowsDecide
-        return _seconds(name, array, self.form.columns[name].get("per_second", 1))
+        return _seconds(name, array, self.form.per_second(name))
 
     def _numbers(self, name: str) -> np.ndarray:
         """A "number" column as float64; NaN where a value is missing."""
@@ -354,7 +354,7 @@ class _Encoding:
             lengths.astype(np.int64),
             item,
             _integers(f"{name}[action]", action),
-            _seconds(f"{name}[time]", time, self.form.columns[name].get("per_second", 1)),
+            _seconds(f"{name}[time]", time, self.form.per_second(name)),
         )
 
 

@@ -56,7 +56,7 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
-from nas.data.raw import LATEST_SECONDS
+from nas.data.raw import LATEST_SECONDS, PER_SECOND
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -75,6 +75,11 @@ class Source(_Strict):
     # numeric times (keys.timestamp, a derived field's column, a history's events): unix
     # seconds, or milliseconds, microseconds or nanoseconds since 1970
     time_unit: Literal["s", "ms", "us", "ns"] = "s"
+
+    @property
+    def per_second(self) -> int:
+        """Its numeric times' units in a second."""
+        return PER_SECOND[self.time_unit]
 
     @model_validator(mode="after")
     def _csv_options(self) -> Source:

@@ -24,7 +24,6 @@ from nas.data.raw import (
     INT64_LIMIT,
     LATEST_SECONDS,
     MISSING_NUMBER_TEXTS,
-    PER_SECOND,
     RawInputError,
     convert,
     float_text,
@@ -71,7 +70,7 @@ class Rows:
     def __init__(self, schema: SchemaFile, files: list[Path]):
         self.schema, self.files = schema, files
         self._kinds = schema.column_kinds()
-        self._per_second = PER_SECOND[schema.source.time_unit]
+        self._per_second = schema.source.per_second
         text = schema.source.format != "parquet"  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
         self._required = schema.required_columns()
