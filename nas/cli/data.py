@@ -285,16 +285,13 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     from nas.core.disk import new_file as new_path
     from nas.core.names import is_name
     from nas.data.infer import found_source, infer_schema, quoted, read_sample
-    from nas.data.schema_file import load_schema_file, time_zone
+    from nas.data.schema_file import load_schema_file, not_a_zone, time_zone
 
     name = args.name or args.out.stem
     if not is_name(name):
         raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
     if args.tz is not None and not time_zone(args.tz):
-        raise ConfigError(
-            "--tz", f"{shown(args.tz)} is not a time zone; give an IANA name such as "
-            "America/New_York, Europe/Berlin or Asia/Kolkata"
-        )  # fmt: skip
+        raise ConfigError("--tz", not_a_zone(args.tz))
     source = found_source(args.source)
     sample = read_sample(source.files, source.format, source.delimiter)
     path = os.path.relpath(source.pattern, args.out.absolute().parent)

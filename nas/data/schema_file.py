@@ -245,6 +245,14 @@ class EventFields(_Strict):
 DERIVE = ("hour", "weekday", "year")  # hour, weekday: of keys.timestamp (UTC); year: of text
 
 
+def not_a_zone(name: str) -> str:
+    """Why ``name`` is refused as a zone (``time_zone``), and what would do."""
+    return (
+        f"{shown(name)} is not a time zone; give an IANA name such as America/New_York, "
+        "Europe/Berlin or Asia/Kolkata, or an offset such as +05:30"
+    )
+
+
 def time_zone(name: str) -> bool:
     """Whether Arrow's time zone database (which derives a zone's hours) knows ``name``: an
     IANA name or an offset (+05:30); not "", which Arrow reads as no zone."""
@@ -341,10 +349,7 @@ class Feature(_Strict):
         if self.tz is not None and self.derive not in ("hour", "weekday"):
             raise ValueError("tz applies to derive: hour or weekday")
         if self.tz is not None and not time_zone(self.tz):
-            raise ValueError(
-                f"tz: {shown(self.tz)} is not a time zone; give an IANA name such as "
-                "America/New_York, Europe/Berlin or Asia/Kolkata"
-            )
+            raise ValueError(f"tz: {not_a_zone(self.tz)}")
         from_rows = self.source == FROM_ROWS and self.type == "sequence"
         if self.action is not None and not from_rows:
             raise ValueError("action applies to a sequence from: rows")
