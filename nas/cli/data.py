@@ -68,8 +68,8 @@ def add_commands(commands) -> None:
     )
     schema.add_argument(
         "--tz",
-        help="the time zone of the hour and weekday derived from the rows' time, an IANA name "
-        "(America/New_York) (default: UTC)",
+        help="the time zone of the hour and weekday derived from the rows' time: an IANA name "
+        "(America/New_York) or an offset (+05:30) (default: UTC)",
     )
     schema.add_argument("--json", action="store_true", help="one JSON object: the file and why")
     schema.set_defaults(run=cmd_data_schema)
