@@ -86,16 +86,17 @@ def prepare_schema_file(
     ``extra`` entries in its manifest)."""
     reader = Rows(schema, files)
     reader.check_columns()
+    rows, split, chronology, labels = _first_pass(schema, reader, progress)
+    if rows == 0:
+        raise DataError(files[0], "has no rows")
+    plan = _fit(schema, reader, split, progress)  # every column checked: malformed rows first
+    reader.check_keys()
+    _check_learnable(schema, split, labels, files[0] if len(files) == 1 else schema.source.path)
     absent: dict[str, list[str]] = {}  # a feature column: the files that lack it
     for path, columns in reader.absent.items():
         for column in columns:
             absent.setdefault(column, []).append(path.name)
     extra = {**(extra or {}), **({"absent_columns": absent} if absent else {})}
-    rows, split, chronology, labels = _first_pass(schema, reader, progress)
-    if rows == 0:
-        raise DataError(files[0], "has no rows")
-    plan = _fit(schema, reader, split, progress)  # every column checked: malformed rows first
-    _check_learnable(schema, split, labels, files[0] if len(files) == 1 else schema.source.path)
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 

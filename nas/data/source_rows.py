@@ -77,13 +77,16 @@ class Rows:
         # per file, the declared feature columns it lacks (a column added to the logs later):
         # read as missing there
         self.absent: dict[Path, list[str]] = {}
+        # JSON lines: per file, the columns asked for that some row holds as a key
+        self._keys_seen: dict[Path, set[str]] = {}
+        self._asked: set[str] = set()
 
     def check_columns(self) -> None:
         """Before reading any row: every file but a blank text one (a day of no rows written
         as nothing) holds the labels' and keys' columns, and each declared column is in some
         file; a feature column a Parquet or CSV file lacks is noted in ``absent`` (JSON
         lines omit a key whose value is null: one a file's first rows lack is missing
-        there, and read where it shows up)."""
+        there, and read where it shows up; ``check_keys`` notes those no row held)."""
         wanted = self.schema.columns()
         checked = [p for p in self.files if p not in self._blank]
         present = {path: self._file_columns(path) for path in checked}
@@ -102,6 +105,26 @@ class Rows:
             if missing and not jsonl:
                 self.absent[path] = missing
 
+    def check_keys(self) -> None:
+        """JSON lines, once every column was read: a column asked for that no row of a file
+        held as a key is noted in ``absent`` for that file (a key added to the logs later),
+        and refused where no row of any file held it (a misspelt column, most likely)."""
+        if self.schema.source.format != "jsonl":
+            return
+        read = [p for p in self.files if p not in self._blank]
+        held = set().union(*(self._keys_seen.get(p, set()) for p in read))
+        if never := sorted(self._asked - held):
+            where = read[0] if len(read) == 1 else self.schema.source.path
+            seen = ", ".join(sorted(held)) or "none"
+            raise DataError(
+                where,
+                f"has no row with the key {', '.join(map(repr, never))} (the schema declares "
+                f"it); the keys its rows hold among those declared: {seen}",
+            )
+        for path in read:
+            if lacking := sorted(self._asked - self._keys_seen.get(path, set())):
+                self.absent[path] = lacking
+
     def batches(self, columns: list[str]) -> Iterator[Batch]:
         start = 0
         for path in self.files:
@@ -113,6 +136,8 @@ class Rows:
                 if n == 0:
                     continue
                 names = record.schema.names  # a column the file lacks: missing on every row
+                self._asked.update(columns)
+                self._keys_seen.setdefault(path, set()).update(c for c in columns if c in names)
                 raw = {c: record.column(c) if c in names else pa.nulls(n) for c in columns}
                 batch = Batch(path, first, start, {})
                 batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
@@ -304,10 +329,16 @@ def _json_by_line(
             raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
-            yield json_batch(chunk, columns, events)
+            yield json_batch(chunk, _keys_held(chunk, columns), events)
             chunk = []
     if chunk:
-        yield json_batch(chunk, columns, events)
+        yield json_batch(chunk, _keys_held(chunk, columns), events)
+
+
+def _keys_held(objects: list[dict], columns: list[str]) -> list[str]:
+    """The columns some object holds as a key (a column none holds is missing on every row:
+    ``Rows.batches`` reads it so, and ``Rows.check_keys`` tells of it)."""
+    return [c for c in columns if any(c in found for found in objects)]
 
 
 def json_batch(

@@ -1575,3 +1575,28 @@ def test_a_feature_column_added_to_the_logs_later_is_missing_on_the_older_files(
     assert np.array_equal(
         by_source(omitted, "categorical")[:, column], by_source(nulls, "categorical")[:, column]
     )
+    # ... and a file none of whose rows holds the key (by Arrow's reader, and line by line
+    # where counts mix numbers and text): absent there, told as a Parquet part's is
+    (folder / "data" / "logs.jsonl").unlink()
+    yaml = folder / "my_ctr.yaml"
+    yaml.write_text(yaml.read_text().replace("data/logs.jsonl", "data/*.jsonl"))
+    for mixed in (False, True):
+        for name, part in (("a.jsonl", objects[: ROWS // 2]), ("b.jsonl", objects[ROWS // 2 :])):
+            if mixed:
+                part = [
+                    {**o, "count": str(o["count"])} if i % 2 and "count" in o else o
+                    for i, o in enumerate(part)
+                ]
+            (folder / "data" / name).write_text("".join(json.dumps(o) + "\n" for o in part))
+        cache = tmp_path / f"c6-{mixed}"
+        assert main(["data", "prepare", str(yaml), "--cache-dir", str(cache)]) in (0, None)
+        later, _ = prepare_dataset(str(yaml), cache)
+        assert later.manifest["absent_columns"] == {"site": ["a.jsonl"]}
+        assert np.array_equal(
+            by_source(later, "categorical")[:, column], by_source(nulls, "categorical")[:, column]
+        )
+    # a key no row of any file holds: refused, naming it (a misspelt column, most likely)
+    yaml.write_text(yaml.read_text().replace("name: site,", "name: site, from: siet,"))
+    with pytest.raises(DataError, match="has no row with the key 'siet'"):
+        prepare_dataset(str(yaml), tmp_path / "c7")
+    assert not (tmp_path / "c7" / "my_ctr").exists()
