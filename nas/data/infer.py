@@ -437,16 +437,16 @@ def _labels(
         return found
     out = []
     for text in given:
-        match = LABEL_FLAG.fullmatch(text)
-        name, column = (match["name"], match["column"]) if match else ("", "")
+        read = _label_flag(text, columns)
+        name, column, threshold = read or ("", "", None)
         name = name or fields.get(column, column)
-        if not match or not is_name(name):
+        if read is None or not is_name(name):
             raise ConfigError("--labels", f"{shown(text)} is not COLUMN or NAME=COLUMN>=NUMBER")
         if column not in columns:
             raise ConfigError(
                 "--labels", f"{column!r} is not a column; its columns: {', '.join(columns)}"
             )
-        if match["at_least"] is None:
+        if threshold is None:
             if column not in binary:
                 raise ConfigError(
                     "--labels", f"{column!r} holds values other than 0 and 1 (a threshold: "
@@ -455,7 +455,7 @@ def _labels(
             out.append((name, column, None))
             continue
         try:
-            at_least = float(match["at_least"])
+            at_least = float(threshold)
         except ValueError:
             at_least = math.nan
         kind = columns[column].type
@@ -467,6 +467,26 @@ def _labels(
             )
         out.append((name, column, at_least))
     return out
+
+
+def _label_flag(text: str, columns: dict) -> tuple[str, str, str | None] | None:
+    """``--labels``' ``text`` as its name ("" where it gives none), column and threshold
+    (None: a 0/1 column): of its readings as COLUMN, COLUMN>=NUMBER, NAME=COLUMN and
+    NAME=COLUMN>=NUMBER, the first whose column is one of ``columns`` (a header may hold "="
+    or ">="), else as ``LABEL_FLAG`` reads it; None where that does not."""
+    named = [("", text)]
+    if "=" in text and is_name(text.split("=", 1)[0]):  # a name holds no "="
+        named.append(tuple(text.split("=", 1)))
+    readings = []
+    for name, rest in named:
+        readings.append((name, rest, None))
+        if ">=" in rest:
+            column, at_least = rest.rsplit(">=", 1)
+            readings.append((name, column, at_least))
+    if found := next((r for r in readings if r[1] in columns), None):
+        return found
+    match = LABEL_FLAG.fullmatch(text)
+    return (match["name"] or "", match["column"], match["at_least"]) if match else None
 
 
 def _readable(array: pa.Array) -> pa.Array:

@@ -100,6 +100,19 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
     assert dataset.label_names == ("fav", "dear")
     expected = (frame["price"] >= 10).mean()
     assert np.asarray(dataset.label_array())[:, 1].mean() == pytest.approx(expected)
+    # headers that hold "=" and ">=": each read as the column it names
+    signs = tmp_path / "signs"
+    write_source(signs, frame.rename(columns={"clk": "clk=1", "price": "price>=usd"}), "parquet")
+    out.unlink()
+    assert schema("--labels", "clk=1,dear=price>=usd>=10", source=signs) in (0, None)
+    drafted_ = yaml.safe_load(out.read_text())
+    assert drafted_["labels"] == [
+        {"name": "clk_1", "column": "clk=1"},
+        {"name": "dear", "column": "price>=usd", "at_least": 10},
+    ]
+    signed, _ = prepare_dataset(str(out), tmp_path / "cache-signs")
+    means = np.asarray(signed.label_array()).mean(axis=0)
+    assert means == pytest.approx([frame["clk"].mean(), expected])
 
 
 def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, capsys) -> None:
