@@ -313,11 +313,11 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         )
         return
     rows, read = len(sample.table), sample.files
-    title = f"{args.out}: from the first {rows:,} rows of {read[0]}"
+    title = f"{args.out}: from {rows:,} rows of {read[0]}"
     if len(read) > 1:
         some = "each" if len(read) == len(source.files) else f"{len(read)}"
         title = (
-            f"{args.out}: from the first rows of {some} of its {len(source.files)} files "
+            f"{args.out}: from rows of {some} of its {len(source.files)} files "
             f"({read[0].name} to {read[-1].name}), {rows:,} in all"
         )
     table_out = Table(title=title, title_justify="left")

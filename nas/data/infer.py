@@ -1,7 +1,7 @@
 """A first schema file for a team's own logs, read from a sample of their rows: which
 columns are labels, keys and features, and of what kind (``nas data schema``).
 
-    sample = read_sample(files, fmt, delimiter)        # first rows of files spread over them
+    sample = read_sample(files, fmt, delimiter)        # rows spread over the files and in them
     draft = infer_schema(sample, name, source, labels)   # Draft: the schema's YAML and why
 
 A column's kind comes from its Arrow type and its sampled values:
@@ -37,13 +37,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nas.core.errors import ConfigError, shown
+from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES
 from nas.data.source_rows import DATE_TIMES, blank, json_batch, json_objects
 
 SAMPLE_ROWS = 100_000
 SAMPLE_FILES = 8  # files sampled, spread over the source's
+SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
+SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
                "conversion", "converted", "purchase", "purchased")  # fmt: skip
 TIME_NAME = re.compile(r"(^|_)(ts|time|timestamp|datetime|date|event_time)($|_)", re.I)
@@ -128,14 +130,14 @@ class Sample:
 def read_sample(
     files: list[Path], fmt: str, delimiter: str = ",", rows: int = SAMPLE_ROWS
 ) -> Sample:
-    """The first rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the
-    last, and between; ``rows`` in all), joined: a column empty in one file (a day without
-    coupons) takes its type from the others; one whose types differ between files, as text
-    where it can be (prepare reads declared text so)."""
+    """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
+    between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
+    column empty in one file (a day without coupons) takes its type from the others; one
+    whose types differ between files, as text where it can be (prepare reads declared text
+    so)."""
     if fmt != "parquet":  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
-    chosen = [files[i] for i in sorted(set(np.linspace(0, len(files) - 1, SAMPLE_FILES).round()
-                                           .astype(int).tolist()))]  # fmt: skip
+    chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
     tables = [_file_sample(path, fmt, delimiter, max(1, rows // len(chosen))) for path in chosen]
     joined = _joined(tables)
     if not len(joined):
@@ -185,35 +187,114 @@ def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
-    """A file's first ``rows`` rows (at most its first 8 MiB of text), as Arrow reads them."""
+    """About ``rows`` rows of a file as Arrow reads them, from ``SAMPLE_PARTS`` places spread
+    over it where it can be read from anywhere: Parquet's row groups, an uncompressed JSON
+    lines file's bytes (a column that its first rows hold nothing of, a key added to one
+    large file's rows later, is seen). Else its first rows (at most 8 MiB of text): a CSV
+    file's text may break lines inside quotes, so a line's start is known only from the
+    file's; a compressed file is read from its start."""
     try:
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            file = pq.ParquetFile(path)
-            first = next(file.iter_batches(batch_size=rows), None)
-            return (
-                file.schema_arrow.empty_table() if first is None else pa.Table.from_batches([first])
-            )
+            return _parquet_sample(path, rows)
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
             reader = pacsv.open_csv(
                 path,
-                read_options=pacsv.ReadOptions(block_size=8 << 20),
+                read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
                 parse_options=pacsv.ParseOptions(delimiter=delimiter),
             )
             return _first_rows(reader, rows)
+        if path.suffix.lower() not in COMPRESSIONS:
+            return _json_sample(path, _spread_lines(path, rows))
         import pyarrow.json as pajson
 
         try:
-            options = pajson.ReadOptions(block_size=8 << 20)
+            options = pajson.ReadOptions(block_size=SAMPLE_BYTES)
             return _first_rows(pajson.open_json(path, read_options=options), rows)
         except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
-            return _json_sample(path, rows)
+            return _objects_table(list(itertools.islice(json_objects(path), rows)))
     except (pa.ArrowException, OSError) as err:
         reason = " ".join(str(err).split())[:200]
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
+
+
+def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
+    """Up to ``parts`` of ``range(count)`` spread from the first to the last."""
+    return sorted(set(np.linspace(0, count - 1, parts).round().astype(int).tolist()))
+
+
+def _parquet_sample(path: Path, rows: int) -> pa.Table:
+    """The first rows of up to ``SAMPLE_PARTS`` row groups spread over the file."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    if file.num_row_groups == 0:
+        return file.schema_arrow.empty_table()
+    groups = _spread(file.num_row_groups)
+    each = max(1, rows // len(groups))
+    batches = [next(file.iter_batches(batch_size=each, row_groups=[g]), None) for g in groups]
+    found = [b for b in batches if b is not None]
+    return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
+
+
+def _spread_lines(path: Path, rows: int) -> list[bytes]:
+    """About ``rows`` non-blank lines of a text file, read from ``SAMPLE_PARTS`` places
+    spread over its bytes: each part's lines begin at or past its place and before the
+    next's (``SAMPLE_BYTES`` in all, at most)."""
+    size = path.stat().st_size
+    places = [size * i // SAMPLE_PARTS for i in range(SAMPLE_PARTS)] + [size]
+    each, budget = max(1, rows // SAMPLE_PARTS), SAMPLE_BYTES // SAMPLE_PARTS
+    lines: list[bytes] = []
+    with open(path, "rb") as file:
+        for start, end in itertools.pairwise(places):
+            if start:
+                file.seek(start - 1)
+                file.readline()  # to the first line that begins at or past start
+            taken = read = 0
+            while taken < each and read < budget and file.tell() < end:
+                line = file.readline()
+                if not line:
+                    break
+                read += len(line)
+                if line.strip():
+                    lines.append(line)
+                    taken += 1
+    return lines
+
+
+def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
+    """JSON lines as Arrow reads them (as one block: each key any of them holds is a column),
+    or where a column mixes JSON types, as Python's json reads them (``_objects_table``)."""
+    import pyarrow.json as pajson
+
+    text = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    if not text:
+        return pa.table({})
+    options = pajson.ReadOptions(block_size=len(text) + 1)
+    try:
+        return pajson.read_json(pa.BufferReader(text), read_options=options)
+    except pa.ArrowInvalid:
+        pass
+    objects = []
+    for line in lines:
+        try:
+            found = json.loads(line)
+        except ValueError as err:
+            text = shown(line.decode(errors="replace").strip())
+            why = getattr(err, "msg", err)
+            raise DataError(path, f"has a line that is not JSON ({why}): {text}") from None
+        if not isinstance(found, dict):
+            raise DataError(path, f"has a line that holds {shown(found)}, not an object")
+        objects.append(found)
+    return _objects_table(objects)
+
+
+def _objects_table(objects: list[dict]) -> pa.Table:
+    """JSON objects as a table: a column whose values mix JSON types as their text
+    (``source_rows.json_batch``, as prepare reads them)."""
+    columns = list(dict.fromkeys(name for found in objects for name in found))
+    return pa.Table.from_batches([json_batch(objects, columns)])
 
 
 def _first_rows(reader, rows: int) -> pa.Table:
@@ -222,14 +303,6 @@ def _first_rows(reader, rows: int) -> pa.Table:
         return pa.Table.from_batches([reader.read_next_batch()]).slice(0, rows)
     except StopIteration:
         return reader.schema.empty_table()
-
-
-def _json_sample(path: Path, rows: int) -> pa.Table:
-    """The first ``rows`` objects of a JSON lines file read by Python's json, a column whose
-    values mix types as their text (``source_rows.json_batch``)."""
-    objects = list(itertools.islice(json_objects(path), rows))
-    columns = list(dict.fromkeys(name for found in objects for name in found))
-    return pa.Table.from_batches([json_batch(objects, columns)])
 
 
 def infer_schema(

@@ -151,7 +151,7 @@ def test_columns_of_odd_types_are_left_out_with_their_reason(tmp_path: Path, cap
 def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, capsys, fmt) -> None:
     """Twelve daily files: a coupon column empty on the first day, a shop id written as
     integers on some days and as text on others, a column one day lacks. The draft reads
-    the first rows of eight files from the first to the last (before, the first file's
+    rows of eight files from the first to the last (before, the first file's
     only: the coupon was left out as a column of nulls): the coupon and the shop are
     categories, the column a file lacks is a feature missing on that file's rows (said,
     naming the file), and it prepares; a blank file (a day of no rows written as nothing) is
@@ -182,11 +182,46 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     assert fields["promo"]["type"] == "dense"
     dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
     assert dataset.manifest["rows"] == len(frame)
-    if fmt == "csv":  # (JSON lines: a key a file lacks is null there, as JSON has it)
-        assert dataset.manifest["absent_columns"] == {"promo": ["day05.csv"]}
+    assert dataset.manifest["absent_columns"] == {"promo": [f"day05.{fmt}"]}
     assert main(["data", "schema", str(folder), "--out", str(tmp_path / "again.yaml")]) in (0, None)
     title = " ".join(capsys.readouterr().out.split())
-    assert f"from the first rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
+    assert f"from rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl-mixed"])
+def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str) -> None:
+    """One file of 8,000 rows whose coupon column holds values only in its last 30% (a
+    column added to the logs later; JSON lines omit its key before), sampled 800 rows:
+    read from four places spread over the file (Parquet's eight row groups, the JSON lines'
+    bytes; by Arrow, or where a shop id mixes numbers and text, by Python's json), the
+    coupon is text (before, its first rows only: a column of nulls), and the rows sampled
+    are the file's rows, each once, from its first to its last quarter."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nas.data.infer import read_sample
+
+    frame = logs(8000)[["click", "ts", "user_id", "price"]].copy()
+    frame["coupon"] = [None if i < 5600 else f"c{i % 3}" for i in range(8000)]
+    frame["shop"] = [i % 7 if fmt == "jsonl-mixed" and i % 2 else f"s{i % 7}" for i in range(8000)]
+    frame["row"] = range(8000)
+    kind = "parquet" if fmt == "parquet" else "jsonl"
+    path = tmp_path / f"logs.{kind}"
+    if fmt == "parquet":
+        pq.write_table(pa.Table.from_pandas(frame), path, row_group_size=1000)
+    else:
+        records = [{k: v for k, v in r.items() if v is not None} for r in frame.to_dict("records")]
+        path.write_text("".join(json.dumps(r, default=lambda v: v.item()) + "\n" for r in records))
+    table = read_sample([path], kind, rows=800).table
+    coupon, shop = table.column("coupon"), table.column("shop")
+    text = (pa.string(), pa.large_string())
+    assert coupon.type in text and shop.type in text and coupon.null_count < len(table)
+    rows = table.column("row").to_pylist()
+    assert 600 <= len(rows) <= 800 and len(set(rows)) == len(rows)
+    assert min(rows) == 0 and max(rows) >= 6000
+    expected = frame.set_index("row").loc[rows]
+    assert table.column("price").to_pylist() == pytest.approx(expected["price"].tolist())
+    assert shop.to_pylist() == [str(v) for v in expected["shop"]]  # a number's JSON text
 
 
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
