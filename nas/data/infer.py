@@ -188,14 +188,16 @@ def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them, from ``SAMPLE_PARTS`` places spread
-    over it where it can be read from anywhere: Parquet's row groups, an uncompressed JSON
-    lines file's bytes (a column that its first rows hold nothing of, a key added to one
-    large file's rows later, is seen). Else its first rows (at most 8 MiB of text): a CSV
-    file's text may break lines inside quotes, so a line's start is known only from the
-    file's; a compressed file is read from its start."""
+    over it (a column that its first rows hold nothing of, one added to a large file's rows
+    later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a line
+    of CSV or JSON lines, as prepare reads them). A compressed file, read from its start:
+    its first rows (at most 8 MiB of text)."""
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
+        if path.suffix.lower() not in COMPRESSIONS:
+            lines = _spread_lines(path, rows)  # a CSV file's header first
+            return _csv_sample(lines, delimiter) if fmt == "csv" else _json_sample(path, lines)
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
@@ -205,8 +207,6 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
                 parse_options=pacsv.ParseOptions(delimiter=delimiter),
             )
             return _first_rows(reader, rows)
-        if path.suffix.lower() not in COMPRESSIONS:
-            return _json_sample(path, _spread_lines(path, rows))
         import pyarrow.json as pajson
 
         try:
@@ -263,12 +263,29 @@ def _spread_lines(path: Path, rows: int) -> list[bytes]:
     return lines
 
 
+def _as_text(lines: list[bytes]) -> bytes:
+    return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+
+
+def _csv_sample(lines: list[bytes], delimiter: str) -> pa.Table:
+    """CSV lines, the header first, as Arrow reads them (as one block: each column's type
+    from every line)."""
+    import pyarrow.csv as pacsv
+
+    text = _as_text(lines)
+    return pacsv.read_csv(
+        pa.BufferReader(text),
+        read_options=pacsv.ReadOptions(block_size=len(text) + 1),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter),
+    )
+
+
 def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
     """JSON lines as Arrow reads them (as one block: each key any of them holds is a column),
     or where a column mixes JSON types, as Python's json reads them (``_objects_table``)."""
     import pyarrow.json as pajson
 
-    text = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    text = _as_text(lines)
     if not text:
         return pa.table({})
     options = pajson.ReadOptions(block_size=len(text) + 1)

@@ -188,12 +188,12 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     assert f"from rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl-mixed"])
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl", "jsonl-mixed"])
 def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str) -> None:
     """One file of 8,000 rows whose coupon column holds values only in its last 30% (a
     column added to the logs later; JSON lines omit its key before), sampled 800 rows:
-    read from four places spread over the file (Parquet's eight row groups, the JSON lines'
-    bytes; by Arrow, or where a shop id mixes numbers and text, by Python's json), the
+    read from four places spread over the file (Parquet's eight row groups, the CSV or JSON
+    lines' bytes; by Arrow, or where a shop id mixes numbers and text, by Python's json), the
     coupon is text (before, its first rows only: a column of nulls), and the rows sampled
     are the file's rows, each once, from its first to its last quarter."""
     import pyarrow as pa
@@ -205,10 +205,12 @@ def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str
     frame["coupon"] = [None if i < 5600 else f"c{i % 3}" for i in range(8000)]
     frame["shop"] = [i % 7 if fmt == "jsonl-mixed" and i % 2 else f"s{i % 7}" for i in range(8000)]
     frame["row"] = range(8000)
-    kind = "parquet" if fmt == "parquet" else "jsonl"
+    kind = fmt.removesuffix("-mixed")
     path = tmp_path / f"logs.{kind}"
     if fmt == "parquet":
         pq.write_table(pa.Table.from_pandas(frame), path, row_group_size=1000)
+    elif fmt == "csv":
+        frame.to_csv(path, index=False)
     else:
         records = [{k: v for k, v in r.items() if v is not None} for r in frame.to_dict("records")]
         path.write_text("".join(json.dumps(r, default=lambda v: v.item()) + "\n" for r in records))
