@@ -13,6 +13,8 @@ from nas.cli.flags import as_flags, common_flags, new_file, seed_number, whole_n
 from nas.cli.render import console, emit_json, out, preparing_under, progress_bar, styled
 from nas.core.errors import ConfigError, shown
 
+EARLY_TIMES = 10**8  # 1973-03-03: a log's first time before it, most likely read in a wrong unit
+
 
 def add_commands(commands) -> None:
     data = commands.add_parser("data", help="prepare and list datasets")
@@ -197,7 +199,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
                 args.name, args.cache_dir, request, force=args.force, progress=preparing
             )
     seconds = time.perf_counter() - start
-    summary = _dataset_summary(dataset)
+    span = _time_span(dataset)
+    summary = _dataset_summary(dataset, span)
     summary.update(reused_cache=reused, seconds=round(seconds, 2))
     if args.json:
         emit_json(summary)
@@ -220,6 +223,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
         table.add_row(name, "  ".join(f"{k} {v:.4f}" for k, v in by_split.items()))
     table.add_row("splits", "  ".join(f"{k} {v:,}" for k, v in m["split_sizes"].items()))
     table.add_row("split rule", m["split_rule"])
+    if "times" in summary:
+        table.add_row("times", f"{summary['times']['first']} to {summary['times']['last']}")
     table.add_row("split checksum", m["split_checksum"][:16])
     table.add_row("version", dataset.version)
     from nas.data.schema import LABEL
@@ -231,6 +236,13 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             styled("warning", "yellow"),
             f"{', '.join(empty)}: no value kept from the training rows (every one missing, or "
             "rarer than min_freq), so the field carries nothing",
+        )
+    if span and span[0] < EARLY_TIMES:
+        table.add_row(
+            styled("warning", "yellow"),
+            f"the first time is {summary['times']['first']}: are the source's times in its "
+            "declared unit (source.time_unit, default s)? Times in seconds read as "
+            "milliseconds, or in microseconds read as nanoseconds, fall in 1970",
         )
     for column, lacking in m.get("absent_columns", {}).items():
         more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
@@ -258,7 +270,7 @@ def _field_label(field: dict) -> str:
     return f"{field['name']} ({kind}{field['cardinality']:,})"
 
 
-def _dataset_summary(dataset) -> dict:
+def _dataset_summary(dataset, span: tuple[int, int] | None) -> dict:
     m = dataset.manifest
     keys = (
         "name",
@@ -276,7 +288,20 @@ def _dataset_summary(dataset) -> dict:
         "schema",
         "absent_columns",
     )
-    return {**{k: m[k] for k in keys if k in m}, "cache": str(dataset.root)}
+    summary = {k: m[k] for k in keys if k in m}
+    if span:
+        from nas.data.schema_file import utc_text
+
+        summary["times"] = {"first": utc_text(span[0]), "last": utc_text(span[1])}
+    return {**summary, "cache": str(dataset.root)}
+
+
+def _time_span(dataset) -> tuple[int, int] | None:
+    """The first and last time over every row, unix seconds (None: the dataset has none)."""
+    from nas.data.profile import time_bounds
+
+    bounds = time_bounds(dataset).values()
+    return (min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else None
 
 
 def cmd_data_schema(args: argparse.Namespace) -> None:

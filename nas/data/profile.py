@@ -45,11 +45,11 @@ def _id_figures(ids: np.memmap, rows: int, oov: int | None) -> tuple[np.ndarray,
     return missing / max(rows, 1), unknown / np.maximum(present, 1), lengths
 
 
-def _times(dataset: PreparedDataset) -> dict[str, dict[str, str]] | None:
-    """Each split's first and last time as UTC text, a chunk of rows at a time (None: the
-    dataset has no times). Where a source's unit or zone was misread, it shows here."""
+def time_bounds(dataset: PreparedDataset) -> dict[str, tuple[int, int]]:
+    """Each split's first and last time in unix seconds, a chunk of rows at a time (none:
+    the dataset has no times)."""
     if not dataset.has("timestamp"):
-        return None
+        return {}
     times, split = dataset.array("timestamp"), dataset.array("split")
     first = np.full(len(SPLITS), np.iinfo(np.int64).max)
     last = np.full(len(SPLITS), np.iinfo(np.int64).min)
@@ -61,9 +61,21 @@ def _times(dataset: PreparedDataset) -> dict[str, dict[str, str]] | None:
                 first[code] = min(first[code], found.min())
                 last[code] = max(last[code], found.max())
     return {
-        name: {"first": utc_text(int(first[code])), "last": utc_text(int(last[code]))}
+        name: (int(first[code]), int(last[code]))
         for code, name in enumerate(SPLITS)
         if first[code] <= last[code]
+    }
+
+
+def _times(dataset: PreparedDataset) -> dict[str, dict[str, str]] | None:
+    """Each split's first and last time as UTC text (None: the dataset has no times). Where
+    a source's unit or zone was misread, it shows here."""
+    bounds = time_bounds(dataset)
+    if not bounds:
+        return None
+    return {
+        name: {"first": utc_text(first), "last": utc_text(last)}
+        for name, (first, last) in bounds.items()
     }
 
 

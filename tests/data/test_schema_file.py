@@ -9,6 +9,7 @@ import decimal
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -1455,7 +1456,7 @@ def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -
     "unit, fmt, written", [("ms", "parquet", float), ("us", "jsonl", int), ("ns", "parquet", str)]
 )
 def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
-    tmp_path: Path, unit, fmt, written
+    tmp_path: Path, capsys, unit, fmt, written
 ):
     """Rows' times (as numbers with a fraction, integers or text) and their history events'
     times in milliseconds, microseconds or nanoseconds (a fraction of a second on each,
@@ -1464,7 +1465,9 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
     times, the ages), and the rows, served by rows and by columns and as `nas data rows`
     writes them, encode to the features stored. Undeclared, the finer times are refused by
     prepare (exit 2) and in serving, naming the row and the time_unit to declare. (Before,
-    milliseconds were read as seconds: the split kept, the hours and ages garbage.)"""
+    milliseconds were read as seconds: the split kept, the hours and ages garbage.) Seconds
+    declared in the finer unit prepare (they fall in 1970), with a warning naming the first
+    time and time_unit."""
     from nas.data.export import export_raw_rows
     from nas.data.raw import PER_SECOND, RawInputError
     from nas.data.raw_table import table_features
@@ -1527,6 +1530,17 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
     assert code == 2 and not (tmp_path / "refused" / "my_ctr").exists()
     with pytest.raises(RawInputError, match="past the year 5000; a time in milliseconds or finer"):
         base.raw_form().features(source.to_pylist()[:3], base.schema)
+    # the seconds' logs, then the same declared in the finer unit: their first time told
+    capsys.readouterr()
+    for text, first, warned in ((seconds.read_text(), "2020-09-13", False), (
+        seconds.read_text().replace("path: data/", f"time_unit: {unit}, path: data/"),
+        "1970-01-", True,
+    )):  # fmt: skip
+        seconds.write_text(text)
+        code = main(["data", "prepare", str(seconds), "--cache-dir", str(tmp_path / unit / "s")])
+        said = " ".join(capsys.readouterr().out.split())
+        assert code in (0, None) and re.search(rf"times\W+{first}", said)
+        assert ("the first time is 1970-01-" in said and "(source.time_unit" in said) == warned
 
 
 def test_a_feature_column_added_to_the_logs_later_is_missing_on_the_older_files(
