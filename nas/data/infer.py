@@ -196,15 +196,17 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
         if path.suffix.lower() not in COMPRESSIONS:
-            lines = _spread_lines(path, rows)  # a CSV file's header first
-            return _csv_sample(lines, delimiter) if fmt == "csv" else _json_sample(path, lines)
+            parts = _spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
+            if fmt == "csv":
+                return _csv_sample(parts, delimiter)
+            return _json_sample(path, [line for part in parts for line in part if line.strip()])
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
             reader = pacsv.open_csv(
                 path,
                 read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
-                parse_options=pacsv.ParseOptions(delimiter=delimiter),
+                parse_options=_csv_parsing(delimiter),
             )
             return _first_rows(reader, rows)
         import pyarrow.json as pajson
@@ -238,46 +240,67 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
     return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
 
 
-def _spread_lines(path: Path, rows: int) -> list[bytes]:
-    """About ``rows`` non-blank lines of a text file, read from ``SAMPLE_PARTS`` places
-    spread over its bytes: each part's lines begin at or past its place and before the
-    next's (``SAMPLE_BYTES`` in all, at most)."""
+def _spread_parts(path: Path, rows: int, quoted: bool) -> list[list[bytes]]:
+    """About ``rows`` rows of a text file in ``SAMPLE_PARTS`` parts, each read from a place
+    spread over its bytes: its lines begin at or past its place and before the next's
+    (``SAMPLE_BYTES`` in all, at most). ``quoted`` (CSV): a part ends where it holds an even
+    count of quotes, so that a row whose quoted text breaks lines ends whole."""
     size = path.stat().st_size
     places = [size * i // SAMPLE_PARTS for i in range(SAMPLE_PARTS)] + [size]
     each, budget = max(1, rows // SAMPLE_PARTS), SAMPLE_BYTES // SAMPLE_PARTS
-    lines: list[bytes] = []
+    parts: list[list[bytes]] = []
     with open(path, "rb") as file:
         for start, end in itertools.pairwise(places):
             if start:
                 file.seek(start - 1)
                 file.readline()  # to the first line that begins at or past start
-            taken = read = 0
-            while taken < each and read < budget and file.tell() < end:
+            part, read, within = [], 0, False  # within: a quoted text begun, not ended
+            while read < budget and (within or (len(part) < each and file.tell() < end)):
                 line = file.readline()
                 if not line:
                     break
                 read += len(line)
-                if line.strip():
-                    lines.append(line)
-                    taken += 1
-    return lines
+                within ^= quoted and line.count(b'"') % 2 == 1
+                part.append(line)
+            parts.append(part)
+    return parts
 
 
 def _as_text(lines: list[bytes]) -> bytes:
     return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
 
 
-def _csv_sample(lines: list[bytes], delimiter: str) -> pa.Table:
-    """CSV lines, the header first, as Arrow reads them (as one block: each column's type
-    from every line)."""
+def _csv_parsing(delimiter: str):
+    """CSV as prepare parses it: a quoted text may break lines."""
     import pyarrow.csv as pacsv
 
-    text = _as_text(lines)
-    return pacsv.read_csv(
-        pa.BufferReader(text),
-        read_options=pacsv.ReadOptions(block_size=len(text) + 1),
-        parse_options=pacsv.ParseOptions(delimiter=delimiter),
-    )
+    return pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+
+
+def _csv_sample(parts: list[list[bytes]], delimiter: str) -> pa.Table:
+    """A CSV file's parts, the header first, each as Arrow reads it under the header (as one
+    block: each column's type from every line), joined as files' rows are; a part that does
+    not parse (it began inside a quoted text that breaks lines) is passed by."""
+    import pyarrow.csv as pacsv
+
+    first = parts[0]
+    at = next((i for i, line in enumerate(first) if line.strip()), len(first))
+    header, parts = first[at : at + 1], [first[at + 1 :], *parts[1:]]
+    tables = []
+    for i, part in enumerate(parts):
+        text = _as_text(header + part)
+        try:
+            tables.append(
+                pacsv.read_csv(
+                    pa.BufferReader(text),
+                    read_options=pacsv.ReadOptions(block_size=len(text) + 1),
+                    parse_options=_csv_parsing(delimiter),
+                )
+            )
+        except pa.ArrowInvalid:
+            if i == 0:
+                raise
+    return _joined(tables)
 
 
 def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:

@@ -222,7 +222,9 @@ class Rows:
             block_size=BLOCK_BYTES,
             column_names=list(source.columns) if not source.header else None,
         )
-        parse = pacsv.ParseOptions(delimiter=source.delimiter)
+        # a quoted text may break lines (a comment, a title): Arrow's chunker then finds
+        # rows' ends by their quotes, at no cost measured (1M rows: 0.23-0.25 s either way)
+        parse = pacsv.ParseOptions(delimiter=source.delimiter, newlines_in_values=True)
         # Declared text stays text (an id column of digits in one block and letters in the
         # next would otherwise change type mid-file); numbers are parsed by _convert.
         types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
