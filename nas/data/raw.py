@@ -579,7 +579,14 @@ def convert(
 
 
 def too_late(value: Any, per_second: int) -> str:
-    """Why a time past ``LATEST_SECONDS`` is refused (by prepare and in serving alike)."""
+    """Why a time past ``LATEST_SECONDS`` is refused (by prepare and in serving alike): a
+    number, most likely in a finer unit than the data's; a date, a placeholder."""
+    if not _numeric(value):  # a date-time: no unit to misread
+        text = value.isoformat() if isinstance(value, datetime.date) else value
+        return (
+            f"is {shown(text)}: past the year 5000 (a placeholder such as 9999-12-31?); "
+            "give each row its real time"
+        )
     unit = next(u for u, n in PER_SECOND.items() if n == per_second)
     finer = [u for u, n in PER_SECOND.items() if n > per_second]
     said = f"is {shown(value)}: as unix {UNIT_NAMES[unit]} (this data's unit), past the year 5000"
@@ -588,6 +595,19 @@ def too_late(value: Any, per_second: int) -> str:
     units = f"{', '.join(finer[:-1])}{' or ' * (len(finer) > 1)}{finer[-1]}"
     finer_name = UNIT_NAMES[finer[0]]
     return f"{said}; a time in {finer_name} or finer? declare the source's time_unit: {units}"
+
+
+def _numeric(value: Any) -> bool:
+    """A number, or text that reads as one."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
 
 
 def float_text(value: float) -> str:

@@ -1543,6 +1543,31 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
         assert ("the first time is 1970-01-" in said and "(source.time_unit" in said) == warned
 
 
+def test_a_placeholder_date_past_the_year_5000_is_refused_as_one(tmp_path: Path) -> None:
+    """A row whose time is 9999-12-31 (a placeholder for 'never'), as a Parquet timestamp or
+    as text: refused by prepare and in serving alike, as a placeholder (not as a number in
+    a finer unit: a date has none), naming the row."""
+    from nas.data.raw import RawInputError
+
+    frame = logs()
+    good = schema_file(tmp_path / "good", frame=frame)  # served rows read ts: its hour
+    hour = "  - {name: hour, type: categorical, from: ts, derive: hour}\n"
+    good.write_text(good.read_text() + hour)
+    dataset, _ = prepare_dataset(str(good), tmp_path / "c")
+    for written in (pd.Timestamp("9999-12-31").to_pydatetime(), "9999-12-31"):
+        late = frame.copy()
+        times = [pd.Timestamp(t, unit="s").to_pydatetime() for t in frame["ts"]]
+        times[7] = written
+        late["ts"] = times if not isinstance(written, str) else [str(t) for t in times]
+        path = schema_file(tmp_path / type(written).__name__, frame=late)
+        with pytest.raises(DataError, match=r"row 8: column 'ts' is '9999-12-31(T00:00:00)?': "
+                           r"past the year 5000 \(a placeholder"):  # fmt: skip
+            prepare_dataset(str(path), tmp_path / "c2")
+    row = {**dataset.raw_rows("test", 1)[0], "ts": "9999-12-31"}
+    with pytest.raises(RawInputError, match="past the year 5000 \\(a placeholder such as"):
+        dataset.raw_form().features([row], dataset.schema)
+
+
 def test_a_csv_file_whose_quoted_text_breaks_lines_prepares_as_its_parquet_twin(
     tmp_path: Path, monkeypatch
 ) -> None:
