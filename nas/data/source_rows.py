@@ -77,8 +77,10 @@ class Rows:
         # per file, the declared feature columns it lacks (a column added to the logs later):
         # read as missing there
         self.absent: dict[Path, list[str]] = {}
-        # JSON lines: per file, the columns asked for that some row holds as a key
+        # JSON lines: per file, the columns asked for that some row holds as a key, and the
+        # types Arrow read in its first block
         self._keys_seen: dict[Path, set[str]] = {}
+        self._json_types: dict[Path, pa.Schema] = {}
         self._asked: set[str] = set()
 
     def check_columns(self) -> None:
@@ -158,7 +160,8 @@ class Rows:
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
                 return list(self._open_csv(path, None).schema.names)
-            return list(self._open_json(path).schema.names)
+            self._json_types[path] = self._open_json(path).schema
+            return list(self._json_types[path].names)
         except pa.ArrowInvalid as err:
             if fmt == "jsonl" and _mixed_json_types(err):
                 return _json_keys(path)
@@ -187,13 +190,18 @@ class Rows:
             raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
 
     def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """Arrow's reader, or from where a column mixes JSON types (ids written as numbers on
-        some rows and as strings on others, which Arrow refuses), a key shows up that its
-        first rows lacked, or Arrow reads a batch wrong, the file line by line in Python,
-        several times slower, each mixed column's values as their JSON text."""
+        """Arrow's reader, or from where a column asked for mixes JSON types (ids written as
+        numbers on some rows and as strings on others, which Arrow refuses), shows up when
+        its first rows lacked it, or Arrow reads a batch wrong, the file line by line in
+        Python, several times slower, each mixed column's values as their JSON text."""
         done = 0
+        # the columns asked for, each of a type its first block read: read as those types,
+        # other keys passed by (one that shows up later, or changes type, no longer matters)
+        known = self._json_types.get(path)
+        typed = known is not None and all(c in known.names for c in columns)
+        types = pa.schema([known.field(c) for c in columns]) if typed else None
         try:
-            for record in self._open_json(path):
+            for record in self._open_json(path, types):
                 record = record.select([c for c in columns if c in record.schema.names])
                 try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
                     record.validate()
@@ -203,8 +211,8 @@ class Rows:
                 done += record.num_rows
             else:
                 return
-        except pa.ArrowInvalid as err:
-            if not _mixed_json_types(err):
+        except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
+            if not (typed or _mixed_json_types(err)):
                 raise
         lists = {c for c in columns if self._kinds[c] == "list"}
         events = {  # history columns: their events made into structs at once
@@ -239,10 +247,17 @@ class Rows:
         return pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
 
     @staticmethod
-    def _open_json(path: Path):
+    def _open_json(path: Path, types: pa.Schema | None = None):
+        """Arrow's reader, of the types its first block holds, or of ``types`` (other keys
+        passed by)."""
         import pyarrow.json as pajson
 
-        return pajson.open_json(path, read_options=pajson.ReadOptions(block_size=BLOCK_BYTES))
+        parse = pajson.ParseOptions(explicit_schema=types, unexpected_field_behavior="ignore")
+        return pajson.open_json(
+            path,
+            read_options=pajson.ReadOptions(block_size=BLOCK_BYTES),
+            parse_options=parse if types is not None else None,
+        )
 
     # -- types
 
