@@ -1,0 +1,129 @@
+"""JSON lines at scale: `nas data prepare` of a JSON-lines source whose writer added a key
+the schema does not declare, partway through the file (a new field in a team's logs).
+
+It writes synthetic click logs (``examples/datasets/make_logs.py``, the columns
+``examples/datasets/my_ctr.yaml`` declares) as one JSON-lines file, twice: as written, and
+with a ``promo`` key on every row of its second half. Then, in alternating rounds, it times
+the prepare of each (``--force``, in this process):
+
+- the plain file: Arrow's reader throughout (the reference);
+- the file with the late key: the columns asked for read as the types of the file's first
+  block, other keys passed by (Arrow's reader throughout);
+- the same file read as prepare read it before: Arrow's reader inferring every key's type
+  until the block holding the late key's first row, then line by line with Python's json
+  (the path a column asked for that changes JSON type still takes).
+
+    .venv/bin/python benchmarks/json_lines.py [--rows 500000] [--rounds 2]
+        [--folder /tmp/recnas-jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = REPO / "examples" / "datasets" / "my_ctr.yaml"
+
+
+def write_sources(folder: Path, rows: int) -> dict[str, Path]:
+    """The logs as JSON lines: ``plain``, and ``late`` (a key added on the second half)."""
+    import pyarrow.parquet as pq
+
+    parquet = folder / "parquet"
+    if not parquet.exists():
+        tmp = folder / "parquet.tmp"
+        subprocess.run(
+            [sys.executable, "examples/datasets/make_logs.py", "--rows", str(rows), "--out",
+             str(tmp)],
+            check=True, cwd=REPO, capture_output=True,
+        )  # fmt: skip
+        tmp.rename(parquet)
+    schemas = {}
+    for kind in ("plain", "late"):
+        data = folder / kind / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        out = data / "logs.jsonl"
+        if not out.exists():
+            written = 0
+            with open(out.with_suffix(".tmp"), "w") as lines:
+                for part in sorted(parquet.glob("*.parquet")):
+                    for row in pq.read_table(part).to_pylist():
+                        if kind == "late" and written >= rows // 2:
+                            row["promo"] = f"p{written % 7}"
+                        lines.write(json.dumps(row) + "\n")
+                        written += 1
+            out.with_suffix(".tmp").rename(out)
+        schema = folder / kind / "my_ctr.yaml"
+        text = SCHEMA.read_text().replace("name: my_ctr", f"name: jsonl_{kind}")
+        schema.write_text(text.replace("format: parquet, path: data/*.parquet",
+                                       "format: jsonl, path: data/logs.jsonl"))  # fmt: skip
+        schemas[kind] = schema
+    return schemas
+
+
+def prepare_seconds(schema: Path, cache: Path, before: bool) -> float:
+    """One prepare, ``--force``; ``before``: as before, Arrow's reader given no types (it
+    stops at a key its first block lacked, and the rest is read line by line)."""
+    from nas.data import prepare_dataset, source_rows
+
+    opened = source_rows.Rows._open_json
+
+    def untyped(path, types=None):
+        return opened(path)
+
+    if before:
+        source_rows.Rows._open_json = staticmethod(untyped)
+    try:
+        start = time.perf_counter()
+        prepare_dataset(str(schema), cache, force=True)
+        return time.perf_counter() - start
+    finally:
+        source_rows.Rows._open_json = staticmethod(opened)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--folder", type=Path, default=Path("/tmp/recnas-jsonl"))
+    args = parser.parse_args()
+    folder = args.folder / f"rows-{args.rows}"
+    schemas = write_sources(folder, args.rows)
+    cache = args.folder / "cache"
+    os.environ.setdefault("RECNAS_CACHE_DIR", str(cache))
+    runs = {
+        "plain file, Arrow's reader (reference)": (schemas["plain"], False),
+        "late key, Arrow's reader (now)": (schemas["late"], False),
+        "late key, as before (then line by line)": (schemas["late"], True),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, (schema, before) in runs.items():
+            seconds[name].append(prepare_seconds(schema, cache, before))
+    reference = statistics.median(seconds[next(iter(runs))])
+    table = Table(
+        title=f"nas data prepare of {args.rows:,} rows of JSON lines (median of {args.rounds})",
+        title_justify="left",
+    )
+    table.add_column("source, reader")
+    for column in ("prepare s", "rows/s", "x the reference's time"):
+        table.add_column(column, justify="right")
+    for name, found in seconds.items():
+        median = statistics.median(found)
+        table.add_row(name, f"{median:.1f}", f"{args.rows / median:,.0f}",
+                      f"{median / reference:.2f}")  # fmt: skip
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
