@@ -195,7 +195,7 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
-        if path.suffix.lower() not in COMPRESSIONS:
+        if path.suffix.lower() not in COMPRESSIONS and not _bare_returns(path):
             parts = _spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
                 return _csv_sample(parts, delimiter)
@@ -238,6 +238,15 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
     batches = [next(file.iter_batches(batch_size=each, row_groups=[g]), None) for g in groups]
     found = [b for b in batches if b is not None]
     return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
+
+
+def _bare_returns(path: Path) -> bool:
+    """Whether the file's first line holds a carriage return that ends no line feed's line
+    (lines ended by carriage returns alone, as classic Mac OS wrote them: Arrow reads them,
+    ``readline`` finds no line end)."""
+    with open(path, "rb") as file:
+        first = file.readline(SAMPLE_BYTES)
+    return b"\r" in first.rstrip(b"\r\n")
 
 
 def _spread_parts(path: Path, rows: int, quoted: bool) -> list[list[bytes]]:

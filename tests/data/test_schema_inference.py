@@ -226,6 +226,21 @@ def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str
     assert shop.to_pylist() == [str(v) for v in expected["shop"]]  # a number's JSON text
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_a_sample_of_a_small_file_holds_each_of_its_rows_once(tmp_path: Path, end: str) -> None:
+    """A CSV file of 30 rows, its lines ended as Unix, Windows or classic Mac OS end them:
+    sampled whole, each row once (lines ended by carriage returns alone are read from the
+    file's start: a line is found by line feeds)."""
+    from nas.data.infer import read_sample
+
+    path = tmp_path / "small.csv"
+    path.write_bytes(
+        end.join(["click,ts", *(f"{i % 2},{1700000000 + i}" for i in range(30))]).encode()
+    )
+    table = read_sample([path], "csv", rows=800).table
+    assert table.column("ts").to_pylist() == [1700000000 + i for i in range(30)]
+
+
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
     """Times in milliseconds (a JavaScript or Kafka log's) are the key, with the source's
     time_unit: ms; prepared, they are the rows' unix seconds. --tz: the hours derived are
