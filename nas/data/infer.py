@@ -40,12 +40,20 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES
-from nas.data.source_rows import DATE_TIMES, blank, json_batch, json_objects
+from nas.data.source_rows import (
+    DATE_TIMES,
+    SAMPLE_BYTES,
+    SAMPLE_PARTS,
+    as_text,
+    bare_returns,
+    blank,
+    json_batch,
+    json_objects,
+    spread_parts,
+)
 
 SAMPLE_ROWS = 100_000
 SAMPLE_FILES = 8  # files sampled, spread over the source's
-SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
-SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
                "conversion", "converted", "purchase", "purchased")  # fmt: skip
 TIME_NAME = re.compile(r"(^|_)(ts|time|timestamp|datetime|date|event_time)($|_)", re.I)
@@ -195,8 +203,8 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
-        if path.suffix.lower() not in COMPRESSIONS and not _bare_returns(path):
-            parts = _spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
+        if path.suffix.lower() not in COMPRESSIONS and not bare_returns(path):
+            parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
                 return _csv_sample(parts, delimiter)
             return _json_sample(path, [line for part in parts for line in part if line.strip()])
@@ -240,45 +248,6 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
     return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
 
 
-def _bare_returns(path: Path) -> bool:
-    """Whether the file's first line holds a carriage return that ends no line feed's line
-    (lines ended by carriage returns alone, as classic Mac OS wrote them: Arrow reads them,
-    ``readline`` finds no line end)."""
-    with open(path, "rb") as file:
-        first = file.readline(SAMPLE_BYTES)
-    return b"\r" in first.rstrip(b"\r\n")
-
-
-def _spread_parts(path: Path, rows: int, quoted: bool) -> list[list[bytes]]:
-    """About ``rows`` rows of a text file in ``SAMPLE_PARTS`` parts, each read from a place
-    spread over its bytes: its lines begin at or past its place and before the next's
-    (``SAMPLE_BYTES`` in all, at most). ``quoted`` (CSV): a part ends where it holds an even
-    count of quotes, so that a row whose quoted text breaks lines ends whole."""
-    size = path.stat().st_size
-    places = [size * i // SAMPLE_PARTS for i in range(SAMPLE_PARTS)] + [size]
-    each, budget = max(1, rows // SAMPLE_PARTS), SAMPLE_BYTES // SAMPLE_PARTS
-    parts: list[list[bytes]] = []
-    with open(path, "rb") as file:
-        for start, end in itertools.pairwise(places):
-            if start:
-                file.seek(start - 1)
-                file.readline()  # to the first line that begins at or past start
-            part, read, within = [], 0, False  # within: a quoted text begun, not ended
-            while read < budget and (within or (len(part) < each and file.tell() < end)):
-                line = file.readline()
-                if not line:
-                    break
-                read += len(line)
-                within ^= quoted and line.count(b'"') % 2 == 1
-                part.append(line)
-            parts.append(part)
-    return parts
-
-
-def _as_text(lines: list[bytes]) -> bytes:
-    return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
-
-
 def _csv_parsing(delimiter: str):
     """CSV as prepare parses it: a quoted text may break lines."""
     import pyarrow.csv as pacsv
@@ -297,7 +266,7 @@ def _csv_sample(parts: list[list[bytes]], delimiter: str) -> pa.Table:
     header, parts = first[at : at + 1], [first[at + 1 :], *parts[1:]]
     tables = []
     for i, part in enumerate(parts):
-        text = _as_text(header + part)
+        text = as_text(header + part)
         try:
             tables.append(
                 pacsv.read_csv(
@@ -317,7 +286,7 @@ def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
     or where a column mixes JSON types, as Python's json reads them (``_objects_table``)."""
     import pyarrow.json as pajson
 
-    text = _as_text(lines)
+    text = as_text(lines)
     if not text:
         return pa.table({})
     options = pajson.ReadOptions(block_size=len(text) + 1)

@@ -8,6 +8,7 @@ line in Python), numbers, text, lists, histories of events and times as ``conver
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ from nas.data.schema_file import Feature, SchemaFile
 BATCH_ROWS = 65_536
 BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
 ACTION_MAX = 127  # a history's action is stored as int8
+SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
+SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 
 
 @dataclass
@@ -294,6 +297,45 @@ def _mixed_json_types(err: Exception) -> bool:
     return "changed from" in str(err) or "unexpected field" in str(err)
 
 
+def bare_returns(path: Path) -> bool:
+    """Whether the file's first line holds a carriage return that ends no line feed's line
+    (lines ended by carriage returns alone, as classic Mac OS wrote them: Arrow reads them,
+    ``readline`` finds no line end)."""
+    with open(path, "rb") as file:
+        first = file.readline(SAMPLE_BYTES)
+    return b"\r" in first.rstrip(b"\r\n")
+
+
+def spread_parts(path: Path, rows: int, quoted: bool) -> list[list[bytes]]:
+    """About ``rows`` rows of a text file in ``SAMPLE_PARTS`` parts, each read from a place
+    spread over its bytes: its lines begin at or past its place and before the next's
+    (``SAMPLE_BYTES`` in all, at most). ``quoted`` (CSV): a part ends where it holds an even
+    count of quotes, so that a row whose quoted text breaks lines ends whole."""
+    size = path.stat().st_size
+    places = [size * i // SAMPLE_PARTS for i in range(SAMPLE_PARTS)] + [size]
+    each, budget = max(1, rows // SAMPLE_PARTS), SAMPLE_BYTES // SAMPLE_PARTS
+    parts: list[list[bytes]] = []
+    with open(path, "rb") as file:
+        for start, end in itertools.pairwise(places):
+            if start:
+                file.seek(start - 1)
+                file.readline()  # to the first line that begins at or past start
+            part, read, within = [], 0, False  # within: a quoted text begun, not ended
+            while read < budget and (within or (len(part) < each and file.tell() < end)):
+                line = file.readline()
+                if not line:
+                    break
+                read += len(line)
+                within ^= quoted and line.count(b'"') % 2 == 1
+                part.append(line)
+            parts.append(part)
+    return parts
+
+
+def as_text(lines: list[bytes]) -> bytes:
+    return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+
+
 def json_objects(path: Path) -> Iterator[dict]:
     """The object on each non-empty line of a JSON-lines file (compressed as its name says,
     as Arrow's reader reads it)."""
@@ -375,9 +417,9 @@ def json_batch(
 def _json_array(values: list) -> pa.Array:
     """A column's values as Arrow infers them; where JSON types mix, as their text (a list's
     items likewise); where lists and single values mix, every value as its JSON text."""
-    for as_text in (None, _json_text):
+    for written in (None, _json_text):
         try:
-            return pa.array(values if as_text is None else [as_text(v) for v in values])
+            return pa.array(values if written is None else [written(v) for v in values])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             continue
     return pa.array([_json_text(v, items=False) for v in values], pa.string())
