@@ -47,6 +47,7 @@ from nas.data.source_rows import (
     as_text,
     bare_returns,
     blank,
+    compressed,
     json_batch,
     json_objects,
     spread_parts,
@@ -203,7 +204,7 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
-        if path.suffix.lower() not in COMPRESSIONS and not bare_returns(path):
+        if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
                 return _csv_sample(parts, delimiter)

@@ -39,6 +39,8 @@ BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
 ACTION_MAX = 127  # a history's action is stored as int8
 SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
 SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
+SAMPLE_ROWS = 40_000  # a JSON-lines file's rows read for its keys' types
+COMPRESSED = (".gz", ".bz2", ".lz4", ".zst", ".br")  # the names Arrow's readers decompress
 
 
 @dataclass
@@ -163,7 +165,7 @@ class Rows:
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
                 return list(self._open_csv(path, None).schema.names)
-            self._json_types[path] = self._open_json(path).schema
+            self._json_types[path] = json_types(path, self._open_json(path).schema)
             return list(self._json_types[path].names)
         except pa.ArrowInvalid as err:
             if fmt == "jsonl" and _mixed_json_types(err):
@@ -295,6 +297,35 @@ def _mixed_json_types(err: Exception) -> bool:
     """Whether Arrow's JSON reader stopped at a column whose JSON type changed, or at a key
     its first rows lacked (a writer that omits a null's key)."""
     return "changed from" in str(err) or "unexpected field" in str(err)
+
+
+def compressed(path: Path) -> bool:
+    return path.suffix.lower() in COMPRESSED
+
+
+def json_types(path: Path, first: pa.Schema) -> pa.Schema:
+    """A JSON-lines file's keys and their types: its first block's (Arrow's reader infers
+    them there), and where the file runs past that block, those of a key the block lacked or
+    held only nulls of (a writer that omits a null's key, a field the logs gained later) as
+    rows spread over the file hold it (read as one block). Where those rows mix a key's
+    JSON types, the first block's alone."""
+    import pyarrow.json as pajson
+
+    if compressed(path) or path.stat().st_size <= BLOCK_BYTES or bare_returns(path):
+        return first
+    parts = spread_parts(path, SAMPLE_ROWS, quoted=False)
+    text = as_text([line for part in parts for line in part if line.strip()])
+    try:
+        options = pajson.ReadOptions(block_size=len(text) + 1)
+        sampled = pajson.read_json(pa.BufferReader(text), read_options=options).schema
+    except pa.ArrowInvalid:
+        return first
+    known = {f.name for f in first if not pa.types.is_null(f.type)}
+    fields = {f.name: f for f in first}
+    fields.update(
+        (f.name, f) for f in sampled if f.name not in known and not pa.types.is_null(f.type)
+    )
+    return pa.schema(list(fields.values()))
 
 
 def bare_returns(path: Path) -> bool:

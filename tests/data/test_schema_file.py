@@ -1543,13 +1543,16 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
         assert ("the first time is 1970-01-" in said and "(source.time_unit" in said) == warned
 
 
-def test_json_lines_keys_not_asked_for_that_show_up_late_keep_arrows_reader(
-    tmp_path: Path, monkeypatch
+@pytest.mark.parametrize("nulls", ["written", "omitted"])
+def test_json_lines_keys_that_show_up_late_keep_arrows_reader(
+    tmp_path: Path, monkeypatch, nulls: str
 ) -> None:
-    """JSON lines in blocks of 4 KiB whose rows past the first blocks hold a key the schema
-    does not declare (a writer's new field): read by Arrow throughout, of the declared
-    columns' types from the first block (before: from the first such row, line by line in
-    Python, several times slower), every array as the same logs' without it."""
+    """JSON lines in blocks of 4 KiB whose first half holds no site and no count (nulls
+    written, or their keys omitted: a field the logs gained later) and whose second half
+    holds a key the schema does not declare (a writer's new field): read by Arrow
+    throughout, the site's and the count's types from rows spread over the file (before:
+    from the first block that held either, line by line in Python, several times slower),
+    every array as the same logs' as Parquet."""
     from nas.data import source_rows
 
     monkeypatch.setattr(source_rows, "BLOCK_BYTES", 1 << 12)
@@ -1563,19 +1566,21 @@ def test_json_lines_keys_not_asked_for_that_show_up_late_keep_arrows_reader(
         ),
     )
     frame = logs()
-    plain, _ = prepare_dataset(str(schema_file(tmp_path / "plain", "jsonl", frame)), tmp_path / "c")
-    folder = tmp_path / "late"
+    for column in ("site", "count"):
+        frame[column] = frame[column].where(frame.index >= ROWS // 2)
+    parquet, _ = prepare_dataset(str(schema_file(tmp_path / "pq", frame=frame)), tmp_path / "c")
+    folder = tmp_path / "json"
     path = schema_file(folder, "jsonl", frame)
-    lines = (folder / "data" / "logs.jsonl").read_text().splitlines()
-    late = [
-        json.dumps({**json.loads(x), "promo": f"p{i % 4}"}) if i > ROWS // 2 else x
-        for i, x in enumerate(lines)
-    ]
-    (folder / "data" / "logs.jsonl").write_text("\n".join(late) + "\n")
-    with_late, _ = prepare_dataset(str(path), tmp_path / "c2")
+    rows = [json.loads(x) for x in (folder / "data" / "logs.jsonl").read_text().splitlines()]
+    assert rows[0]["site"] is None and len(json.dumps(rows[: ROWS // 2])) > 4 * (1 << 12)
+    if nulls == "omitted":
+        rows = [{k: v for k, v in row.items() if v is not None} for row in rows]
+    rows = [{**row, "promo": f"p{i % 4}"} if i > ROWS // 2 else row for i, row in enumerate(rows)]
+    (folder / "data" / "logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    read, _ = prepare_dataset(str(path), tmp_path / "c2")
     assert by_line == []
-    for array in sorted(p.name for p in plain.root.glob("*.npy")):
-        assert (plain.root / array).read_bytes() == (with_late.root / array).read_bytes(), array
+    for array in sorted(p.name for p in parquet.root.glob("*.npy")):
+        assert (parquet.root / array).read_bytes() == (read.root / array).read_bytes(), array
 
 
 def test_a_placeholder_date_past_the_year_5000_is_refused_as_one(tmp_path: Path) -> None:
