@@ -82,8 +82,8 @@ class Rows:
         # per file, the declared feature columns it lacks (a column added to the logs later):
         # read as missing there
         self.absent: dict[Path, list[str]] = {}
-        # JSON lines: per file, the columns asked for that some row holds as a key, and the
-        # types Arrow read in its first block
+        # JSON lines: per file, the columns asked for that some row holds as a key, and its
+        # keys' types (``json_types``)
         self._keys_seen: dict[Path, set[str]] = {}
         self._json_types: dict[Path, pa.Schema] = {}
         self._asked: set[str] = set()
@@ -200,8 +200,8 @@ class Rows:
         its first rows lacked it, or Arrow reads a batch wrong, the file line by line in
         Python, several times slower, each mixed column's values as their JSON text."""
         done = 0
-        # the columns asked for, each of a type its first block read: read as those types,
-        # other keys passed by (one that shows up later, or changes type, no longer matters)
+        # the columns asked for, each of a type json_types found: read as those types, other
+        # keys passed by (one that shows up later, or changes type, no longer matters)
         known = self._json_types.get(path)
         typed = known is not None and all(c in known.names for c in columns)
         types = pa.schema([known.field(c) for c in columns]) if typed else None
