@@ -49,6 +49,7 @@ from nas.data.source_rows import (
     blank,
     compressed,
     json_batch,
+    json_block,
     json_objects,
     spread_parts,
 )
@@ -283,16 +284,10 @@ def _csv_sample(parts: list[list[bytes]], delimiter: str) -> pa.Table:
 
 
 def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
-    """JSON lines as Arrow reads them (as one block: each key any of them holds is a column),
-    or where a column mixes JSON types, as Python's json reads them (``_objects_table``)."""
-    import pyarrow.json as pajson
-
-    text = as_text(lines)
-    if not text:
-        return pa.table({})
-    options = pajson.ReadOptions(block_size=len(text) + 1)
+    """JSON lines as Arrow reads them in one block (``json_block``), or where a column mixes
+    JSON types, as Python's json reads them (``_objects_table``)."""
     try:
-        return pajson.read_json(pa.BufferReader(text), read_options=options)
+        return json_block(lines)
     except pa.ArrowInvalid:
         pass
     objects = []
@@ -300,9 +295,9 @@ def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
         try:
             found = json.loads(line)
         except ValueError as err:
-            text = shown(line.decode(errors="replace").strip())
+            written = shown(line.decode(errors="replace").strip())
             why = getattr(err, "msg", err)
-            raise DataError(path, f"has a line that is not JSON ({why}): {text}") from None
+            raise DataError(path, f"has a line that is not JSON ({why}): {written}") from None
         if not isinstance(found, dict):
             raise DataError(path, f"has a line that holds {shown(found)}, not an object")
         objects.append(found)

@@ -309,15 +309,11 @@ def json_types(path: Path, first: pa.Schema) -> pa.Schema:
     held only nulls of (a writer that omits a null's key, a field the logs gained later) as
     rows spread over the file hold it (read as one block). Where those rows mix a key's
     JSON types, the first block's alone."""
-    import pyarrow.json as pajson
-
     if compressed(path) or path.stat().st_size <= BLOCK_BYTES or bare_returns(path):
         return first
     parts = spread_parts(path, SAMPLE_ROWS, quoted=False)
-    text = as_text([line for part in parts for line in part if line.strip()])
     try:
-        options = pajson.ReadOptions(block_size=len(text) + 1)
-        sampled = pajson.read_json(pa.BufferReader(text), read_options=options).schema
+        sampled = json_block([line for part in parts for line in part if line.strip()]).schema
     except pa.ArrowInvalid:
         return first
     known = {f.name for f in first if not pa.types.is_null(f.type)}
@@ -365,6 +361,19 @@ def spread_parts(path: Path, rows: int, quoted: bool) -> list[list[bytes]]:
 
 def as_text(lines: list[bytes]) -> bytes:
     return b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+
+
+def json_block(lines: list[bytes]) -> pa.Table:
+    """JSON lines as Arrow's reader reads them in one block (each key any of them holds a
+    column, of a type read from all of them); ``pa.ArrowInvalid`` where a key's JSON types
+    mix."""
+    import pyarrow.json as pajson
+
+    text = as_text(lines)
+    if not text:
+        return pa.table({})
+    options = pajson.ReadOptions(block_size=len(text) + 1)
+    return pajson.read_json(pa.BufferReader(text), read_options=options)
 
 
 def json_objects(path: Path) -> Iterator[dict]:
