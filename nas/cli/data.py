@@ -318,11 +318,13 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     if args.tz is not None and not time_zone(args.tz):
         raise ConfigError("--tz", not_a_zone(args.tz))
     source = found_source(args.source)
-    sample = read_sample(source.files, source.format, source.delimiter)
+    sample = read_sample(source.files, source.format, source.delimiter, columns=source.columns)
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
         declared += ', delimiter: "\\t"'
+    if source.columns:
+        declared += f", header: false, columns: [{', '.join(source.columns)}]"
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
     draft = infer_schema(sample, name, declared, labels, args.tz)
     with new_path(args.out) as tmp:
@@ -333,6 +335,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         emit_json(
             {
                 "out": str(args.out),
+                "header": source.columns is None,
                 "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
             }
         )
@@ -344,6 +347,11 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         title = (
             f"{args.out}: from rows of {some} of its {len(source.files)} files "
             f"({read[0].name} to {read[-1].name}), {rows:,} in all"
+        )
+    if source.columns:
+        title += (
+            f"; no header (its first line holds values like the lines below it): columns "
+            f"named c1 to c{len(source.columns)} (rename them in source.columns)"
         )
     table_out = Table(title=title, title_justify="left")
     for column in ("column", "type", "taken as", "why"):

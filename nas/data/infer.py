@@ -25,7 +25,9 @@ It is a draft to read: every choice is said with its reason (``Draft.reasons``),
 
 from __future__ import annotations
 
+import csv
 import glob
+import io
 import itertools
 import json
 import math
@@ -39,7 +41,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
-from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES
+from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
@@ -84,6 +86,7 @@ class Source:
     files: list[Path]
     format: str
     delimiter: str = ","
+    columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
 
 
 def found_source(given: str) -> Source:
@@ -107,7 +110,42 @@ def found_source(given: str) -> Source:
     kind = _suffixes(files[0])
     if kind is None:
         raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .csv, .tsv or .jsonl files")
-    return Source(pattern, files, FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ",")
+    fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
+    columns = _headerless_names(files, delimiter) if fmt == "csv" else None
+    return Source(pattern, files, fmt, delimiter, columns)
+
+
+class _Sniffer(csv.Sniffer):
+    """Python's judge of a CSV header, told the delimiter instead of guessing it."""
+
+    def __init__(self, delimiter: str):
+        super().__init__()
+        self.dialect = type("Given", (csv.excel,), {"delimiter": delimiter})
+
+    def sniff(self, sample, delimiters=None):
+        return self.dialect
+
+
+def _headerless_names(files: list[Path], delimiter: str) -> list[str] | None:
+    """Names for CSV files' columns where the first file's first line is no header: Python's
+    ``csv.Sniffer`` judges it none by its first lines (a header's cells differ in type or
+    length from the values below them; a Criteo day's first row does not), and it holds a
+    number (a header of names holds none; where the judge cannot tell, a header, as
+    before). Else None."""
+    path = next((p for p in files if not blank(p)), files[0])
+    with io.TextIOWrapper(pa.input_stream(path, compression="detect"), errors="replace") as text:
+        lines = [line for line in itertools.islice(text, 50) if line.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        if _Sniffer(delimiter).has_header("".join(lines)):
+            return None
+    except csv.Error:
+        return None
+    first = next(csv.reader(lines[:1], delimiter=delimiter))
+    if not any(numeric(cell) for cell in first):
+        return None
+    return [f"c{i}" for i in range(1, len(first) + 1)]
 
 
 def _suffixes(path: Path) -> tuple[str, ...] | None:
@@ -138,17 +176,22 @@ class Sample:
 
 
 def read_sample(
-    files: list[Path], fmt: str, delimiter: str = ",", rows: int = SAMPLE_ROWS
+    files: list[Path],
+    fmt: str,
+    delimiter: str = ",",
+    rows: int = SAMPLE_ROWS,
+    columns: list[str] | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
-    so)."""
+    so). ``columns``: a CSV file's names, where it has no header."""
     if fmt != "parquet":  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
-    tables = [_file_sample(path, fmt, delimiter, max(1, rows // len(chosen))) for path in chosen]
+    each = max(1, rows // len(chosen))
+    tables = [_file_sample(path, fmt, delimiter, each, columns) for path in chosen]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)
@@ -196,7 +239,9 @@ def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
         return pa.nulls(len(array), kind)
 
 
-def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
+def _file_sample(
+    path: Path, fmt: str, delimiter: str, rows: int, columns: list[str] | None = None
+) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them, from ``SAMPLE_PARTS`` places spread
     over it (a column that its first rows hold nothing of, one added to a large file's rows
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a line
@@ -208,14 +253,14 @@ def _file_sample(path: Path, fmt: str, delimiter: str, rows: int) -> pa.Table:
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
-                return _csv_sample(parts, delimiter)
+                return _csv_sample(parts, delimiter, columns)
             return _json_sample(path, [line for part in parts for line in part if line.strip()])
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
             reader = pacsv.open_csv(
                 path,
-                read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
+                read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES, column_names=columns),
                 parse_options=_csv_parsing(delimiter),
             )
             return _first_rows(reader, rows)
@@ -257,23 +302,30 @@ def _csv_parsing(delimiter: str):
     return pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
 
 
-def _csv_sample(parts: list[list[bytes]], delimiter: str) -> pa.Table:
-    """A CSV file's parts, the header first, each as Arrow reads it under the header (as one
-    block: each column's type from every line), joined as files' rows are; a part that does
-    not parse (it began inside a quoted text that breaks lines) is passed by."""
+def _csv_sample(
+    parts: list[list[bytes]], delimiter: str, columns: list[str] | None = None
+) -> pa.Table:
+    """A CSV file's parts, the header first (else ``columns`` name them), each as Arrow reads
+    it under the header (as one block: each column's type from every line), joined as files'
+    rows are; a part that does not parse (it began inside a quoted text that breaks lines)
+    is passed by."""
     import pyarrow.csv as pacsv
 
-    first = parts[0]
-    at = next((i for i, line in enumerate(first) if line.strip()), len(first))
-    header, parts = first[at : at + 1], [first[at + 1 :], *parts[1:]]
+    header: list[bytes] = []
+    if columns is None:
+        first = parts[0]
+        at = next((i for i, line in enumerate(first) if line.strip()), len(first))
+        header, parts = first[at : at + 1], [first[at + 1 :], *parts[1:]]
     tables = []
     for i, part in enumerate(parts):
         text = as_text(header + part)
+        if not text.strip() and columns is not None:
+            continue
         try:
             tables.append(
                 pacsv.read_csv(
                     pa.BufferReader(text),
-                    read_options=pacsv.ReadOptions(block_size=len(text) + 1),
+                    read_options=pacsv.ReadOptions(block_size=len(text) + 1, column_names=columns),
                     parse_options=_csv_parsing(delimiter),
                 )
             )
@@ -464,15 +516,15 @@ def _feature(
     distinct = pc.count_distinct(array).as_py()
     if distinct <= 1:
         return None, "left out", "one value in the sample: nothing to learn from"
-    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    numbers = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
     named = distinct <= FEW_VALUES or ID_NAME.search(column) or column in keys.values()
-    if numeric and not (pa.types.is_integer(kind) and named):
+    if numbers and not (pa.types.is_integer(kind) and named):
         x = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
         low = np.nanmin(x) if np.isfinite(x).any() else 0.0
         transform = "log1p" if low >= 0 else "standardize"
         why = "numbers >= 0 (log1p)" if low >= 0 else "numbers of both signs (standardize)"
         return f"{{name: {column}, type: dense, transform: {transform}}}", "dense", why
-    if not (numeric or _is_text_or_integer(array) or pa.types.is_boolean(kind)):
+    if not (numbers or _is_text_or_integer(array) or pa.types.is_boolean(kind)):
         return None, "left out", f"of type {kind}"
     if distinct > 0.5 * rows and rows >= 1000:
         return (f"{{name: {column}, type: categorical, hash: {HASH_SIZE}{side}}}", "categorical",

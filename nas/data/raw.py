@@ -581,7 +581,7 @@ def convert(
 def too_late(value: Any, per_second: int) -> str:
     """Why a time past ``LATEST_SECONDS`` is refused (by prepare and in serving alike): a
     number, most likely in a finer unit than the data's; a date, a placeholder."""
-    if not _numeric(value):  # a date-time: no unit to misread
+    if not numeric(value):  # a date-time: no unit to misread
         text = value.isoformat() if isinstance(value, datetime.date) else value
         return (
             f"is {shown(text)}: past the year 5000 (a placeholder such as 9999-12-31?); "
@@ -597,7 +597,7 @@ def too_late(value: Any, per_second: int) -> str:
     return f"{said}; a time in {finer_name} or finer? declare the source's time_unit: {units}"
 
 
-def _numeric(value: Any) -> bool:
+def numeric(value: Any) -> bool:
     """A number, or text that reads as one."""
     if isinstance(value, str):
         try:
