@@ -11,8 +11,8 @@ A column's kind comes from its Arrow type and its sampled values:
                                                                           its hour and weekday)
     named as a user's id (user_id, uid, ...)                              keys.user + categorical
     named as a request's id (request_id, ...)                             keys.request
-    text, booleans, integers of few values                                categorical (hashed
-                                                                          where most are distinct)
+    text, booleans, integers of few values or named as ids or categories  categorical (hashed
+    (site, app, campaign, ...)                                            where most are distinct)
     other numbers                                                         dense (log1p if >= 0)
     lists of ids                                                          multi_hot, or a history
                                                                           (sequence) of an item
@@ -67,6 +67,13 @@ ITEM_NAME = re.compile(r"(^|_)(item|item_id|itemid|product|product_id|movie|movi
 HISTORY_NAME = re.compile(r"(hist|history|seq|sequence|recent|past)", re.I)
 # integers that name things, not amounts: user_id, itemId, zip_code (not "paid")
 ID_NAME = re.compile(r"((^|_)(id|ID|Id|key|code)|[a-z0-9](Id|ID))$")
+# integers that stand for a category in ad and feed logs (a site code, an app's number)
+CATEGORY_NAME = re.compile(
+    r"(^|_)(site|app|campaign|advertiser|creative|publisher|placement|slot|category|channel"
+    r"|country|city|region|brand|shop|store|merchant|seller|os|device|browser|platform|genre"
+    r"|language|domain|position|pos)s?$",
+    re.I,
+)
 UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
 FEW_VALUES = 25  # integers with at most this many values: categories (hours, codes)
 SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hold one
@@ -517,7 +524,12 @@ def _feature(
     if distinct <= 1:
         return None, "left out", "one value in the sample: nothing to learn from"
     numbers = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
-    named = distinct <= FEW_VALUES or ID_NAME.search(column) or column in keys.values()
+    named = (
+        distinct <= FEW_VALUES
+        or ID_NAME.search(column)
+        or CATEGORY_NAME.search(column)
+        or column in keys.values()
+    )
     if numbers and not (pa.types.is_integer(kind) and named):
         x = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
         low = np.nanmin(x) if np.isfinite(x).any() else 0.0

@@ -282,6 +282,29 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
         assert "header" not in yaml.safe_load(out.read_text())["source"]
 
 
+def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path: Path, capsys):
+    """Integer columns of hundreds of values: a site code, an app's number and a campaign
+    (named as categories of ad logs) are drafted categorical; a count and a price in cents
+    (amounts) dense."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    rows = 2000
+    frame = pd.DataFrame({
+        "click": rng.integers(0, 2, rows),
+        "site": rng.integers(0, 300, rows), "app_id": rng.integers(0, 200, rows),
+        "Campaign": rng.integers(0, 100, rows), "count": rng.integers(0, 300, rows),
+        "price_cents": rng.integers(0, 5000, rows),
+    })  # fmt: skip
+    frame.to_parquet(tmp_path / "ads.parquet")
+    out = tmp_path / "ads.yaml"
+    assert main(["data", "schema", str(tmp_path / "ads.parquet"), "--out", str(out)]) in (0, None)
+    fields = kinds(yaml.safe_load(out.read_text()))
+    expected = {"site": "categorical", "app_id": "categorical", "Campaign": "categorical",
+                "count": "dense", "price_cents": "dense"}  # fmt: skip
+    assert {column: fields[column]["type"] for column in expected} == expected
+
+
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
     """Times in milliseconds (a JavaScript or Kafka log's) are the key, with the source's
     time_unit: ms; prepared, they are the rows' unix seconds. --tz: the hours derived are
