@@ -11,6 +11,7 @@ file that is not Parquet: ``ConfigError`` naming the flag, the file and the line
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,8 +72,10 @@ class RowFiles:
     pattern, all of one format, read in the order of their names. ``done`` and ``total``
     measure the reading in one unit: rows of Parquet, bytes of the text formats."""
 
-    def __init__(self, given: str | Path, flag: str = "--input"):
-        self.given, self.flag = str(given), flag
+    def __init__(self, given: str | Path, flag: str = "--input", columns: list[str] | None = None):
+        # columns: a CSV file's, in order, where its first line is a row, not a header (a
+        # model trained on CSV without a header reads its rows so)
+        self.given, self.flag, self.columns = str(given), flag, columns
         self.paths = _named_files(self.given, flag)
         suffixes = sorted({path.suffix.lower() for path in self.paths})
         if len(suffixes) > 1:
@@ -175,8 +178,20 @@ class RowFiles:
                 raise ConfigError(self.flag, f"{path} line {number}: not JSON ({err})") from None
 
     def _csv_rows(self, path: Path, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
-        """A CSV file's rows by its header (a row with fewer values: the rest missing)."""
-        reader = csv.DictReader(lines, delimiter=DELIMITERS[self.suffix], strict=True)
+        """A CSV file's rows by its header, or by ``columns`` where its first line is not
+        them (a row with fewer values: the rest missing)."""
+        delimiter = DELIMITERS[self.suffix]
+        names = None
+        if self.columns is not None:
+            first = next(lines, None)
+            while first is not None and not first.strip():  # (blank lines: no rows)
+                first = next(lines, None)
+            if first is None:
+                return
+            header = next(csv.reader([first], delimiter=delimiter), [])
+            names = None if header == self.columns else self.columns
+            lines = itertools.chain([first], lines)
+        reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
         try:
             for row in reader:
                 if None in row:
@@ -184,7 +199,8 @@ class RowFiles:
                     raise ConfigError(
                         self.flag,
                         f"{path} line {reader.reader.line_num}: {values} values, more "
-                        f"than the header's {len(reader.fieldnames)} columns",
+                        f"than the {len(reader.fieldnames)} columns of "
+                        f"{'its header' if names is None else 'the source the model read'}",
                     )
                 yield row
         except csv.Error as err:

@@ -327,6 +327,8 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         # that carry them (a cache prepared before label_columns were recorded: it cannot)
         "labels": dataset.manifest.get("label_columns"),
         "keys": dataset.manifest.get("keys", {}),  # a user's column: compare suggests --by
+        # CSV without a header: its columns, by which predict reads such a file
+        "csv_columns": dataset.manifest.get("csv_columns"),
         "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)

@@ -249,6 +249,11 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
     judge finds its cells like the values below: text of one length)."""
     import random
 
+    import torch
+
+    from nas.data.row_files import RowFiles
+    from nas.data.schema import Features
+
     rng = random.Random(0)
     lines = [
         "\t".join([str(rng.randint(0, 1)), *(str(rng.randint(0, 99)) if rng.random() > 0.2
@@ -271,6 +276,22 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
     assert schema["labels"] == ["c1"] and {"c2", "c5"} <= set(kinds(schema))
     dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
     assert dataset.manifest["rows"] == 400
+    # served: the file as `nas predict` reads it (by the source's columns, with the header
+    # line or without it) encodes to the features stored
+    columns = dataset.manifest["csv_columns"]
+    assert columns == schema["source"]["columns"]
+    order = np.argsort(np.asarray(dataset.array("source_row")))
+    stored = Features.from_arrays(
+        dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
+    )
+    for header in ([], ["\t".join(columns)]):
+        (tmp_path / "served.tsv").write_text("\n".join([*header, *lines]) + "\n")
+        files = RowFiles(tmp_path / "served.tsv", columns=columns)
+        read = [row for batch in files.batches() for row in batch.rows]
+        assert [row["c1"] for row in read] == [line.split("\t")[0] for line in lines]
+        served = dataset.raw_form().features(read, dataset.schema)
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.equal(served.dense, stored.dense)
     # headers kept: of names, and a first line of text like the values below it
     texts = [f"{c}{c}\t{rng.randint(0, 1)}" for c in rng.choices("abcdef", k=100)]
     for header, rows in (("click\tn1\tn2\tn3\tid1\tid2", lines), ("ab\tcd", texts)):
