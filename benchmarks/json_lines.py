@@ -89,7 +89,7 @@ def prepare_seconds(schema: Path, cache: Path, before: bool) -> float:
 
     if before:
         source_rows.Rows._open_json = staticmethod(untyped)
-        source_rows.json_types = lambda path, first: first
+        source_rows.json_types = lambda path, first, wanted: first
     try:
         start = time.perf_counter()
         prepare_dataset(str(schema), cache, force=True)

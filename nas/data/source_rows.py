@@ -165,7 +165,8 @@ class Rows:
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
                 return list(self._open_csv(path, None).schema.names)
-            self._json_types[path] = json_types(path, self._open_json(path).schema)
+            first = self._open_json(path).schema
+            self._json_types[path] = json_types(path, first, self.schema.columns())
             return list(self._json_types[path].names)
         except pa.ArrowInvalid as err:
             if fmt == "jsonl" and _mixed_json_types(err):
@@ -303,12 +304,15 @@ def compressed(path: Path) -> bool:
     return path.suffix.lower() in COMPRESSED
 
 
-def json_types(path: Path, first: pa.Schema) -> pa.Schema:
+def json_types(path: Path, first: pa.Schema, wanted: list[str]) -> pa.Schema:
     """A JSON-lines file's keys and their types: its first block's (Arrow's reader infers
-    them there), and where the file runs past that block, those of a key the block lacked or
-    held only nulls of (a writer that omits a null's key, a field the logs gained later) as
-    rows spread over the file hold it (read as one block). Where those rows mix a key's
-    JSON types, the first block's alone."""
+    them there), and where the file runs past that block and the block lacks a ``wanted``
+    key or holds only nulls of it (a writer that omits a null's key, a field the logs gained
+    later), those of the keys rows spread over the file hold (read as one block). Where
+    those rows mix a key's JSON types, the first block's alone."""
+    held = {f.name for f in first if not pa.types.is_null(f.type)}
+    if set(wanted) <= held:
+        return first
     if compressed(path) or path.stat().st_size <= BLOCK_BYTES or bare_returns(path):
         return first
     parts = spread_parts(path, SAMPLE_ROWS, quoted=False)
@@ -316,10 +320,9 @@ def json_types(path: Path, first: pa.Schema) -> pa.Schema:
         sampled = json_block([line for part in parts for line in part if line.strip()]).schema
     except pa.ArrowInvalid:
         return first
-    known = {f.name for f in first if not pa.types.is_null(f.type)}
     fields = {f.name: f for f in first}
     fields.update(
-        (f.name, f) for f in sampled if f.name not in known and not pa.types.is_null(f.type)
+        (f.name, f) for f in sampled if f.name not in held and not pa.types.is_null(f.type)
     )
     return pa.schema(list(fields.values()))
 
