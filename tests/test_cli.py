@@ -371,7 +371,11 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
     assert rows("a.jsonl", b'\xef\xbb\xbf{"a": 1}\n\n{"a": 2}\n') == [(1, [{"a": 1}, {"a": 2}])]
     for name, data, words in [
         ("open.csv", b'site,n\n"a,1\n', "open.csv line 2: unexpected end of data"),
-        ("wide.csv", b"site,n\na,1\nb,2,3\n", "wide.csv line 3: 3 values, more than the head"),
+        (
+            "wide.csv",
+            b"site,n\na,1\nb,2,3\n",
+            "wide.csv line 3: 3 values, more than the 2 columns of its header",
+        ),
         ("bad.jsonl", b'{"a": 1}\n{"a": \n', "bad.jsonl line 2: not JSON"),
         ("latin.csv", b"site\ncaf\xe9\n", "latin.csv line 2: not UTF-8 text"),
         ("rows.txt", b"", "use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file"),
