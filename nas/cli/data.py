@@ -244,6 +244,14 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             "declared unit (source.time_unit, default s)? Times in seconds read as "
             "milliseconds, or in microseconds read as nanoseconds, fall in 1970",
         )
+    if slow := m.get("read_by_line"):
+        name, why = next(iter(slow.items()))
+        more = f" and {len(slow) - 1} more" if len(slow) > 1 else ""
+        table.add_row(
+            styled("warning", "yellow"),
+            f"{name}{more} read line by line, several times slower: Arrow's reader stopped at "
+            f"{why}; a key of one JSON type on every row (ids all numbers or all text) keeps it",
+        )
     for column, lacking in m.get("absent_columns", {}).items():
         more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
         named = ", ".join(lacking[:3]) + more
@@ -287,6 +295,7 @@ def _dataset_summary(dataset, span: tuple[int, int] | None) -> dict:
         "source",
         "schema",
         "absent_columns",
+        "read_by_line",
     )
     summary = {k: m[k] for k in keys if k in m}
     if span:

@@ -97,6 +97,8 @@ def prepare_schema_file(
         for column in columns:
             absent.setdefault(column, []).append(path.name)
     extra = {**(extra or {}), **({"absent_columns": absent} if absent else {})}
+    if reader.by_line:  # (a JSON writer's types mixed: said, so that it may be mended)
+        extra["read_by_line"] = {path.name: why for path, why in reader.by_line.items()}
     if schema.source.format == "csv" and not schema.source.header:  # served files read so
         extra["csv_columns"] = list(schema.source.columns or ())
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})

@@ -11,6 +11,7 @@ import io
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,8 @@ class Rows:
         self._keys_seen: dict[Path, set[str]] = {}
         self._json_types: dict[Path, pa.Schema] = {}
         self._asked: set[str] = set()
+        # JSON lines read line by line in Python (several times slower), and why
+        self.by_line: dict[Path, str] = {}
 
     def check_columns(self) -> None:
         """Before reading any row: every file but a blank text one (a day of no rows written
@@ -212,6 +215,7 @@ class Rows:
                 try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
                     record.validate()
                 except pa.ArrowInvalid:
+                    self.by_line.setdefault(path, "a list whose first items are null")
                     break
                 yield record
                 done += record.num_rows
@@ -220,6 +224,10 @@ class Rows:
         except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
             if not (typed or _mixed_json_types(err)):
                 raise
+            # "JSON parse error: Column(/id) changed from string to number in row 5": the
+            # row is the block's
+            why = re.sub(r"^JSON parse error: | in row \d+$", "", _first_line(err))
+            self.by_line.setdefault(path, why)
         lists = {c for c in columns if self._kinds[c] == "list"}
         events = {  # history columns: their events made into structs at once
             c: event_names(f)

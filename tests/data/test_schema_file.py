@@ -648,10 +648,11 @@ def test_standardizing_keeps_the_spread_of_values_far_from_zero(tmp_path: Path) 
     assert abs(price.mean()) < 1e-3 and abs(price.std() - 1) < 1e-3
 
 
-def test_jsonl_whose_columns_mix_json_types_reads_as_their_text(tmp_path: Path) -> None:
+def test_jsonl_whose_columns_mix_json_types_reads_as_their_text(tmp_path: Path, capsys) -> None:
     """Ids written as numbers on some rows and strings on others (Arrow's JSON reader
     refuses a column whose type changes), a count sometimes quoted, list items of both
-    kinds: the same dataset as the file with every id and item a string."""
+    kinds: the same dataset as the file with every id and item a string; the slower
+    reading it took is said, naming the file and the column."""
     frame = logs().assign(user_id=[str(i % 40) for i in range(ROWS)])
     frame["hist"] = [[str(i % 30), "i3"] for i in range(ROWS)]
     as_text = schema_file(tmp_path / "text", "jsonl", frame)
@@ -675,6 +676,16 @@ def test_jsonl_whose_columns_mix_json_types_reads_as_their_text(tmp_path: Path) 
     for name in ("categorical", "multi_hot", "dense", "event_item", "split"):
         assert np.array_equal(np.asarray(got.array(name)), np.asarray(want.array(name))), name
         assert np.array_equal(np.asarray(gzipped.array(name)), np.asarray(want.array(name)))
+    # said, so that the writer may be mended: the file, and the column whose type changed
+    assert "read_by_line" not in want.manifest
+    assert list(got.manifest["read_by_line"]) == ["logs.jsonl"]
+    assert re.fullmatch(
+        r"Column\(/\w+\) changed from \w+ to \w+", got.manifest["read_by_line"]["logs.jsonl"]
+    )
+    cache = str(tmp_path / "gzipped" / "cache")
+    assert main(["data", "prepare", str(mixed), "--cache-dir", cache]) in (0, None)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "logs.jsonl.gz read line by line" in said and "stopped at Column(/" in said
 
 
 def test_a_file_whose_lists_are_all_empty_gives_empty_lists(tmp_path: Path) -> None:
