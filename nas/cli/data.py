@@ -335,7 +335,16 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     if source.columns:
         declared += f", header: false, columns: [{', '.join(source.columns)}]"
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
-    draft = infer_schema(sample, name, declared, labels, args.tz)
+    try:
+        draft = infer_schema(sample, name, declared, labels, args.tz)
+    except ConfigError as err:
+        if not (source.columns and err.field == "--labels"):
+            raise
+        raise ConfigError(  # where c1 comes from
+            err.field,
+            f"{err.message}; the file has no header (its first line holds values like the "
+            f"lines below it): its columns are named c1 to c{len(source.columns)}",
+        ) from None
     with new_path(args.out) as tmp:
         tmp.write_text(draft.text)
         load_schema_file(tmp)  # a draft that does not load is a bug here, not the user's

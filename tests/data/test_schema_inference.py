@@ -264,6 +264,10 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
     (tmp_path / "day_0.tsv").write_text("\n".join(lines) + "\n")
     out = tmp_path / "day.yaml"
     argv = ["data", "schema", str(tmp_path / "day_0.tsv"), "--out", str(out)]
+    assert main(argv) == 2  # no label named: the columns' names said with the 0/1 ones
+    said = " ".join(capsys.readouterr().err.split())
+    assert "(0/1 columns: c1;" in said and "its columns are named c1 to c6" in said
+    assert not out.exists()
     assert main([*argv, "--labels", "c1"]) in (0, None)
     said = " ".join(capsys.readouterr().out.split())
     assert (
