@@ -66,7 +66,7 @@ def add_commands(commands) -> None:
         "--labels",
         help="the labels, joined by commas: a 0/1 column (click), or NAME=COLUMN>=NUMBER "
         "(like=rating>=4) (default: the 0/1 columns named as labels are: click, label, like, "
-        "conversion, ...)",
+        "conversion, ...); a CSV file without a header has its columns named c1, c2, ...",
     )
     schema.add_argument(
         "--tz",
