@@ -50,6 +50,7 @@ from nas.data.source_rows import (
     bare_returns,
     blank,
     compressed,
+    csv_parsing,
     json_batch,
     json_block,
     json_objects,
@@ -268,7 +269,7 @@ def _file_sample(
             reader = pacsv.open_csv(
                 path,
                 read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES, column_names=columns),
-                parse_options=_csv_parsing(delimiter),
+                parse_options=csv_parsing(delimiter),
             )
             return _first_rows(reader, rows)
         import pyarrow.json as pajson
@@ -302,13 +303,6 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
     return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
 
 
-def _csv_parsing(delimiter: str):
-    """CSV as prepare parses it: a quoted text may break lines."""
-    import pyarrow.csv as pacsv
-
-    return pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
-
-
 def _csv_sample(
     parts: list[list[bytes]], delimiter: str, columns: list[str] | None = None
 ) -> pa.Table:
@@ -333,7 +327,7 @@ def _csv_sample(
                 pacsv.read_csv(
                     pa.BufferReader(text),
                     read_options=pacsv.ReadOptions(block_size=len(text) + 1, column_names=columns),
-                    parse_options=_csv_parsing(delimiter),
+                    parse_options=csv_parsing(delimiter),
                 )
             )
         except pa.ArrowInvalid:
