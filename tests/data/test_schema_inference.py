@@ -241,6 +241,17 @@ def test_a_sample_of_a_small_file_holds_each_of_its_rows_once(tmp_path: Path, en
     assert table.column("ts").to_pylist() == [1700000000 + i for i in range(30)]
 
 
+def criteo_like_day(rng, rows: int = 400) -> list[str]:
+    """Lines of a Criteo-like TSV day without a header: a 0/1 label, three counts with gaps,
+    two 8-digit hex ids."""
+    return [
+        "\t".join([str(rng.randint(0, 1)), *(str(rng.randint(0, 99)) if rng.random() > 0.2
+                   else "" for _ in range(3)), *(f"{rng.choice([7, 9, 11]) * 0x1000001:08x}"
+                   for _ in range(2))])
+        for _ in range(rows)
+    ]  # fmt: skip
+
+
 def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Path, capsys):
     """A Criteo-like day as TSV without a header (a 0/1 label, counts with gaps, 8-digit hex
     ids): drafted with ``header: false`` and columns c1 to cN, said in the title; with
@@ -255,12 +266,7 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
     from nas.data.schema import Features
 
     rng = random.Random(0)
-    lines = [
-        "\t".join([str(rng.randint(0, 1)), *(str(rng.randint(0, 99)) if rng.random() > 0.2
-                   else "" for _ in range(3)), *(f"{rng.choice([7, 9, 11]) * 0x1000001:08x}"
-                   for _ in range(2))])
-        for _ in range(400)
-    ]  # fmt: skip
+    lines = criteo_like_day(rng)
     (tmp_path / "day_0.tsv").write_text("\n".join(lines) + "\n")
     out = tmp_path / "day.yaml"
     argv = ["data", "schema", str(tmp_path / "day_0.tsv"), "--out", str(out)]
@@ -305,6 +311,87 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
         assert main([*argv, "--labels", label, "--json"]) in (0, None)
         assert json.loads(capsys.readouterr().out)["header"] is True
         assert "header" not in yaml.safe_load(out.read_text())["source"]
+
+
+def test_nas_predict_and_compare_read_a_csv_without_a_header_by_the_models_columns(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Models of a Criteo-like day without a header (their info names its columns, c1 to c6,
+    as a registered model's does) score another such day in `nas predict` and `nas models
+    compare`: every line a row, none taken for a header, each scored and measured as its
+    values read by those names."""
+    import csv
+    import random
+
+    import mlflow
+    import torch
+
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
+    from nas.service.serving import LoadedModel
+    from tests.conftest import runs_with_store
+    from tests.test_search import REPO
+    from workers.metrics import binary_metrics
+
+    rng = random.Random(1)
+    (tmp_path / "day_0.tsv").write_text("\n".join(criteo_like_day(rng)) + "\n")
+    out = tmp_path / "day.yaml"
+    argv = ["data", "schema", str(tmp_path / "day_0.tsv"), "--out", str(out), "--labels", "c1"]
+    assert main(argv) in (0, None)
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    spec = ArchSpec.load(REPO / "examples" / "specs" / "dcnv2.json")
+    info = {
+        "spec": spec.to_dict(),
+        "schema": dataset.schema.to_list(),
+        "raw_form": dataset.raw_form().to_dict(),
+        "labels": dataset.manifest["label_columns"],
+        "csv_columns": dataset.manifest["csv_columns"],
+        "train_rates": {"c1": dataset.positive_rates("train")[0]},
+    }
+    (tmp_path / "model.json").write_text(json.dumps(info))
+    models = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        torch.save(build_model(spec, dataset.schema).state_dict(), tmp_path / f"w{seed}.pt")
+        models.append(str(tmp_path / f"model{seed}"))
+        mlflow.pyfunc.save_model(
+            models[-1],
+            python_model=str(REPO / "nas" / "service" / "pyfunc_entry.py"),
+            pip_requirements=[],  # not inferred: a model only read here
+            artifacts={
+                "model": str(tmp_path / "model.json"),
+                "weights": str(tmp_path / f"w{seed}.pt"),
+            },
+        )
+    lines = criteo_like_day(rng, 300)
+    (tmp_path / "served.tsv").write_text("\n".join(lines) + "\n")
+    rows = list(csv.DictReader(lines, fieldnames=info["csv_columns"], delimiter="\t"))
+    expected = [
+        LoadedModel.from_files(tmp_path / "model.json", tmp_path / f"w{seed}.pt").probabilities(
+            rows
+        )
+        for seed in (0, 1)
+    ]
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(runs_with_store(tmp_path)))
+    capsys.readouterr()
+    assert main(["predict", models[0], "--input", str(tmp_path / "served.tsv"), "--json"]) in (
+        0,
+        None,
+    )
+    scored = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["row"]["c5"] for line in scored] == [row["c5"] for row in rows]
+    assert [line["probability"] for line in scored] == pytest.approx(
+        expected[0]["probability"], abs=1e-6
+    )
+    argv = ["models", "compare", *models, "--input", str(tmp_path / "served.tsv"), "--json"]
+    assert main(argv) in (0, None)
+    compared = json.loads(capsys.readouterr().out)
+    assert compared["rows"] == 300
+    labels = torch.tensor([float(row["c1"]) for row in rows])
+    for model, probabilities in zip(compared["labels"]["c1"], expected, strict=True):
+        logits = torch.logit(torch.from_numpy(probabilities["probability"]).double())
+        want = binary_metrics(labels, logits, info["train_rates"]["c1"])
+        assert model["ne"] == pytest.approx(want["ne"], abs=1e-6)
 
 
 def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path: Path, capsys):
