@@ -11,8 +11,8 @@ A column's kind comes from its Arrow type and its sampled values:
                                                                           its hour and weekday)
     named as a user's id (user_id, uid, ...)                              keys.user + categorical
     named as a request's id (request_id, ...)                             keys.request
-    text, booleans, integers of few values or named as ids or categories  categorical (hashed
-    (site, app, campaign, ...)                                            where most are distinct)
+    text, booleans, integers of few values or named as ids, items or      categorical (hashed
+    categories (movie, sku, site, app, campaign, ...)                     where most are distinct)
     other numbers                                                         dense (log1p if >= 0)
     lists of ids                                                          multi_hot, or a history
                                                                           (sequence) of an item
@@ -68,11 +68,13 @@ ITEM_NAME = re.compile(r"(^|_)(item|item_id|itemid|product|product_id|movie|movi
 HISTORY_NAME = re.compile(r"(hist|history|seq|sequence|recent|past)", re.I)
 # integers that name things, not amounts: user_id, itemId, zip_code (not "paid")
 ID_NAME = re.compile(r"((^|_)(id|ID|Id|key|code)|[a-z0-9](Id|ID))$")
-# integers that stand for a category in ad and feed logs (a site code, an app's number)
+# integers that stand for a thing or a category in ad and feed logs (an ad's number, a site
+# code, an app's): what a count or an amount is not named
 CATEGORY_NAME = re.compile(
-    r"(^|_)(site|app|campaign|advertiser|creative|publisher|placement|slot|category|channel"
-    r"|country|city|region|brand|shop|store|merchant|seller|os|device|browser|platform|genre"
-    r"|language|domain|position|pos)s?$",
+    r"(^|_)(site|app|ad|campaign|advertiser|creative|publisher|placement|slot|category|channel"
+    r"|country|city|region|zip|zipcode|postcode|brand|shop|store|merchant|seller|vendor|sku"
+    r"|os|device|browser|platform|genre|language|domain|position|pos|query|author|artist"
+    r"|album|song|track|video|article|creator)s?$",
     re.I,
 )
 UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
@@ -518,17 +520,21 @@ def _feature(
     if distinct <= 1:
         return None, "left out", "one value in the sample: nothing to learn from"
     numbers = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    integers = pa.types.is_integer(kind)
     named = (
         distinct <= FEW_VALUES
         or ID_NAME.search(column)
+        or ITEM_NAME.search(column)
         or CATEGORY_NAME.search(column)
         or column in keys.values()
     )
-    if numbers and not (pa.types.is_integer(kind) and named):
+    if numbers and not (integers and named):
         x = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
         low = np.nanmin(x) if np.isfinite(x).any() else 0.0
         transform = "log1p" if low >= 0 else "standardize"
         why = "numbers >= 0 (log1p)" if low >= 0 else "numbers of both signs (standardize)"
+        if integers:  # an amount by its name; ids named otherwise are the user's to say
+            why += "; if they are ids, type: categorical"
         return f"{{name: {column}, type: dense, transform: {transform}}}", "dense", why
     if not (numbers or _is_text_or_integer(array) or pa.types.is_boolean(kind)):
         return None, "left out", f"of type {kind}"

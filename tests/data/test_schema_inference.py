@@ -396,8 +396,9 @@ def test_nas_predict_and_compare_read_a_csv_without_a_header_by_the_models_colum
 
 def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path: Path, capsys):
     """Integer columns of hundreds of values: a site code, an app's number and a campaign
-    (named as categories of ad logs) are drafted categorical; a count and a price in cents
-    (amounts) dense."""
+    (named as categories of ad logs), a movie and an item (named as items) and a SKU are
+    drafted categorical; a count and a price in cents (amounts) dense, their reason saying
+    how to make ids of them."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -406,15 +407,20 @@ def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path
         "click": rng.integers(0, 2, rows),
         "site": rng.integers(0, 300, rows), "app_id": rng.integers(0, 200, rows),
         "Campaign": rng.integers(0, 100, rows), "count": rng.integers(0, 300, rows),
-        "price_cents": rng.integers(0, 5000, rows),
+        "price_cents": rng.integers(0, 5000, rows), "movie": rng.integers(0, 900, rows),
+        "item": rng.integers(0, 900, rows), "sku": rng.integers(0, 900, rows),
     })  # fmt: skip
     frame.to_parquet(tmp_path / "ads.parquet")
     out = tmp_path / "ads.yaml"
-    assert main(["data", "schema", str(tmp_path / "ads.parquet"), "--out", str(out)]) in (0, None)
+    argv = ["data", "schema", str(tmp_path / "ads.parquet"), "--out", str(out), "--json"]
+    assert main(argv) in (0, None)
     fields = kinds(yaml.safe_load(out.read_text()))
     expected = {"site": "categorical", "app_id": "categorical", "Campaign": "categorical",
+                "movie": "categorical", "item": "categorical", "sku": "categorical",
                 "count": "dense", "price_cents": "dense"}  # fmt: skip
     assert {column: fields[column]["type"] for column in expected} == expected
+    said = {c["column"]: c["why"] for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert "if they are ids, type: categorical" in said["count"]
 
 
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
