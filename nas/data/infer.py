@@ -281,7 +281,7 @@ def _file_sample(
             return _first_rows(pajson.open_json(path, read_options=options), rows)
         except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
             return _objects_table(list(itertools.islice(json_objects(path), rows)))
-    except (pa.ArrowException, OSError) as err:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a damaged file
         reason = " ".join(str(err).split())[:200]
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
 

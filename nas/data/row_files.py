@@ -248,7 +248,8 @@ def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
 
     try:
         yield
-    except (pa.ArrowException, OSError) as err:
+    # UnicodeDecodeError: a damaged footer whose column names are not UTF-8
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         text = str(err).strip()
         reason = text.splitlines()[0] if text else type(err).__name__
         raise ConfigError(flag, f"{path}: not readable as Parquet ({reason})") from None

@@ -175,7 +175,8 @@ class Rows:
             if fmt == "jsonl" and _mixed_json_types(err):
                 return _json_keys(path)
             raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
-        except (pa.ArrowException, OSError) as err:
+        # UnicodeDecodeError: a damaged Parquet footer whose column names are not UTF-8
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
 
     def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -195,7 +196,7 @@ class Rows:
                 yield from self._json(path, columns)
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
         # a truncated .gz, the disk
-        except (pa.ArrowException, OSError) as err:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
 
     def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:

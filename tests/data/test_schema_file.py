@@ -619,6 +619,35 @@ def test_a_parquet_file_damaged_mid_file_is_named_and_nothing_is_kept(tmp_path: 
     assert not cache.exists() or not any(cache.iterdir())
 
 
+def test_a_parquet_footer_whose_column_names_are_not_utf8_is_named_by_every_reader(
+    tmp_path: Path, capsys
+) -> None:
+    """A damaged footer (a column's name no longer UTF-8): pyarrow raises UnicodeDecodeError,
+    which reached the user as a traceback from prepare, `nas data schema` and `nas predict`.
+    Each names the file instead, and prepare keeps nothing."""
+    from nas.data.row_files import RowFiles
+
+    path = schema_file(tmp_path, "parquet")
+    part = tmp_path / "data" / "part-1.parquet"
+    data = part.read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - footer
+    # the name in the schema's element and its column chunk (and in pandas' metadata)
+    assert data[start:].count(b"price") >= 2
+    part.write_bytes(data[:start] + data[start:].replace(b"price", b"\xf2rice"))
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match="part-1.parquet: is not readable as parquet: 'utf-8'"):
+        prepare_dataset(str(path), cache)
+    assert not cache.exists() or not any(cache.iterdir())
+    with pytest.raises(ConfigError, match=r"part-1.parquet: not readable as Parquet \('utf-8'"):
+        list(RowFiles(part).batches())
+    argv = ["data", "schema", str(part), "--out", str(tmp_path / "draft.yaml")]
+    assert main(argv) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "is not readable as parquet: 'utf-8' codec" in said, said  # (the path wraps)
+    assert not (tmp_path / "draft.yaml").exists()
+
+
 def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
     frame = logs().assign(count=[1.0] * 300 + [5e38] + [2.0] * 299)
     path = schema_file(tmp_path, "parquet", frame)
