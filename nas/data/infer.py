@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
+from nas.data.row_files import text_fault
 from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
@@ -202,6 +203,9 @@ def read_sample(
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
     each = max(1, rows // len(chosen))
     tables = [_file_sample(path, fmt, delimiter, each, columns) for path in chosen]
+    for path, table in zip(chosen, tables, strict=True):
+        if fault := text_fault(table, None):  # (its rows spread over the file: none named)
+            raise ConfigError("SOURCE", f"{path}: {fault}")
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)

@@ -152,6 +152,8 @@ class RowFiles:
             for batch in part.iter_batches(batch_size=size):
                 if batch.num_rows == 0:
                     continue
+                if fault := text_fault(batch, first):
+                    raise ConfigError(self.flag, f"{path}: {fault}")
                 table = pa.Table.from_batches([batch])
                 if len(self.paths) > 1:
                     table = _conformed(table, self.schema)
@@ -253,6 +255,46 @@ def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
         text = str(err).strip()
         reason = text.splitlines()[0] if text else type(err).__name__
         raise ConfigError(flag, f"{path}: not readable as Parquet ({reason})") from None
+
+
+def text_fault(table, first: int | None = 1) -> str | None:
+    """Where an Arrow table or batch of a file's rows holds text that is not UTF-8 (or
+    other damage Arrow's full validation finds), in words: "column 'site' holds text that
+    is not UTF-8 (row 6)", rows counted from ``first`` (None: no row said); None where
+    it holds none. Parquet's reader and Arrow's JSON reader pass a writer's bytes on
+    unchecked, and Python, so every step after them, fails on such text. Only columns that
+    hold text are checked (about 12 ms for 65,536 rows of a list of 32 ids)."""
+    import re
+
+    import pyarrow as pa
+
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if not _holds_text(column.type):
+            continue
+        before = 0
+        for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+            try:
+                chunk.validate(full=True)
+            except pa.ArrowInvalid as err:
+                found = re.fullmatch(r"Invalid UTF8 sequence at string index (\d+)", str(err))
+                if found is None and "UTF8" not in str(err):
+                    return f"column {name!r} is damaged ({str(err).strip().splitlines()[0]})"
+                row = f" (row {first + before + int(found[1])})" if found and first else ""
+                return f"column {name!r} holds text that is not UTF-8{row}"
+            before += len(chunk)
+    return None
+
+
+def _holds_text(kind) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _holds_text(kind.value_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _holds_text(kind.value_type)
+    if pa.types.is_struct(kind):
+        return any(_holds_text(field.type) for field in kind)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def _named_files(given: str, flag: str) -> list[Path]:

@@ -33,6 +33,7 @@ from nas.data.raw import (
     unix_seconds,
 )
 from nas.data.raw_table import events_array, is_list
+from nas.data.row_files import text_fault
 from nas.data.schema_file import Feature, SchemaFile
 
 BATCH_ROWS = 65_536
@@ -189,11 +190,18 @@ class Rows:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
-                yield from pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
-            elif fmt == "csv":
+                batches = pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
+            elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 yield from self._open_csv(path, columns)
+                return
             else:
-                yield from self._json(path, columns)
+                batches = self._json(path, columns)
+            first = 1
+            for batch in batches:
+                if fault := text_fault(batch, first):
+                    raise DataError(path, fault)
+                yield batch
+                first += batch.num_rows
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
         # a truncated .gz, the disk
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:

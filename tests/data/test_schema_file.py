@@ -648,6 +648,47 @@ def test_a_parquet_footer_whose_column_names_are_not_utf8_is_named_by_every_read
     assert not (tmp_path / "draft.yaml").exists()
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_text_that_is_not_utf8_is_named_with_its_column_and_row(
+    tmp_path: Path, fmt: str, capsys
+) -> None:
+    """Parquet's reader and Arrow's JSON reader pass a writer's bytes on unchecked: a value
+    that is not UTF-8 (a site's name cut mid-character) reached the user as a
+    UnicodeDecodeError traceback from prepare, `nas data schema` and `nas predict`. Each
+    names the file and the column (and, reading the file in order, the row); prepare keeps
+    nothing."""
+    from nas.data.row_files import RowFiles
+
+    frame = logs()
+    path = schema_file(tmp_path, fmt, frame)
+    row = frame["site"].tolist().index("a") + 1
+    source = tmp_path / "data" / ("part-0.parquet" if fmt == "parquet" else "logs.jsonl")
+    if fmt == "parquet":
+        assert row <= len(frame) // 2  # in the first part
+        table = pq.read_table(source)
+        sites = [
+            None if v is None else b"s\xa8te" if v == "a" else v.encode()
+            for v in table.column("site").to_pylist()
+        ]
+        binary = pa.array(sites, pa.binary())
+        text = pa.Array.from_buffers(pa.string(), len(binary), binary.buffers(), binary.null_count)
+        pq.write_table(table.set_column(table.column_names.index("site"), "site", text), source)
+    else:
+        source.write_bytes(source.read_bytes().replace(b'"site": "a"', b'"site": "s\xa8te"'))
+    said = "column 'site' holds text that is not UTF-8"
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=re.escape(f"{source.name}: {said} (row {row})")):
+        prepare_dataset(str(path), cache)
+    assert not cache.exists() or not any(cache.iterdir())
+    argv = ["data", "schema", str(source), "--out", str(tmp_path / "draft.yaml")]
+    assert main(argv) == 2
+    assert said in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "draft.yaml").exists()
+    if fmt == "parquet":  # served: `nas predict`'s reader (JSON lines it reads as Python does)
+        with pytest.raises(ConfigError, match=re.escape(f"{source.name}: {said} (row {row})")):
+            list(RowFiles(source).batches())
+
+
 def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
     frame = logs().assign(count=[1.0] * 300 + [5e38] + [2.0] * 299)
     path = schema_file(tmp_path, "parquet", frame)
