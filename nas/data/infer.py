@@ -533,7 +533,7 @@ def _feature(
         or column in keys.values()
     )
     if numbers and not (integers and named):
-        x = pc.cast(array, pa.float64()).to_numpy(zero_copy_only=False)
+        x = pc.cast(array, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         low = np.nanmin(x) if np.isfinite(x).any() else 0.0
         transform = "log1p" if low >= 0 else "standardize"
         why = "numbers >= 0 (log1p)" if low >= 0 else "numbers of both signs (standardize)"

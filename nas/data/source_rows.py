@@ -537,8 +537,8 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         missing = pa.array(["", *MISSING_NUMBER_TEXTS])  # as a served row's are
         array = pc.if_else(pc.is_in(pc.utf8_trim_whitespace(array), missing), None, array)
-    try:
-        values = pc.cast(array, pa.float64())
+    try:  # unsafe: an integer past 2**53 is its nearest float64, not refused
+        values = pc.cast(array, pa.float64(), safe=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         texts = array.to_pylist()
         for i, text in enumerate(texts):

@@ -707,6 +707,21 @@ def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_pat
         prepare_dataset(str(path), tmp_path / "outlier" / "cache")
 
 
+def test_integers_past_2_to_the_53_are_dense_values_as_floats(tmp_path: Path, capsys) -> None:
+    """A dense column of 64-bit integers, one past 2**53 (a byte count, a damaged value):
+    Arrow's safe cast refused it, so prepare said "must be a number, got type int64" and
+    `nas data schema` failed with a traceback. Now it is the nearest float64, as a served
+    row's is."""
+    frame = logs().assign(count=[2**62 + 1, *range(1, ROWS)])
+    path = schema_file(tmp_path, "parquet", frame)
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    count = by_source(dataset, "dense")[:, 0]
+    assert count[0] == np.float32(np.log1p(float(2**62))) and count[1] == np.float32(np.log1p(1))
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) in (0, None)
+    assert "{name: count, type: dense, transform: log1p}" in out.read_text()
+
+
 def test_standardizing_keeps_the_spread_of_values_far_from_zero(tmp_path: Path) -> None:
     """Prices of about 1e9 that differ in their last digits: E[x^2] - mean^2 cancels to
     nothing in float64 (a spread of 0, so no scaling); the merged deviations keep it."""
