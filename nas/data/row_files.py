@@ -268,7 +268,11 @@ def text_fault(table, first: int | None = 1) -> str | None:
 
     import pyarrow as pa
 
-    for name, column in zip(table.column_names, table.columns, strict=True):
+    try:
+        names = table.column_names
+    except UnicodeDecodeError:  # a JSON key's bytes, passed on as a column's name
+        return "a column's name is not UTF-8 text"
+    for name, column in zip(names, table.columns, strict=True):
         if not _holds_text(column.type):
             continue
         before = 0

@@ -687,6 +687,17 @@ def test_text_that_is_not_utf8_is_named_with_its_column_and_row(
     if fmt == "parquet":  # served: `nas predict`'s reader (JSON lines it reads as Python does)
         with pytest.raises(ConfigError, match=re.escape(f"{source.name}: {said} (row {row})")):
             list(RowFiles(source).batches())
+        return
+    # a key that is not UTF-8 (Arrow passes it on as a column's name)
+    lines = source.read_bytes().replace(b"\xa8", b"").split(b"\n")
+    lines[-2] = lines[-2].replace(b'"site"', b'"\xdeite"')
+    source.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError, match="logs.jsonl: is not readable as jsonl: 'utf-8' codec"):
+        prepare_dataset(str(path), cache)
+    assert main(argv) == 2
+    assert "logs.jsonl: a column's name is not UTF-8 text" in " ".join(
+        capsys.readouterr().err.split()
+    )
 
 
 def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
