@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
-from nas.data.row_files import text_fault
+from nas.data.row_files import binary_as_text, text_fault
 from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
@@ -206,6 +206,8 @@ def read_sample(
     for path, table in zip(chosen, tables, strict=True):
         if fault := text_fault(table, None):  # (its rows spread over the file: none named)
             raise ConfigError("SOURCE", f"{path}: {fault}")
+    # binary columns as their text where they hold text (Spark's), else left out as bytes
+    tables = [binary_as_text(table, valid_only=True) for table in tables]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)

@@ -43,6 +43,7 @@ from nas.data.raw import (
     encoded,
     lookup,
 )
+from nas.data.row_files import text_view
 from nas.data.schema import Features, Schema
 
 
@@ -173,7 +174,8 @@ class _Encoding:
             if not self.form.columns[name]["optional"]:
                 raise _RowsDecide
             return None
-        array = self.table.column(name).combine_chunks()
+        # binary values (Spark's text) as text, as prepare reads them; else the rows decide
+        array = text_view(self.table.column(name).combine_chunks(), valid_only=True)
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
         if array.null_count and not self.form.columns[name]["optional"]:

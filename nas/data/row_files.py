@@ -257,6 +257,56 @@ def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
         raise ConfigError(flag, f"{path}: not readable as Parquet ({reason})") from None
 
 
+def binary_as_text(table, valid_only: bool = False):
+    """An Arrow table or batch with each column of binary values as text (``text_view``)."""
+    if all(_as_text(kind) == kind for kind in table.schema.types):
+        return table  # (its columns' names not read: a JSON key's bytes may not be UTF-8)
+    columns = [text_view(column, valid_only) for column in table.columns]
+    return type(table).from_arrays(columns, names=table.column_names)
+
+
+def text_view(column, valid_only: bool = False):
+    """An Arrow array or chunked array of binary values (or lists or a dictionary of them)
+    as text: Spark and Hive write Parquet's text so unless told otherwise
+    (``spark.sql.parquet.binaryAsString``), and a model reads such a column as the text it
+    holds, in training and in serving alike. A view of the same bytes, unchecked
+    (``text_fault`` names a value that is not UTF-8), or with ``valid_only`` the column as
+    it is where a value is not UTF-8 (bytes that are not text: a serialized message, an
+    image). The column itself where it holds no binary values."""
+    import pyarrow as pa
+
+    kind = _as_text(column.type)
+    if kind == column.type:
+        return column
+    if isinstance(column, pa.ChunkedArray):
+        viewed = pa.chunked_array([chunk.view(kind) for chunk in column.chunks], kind)
+    else:
+        viewed = column.view(kind)
+    if valid_only:
+        try:
+            viewed.validate(full=True)
+        except pa.ArrowInvalid:
+            return column
+    return viewed
+
+
+def _as_text(kind):
+    """``kind`` with binary values as text (of the same layout: a view, no copy)."""
+    import pyarrow as pa
+
+    if pa.types.is_binary(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind):
+        return pa.large_string()
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_as_text(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_as_text(kind.value_type)))
+    if pa.types.is_dictionary(kind):
+        return pa.dictionary(kind.index_type, _as_text(kind.value_type), kind.ordered)
+    return kind
+
+
 def text_fault(table, first: int | None = 1) -> str | None:
     """Where an Arrow table or batch of a file's rows holds text that is not UTF-8 (or
     other damage Arrow's full validation finds), in words: "column 'site' holds text that

@@ -33,7 +33,7 @@ from nas.data.raw import (
     unix_seconds,
 )
 from nas.data.raw_table import events_array, is_list
-from nas.data.row_files import text_fault
+from nas.data.row_files import binary_as_text, text_fault
 from nas.data.schema_file import Feature, SchemaFile
 
 BATCH_ROWS = 65_536
@@ -198,6 +198,7 @@ class Rows:
                 batches = self._json(path, columns)
             first = 1
             for batch in batches:
+                batch = binary_as_text(batch)
                 if fault := text_fault(batch, first):
                     raise DataError(path, fault)
                 yield batch
