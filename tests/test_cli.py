@@ -291,6 +291,24 @@ def test_no_command_prints_help():
     assert done.returncode == 2 and "prepare" in done.stdout and "usage: nas data" in done.stdout
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
+    """`nas ... | head`: the reader gone before the command writes (here before it starts).
+    It ended in a BrokenPipeError traceback; now quietly, as a Unix tool, with the status of
+    a process killed by SIGPIPE."""
+    import signal
+
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody reads: each write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "nas.cli", "blocks", "--json"],
+            stdout=writer, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(writer)
+    assert done.returncode == 128 + signal.SIGPIPE and done.stderr == "", done.stderr
+
+
 @pytest.mark.parametrize("text", ["0", "-3", "x", "1.5", "9" * 5000])
 def test_a_whole_number_flag_refuses_what_is_not_one_at_its_minimum(text):
     with pytest.raises(argparse.ArgumentTypeError, match=r"expected an integer"):

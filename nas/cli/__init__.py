@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import errno
 import gc
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -122,8 +124,16 @@ def entry() -> int:
 
     Not after Triton was loaded (``nas export`` does, through torch.export's ``torch._dynamo``):
     its nanobind bindings print a screenful of "leaked instance" warnings at exit for the
-    objects the collector did not free."""
-    code = main()
+    objects the collector did not free.
+
+    A reader of its output that leaves early (``nas predict ... --json | head``) ends it
+    quietly, as it ends a Unix tool, with the exit status of a process killed by SIGPIPE."""
+    try:
+        code = main()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: into nothing, not the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     if "triton" not in sys.modules:
         gc.freeze()
     return code
