@@ -335,6 +335,8 @@ def test_a_table_sent_to_a_pipe_is_never_cut(tmp_path) -> None:
         '[{"a": 1}, {"a": 2}]',
         '{"dataframe_records": [{"a": 1}, {"a": 2}]}',
         '{"instances": [\n  {"a": 1},\n  {"a": 2}\n]}',
+        '{"dataframe_split": {"columns": ["a"], "data": [[1], [2]], "index": [0, 1]}}',
+        '{"inputs": {"a": [1, 2]}}',
     ],
 )
 def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> None:
@@ -348,6 +350,26 @@ def test_predict_reads_a_json_array_or_mlflows_request_forms(tmp_path, text) -> 
     assert read_rows(path) == [{"a": 1}, {"a": 2}]
     path.write_text('{"a": 1, "instances": []}')  # a row that happens to have such a key
     assert read_rows(path) == [{"a": 1, "instances": []}]
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"dataframe_split": {"data": [[1]]}}', '"columns": [names], "data": [[values], ...]'),
+        ('{"dataframe_split": {"columns": ["a", "b"], "data": [[1, 2], [3]]}}', "row 2 must be "
+         "a list of 2 values (one per column), got [3]"),
+        ('{"inputs": {"a": [1, 2], "b": [3]}}', "all of one length; got 'a': 2, 'b': 1"),
+        ('{"instances": {"a": 5}}', "got 'a': not a list"),
+    ],
+)  # fmt: skip
+def test_a_request_form_of_the_wrong_shape_is_named(tmp_path, text, words) -> None:
+    from nas.core.errors import ConfigError
+    from nas.data.row_files import RowFiles
+
+    path = tmp_path / "rows.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        list(RowFiles(path).batches())
 
 
 def test_scored_json_lines_are_valid_json_whatever_the_rows_hold() -> None:

@@ -38,7 +38,8 @@ def add_command(commands) -> None:
         "--input",
         required=True,
         metavar="ROWS",
-        help="rows as JSON lines (.jsonl), a JSON array (.json), CSV (.csv), TSV (.tsv) or "
+        help="rows as JSON lines (.jsonl), a JSON array or an MLflow request body (.json), "
+        "CSV (.csv), TSV (.tsv) or "
         "Parquet: a file, a folder of files of one format (a day's parts) or a quoted glob "
         "pattern ('logs/2024-05-07/*.parquet')",
     )

@@ -25,9 +25,12 @@ from nas.core.user_files import require_file
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 BATCH_ROWS = 65_536  # rows scored at once: a few hundred MB at most with long histories
-# MLflow's scoring request forms (``{"dataframe_records": [...]}`` and the like) whose value
-# is a list of row objects: a .json file may hold its rows under one of these.
+# MLflow's scoring request forms: a .json file may hold its rows under one of these keys, as
+# a list of row objects (``{"dataframe_records": [...]}``), or (``instances``, ``inputs``) as
+# columns, each a list of values (``{"inputs": {"site": [...], ...}}``); or as pandas' split
+# form, ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}``.
 JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
+JSON_SPLIT_KEY = "dataframe_split"
 
 
 @dataclass
@@ -225,8 +228,8 @@ class RowFiles:
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
 
     def _json_rows(self, path: Path) -> list[Any]:
-        """A .json file's rows: an array of row objects, one row object, or an object
-        holding the array under one of ``JSON_ROW_KEYS``."""
+        """A .json file's rows: an array of row objects, one row object, or one of MLflow's
+        request forms (``JSON_ROW_KEYS``, ``JSON_SPLIT_KEY``)."""
         try:
             text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as err:
@@ -236,11 +239,55 @@ class RowFiles:
             found = json.loads(text)
         except ValueError as err:
             raise ConfigError(self.flag, f"{path}: not JSON ({err})") from None
-        if isinstance(found, dict):
-            wrapped = [key for key in JSON_ROW_KEYS if isinstance(found.get(key), list)]
-            if wrapped and len(found) == 1:
-                found = found[wrapped[0]]
+        if isinstance(found, dict) and len(found) == 1:  # else a row, whatever its keys
+            ((key, value),) = found.items()
+            if key == JSON_SPLIT_KEY:
+                return self._split_rows(path, value)
+            if key in JSON_ROW_KEYS and isinstance(value, list):
+                return value
+            if key in JSON_ROW_KEYS and isinstance(value, dict):
+                return self._column_rows(path, key, value)
         return found if isinstance(found, list) else [found]
+
+    def _split_rows(self, path: Path, split: Any) -> list[dict[str, Any]]:
+        """Pandas' split form: the columns' names, then each row's values in their order."""
+        form = f'{{"{JSON_SPLIT_KEY}": {{"columns": [names], "data": [[values], ...]}}}}'
+        columns = split.get("columns") if isinstance(split, dict) else None
+        data = split.get("data") if isinstance(split, dict) else None
+        if not (
+            isinstance(columns, list)
+            and all(isinstance(c, str) for c in columns)
+            and isinstance(data, list)
+        ):
+            raise ConfigError(self.flag, f"{path}: {JSON_SPLIT_KEY} must be of the form {form}")
+        for i, values in enumerate(data, 1):
+            if not isinstance(values, list) or len(values) != len(columns):
+                raise ConfigError(
+                    self.flag,
+                    f"{path}: {JSON_SPLIT_KEY}'s row {i} must be a list of {len(columns)} values "
+                    f"(one per column), got {shown(values)}",
+                )
+        return [dict(zip(columns, values, strict=True)) for values in data]
+
+    def _column_rows(self, path: Path, key: str, columns: dict[str, Any]) -> list[dict[str, Any]]:
+        """The columnar form: each column a list of its rows' values, all of one length."""
+        lengths = {
+            name: len(values) if isinstance(values, list) else None
+            for name, values in columns.items()
+        }
+        if None in lengths.values() or len(set(lengths.values())) > 1:
+            said = [
+                f"{shown(name, 40)}: {'not a list' if n is None else n}"
+                for name, n in lengths.items()
+            ]
+            more = f", ... ({len(said)} columns)" if len(said) > 5 else ""
+            raise ConfigError(
+                self.flag,
+                f"{path}: {key} holds columns, each a list of its rows' values, all of one "
+                f"length; got {', '.join(said[:5])}{more}",
+            )
+        rows = len(next(iter(columns.values()))) if columns else 0
+        return [{name: values[i] for name, values in columns.items()} for i in range(rows)]
 
 
 @contextmanager
