@@ -451,10 +451,10 @@ def test_rows_to_score_from_a_folder_of_parts_or_a_glob(tmp_path) -> None:
         ("part-1.parquet", 1),
         ("part-0.parquet", 1),
     ]
-    assert [r for b in batches for r in b.rows] == [
-        {"n": 3, "site": None},
-        {"n": 1, "site": "a"},
-        {"n": 2, "site": "b"},
+    assert [r for b in batches for r in b.rows] == [  # hour=1/: a column of its file's rows
+        {"n": 3, "site": None, "hour": "1"},
+        {"n": 1, "site": "a", "hour": None},
+        {"n": 2, "site": "b", "hour": None},
     ]
     assert files.total == files.done == 3
     assert len(RowFiles(f"{day}/*.parquet").paths) == 1  # a glob names what it matches

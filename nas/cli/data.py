@@ -313,12 +313,21 @@ def _time_span(dataset) -> tuple[int, int] | None:
     return (min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else None
 
 
+def _below(path: Path, root: Path) -> str:
+    """A file's path below the source's folder (partitions' folders and all)."""
+    try:
+        return str(path.absolute().relative_to(root.absolute()))
+    except ValueError:
+        return path.name
+
+
 def cmd_data_schema(args: argparse.Namespace) -> None:
     import os
 
     from nas.core.disk import new_file as new_path
     from nas.core.names import is_name
     from nas.data.infer import found_source, infer_schema, quoted, read_sample
+    from nas.data.row_files import pattern_root
     from nas.data.schema_file import load_schema_file, not_a_zone, time_zone
 
     name = args.name or args.out.stem
@@ -327,7 +336,10 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     if args.tz is not None and not time_zone(args.tz):
         raise ConfigError("--tz", not_a_zone(args.tz))
     source = found_source(args.source)
-    sample = read_sample(source.files, source.format, source.delimiter, columns=source.columns)
+    root = pattern_root(source.pattern)
+    sample = read_sample(
+        source.files, source.format, source.delimiter, columns=source.columns, root=root
+    )
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
@@ -364,7 +376,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         some = "each" if len(read) == len(source.files) else f"{len(read)}"
         title = (
             f"{args.out}: from rows of {some} of its {len(source.files)} files "
-            f"({read[0].name} to {read[-1].name}), {rows:,} in all"
+            f"({_below(read[0], root)} to {_below(read[-1], root)}), {rows:,} in all"
         )
     if source.columns:
         title += (

@@ -29,6 +29,7 @@ from nas.data.schema_file import (
     is_schema_path,
     load_schema_file,
     source_files,
+    source_root,
 )
 
 __all__ = [
@@ -292,7 +293,8 @@ def _prepare_schema_file(
             "format": schema.source.format,
             "ingest": INGEST_VERSION,
         }
-        prepare_schema_file(schema, files, root, source, progress)
+        base = source_root(schema, path)
+        prepare_schema_file(schema, files, root, source, progress, base=base)
         return open_prepared(root), False
 
 

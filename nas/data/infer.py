@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, DataError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
-from nas.data.row_files import binary_as_text, text_fault
+from nas.data.row_files import binary_as_text, partitions, text_fault, with_partitions
 from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
@@ -192,12 +192,14 @@ def read_sample(
     delimiter: str = ",",
     rows: int = SAMPLE_ROWS,
     columns: list[str] | None = None,
+    root: Path | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
-    so). ``columns``: a CSV file's names, where it has no header."""
+    so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
+    files are under, whose Hive-style partition folders below it are columns."""
     if fmt != "parquet":  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
@@ -206,8 +208,12 @@ def read_sample(
     for path, table in zip(chosen, tables, strict=True):
         if fault := text_fault(table, None):  # (its rows spread over the file: none named)
             raise ConfigError("SOURCE", f"{path}: {fault}")
-    # binary columns as their text where they hold text (Spark's), else left out as bytes
-    tables = [binary_as_text(table, valid_only=True) for table in tables]
+    # binary columns as their text where they hold text (Spark's), else left out as bytes;
+    # the columns of the folders they are in (date=2024-05-07/)
+    tables = [
+        with_partitions(binary_as_text(table, valid_only=True), partitions(path, root or path))
+        for path, table in zip(chosen, tables, strict=True)
+    ]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)

@@ -81,10 +81,12 @@ def prepare_schema_file(
     source: dict,
     progress=None,
     extra: dict | None = None,
+    base: Path | None = None,
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
-    ``extra`` entries in its manifest)."""
-    reader = Rows(schema, files)
+    ``extra`` entries in its manifest). ``base``: the folder the files are under, whose
+    Hive-style partition folders below it are columns (None: none are)."""
+    reader = Rows(schema, files, base)
     reader.check_columns()
     rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:

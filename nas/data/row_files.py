@@ -31,6 +31,7 @@ BATCH_ROWS = 65_536  # rows scored at once: a few hundred MB at most with long h
 # form, ``{"dataframe_split": {"columns": [...], "data": [[...], ...]}}``.
 JSON_ROW_KEYS = ("dataframe_records", "instances", "inputs")
 JSON_SPLIT_KEY = "dataframe_split"
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # a partition folder's value for null
 
 
 @dataclass
@@ -80,6 +81,9 @@ class RowFiles:
         # model trained on CSV without a header reads its rows so)
         self.given, self.flag, self.columns = str(given), flag, columns
         self.paths = _named_files(self.given, flag)
+        # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
+        root = pattern_root(self.given)
+        self.partitions = {path: partitions(path, root) for path in self.paths}
         suffixes = sorted({path.suffix.lower() for path in self.paths})
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
@@ -95,7 +99,9 @@ class RowFiles:
 
             footers = [self._parquet(pq.read_metadata, path) for path in self.paths]
             self.total = sum(footer.num_rows for footer in footers)
-            self.schema = self._one_schema([f.schema.to_arrow_schema() for f in footers])
+            schema = self._one_schema([f.schema.to_arrow_schema() for f in footers])
+            keys = dict.fromkeys(k for found in self.partitions.values() for k in found)
+            self.schema = with_partitions(schema.empty_table(), dict.fromkeys(keys)).schema
         else:
             self.total = sum(path.stat().st_size for path in self.paths)
 
@@ -113,7 +119,10 @@ class RowFiles:
     def _text_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
         rows: list[Any] = []
         first = 1
+        found = self.partitions[path]
         for row in self._text_rows(path):
+            if found and isinstance(row, dict):  # (a row that is not an object is named later)
+                row = {**found, **row}
             rows.append(row)
             if len(rows) == size:
                 yield RowBatch(first, _rows=rows)
@@ -157,7 +166,7 @@ class RowFiles:
                     continue
                 if fault := text_fault(batch, first):
                     raise ConfigError(self.flag, f"{path}: {fault}")
-                table = pa.Table.from_batches([batch])
+                table = with_partitions(pa.Table.from_batches([batch]), self.partitions[path])
                 if len(self.paths) > 1:
                     table = _conformed(table, self.schema)
                 self.done += batch.num_rows  # read: before its rows are scored
@@ -430,6 +439,49 @@ def _named_files(given: str, flag: str) -> list[Path]:
                 flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file"
             )
     return files
+
+
+def pattern_root(pattern: str | Path) -> Path:
+    """The folder a file, folder or glob pattern names its files under: its leading parts
+    without a wildcard (a file's own folder)."""
+    path = Path(pattern)
+    parts = []
+    for part in path.parts:
+        if any(c in part for c in "*?["):
+            break
+        parts.append(part)
+    root = Path(*parts) if parts else Path(".")
+    return root if root.is_dir() else root.parent
+
+
+def partitions(path: Path, root: Path) -> dict[str, str | None]:
+    """The Hive-style partition columns of a file below ``root``: each folder between them
+    named ``column=value`` (Spark and Hive write a table partitioned by date and country as
+    ``date=2024-05-07/country=US/part-0.parquet``, and the files hold no such column), its
+    value unescaped (``%2F``) and Hive's null, ``__HIVE_DEFAULT_PARTITION__``, as None."""
+    from urllib.parse import unquote
+
+    try:
+        folders = path.absolute().parent.relative_to(root.absolute()).parts
+    except ValueError:  # not below it
+        return {}
+    found: dict[str, str | None] = {}
+    for folder in folders:
+        name, equals, value = folder.partition("=")
+        if equals and name:
+            found[unquote(name)] = None if value == HIVE_NULL else unquote(value)
+    return found
+
+
+def with_partitions(table, values: dict[str, str | None]):
+    """An Arrow table or batch with each partition column (``partitions``) it lacks, as
+    text, the file's value on every row."""
+    import pyarrow as pa
+
+    for name, value in values.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+    return table
 
 
 def _data_name(relative: Path) -> bool:

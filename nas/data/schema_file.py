@@ -57,6 +57,7 @@ from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
+from nas.data.row_files import pattern_root
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -535,14 +536,23 @@ def load_schema_file(path: Path) -> SchemaFile:
 
 def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
     """The source's files, sorted; ``ConfigError`` when the path matches none."""
-    pattern = Path(schema.source.path).expanduser()
-    if not pattern.is_absolute():
-        pattern = schema_path.resolve().parent / pattern
+    pattern = _source_pattern(schema, schema_path)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
     files = [p for p in found if p.is_file()]
     if not files:
         raise ConfigError("source.path", f"matches no file ({pattern})", str(schema_path))
     return files
+
+
+def source_root(schema: SchemaFile, schema_path: Path) -> Path:
+    """The folder the source's files are under: Hive-style partition folders below it
+    (``date=2024-05-07/``) are columns of their files' rows (``row_files.partitions``)."""
+    return pattern_root(_source_pattern(schema, schema_path))
+
+
+def _source_pattern(schema: SchemaFile, schema_path: Path) -> Path:
+    pattern = Path(schema.source.path).expanduser()
+    return pattern if pattern.is_absolute() else schema_path.resolve().parent / pattern
 
 
 # What ``nas data prepare`` writes from a schema file, in versions: a new one prepares every

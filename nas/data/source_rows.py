@@ -33,7 +33,7 @@ from nas.data.raw import (
     unix_seconds,
 )
 from nas.data.raw_table import events_array, is_list
-from nas.data.row_files import binary_as_text, text_fault
+from nas.data.row_files import binary_as_text, partitions, text_fault, with_partitions
 from nas.data.schema_file import Feature, SchemaFile
 
 BATCH_ROWS = 65_536
@@ -74,8 +74,11 @@ class Rows:
     """The source's files, read a few columns at a time, each column converted to what its
     declaration needs (``_convert``)."""
 
-    def __init__(self, schema: SchemaFile, files: list[Path]):
+    def __init__(self, schema: SchemaFile, files: list[Path], base: Path | None = None):
         self.schema, self.files = schema, files
+        # per file, its Hive-style partition columns (date=2024-05-07/) below ``base``
+        self.partitions = {path: partitions(path, base) if base else {} for path in files}
+        self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         self._kinds = schema.column_kinds()
         self._per_second = schema.source.per_second
         text = schema.source.format != "parquet"  # a blank text file: a day of no rows
@@ -159,6 +162,11 @@ class Rows:
     # -- formats
 
     def _file_columns(self, path: Path) -> list[str]:
+        """The file's columns, then those of its partition folders it does not hold."""
+        held = self._holds[path] = self._held_columns(path)
+        return held + [c for c in self.partitions[path] if c not in held]
+
+    def _held_columns(self, path: Path) -> list[str]:
         fmt = self.schema.source.format
         try:
             if fmt == "parquet":
@@ -183,25 +191,29 @@ class Rows:
     def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         fmt = self.schema.source.format
         absent = self.absent.get(path, ())
+        found = self.partitions[path]  # its folders' columns, added to each batch
         # the columns it holds (a label's, which every file holds, where it holds none of
         # them: a reader given no column reads them all)
-        columns = [c for c in columns if c not in absent] or [self._required[0]]
+        held = self._holds.get(path, ())
+        added = {c: v for c, v in found.items() if c in columns and c not in held}
+        columns = [c for c in columns if c not in absent and c not in added]
+        columns = columns or [self._required[0]]
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
                 batches = pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
-                yield from self._open_csv(path, columns)
-                return
+                batches = self._open_csv(path, columns)
             else:
                 batches = self._json(path, columns)
             first = 1
             for batch in batches:
-                batch = binary_as_text(batch)
-                if fault := text_fault(batch, first):
-                    raise DataError(path, fault)
-                yield batch
+                if fmt != "csv":
+                    batch = binary_as_text(batch)
+                    if fault := text_fault(batch, first):
+                        raise DataError(path, fault)
+                yield with_partitions(batch, added)
                 first += batch.num_rows
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
         # a truncated .gz, the disk

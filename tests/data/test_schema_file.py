@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from nas.cli import main
 from nas.core.errors import ConfigError, DataError, NasError
 from nas.data import check_dataset, load_dataset, prepare_dataset
+from nas.data.row_files import HIVE_NULL
 from nas.data.schema import Features
 
 ROWS = 600
@@ -746,6 +747,65 @@ def test_binary_columns_as_spark_writes_text_read_as_that_text(tmp_path: Path, c
     for text, binary in zip(served["text"], served["binary"], strict=True):
         assert torch.equal(text.categorical, binary.categorical)
         assert torch.equal(text.multi_hot, binary.multi_hot)
+
+
+def test_hive_partition_folders_are_columns_of_their_files_rows(tmp_path: Path, capsys) -> None:
+    """A table as Spark and Hive write it, partitioned by day and country
+    (``date=2020-09-14/country=US/part-00000.parquet``, Hive's null as
+    ``__HIVE_DEFAULT_PARTITION__``, a ``_SUCCESS`` marker beside): the files hold no such
+    column, so `nas data schema` drafted neither and a schema declaring them was refused.
+    Each folder's value is now a column of its file's rows, drafted, prepared (a null
+    partition missing) and served by `nas predict` from the folder as prepare read it."""
+    import yaml
+
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles
+    from nas.data.schema import Features
+
+    frame = logs()
+    days = ["2020-09-14", "2020-09-15"]
+    countries = ["US", "IN", None]
+    for i, day in enumerate(days):
+        for j, country in enumerate(countries):
+            rows = frame.iloc[[k for k in range(len(frame)) if k % 6 == 3 * i + j]]
+            folder = tmp_path / "data" / f"date={day}" / f"country={country or HIVE_NULL}"
+            folder.mkdir(parents=True)
+            pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), folder / "p.parquet")
+        (tmp_path / "data" / f"date={day}" / "_SUCCESS").write_text("")
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) == 0
+    drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
+    assert drafted["date"]["type"] == drafted["country"]["type"] == "categorical"
+    path = tmp_path / "my_ctr.yaml"
+    path.write_text(
+        SCHEMA.format(
+            name="my_ctr", source="{format: parquet, path: data/**/*.parquet}", sep="",
+            split="{method: time, valid: 0.1, test: 0.1}",
+        )
+        + "  - {name: [date, country], type: categorical, min_freq: 1}\n"
+    )  # fmt: skip
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    names = [f.name for f in dataset.schema.fields if f.kind == "categorical"]
+    country = by_source(dataset, "categorical")[:, names.index("country")]
+    files = sorted((tmp_path / "data").glob("**/*.parquet"))  # as prepare reads them
+    held = [
+        f.parent.name.removeprefix("country=")
+        for f in files
+        for _ in range(pq.read_metadata(f).num_rows)
+    ]
+    assert (country == 0).sum() == held.count(HIVE_NULL) > 0  # missing: the unknown id 0
+    assert len(set(country[np.asarray(held) == "US"])) == 1 and len(set(country)) == 3
+    # served: the folder's rows as `nas predict` reads them, encoded as prepare stored them
+    order = np.argsort(np.asarray(dataset.array("source_row")))
+    stored = Features.from_arrays(
+        dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
+    )
+    batches = list(RowFiles(tmp_path / "data").batches())
+    assert [b.table.column("country")[0].as_py() for b in batches] == [
+        f.parent.name.removeprefix("country=").replace(HIVE_NULL, "") or None for f in files
+    ]
+    served = [table_features(dataset.raw_form(), b.table, dataset.schema) for b in batches]
+    assert torch.equal(torch.cat([f.categorical for f in served]), stored.categorical)
 
 
 def test_a_dense_value_float32_cannot_hold_is_refused_unless_transformed(tmp_path: Path) -> None:
