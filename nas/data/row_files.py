@@ -480,7 +480,7 @@ def with_partitions(table, values: dict[str, str | None]):
 
     for name, value in values.items():
         if name not in table.column_names:
-            table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+            table = table.append_column(name, pa.repeat(pa.scalar(value, pa.string()), len(table)))
     return table
 
 
