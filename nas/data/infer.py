@@ -448,6 +448,13 @@ def infer_schema(
         if column == keys.get("request"):
             draft.reasons.append((column, str(array.type), "keys.request", "a request's id"))
             continue
+        if units.get(column) == "date-time":  # (a date partition's folders: date=2024-05-07)
+            why = (
+                f"a date or time beside keys.timestamp ({keys['timestamp']}): as a category, "
+                "its days would be ones later rows never hold"
+            )
+            draft.reasons.append((column, str(array.type), "left out", why))
+            continue
         if units.get(column, unit) not in (unit, "date-time"):
             why = (
                 f"a time in {UNIT_NAMES[units[column]]}? the source's numeric times are in "

@@ -754,8 +754,9 @@ def test_hive_partition_folders_are_columns_of_their_files_rows(tmp_path: Path, 
     (``date=2020-09-14/country=US/part-00000.parquet``, Hive's null as
     ``__HIVE_DEFAULT_PARTITION__``, a ``_SUCCESS`` marker beside): the files hold no such
     column, so `nas data schema` drafted neither and a schema declaring them was refused.
-    Each folder's value is now a column of its file's rows, drafted, prepared (a null
-    partition missing) and served by `nas predict` from the folder as prepare read it."""
+    Each folder's value is now a column of its file's rows, drafted (a date beside the
+    rows' own time left out), prepared (a null partition missing) and served by `nas
+    predict` from the folder as prepare read it."""
     import yaml
 
     from nas.data.raw_table import table_features
@@ -773,9 +774,12 @@ def test_hive_partition_folders_are_columns_of_their_files_rows(tmp_path: Path, 
             pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), folder / "p.parquet")
         (tmp_path / "data" / f"date={day}" / "_SUCCESS").write_text("")
     out = tmp_path / "draft.yaml"
-    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) == 0
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out), "--json"]) == 0
     drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
-    assert drafted["date"]["type"] == drafted["country"]["type"] == "categorical"
+    assert drafted["country"]["type"] == "categorical"
+    assert "date" not in drafted  # a day beside the rows' time (ts): said, left out
+    said = {c["column"]: c for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert said["date"]["why"].startswith("a date or time beside keys.timestamp (ts)")
     path = tmp_path / "my_ctr.yaml"
     path.write_text(
         SCHEMA.format(
