@@ -479,7 +479,8 @@ def infer_schema(
             features.append(line)
     if "timestamp" in keys:  # the hour and weekday of each row's time, as MovieLens's
         time = keys["timestamp"]
-        for part in ("hour", "weekday"):
+        days = _whole_days(columns[time], unit)  # dates: no hour to learn from
+        for part in ("weekday",) if days else ("hour", "weekday"):
             field = part if part not in fields.values() else f"{fields[time]}_{part}"
             zone = f", tz: {tz}" if tz else ""
             made = f"type: categorical, from: {quoted(time)}, derive: {part}{zone}"
@@ -703,6 +704,28 @@ def _time_unit(column: str, array: pa.Array) -> str | None:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 continue
     return None
+
+
+def _whole_days(array: pa.Array, unit: str) -> bool:
+    """Whether a time column (``_time_unit``; numbers in ``unit``) holds dates, each time
+    at midnight (UTC): a date partition's, a day's date written as a time."""
+    kind = array.type
+    if pa.types.is_date(kind):
+        return True
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        try:
+            array = pc.cast(array, DATE_TIMES[0])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            array = pc.cast(array, DATE_TIMES[1])  # zoned text
+        kind = array.type
+    if pa.types.is_timestamp(kind):
+        day = np.int64(86_400) * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[kind.unit]
+        ticks = pc.cast(array.cast(pa.timestamp(kind.unit)), pa.int64())
+    else:
+        day = np.int64(86_400 * PER_SECOND[unit])
+        ticks = pc.cast(array, pa.int64(), safe=False)
+    values = ticks.drop_null().to_numpy(zero_copy_only=False)
+    return len(values) > 0 and bool((values % day == 0).all())
 
 
 def _is_text_or_integer(array: pa.Array) -> bool:

@@ -423,6 +423,26 @@ def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path
     assert "if they are ids, type: categorical" in said["count"]
 
 
+@pytest.mark.parametrize("written", ["date", "text", "seconds"])
+def test_times_of_whole_days_derive_a_weekday_and_no_hour(tmp_path: Path, written: str) -> None:
+    """A key of dates (a day's date as a date, as text, or as the seconds of its midnight):
+    its hour is 0 on every row, so the draft derives only its weekday."""
+    import datetime
+
+    frame = logs(300).drop(columns=["ts"])
+    days = [datetime.date(2020, 9, 1) + datetime.timedelta(days=i % 20) for i in range(300)]
+    frame["date"] = {
+        "date": days,
+        "text": [d.isoformat() for d in days],
+        "seconds": [int(datetime.datetime(d.year, d.month, d.day, tzinfo=datetime.UTC)
+                        .timestamp()) for d in days],
+    }[written]  # fmt: skip
+    schema = drafted(tmp_path, frame, "parquet")
+    assert schema["keys"]["timestamp"] == "date"
+    fields = kinds(schema)
+    assert "weekday" in fields and "hour" not in fields
+
+
 def test_a_draft_declares_the_unit_of_its_times(tmp_path: Path, capsys) -> None:
     """Times in milliseconds (a JavaScript or Kafka log's) are the key, with the source's
     time_unit: ms; prepared, they are the rows' unix seconds. --tz: the hours derived are
