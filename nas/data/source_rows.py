@@ -194,10 +194,10 @@ class Rows:
         found = self.partitions[path]  # its folders' columns, added to each batch
         # the columns it holds (a label's, which every file holds, where it holds none of
         # them: a reader given no column reads them all)
-        held = self._holds.get(path, ())
+        held = self._holds.get(path, [])
         added = {c: v for c, v in found.items() if c in columns and c not in held}
         columns = [c for c in columns if c not in absent and c not in added]
-        columns = columns or [self._required[0]]
+        columns = columns or [c for c in self._required if c not in added][:1] or held[:1]
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
