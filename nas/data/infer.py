@@ -141,8 +141,9 @@ def _headerless_names(files: list[Path], delimiter: str) -> list[str] | None:
     """Names for CSV files' columns where the first file's first line is no header: Python's
     ``csv.Sniffer`` judges it none by its first lines (a header's cells differ in type or
     length from the values below them; a Criteo day's first row does not), and it holds a
-    number (a header of names holds none; where the judge cannot tell, a header, as
-    before). Else None."""
+    number or most of its cells stand again in their columns below it (values recur, names
+    do not: a header of names holds none; where neither tells, a header, as before). Else
+    None."""
     path = next((p for p in files if not blank(p)), files[0])
     with io.TextIOWrapper(pa.input_stream(path, compression="detect"), errors="replace") as text:
         lines = [line for line in itertools.islice(text, 50) if line.strip()]
@@ -153,8 +154,10 @@ def _headerless_names(files: list[Path], delimiter: str) -> list[str] | None:
             return None
     except csv.Error:
         return None
-    first = next(csv.reader(lines[:1], delimiter=delimiter))
-    if not any(numeric(cell) for cell in first):
+    first, *rest = csv.reader(lines, delimiter=delimiter)
+    cells = [(i, cell) for i, cell in enumerate(first) if cell.strip()]
+    again = sum(any(i < len(row) and row[i] == cell for row in rest) for i, cell in cells)
+    if not (any(numeric(cell) for cell in first) or (len(cells) > 1 and 2 * again >= len(cells))):
         return None
     return [f"c{i}" for i in range(1, len(first) + 1)]
 

@@ -313,6 +313,31 @@ def test_a_csv_file_without_a_header_is_drafted_with_columns_named(tmp_path: Pat
         assert "header" not in yaml.safe_load(out.read_text())["source"]
 
 
+def test_a_csv_file_of_text_without_a_header_is_drafted_so(tmp_path: Path) -> None:
+    """A TSV day of text only (countries, platforms, a true/false label) without a header:
+    its first line holds no number, but its values stand again below it, as names would
+    not: drafted ``header: false``. Where they do not (a header of names), a header."""
+    import random
+
+    rng = random.Random(3)
+    lines = [
+        "\t".join([rng.choice(["US", "IN", "BR"]), rng.choice(["android", "ios", "web"]),
+                   rng.choice(["true", "false"])])
+        for _ in range(300)
+    ]  # fmt: skip
+    (tmp_path / "day.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "day.yaml"
+    argv = ["data", "schema", str(tmp_path / "day.tsv"), "--out", str(out), "--labels", "c3"]
+    assert main(argv) in (0, None)
+    schema = yaml.safe_load(out.read_text())
+    assert schema["source"]["header"] is False and schema["labels"] == ["c3"]
+    assert {"c1", "c2"} <= set(kinds(schema))
+    (tmp_path / "day.tsv").write_text("\n".join(["country\tplatform\tclicked", *lines]) + "\n")
+    out.unlink()
+    assert main([*argv[:-1], "clicked"]) in (0, None)
+    assert "header" not in yaml.safe_load(out.read_text())["source"]
+
+
 def test_nas_predict_and_compare_read_a_csv_without_a_header_by_the_models_columns(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:
