@@ -416,12 +416,15 @@ def json_block(lines: list[bytes]) -> pa.Table:
     return pajson.read_json(pa.BufferReader(text), read_options=options)
 
 
-def json_objects(path: Path) -> Iterator[dict]:
+def json_objects(path: Path, skip: int = 0) -> Iterator[dict]:
     """The object on each non-empty line of a JSON-lines file (compressed as its name says,
-    as Arrow's reader reads it)."""
+    as Arrow's reader reads it), after the first ``skip`` of them (passed by unparsed)."""
     with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
+                continue
+            if skip:
+                skip -= 1
                 continue
             try:
                 found = json.loads(line)
@@ -450,9 +453,7 @@ def _json_by_line(
     list or an object in a column other than ``lists``, a number with a fraction or a
     boolean in a list."""
     chunk: list[dict] = []
-    for row, found in enumerate(json_objects(path)):
-        if row < skip:
-            continue
+    for row, found in enumerate(json_objects(path, skip), start=skip):
         for column in columns:
             value = found.get(column)
             if column not in lists and isinstance(value, list | dict):
