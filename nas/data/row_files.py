@@ -5,7 +5,13 @@ Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of M
 request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
 serving system's text would be; a header names the columns) and Parquet (each batch also as
 Arrow). A UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
-file that is not Parquet: ``ConfigError`` naming the flag, the file and the line.
+file that is not Parquet, text that is not UTF-8: ``ConfigError`` naming the flag, the file
+and the line or row. A folder's Hive-style partition folders (``date=2024-05-07/``) are
+columns of their files' rows.
+
+What every reader of a team's files shares lives here too, so that a draft, prepare and
+serving read the same rows alike: the partitions (``partitions``, ``with_partitions``),
+Parquet's binary columns as text (``binary_as_text``) and the UTF-8 check (``text_fault``).
 """
 
 from __future__ import annotations
