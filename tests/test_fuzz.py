@@ -1,4 +1,5 @@
-"""Property-based fuzzing of what users type: search YAML, spec JSON and `nas submit` flags.
+"""Property-based fuzzing of what users type: search YAML, spec JSON, `nas submit` flags,
+and the rows and columns of any Arrow type they score.
 
 Each input is a valid one with something broken in it (a value of the wrong kind, size or
 sign, NaN, a huge integer, deep nesting, a duplicate key, bytes that are not UTF-8, a long
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -307,3 +309,83 @@ def test_fuzzed_rows_to_score_are_encoded_or_refused_naming_row_and_column(
         assert len(str(err)) < 2_000, "a long value was echoed"
         return
     assert features.categorical.shape[0] == 4
+
+
+def _column_makers(n: int) -> dict:
+    """Per kind, a maker of ``n`` values of an Arrow type a team's Parquet may hold where a
+    model reads a column."""
+    import datetime
+    import decimal
+
+    import numpy as np
+    import pyarrow as pa
+
+    def cycle(values: list) -> list:  # n of them, in turn
+        return [values[i % len(values)] for i in range(n)]
+
+    return {
+        "int": lambda: pa.array(cycle([7, -1, 2**62, 0])),
+        "uint64": lambda: pa.array(np.full(n, 2**64 - 1, dtype=np.uint64)),
+        "float": lambda: pa.array(cycle([math.nan, math.inf, -0.0, 1e308])),
+        "float16": lambda: pa.array(np.ones(n, dtype=np.float16)),
+        "bool": lambda: pa.array([True] * n),
+        "text": lambda: pa.array(cycle(["", "1.5", "[1]", "2023-01-01", "x"])),
+        "large text": lambda: pa.array(["i1"] * n, pa.large_string()),
+        "binary": lambda: pa.array([b"i1"] * n, pa.binary()),
+        "bytes, not text": lambda: pa.array([b"\xa8\xff"] * n, pa.binary()),
+        "dictionary": lambda: pa.array(cycle(["a", "b"])).dictionary_encode(),
+        "nulls": lambda: pa.nulls(n),
+        "typed nulls": lambda: pa.nulls(n, pa.string()),
+        "list of text": lambda: pa.array([["i1", None, ""]] * n, pa.list_(pa.string())),
+        "list of binary": lambda: pa.array([[b"i1"]] * n, pa.list_(pa.binary())),
+        "list of ints": lambda: pa.array([[1, -5]] * n),
+        "list of lists": lambda: pa.array([[[1], []]] * n),
+        "struct": lambda: pa.array([{"item": "i1", "action": 1, "time": 5}] * n),
+        "events": lambda: pa.array([[{"item": "i1", "action": None, "time": 10**12}]] * n),
+        "timestamp": lambda: pa.array(
+            [datetime.datetime(2023, 1, 1)] * n, pa.timestamp("ms", "UTC")
+        ),
+        "date": lambda: pa.array([datetime.date(2023, 1, 1)] * n),
+        "decimal": lambda: pa.array([decimal.Decimal("1.25")] * n),
+        "map": lambda: pa.array([[("a", 1)]] * n, pa.map_(pa.string(), pa.int64())),
+    }
+
+
+@FUZZ
+@given(
+    column=st.sampled_from(["user_id", "item_id", "age", "timestamp", "genres", "history", "x"]),
+    kind=st.sampled_from(sorted(_column_makers(0))),
+    rows=st.integers(1, 5),
+)
+def test_fuzzed_column_types_to_score_are_encoded_or_refused_naming_row_and_column(
+    column: str, kind: str, rows: int, ml100k
+) -> None:
+    """What `nas predict` reads from a Parquet file: a column of any Arrow type, encoded by
+    columns (``table_features``) or, where those decline, by its rows, which encode or
+    refuse naming the row and the column; never a traceback."""
+    import pyarrow as pa
+
+    from nas.data.raw import RawInputError
+    from nas.data.raw_table import table_features
+
+    read = ml100k.raw_rows("test", rows)
+    for row in read:  # [item, rating, time] triples mix types: as Parquet's event structs
+        row["history"] = [
+            dict(zip(("item", "action", "time"), e, strict=True)) for e in row["history"]
+        ]
+    table = pa.Table.from_pylist(read)
+    values = _column_makers(rows)[kind]()
+    if column in table.column_names:
+        table = table.set_column(table.column_names.index(column), column, values)
+    else:
+        table = table.append_column(column, values)
+    form, schema = ml100k.raw_form(), ml100k.schema
+    features = table_features(form, table, schema)
+    if features is None:
+        try:
+            features = form.features(table.to_pylist(), schema)
+        except RawInputError as err:
+            assert re.match(rf"row \d: '{re.escape(column)}(\[\w+\])?' ", str(err)), err
+            assert len(str(err)) < 2_000, "a long value was echoed"
+            return
+    assert features.categorical.shape[0] == rows
