@@ -56,7 +56,8 @@ def add_commands(commands) -> None:
         "source",
         metavar="SOURCE",
         help="a .parquet, .csv, .tsv or .jsonl file (compressed: .gz, .bz2, .zst), a folder of "
-        "them or a quoted glob ('logs/*.parquet')",
+        "them (its partition folders, date=2024-05-07/, are columns) or a quoted glob "
+        "('logs/*.parquet')",
     )
     schema.add_argument(
         "--out", required=True, type=new_file(".yaml"), metavar="FILE.yaml", help="the new file"

@@ -40,7 +40,8 @@ def add_command(commands) -> None:
         metavar="ROWS",
         help="rows as JSON lines (.jsonl), a JSON array or an MLflow request body (.json), "
         "CSV (.csv), TSV (.tsv) or "
-        "Parquet: a file, a folder of files of one format (a day's parts) or a quoted glob "
+        "Parquet: a file, a folder of files of one format (a day's parts; partition folders, "
+        "date=2024-05-07/, are columns) or a quoted glob "
         "pattern ('logs/2024-05-07/*.parquet')",
     )
     predict.add_argument(
