@@ -214,7 +214,9 @@ def read_sample(
     # binary columns as their text where they hold text (Spark's), else left out as bytes;
     # the columns of the folders they are in (date=2024-05-07/)
     tables = [
-        with_partitions(binary_as_text(table, valid_only=True), partitions(path, root or path))
+        with_partitions(
+            binary_as_text(table, valid_only=True), partitions(path, root) if root else {}
+        )
         for path, table in zip(chosen, tables, strict=True)
     ]
     joined = _joined(tables)
