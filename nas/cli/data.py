@@ -253,6 +253,19 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             f"{name}{more} read line by line, several times slower: Arrow's reader stopped at "
             f"{why}; a key of one JSON type on every row (ids all numbers or all text) keeps it",
         )
+    if skipped := m.get("skipped_lines"):
+        lines = sum(s["lines"] for s in skipped.values())
+        name, first = next((n, s["first"]) for n, s in skipped.items())
+        said = [f"{lines / (lines + m['rows']):.2%} of the lines read"]
+        if len(skipped) > 1:
+            said.append(f"in {len(skipped)} files")
+        if m["source"].get("format") == "jsonl":
+            said.append("read line by line, several times slower")
+        table.add_row(
+            styled("warning", "yellow"),
+            f"{lines:,} line{'s' * (lines > 1)} passed by as not rows (source.on_bad_lines: "
+            f"skip; {'; '.join(said)}): the first, {name}: {first}",
+        )
     for column, lacking in m.get("absent_columns", {}).items():
         more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
         named = ", ".join(lacking[:3]) + more
@@ -297,6 +310,7 @@ def _dataset_summary(dataset, span: tuple[int, int] | None) -> dict:
         "schema",
         "absent_columns",
         "read_by_line",
+        "skipped_lines",
     )
     summary = {k: m[k] for k in keys if k in m}
     if span:
@@ -347,6 +361,9 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         declared += ', delimiter: "\\t"'
     if source.columns:
         declared += f", header: false, columns: [{', '.join(source.columns)}]"
+    skipped = sample.skipped
+    if skipped.lines:  # lines that are not rows: prepare would refuse the source
+        declared += ", on_bad_lines: skip"
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
     try:
         draft = infer_schema(sample, name, declared, labels, args.tz)
@@ -368,6 +385,9 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
                 "out": str(args.out),
                 "header": source.columns is None,
                 "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
+                "bad_lines": {"lines": skipped.lines, "first": skipped.first}
+                if skipped.lines
+                else None,
             }
         )
         return
@@ -383,6 +403,12 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         title += (
             f"; no header (its first line holds values like the lines below it): columns "
             f"named c1 to c{len(source.columns)} (rename them in source.columns)"
+        )
+    if skipped.lines:
+        title += (
+            f"; {skipped.lines:,} line{'s' * (skipped.lines > 1)} read not a row "
+            f"({skipped.first}): the draft says on_bad_lines: skip, so prepare passes such "
+            "lines by, counted (remove it to refuse them)"
         )
     table_out = Table(title=title, title_justify="left")
     for column in ("column", "type", "taken as", "why"):
@@ -469,8 +495,10 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
         head.add_column("last time (UTC)")
     for split, rows in figures["split_sizes"].items():
         rates = [f"{figures['labels'][label][split]:.4f}" for label in figures["labels"]]
-        span = [_minute(times.get(split, {}).get(k, "")) for k in ("first", "last")]
-        head.add_row(split, f"{rows:,}", *rates, *(span if times else []))
+        span = (
+            [_minute(times.get(split, {}).get(k, "")) for k in ("first", "last")] if times else []
+        )
+        head.add_row(split, f"{rows:,}", *rates, *span)
     out.print(head)
     out.print(
         f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]}); "

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nas.core.errors import ConfigError, DataError, shown
+from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import binary_as_text, partitions, text_fault, with_partitions
@@ -47,6 +47,7 @@ from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
     SAMPLE_PARTS,
+    Skipped,
     as_text,
     bare_returns,
     blank,
@@ -54,6 +55,7 @@ from nas.data.source_rows import (
     csv_parsing,
     json_batch,
     json_block,
+    json_object,
     json_objects,
     spread_parts,
 )
@@ -182,11 +184,12 @@ class Draft:
 class Sample:
     """Rows of a source's files as Arrow reads them, joined: ``files``, the files read;
     ``absent``, each column some of them lack (no label or key, then), with the first that
-    does."""
+    does; ``skipped``, the lines read that are not rows (``on_bad_lines``), passed by."""
 
     table: pa.Table
     files: list[Path]
     absent: dict[str, Path] = field(default_factory=dict)
+    skipped: Skipped = field(default_factory=Skipped)
 
 
 def read_sample(
@@ -207,7 +210,13 @@ def read_sample(
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
     each = max(1, rows // len(chosen))
-    tables = [_file_sample(path, fmt, delimiter, each, columns) for path in chosen]
+    skipped, tables = Skipped(), []
+    for path in chosen:
+        passed = Skipped()
+        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed))
+        if passed.lines:
+            skipped.lines += passed.lines
+            skipped.first = skipped.first or f"{path.name}: {passed.first}"
     for path, table in zip(chosen, tables, strict=True):
         if fault := text_fault(table, None):  # (its rows spread over the file: none named)
             raise ConfigError("SOURCE", f"{path}: {fault}")
@@ -228,7 +237,7 @@ def read_sample(
         for column in joined.column_names
         if any(column not in t.column_names for t in tables)
     }
-    return Sample(joined, chosen, absent)
+    return Sample(joined, chosen, absent, skipped)
 
 
 def _joined(tables: list[pa.Table]) -> pa.Table:
@@ -267,28 +276,35 @@ def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _file_sample(
-    path: Path, fmt: str, delimiter: str, rows: int, columns: list[str] | None = None
+    path: Path,
+    fmt: str,
+    delimiter: str,
+    rows: int,
+    columns: list[str] | None,
+    passed: Skipped,
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them, from ``SAMPLE_PARTS`` places spread
     over it (a column that its first rows hold nothing of, one added to a large file's rows
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a line
     of CSV or JSON lines, as prepare reads them). A compressed file, read from its start:
-    its first rows (at most 8 MiB of text)."""
+    its first rows (at most 8 MiB of text). A line that is not a row: passed by into
+    ``passed``."""
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
-                return _csv_sample(parts, delimiter, columns)
-            return _json_sample(path, [line for part in parts for line in part if line.strip()])
+                return _csv_sample(parts, delimiter, columns, passed)
+            lines = [line for part in parts for line in part if line.strip()]
+            return _json_sample(lines, passed)
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
             reader = pacsv.open_csv(
                 path,
                 read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES, column_names=columns),
-                parse_options=csv_parsing(delimiter),
+                parse_options=csv_parsing(delimiter, passed),
             )
             return _first_rows(reader, rows)
         import pyarrow.json as pajson
@@ -297,7 +313,8 @@ def _file_sample(
             options = pajson.ReadOptions(block_size=SAMPLE_BYTES)
             return _first_rows(pajson.open_json(path, read_options=options), rows)
         except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
-            return _objects_table(list(itertools.islice(json_objects(path), rows)))
+            found = itertools.islice(json_objects(path, passed=passed), rows)
+            return _objects_table([objects for _, objects in found])
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a damaged file
         reason = " ".join(str(err).split())[:200]
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
@@ -323,12 +340,13 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
 
 
 def _csv_sample(
-    parts: list[list[bytes]], delimiter: str, columns: list[str] | None = None
+    parts: list[list[bytes]], delimiter: str, columns: list[str] | None, passed: Skipped
 ) -> pa.Table:
     """A CSV file's parts, the header first (else ``columns`` name them), each as Arrow reads
     it under the header (as one block: each column's type from every line), joined as files'
-    rows are; a part that does not parse (it began inside a quoted text that breaks lines)
-    is passed by."""
+    rows are; the first part's rows of too many or too few fields passed by into ``passed``,
+    and any other part that does not parse (it may have begun inside a quoted text that
+    breaks lines) passed by whole."""
     import pyarrow.csv as pacsv
 
     header: list[bytes] = []
@@ -346,7 +364,7 @@ def _csv_sample(
                 pacsv.read_csv(
                     pa.BufferReader(text),
                     read_options=pacsv.ReadOptions(block_size=len(text) + 1, column_names=columns),
-                    parse_options=csv_parsing(delimiter),
+                    parse_options=csv_parsing(delimiter, passed if i == 0 else None),
                 )
             )
         except pa.ArrowInvalid:
@@ -355,24 +373,21 @@ def _csv_sample(
     return _joined(tables)
 
 
-def _json_sample(path: Path, lines: list[bytes]) -> pa.Table:
+def _json_sample(lines: list[bytes], passed: Skipped) -> pa.Table:
     """JSON lines as Arrow reads them in one block (``json_block``), or where a column mixes
-    JSON types, as Python's json reads them (``_objects_table``)."""
+    JSON types or a line is not an object (passed by into ``passed``), as Python's json
+    reads them (``_objects_table``)."""
     try:
         return json_block(lines)
     except pa.ArrowInvalid:
         pass
     objects = []
     for line in lines:
-        try:
-            found = json.loads(line)
-        except ValueError as err:
-            written = shown(line.decode(errors="replace").strip())
-            why = getattr(err, "msg", err)
-            raise DataError(path, f"has a line that is not JSON ({why}): {written}") from None
-        if not isinstance(found, dict):
-            raise DataError(path, f"has a line that holds {shown(found)}, not an object")
-        objects.append(found)
+        found, problem = json_object(line)
+        if found is None:
+            passed.add(f"a line {problem}")
+        else:
+            objects.append(found)
     return _objects_table(objects)
 
 

@@ -101,6 +101,11 @@ def prepare_schema_file(
     extra = {**(extra or {}), **({"absent_columns": absent} if absent else {})}
     if reader.by_line:  # (a JSON writer's types mixed: said, so that it may be mended)
         extra["read_by_line"] = {path.name: why for path, why in reader.by_line.items()}
+    if reader.skipped:  # on_bad_lines: skip
+        extra["skipped_lines"] = {
+            path.name: {"lines": passed.lines, "first": passed.first}
+            for path, passed in reader.skipped.items()
+        }
     if schema.source.format == "csv" and not schema.source.header:  # served files read so
         extra["csv_columns"] = list(schema.source.columns or ())
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})

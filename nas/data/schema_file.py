@@ -76,6 +76,12 @@ class Source(_Strict):
     # numeric times (keys.timestamp, a derived field's column, a history's events): unix
     # seconds, or milliseconds, microseconds or nanoseconds since 1970
     time_unit: Literal["s", "ms", "us", "ns"] = "s"
+    # csv, jsonl: a line that is not a row (a CSV row of more or fewer fields than the
+    # header's, a JSON line that does not parse or holds no object, a line a writer killed
+    # mid-write left cut off) refuses the source (error), or is passed by, counted, and told
+    # by `nas data prepare` (skip), as pandas' on_bad_lines. A row whose values do
+    # not fit its declaration (a label of 2, text for a number) is refused either way.
+    on_bad_lines: Literal["error", "skip"] = "error"
 
     @property
     def per_second(self) -> int:
@@ -88,6 +94,8 @@ class Source(_Strict):
             self.delimiter != "," or not self.header or self.columns is not None
         ):
             raise ValueError("delimiter, header and columns apply to format csv only")
+        if self.format == "parquet" and self.on_bad_lines != "error":
+            raise ValueError("on_bad_lines applies to formats csv and jsonl (Parquet has no lines)")
         if self.format == "csv" and not self.header and not self.columns:
             raise ValueError("a csv file without a header needs columns: [its column names]")
         if self.columns is not None and len(set(self.columns)) != len(self.columns):
@@ -565,10 +573,11 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    # time_unit and tz unsaid, as before they existed: caches prepared before stay current
+    # time_unit, on_bad_lines and tz unsaid where they are the defaults, as before they
+    # existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
-    if schema.source.time_unit == "s":
-        unsaid["source"] = {"time_unit"}
+    defaults = {"time_unit": "s", "on_bad_lines": "error"}
+    unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(
         json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()
     )

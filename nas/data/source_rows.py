@@ -45,6 +45,28 @@ SAMPLE_ROWS = 40_000  # a JSON-lines file's rows read for its keys' types
 COMPRESSED = (".gz", ".bz2", ".lz4", ".zst", ".br")  # the names Arrow's readers decompress
 
 
+BAD_LINES_HINT = "to pass such lines by, counted and told, give the source on_bad_lines: skip"
+
+
+@dataclass
+class Skipped:
+    """Lines of a source passed by as not rows (``on_bad_lines: skip``): how many, and the
+    first's place and why."""
+
+    lines: int = 0
+    first: str = ""
+
+    def add(self, what: str) -> None:
+        self.lines += 1
+        self.first = self.first or what
+
+    def csv_row(self, row) -> str:
+        """Arrow's ``invalid_row_handler``: the row counted and passed by."""
+        fields = f"{row.actual_columns} fields, not {row.expected_columns}"
+        self.add(f"a row of {fields}: {_cut(row.text.encode())}")
+        return "skip"
+
+
 @dataclass
 class Batch:
     file: Path
@@ -94,6 +116,9 @@ class Rows:
         self._asked: set[str] = set()
         # JSON lines read line by line in Python (several times slower), and why
         self.by_line: dict[Path, str] = {}
+        # csv, jsonl under on_bad_lines: skip: per file, the lines passed by as not rows
+        self.skip = schema.source.on_bad_lines == "skip"
+        self.skipped: dict[Path, Skipped] = {}
 
     def check_columns(self) -> None:
         """Before reading any row: every file but a blank text one (a day of no rows written
@@ -176,14 +201,14 @@ class Rows:
             if fmt == "csv":
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
-                return list(self._open_csv(path, None).schema.names)
+                return list(self._open_csv(path, None, Skipped()).schema.names)
             first = self._open_json(path).schema
             self._json_types[path] = json_types(path, first, self.schema.columns())
             return list(self._json_types[path].names)
         except pa.ArrowInvalid as err:
-            if fmt == "jsonl" and _mixed_json_types(err):
-                return _json_keys(path)
-            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
+            if fmt == "jsonl":  # mixed types, or a line that is not JSON: Python finds which
+                return _json_keys(path, Skipped() if self.skip else None)
+            raise DataError(path, f"is not readable as {fmt}: {self._csv_fault(err)}") from None
         # UnicodeDecodeError: a damaged Parquet footer whose column names are not UTF-8
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
@@ -198,15 +223,16 @@ class Rows:
         added = {c: v for c, v in found.items() if c in columns and c not in held}
         columns = [c for c in columns if c not in absent and c not in added]
         columns = columns or [c for c in self._required if c not in added][:1] or held[:1]
+        passed = Skipped()  # the same lines on every pass over the file
         try:
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
                 batches = pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
-                batches = self._open_csv(path, columns)
+                batches = self._open_csv(path, columns, passed)
             else:
-                batches = self._json(path, columns)
+                batches = self._json(path, columns, passed)
             first = 1
             for batch in batches:
                 if fmt != "csv":
@@ -218,13 +244,25 @@ class Rows:
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
         # a truncated .gz, the disk
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(path, f"could not be read as {fmt}: {_first_line(err)}") from None
+            raise DataError(path, f"could not be read as {fmt}: {self._csv_fault(err)}") from None
+        if passed.lines:
+            self.skipped[path] = passed
 
-    def _json(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    def _csv_fault(self, err: Exception) -> str:
+        """Arrow's reason; at a CSV row of too many or too few fields, what would pass it by."""
+        reason = _first_line(err)
+        # ("Row #12: " where Arrow's reader knows the row's number)
+        if re.match(r"CSV parse error: (Row #\d+: )?Expected", reason) and not self.skip:
+            reason += f" ({BAD_LINES_HINT})"
+        return reason
+
+    def _json(self, path: Path, columns: list[str], passed: Skipped) -> Iterator[pa.RecordBatch]:
         """Arrow's reader, or from where a column asked for mixes JSON types (ids written as
         numbers on some rows and as strings on others, which Arrow refuses), shows up when
-        its first rows lacked it, or Arrow reads a batch wrong, the file line by line in
-        Python, several times slower, each mixed column's values as their JSON text."""
+        its first rows lacked it, Arrow reads a batch wrong, or a line is not a row (which
+        Python's reader then names, or under on_bad_lines: skip passes by into ``passed``),
+        the file line by line in Python, several times slower, each mixed column's values as
+        their JSON text."""
         done = 0
         # the columns asked for, each of a type json_types found: read as those types, other
         # keys passed by (one that shows up later, or changes type, no longer matters)
@@ -237,28 +275,30 @@ class Rows:
                 try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
                     record.validate()
                 except pa.ArrowInvalid:
-                    self.by_line.setdefault(path, "a list whose first items are null")
+                    why = "a list whose first items are null"
                     break
                 yield record
                 done += record.num_rows
             else:
                 return
         except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
-            if not (typed or _mixed_json_types(err)):
-                raise
             # "JSON parse error: Column(/id) changed from string to number in row 5": the
             # row is the block's
             why = re.sub(r"^JSON parse error: | in row \d+$", "", _first_line(err))
-            self.by_line.setdefault(path, why)
         lists = {c for c in columns if self._kinds[c] == "list"}
         events = {  # history columns: their events made into structs at once
             c: event_names(f)
             for c in lists
             if (f := self.schema.reading(c)).type == "sequence" and f.sep is None
         }
-        yield from _json_by_line(path, columns, lists, events, skip=done)
+        skipping = passed if self.skip else None
+        yield from _json_by_line(path, columns, lists, events, done, skipping)
+        if not passed.lines:  # (where lines were passed by, that is why)
+            self.by_line.setdefault(path, why)
 
-    def _open_csv(self, path: Path, columns: list[str] | None):
+    def _open_csv(self, path: Path, columns: list[str] | None, passed: Skipped):
+        """Arrow's streaming reader of the ``columns`` (None: every one); under on_bad_lines:
+        skip, a row of too many or too few fields passed by into ``passed``."""
         import pyarrow.csv as pacsv
 
         source = self.schema.source
@@ -266,7 +306,7 @@ class Rows:
             block_size=BLOCK_BYTES,
             column_names=list(source.columns) if not source.header else None,
         )
-        parse = csv_parsing(source.delimiter)
+        parse = csv_parsing(source.delimiter, passed if self.skip else None)
         # Declared text stays text (an id column of digits in one block and letters in the
         # next would otherwise change type mid-file); numbers are parsed by _convert.
         types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
@@ -328,13 +368,18 @@ def _mixed_json_types(err: Exception) -> bool:
     return "changed from" in str(err) or "unexpected field" in str(err)
 
 
-def csv_parsing(delimiter: str):
+def csv_parsing(delimiter: str, passed: Skipped | None = None):
     """CSV as prepare (and a draft's sample) parses it: a quoted text may break lines (a
     comment, a title), so Arrow's chunker finds rows' ends by their quotes, at no cost
-    measured (1M rows: 0.23-0.25 s either way)."""
+    measured (1M rows: 0.23-0.25 s either way). ``passed``: where a row of too many or too
+    few fields is counted and passed by (else refused)."""
     import pyarrow.csv as pacsv
 
-    return pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+    return pacsv.ParseOptions(
+        delimiter=delimiter,
+        newlines_in_values=True,
+        invalid_row_handler=passed.csv_row if passed is not None else None,
+    )
 
 
 def compressed(path: Path) -> bool:
@@ -416,9 +461,13 @@ def json_block(lines: list[bytes]) -> pa.Table:
     return pajson.read_json(pa.BufferReader(text), read_options=options)
 
 
-def json_objects(path: Path, skip: int = 0) -> Iterator[dict]:
+def json_objects(
+    path: Path, skip: int = 0, passed: Skipped | None = None
+) -> Iterator[tuple[int, dict]]:
     """The object on each non-empty line of a JSON-lines file (compressed as its name says,
-    as Arrow's reader reads it), after the first ``skip`` of them (passed by unparsed)."""
+    as Arrow's reader reads it), with its line's number, after the first ``skip`` of them
+    (passed by unparsed). A line that is not an object is refused, or with ``passed``,
+    counted there and passed by."""
     with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -426,19 +475,37 @@ def json_objects(path: Path, skip: int = 0) -> Iterator[dict]:
             if skip:
                 skip -= 1
                 continue
-            try:
-                found = json.loads(line)
-            except ValueError as err:
-                raise DataError(path, f"is not JSON: {err}", line=number) from None
-            if not isinstance(found, dict):
-                raise DataError(path, f"holds {shown(found)}, not an object", line=number)
-            yield found
+            found, problem = json_object(line)
+            if found is not None:
+                yield number, found
+            elif passed is None:
+                raise DataError(path, f"{problem} ({BAD_LINES_HINT})", line=number)
+            else:
+                passed.add(f"line {number} {problem}")
 
 
-def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
-    """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen."""
+def json_object(line: bytes) -> tuple[dict | None, str]:
+    """A JSON line's object, or None and why the line is not one."""
+    try:
+        found = json.loads(line)
+    except ValueError as err:  # (UnicodeDecodeError among them)
+        return None, f"is not JSON ({getattr(err, 'msg', err)}): {_cut(line)}"
+    if not isinstance(found, dict):
+        return None, f"holds {shown(found)}, not an object"
+    return found, ""
+
+
+def _cut(line: bytes, most: int = 80) -> str:
+    """A line as shown in a message: its text, cut short."""
+    text = line.decode(errors="replace").strip()
+    return shown(text if len(text) <= most else text[:most] + "...")
+
+
+def _json_keys(path: Path, passed: Skipped | None, rows: int = 10_000) -> list[str]:
+    """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen (a
+    line that is not one refused, or with ``passed``, passed by)."""
     keys: dict[str, None] = {}
-    for i, found in enumerate(json_objects(path)):
+    for i, (_, found) in enumerate(json_objects(path, passed=passed)):
         keys.update(dict.fromkeys(found))
         if i + 1 == rows:
             break
@@ -446,14 +513,19 @@ def _json_keys(path: Path, rows: int = 10_000) -> list[str]:
 
 
 def _json_by_line(
-    path: Path, columns: list[str], lists: set[str], events: dict[str, tuple], skip: int
+    path: Path,
+    columns: list[str],
+    lists: set[str],
+    events: dict[str, tuple],
+    skip: int,
+    passed: Skipped | None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows after the first ``skip`` as record batches, read by Python's json (``events``:
-    history columns, by their events' field names). Refused as Arrow's types would be: a
-    list or an object in a column other than ``lists``, a number with a fraction or a
-    boolean in a list."""
+    history columns, by their events' field names; ``passed``: as ``json_objects``). Refused
+    as Arrow's types would be: a list or an object in a column other than ``lists``, a
+    number with a fraction or a boolean in a list."""
     chunk: list[dict] = []
-    for row, found in enumerate(json_objects(path, skip), start=skip):
+    for line, found in json_objects(path, skip, passed):
         for column in columns:
             value = found.get(column)
             if column not in lists and isinstance(value, list | dict):
@@ -466,7 +538,7 @@ def _json_by_line(
                 problem = f"holds {shown(value)}; a list of ids (texts or integers) is needed"
             else:
                 continue
-            raise DataError(path, f"row {row + 1}: column {column!r} {problem}")
+            raise DataError(path, f"column {column!r} {problem}", line=line)
         chunk.append(found)
         if len(chunk) == BATCH_ROWS:
             yield json_batch(chunk, _keys_held(chunk, columns), events)

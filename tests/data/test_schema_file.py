@@ -1932,3 +1932,131 @@ def test_a_feature_column_added_to_the_logs_later_is_missing_on_the_older_files(
     with pytest.raises(DataError, match="has no row with the key 'siet'"):
         prepare_dataset(str(yaml), tmp_path / "c7")
     assert not (tmp_path / "c7" / "my_ctr").exists()
+
+
+def _bad_lines(fmt: str, lines: list[str]) -> tuple[list[str], list[int]]:
+    """A text source's lines with lines that are not rows put among them (two within its
+    first half, and last a copy of the last row cut off, as a writer killed mid-write leaves
+    it); the 1-based numbers of the lines put in."""
+    header = 1 if fmt == "csv" else 0
+    rows = lines[header:]
+    if fmt == "csv":  # a row of a field too many, one of a field too few, one cut off
+        extra, short = rows[5] + "\tx", "\t".join(rows[7].split("\t")[:-1])
+        cut = "\t".join(rows[-1].split("\t")[:3])
+    else:  # not an object, not JSON, cut off
+        extra, short, cut = "[1, 2]", '{"click": 1, "like"', rows[-1][: len(rows[-1]) // 2]
+    damaged = [*lines[:header], *rows[:100], extra, *rows[100:300], short, *rows[300:], cut]
+    numbers = [header + 101, header + 302, len(damaged)]
+    return damaged, numbers
+
+
+def _rounded(found):
+    """JSON with its numbers to 12 digits."""
+    if isinstance(found, dict):
+        return {k: _rounded(v) for k, v in found.items()}
+    if isinstance(found, list):
+        return [_rounded(v) for v in found]
+    return float(f"{found:.12g}") if isinstance(found, float) else found
+
+
+@pytest.mark.parametrize("block", [None, 4096], ids=["one-block", "many-blocks"])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_lines_that_are_not_rows_are_refused_or_passed_by_as_on_bad_lines_says(
+    tmp_path: Path, capsys, monkeypatch, fmt: str, block: int | None
+) -> None:
+    """A log with lines that are not rows (a CSV row of a field too many or too few, a JSON
+    line that does not parse or holds no object, the last line cut off mid-write) refused
+    the whole source, the JSON lines' errors naming a block's row ("in row 23"), never the
+    line. Now the source's first such line is named (a JSON line by its number) with what
+    would pass it by, and under ``on_bad_lines: skip`` the lines are passed by: the dataset
+    byte for byte the one prepared from the file without them, the lines counted in its
+    manifest and told by prepare. `nas data schema` drafts ``on_bad_lines: skip`` where its
+    sample holds such lines, and says so."""
+    import yaml
+
+    from nas.data import source_rows
+
+    if block:  # lines that are not rows in other blocks than the first (else all in one)
+        monkeypatch.setattr(source_rows, "BLOCK_BYTES", block)
+    clean = schema_file(tmp_path / "clean", fmt)
+    name = "logs.tsv" if fmt == "csv" else "logs.jsonl"
+    text = (tmp_path / "clean" / "data" / name).read_text().splitlines()
+    damaged, numbers = _bad_lines(fmt, text)
+    folder = tmp_path / "damaged"
+    path = schema_file(folder, fmt, name="damaged")
+    source = folder / "data" / name
+    source.write_text("\n".join(damaged))  # (no line end after the cut-off line)
+    cache = tmp_path / "cache"
+    first = damaged[numbers[0] - 1]
+    with pytest.raises(DataError) as refused:
+        prepare_dataset(str(path), cache)
+    said = str(refused.value)
+    assert said.startswith(f"{source}") and "on_bad_lines: skip" in said, said
+    if fmt == "jsonl":
+        assert f", line {numbers[0]}: holds [1, 2], not an object" in said, said
+    else:
+        assert f"Expected {len(text[0].split())} columns, got" in said and first in said, said
+    assert not cache.exists() or not any(cache.iterdir())
+
+    skipping = path.read_text().replace(
+        f"path: data/{name}", f"path: data/{name}, on_bad_lines: skip"
+    )
+    assert skipping != path.read_text()
+    path.write_text(skipping)
+    dataset, _ = prepare_dataset(str(path), cache)
+    reference, _ = prepare_dataset(str(clean), tmp_path / "reference")
+    assert dataset.manifest["rows"] == reference.manifest["rows"] == len(text) - (fmt == "csv")
+    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
+    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for array in arrays:
+        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+    forms = [json.loads((d.root / "raw_form.json").read_text()) for d in (reference, dataset)]
+    assert _rounded(forms[0]) == _rounded(forms[1])  # (sums over other blocks: other roundings)
+    skipped = dataset.manifest["skipped_lines"]
+    assert list(skipped) == [name] and skipped[name]["lines"] == len(numbers)
+    if fmt == "jsonl":
+        assert skipped[name]["first"].startswith(f"line {numbers[0]} holds [1, 2]")
+    else:
+        assert skipped[name]["first"].startswith("a row of 11 fields, not 10")
+    assert main(["data", "prepare", str(path), "--cache-dir", str(cache)]) == 0
+    shown_ = " ".join(capsys.readouterr().out.split())
+    assert "3 lines passed by as not rows (source.on_bad_lines: skip;" in shown_, shown_
+
+    # the draft: lines that are not rows in its sample (the first one, at the file's start)
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(source), "--out", str(out)]) == 0
+    told = " ".join(capsys.readouterr().out.split())
+    assert "the draft says on_bad_lines: skip" in told, told
+    assert yaml.safe_load(out.read_text())["source"]["on_bad_lines"] == "skip"
+    assert main(["data", "prepare", str(out), "--cache-dir", str(cache)]) == 0
+    capsys.readouterr()
+
+
+def test_on_bad_lines_is_checked_and_its_default_keeps_caches_current(tmp_path: Path) -> None:
+    """Parquet has no lines to pass by: ``on_bad_lines`` there is refused, naming the field.
+    Said as its default (``error``), it keeps a dataset prepared before it existed current."""
+    path = schema_file(tmp_path, "parquet")
+    cache = tmp_path / "cache"
+    prepare_dataset(str(path), cache)
+    plain = path.read_text()
+    path.write_text(
+        plain.replace("path: data/*.parquet", "path: data/*.parquet, on_bad_lines: error")
+    )
+    _, reused = prepare_dataset(str(path), cache)
+    assert reused
+    path.write_text(
+        plain.replace("path: data/*.parquet", "path: data/*.parquet, on_bad_lines: skip")
+    )
+    with pytest.raises(ConfigError, match=r"source: on_bad_lines applies to formats csv and jsonl"):
+        prepare_dataset(str(path), cache)
+
+
+def test_inspect_shows_a_dataset_without_times(tmp_path: Path, capsys) -> None:
+    """`nas data inspect` of a dataset with no ``keys.timestamp`` ended in a traceback (it
+    read each split's first and last time from a profile that holds none)."""
+    path = schema_file(tmp_path, "parquet", split="{method: random, valid: 0.1, test: 0.1}")
+    path.write_text(path.read_text().replace(", timestamp: ts}", "}"))
+    cache = str(tmp_path / "cache")
+    assert main(["data", "inspect", str(path), "--cache-dir", cache]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "my_ctr: 600 rows" in said and "first time" not in said, said
