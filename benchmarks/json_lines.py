@@ -1,11 +1,13 @@
 """JSON lines at scale: `nas data prepare` of a JSON-lines source whose writer gained keys
-partway through the file (new fields in a team's logs).
+partway through the file (new fields in a team's logs), or left lines that are not rows.
 
 It writes synthetic click logs (``examples/datasets/make_logs.py``, the columns
-``examples/datasets/my_ctr.yaml`` declares) as one JSON-lines file, twice: as written, and
-with late keys: ``dwell`` (declared) omitted on every row of the first half, a ``promo``
-key (undeclared) on every row of the second. Then, in alternating rounds, it times the
-prepare of each (``--force``, in this process):
+``examples/datasets/my_ctr.yaml`` declares) as one JSON-lines file, three times: as
+written; with late keys: ``dwell`` (declared) omitted on every row of the first half, a
+``promo`` key (undeclared) on every row of the second; and with two lines that are not rows
+(one a tenth of the way in, one cut off at the end, as a writer killed mid-write leaves it),
+under ``on_bad_lines: skip``. Then, in alternating rounds, it times the prepare of each
+(``--force``, in this process):
 
 - the plain file: Arrow's reader throughout (the reference);
 - the file with late keys: the columns asked for read as the types of the file's first
@@ -13,7 +15,9 @@ prepare of each (``--force``, in this process):
   (Arrow's reader throughout);
 - the same file read as prepare read it before: Arrow's reader inferring every key's type
   until the block holding the late key's first row, then line by line with Python's json
-  (the path a column asked for that changes JSON type still takes).
+  (the path a column asked for that changes JSON type still takes);
+- the file with lines that are not rows: each one's block of lines read by line in Python,
+  Arrow's reader throughout the rest.
 
     .venv/bin/python benchmarks/json_lines.py [--rows 500000] [--rounds 2]
         [--folder /tmp/recnas-jsonl]
@@ -38,8 +42,8 @@ SCHEMA = REPO / "examples" / "datasets" / "my_ctr.yaml"
 
 
 def write_sources(folder: Path, rows: int) -> dict[str, Path]:
-    """The logs as JSON lines: ``plain``, and ``late`` (``dwell`` only on the second half, a
-    ``promo`` key added there)."""
+    """The logs as JSON lines: ``plain``, ``late`` (``dwell`` only on the second half, a
+    ``promo`` key added there), and ``bad`` (two lines that are not rows)."""
     import pyarrow.parquet as pq
 
     parquet = folder / "parquet"
@@ -52,7 +56,7 @@ def write_sources(folder: Path, rows: int) -> dict[str, Path]:
         )  # fmt: skip
         tmp.rename(parquet)
     schemas = {}
-    for kind in ("plain", "late"):
+    for kind in ("plain", "late", "bad"):
         data = folder / kind / "data"
         data.mkdir(parents=True, exist_ok=True)
         out = data / "logs.jsonl"
@@ -65,13 +69,17 @@ def write_sources(folder: Path, rows: int) -> dict[str, Path]:
                             row["promo"] = f"p{written % 7}"
                         elif kind == "late":
                             del row["dwell"]
+                        elif kind == "bad" and written == rows // 10:
+                            lines.write(json.dumps(row)[:40] + "\n")
                         lines.write(json.dumps(row) + "\n")
                         written += 1
+                if kind == "bad":
+                    lines.write(json.dumps(row)[:40])
             out.with_suffix(".tmp").rename(out)
         schema = folder / kind / "my_ctr.yaml"
         text = SCHEMA.read_text().replace("name: my_ctr", f"name: jsonl_{kind}")
-        schema.write_text(text.replace("format: parquet, path: data/*.parquet",
-                                       "format: jsonl, path: data/logs.jsonl"))  # fmt: skip
+        source = "format: jsonl, path: data/logs.jsonl" + ", on_bad_lines: skip" * (kind == "bad")
+        schema.write_text(text.replace("format: parquet, path: data/*.parquet", source))
         schemas[kind] = schema
     return schemas
 
@@ -84,8 +92,8 @@ def prepare_seconds(schema: Path, cache: Path, before: bool) -> float:
 
     opened, typed = source_rows.Rows._open_json, source_rows.json_types
 
-    def untyped(path, types=None):
-        return opened(path)
+    def untyped(path, types=None, offset=0):
+        return opened(path, None, offset)
 
     if before:
         source_rows.Rows._open_json = staticmethod(untyped)
@@ -112,6 +120,7 @@ def main() -> None:
         "plain file, Arrow's reader (reference)": (schemas["plain"], False),
         "late keys, Arrow's reader (now)": (schemas["late"], False),
         "late keys, as before (then line by line)": (schemas["late"], True),
+        "2 lines that are not rows, passed by": (schemas["bad"], False),
     }
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):

@@ -260,7 +260,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
         if len(skipped) > 1:
             said.append(f"in {len(skipped)} files")
         if m["source"].get("format") == "jsonl":
-            said.append("read line by line, several times slower")
+            said.append("the blocks holding them read line by line, several times slower")
         table.add_row(
             styled("warning", "yellow"),
             f"{lines:,} line{'s' * (lines > 1)} passed by as not rows (source.on_bad_lines: "

@@ -47,6 +47,7 @@ from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
     SAMPLE_PARTS,
+    JsonLines,
     Skipped,
     as_text,
     bare_returns,
@@ -56,7 +57,6 @@ from nas.data.source_rows import (
     json_batch,
     json_block,
     json_object,
-    json_objects,
     spread_parts,
 )
 
@@ -313,7 +313,7 @@ def _file_sample(
             options = pajson.ReadOptions(block_size=SAMPLE_BYTES)
             return _first_rows(pajson.open_json(path, read_options=options), rows)
         except pa.ArrowInvalid:  # a column mixes JSON types: read as prepare reads it
-            found = itertools.islice(json_objects(path, passed=passed), rows)
+            found = itertools.islice(JsonLines(path, passed).objects(), rows)
             return _objects_table([objects for _, objects in found])
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a damaged file
         reason = " ".join(str(err).split())[:200]

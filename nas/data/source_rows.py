@@ -259,42 +259,55 @@ class Rows:
     def _json(self, path: Path, columns: list[str], passed: Skipped) -> Iterator[pa.RecordBatch]:
         """Arrow's reader, or from where a column asked for mixes JSON types (ids written as
         numbers on some rows and as strings on others, which Arrow refuses), shows up when
-        its first rows lacked it, Arrow reads a batch wrong, or a line is not a row (which
-        Python's reader then names, or under on_bad_lines: skip passes by into ``passed``),
-        the file line by line in Python, several times slower, each mixed column's values as
-        their JSON text."""
-        done = 0
+        its first rows lacked it, or Arrow reads a batch wrong, the file line by line in
+        Python, several times slower, each mixed column's values as their JSON text.
+
+        Where Arrow's reader stops, Python's reads a block's worth of lines from the first
+        row Arrow did not give: a line there that is not a row is refused, naming it, or
+        under on_bad_lines: skip passed by into ``passed``, and Arrow's reader goes on
+        after that block (in an uncompressed file); where none is, the rest is read by
+        line."""
         # the columns asked for, each of a type json_types found: read as those types, other
         # keys passed by (one that shows up later, or changes type, no longer matters)
         known = self._json_types.get(path)
         typed = known is not None and all(c in known.names for c in columns)
         types = pa.schema([known.field(c) for c in columns]) if typed else None
-        try:
-            for record in self._open_json(path, types):
-                record = record.select([c for c in columns if c in record.schema.names])
-                try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past the values
-                    record.validate()
-                except pa.ArrowInvalid:
-                    why = "a list whose first items are null"
-                    break
-                yield record
-                done += record.num_rows
-            else:
-                return
-        except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
-            # "JSON parse error: Column(/id) changed from string to number in row 5": the
-            # row is the block's
-            why = re.sub(r"^JSON parse error: | in row \d+$", "", _first_line(err))
         lists = {c for c in columns if self._kinds[c] == "list"}
         events = {  # history columns: their events made into structs at once
             c: event_names(f)
             for c in lists
             if (f := self.schema.reading(c)).type == "sequence" and f.sep is None
         }
-        skipping = passed if self.skip else None
-        yield from _json_by_line(path, columns, lists, events, done, skipping)
-        if not passed.lines:  # (where lines were passed by, that is why)
-            self.by_line.setdefault(path, why)
+        lines = JsonLines(path, passed if self.skip else None)
+        resumable = self.skip and not compressed(path)
+        while True:
+            done = 0
+            try:
+                for record in self._open_json(path, types, lines.place.offset):
+                    record = record.select([c for c in columns if c in record.schema.names])
+                    try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past values
+                        record.validate()
+                    except pa.ArrowInvalid:
+                        why = "a list whose first items are null"
+                        break
+                    yield record
+                    done += record.num_rows
+                else:
+                    return
+            except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
+                # "JSON parse error: Column(/id) changed from string to number in row 5":
+                # the row is the block's
+                why = re.sub(r"^JSON parse error: | in row \d+$", "", _first_line(err))
+            before = passed.lines
+            most = BLOCK_BYTES if resumable else None
+            yield from _json_by_line(lines, columns, lists, events, done, most)
+            if passed.lines == before:  # Arrow stopped at no line that is not a row: at why
+                self.by_line.setdefault(path, why)
+                if not lines.ended:
+                    yield from _json_by_line(lines, columns, lists, events, 0, None)
+                return
+            if lines.ended:
+                return
 
     def _open_csv(self, path: Path, columns: list[str] | None, passed: Skipped):
         """Arrow's streaming reader of the ``columns`` (None: every one); under on_bad_lines:
@@ -321,14 +334,18 @@ class Rows:
         return pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
 
     @staticmethod
-    def _open_json(path: Path, types: pa.Schema | None = None):
+    def _open_json(path: Path, types: pa.Schema | None = None, offset: int = 0):
         """Arrow's reader, of the types its first block holds, or of ``types`` (other keys
-        passed by)."""
+        passed by), from the line at ``offset`` (of an uncompressed file)."""
         import pyarrow.json as pajson
 
         parse = pajson.ParseOptions(explicit_schema=types, unexpected_field_behavior="ignore")
+        source: Path | pa.NativeFile = path
+        if offset:
+            source = pa.OSFile(str(path))
+            source.seek(offset)
         return pajson.open_json(
-            path,
+            source,
             read_options=pajson.ReadOptions(block_size=BLOCK_BYTES),
             parse_options=parse if types is not None else None,
         )
@@ -461,27 +478,56 @@ def json_block(lines: list[bytes]) -> pa.Table:
     return pajson.read_json(pa.BufferReader(text), read_options=options)
 
 
-def json_objects(
-    path: Path, skip: int = 0, passed: Skipped | None = None
-) -> Iterator[tuple[int, dict]]:
-    """The object on each non-empty line of a JSON-lines file (compressed as its name says,
-    as Arrow's reader reads it), with its line's number, after the first ``skip`` of them
-    (passed by unparsed). A line that is not an object is refused, or with ``passed``,
-    counted there and passed by."""
-    with io.BufferedReader(pa.input_stream(path, compression="detect")) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            if skip:
-                skip -= 1
-                continue
-            found, problem = json_object(line)
-            if found is not None:
-                yield number, found
-            elif passed is None:
-                raise DataError(path, f"{problem} ({BAD_LINES_HINT})", line=number)
-            else:
-                passed.add(f"line {number} {problem}")
+@dataclass(frozen=True)
+class Place:
+    """Where a line of a text file begins: its byte offset, and the lines before it."""
+
+    offset: int = 0
+    lines: int = 0
+
+
+class JsonLines:
+    """A JSON-lines file read line by line with Python's json (compressed as its name says,
+    as Arrow's reader reads it), from ``start`` (in an uncompressed file: compressed ones
+    are read from their start). A line that is not an object is refused, or with ``passed``,
+    counted there and passed by. ``place``: where the line after the last one read begins;
+    ``ended``: whether that was the file's last."""
+
+    def __init__(self, path: Path, passed: Skipped | None = None, start: Place = Place()):
+        self.path, self.passed, self.place, self.ended = path, passed, start, False
+
+    def objects(self, skip: int = 0, most: int | None = None) -> Iterator[tuple[int, dict]]:
+        """The object on each non-empty line, with its line's number, after the first
+        ``skip`` of them (passed by unparsed), until ``most`` bytes were read past those
+        (None: to the file's end)."""
+        start = self.place
+        if compressed(self.path):
+            assert start == Place(), "a compressed file is read from its start"
+            stream = io.BufferedReader(pa.input_stream(self.path, compression="detect"))
+        else:
+            stream = open(self.path, "rb")  # noqa: SIM115 (closed by the with below)
+            stream.seek(start.offset)
+        with stream:
+            offset, number, read = start.offset, start.lines, 0
+            for line in stream:
+                offset, number = offset + len(line), number + 1
+                self.place = Place(offset, number)
+                if not line.strip():
+                    continue
+                if skip:
+                    skip -= 1
+                    continue
+                found, problem = json_object(line)
+                if found is not None:
+                    yield number, found
+                elif self.passed is None:
+                    raise DataError(self.path, f"{problem} ({BAD_LINES_HINT})", line=number)
+                else:
+                    self.passed.add(f"line {number} {problem}")
+                read += len(line)
+                if most is not None and read >= most:
+                    return
+        self.ended = True
 
 
 def json_object(line: bytes) -> tuple[dict | None, str]:
@@ -505,7 +551,7 @@ def _json_keys(path: Path, passed: Skipped | None, rows: int = 10_000) -> list[s
     """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen (a
     line that is not one refused, or with ``passed``, passed by)."""
     keys: dict[str, None] = {}
-    for i, (_, found) in enumerate(json_objects(path, passed=passed)):
+    for i, (_, found) in enumerate(JsonLines(path, passed).objects()):
         keys.update(dict.fromkeys(found))
         if i + 1 == rows:
             break
@@ -513,19 +559,20 @@ def _json_keys(path: Path, passed: Skipped | None, rows: int = 10_000) -> list[s
 
 
 def _json_by_line(
-    path: Path,
+    lines: JsonLines,
     columns: list[str],
     lists: set[str],
     events: dict[str, tuple],
     skip: int,
-    passed: Skipped | None,
+    most: int | None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows after the first ``skip`` as record batches, read by Python's json (``events``:
-    history columns, by their events' field names; ``passed``: as ``json_objects``). Refused
-    as Arrow's types would be: a list or an object in a column other than ``lists``, a
-    number with a fraction or a boolean in a list."""
+    """``lines``' rows after the first ``skip``, up to ``most`` bytes of them (None: all), as
+    record batches, read by Python's json (``events``: history columns, by their events'
+    field names). Refused as Arrow's types would be: a list or an object in a column other
+    than ``lists``, a number with a fraction or a boolean in a list."""
+    path = lines.path
     chunk: list[dict] = []
-    for line, found in json_objects(path, skip, passed):
+    for line, found in lines.objects(skip, most):
         for column in columns:
             value = found.get(column)
             if column not in lists and isinstance(value, list | dict):

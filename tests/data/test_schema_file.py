@@ -2022,6 +2022,15 @@ def test_lines_that_are_not_rows_are_refused_or_passed_by_as_on_bad_lines_says(
     shown_ = " ".join(capsys.readouterr().out.split())
     assert "3 lines passed by as not rows (source.on_bad_lines: skip;" in shown_, shown_
 
+    if fmt == "jsonl":  # compressed: read from its start, by line from the first such line
+        zipped = source.with_name("logs.jsonl.gz")
+        zipped.write_bytes(gzip.compress(source.read_bytes()))
+        path.write_text(path.read_text().replace("logs.jsonl", "logs.jsonl.gz"))
+        again, _ = prepare_dataset(str(path), tmp_path / "gz")
+        assert again.manifest["skipped_lines"]["logs.jsonl.gz"] == skipped[name]
+        for array in arrays:
+            assert np.array_equal(np.load(reference.root / array), np.load(again.root / array))
+
     # the draft: lines that are not rows in its sample (the first one, at the file's start)
     out = tmp_path / "draft.yaml"
     assert main(["data", "schema", str(source), "--out", str(out)]) == 0
