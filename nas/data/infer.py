@@ -49,6 +49,7 @@ from nas.data.source_rows import (
     SAMPLE_PARTS,
     JsonLines,
     Skipped,
+    arrow_reason,
     as_text,
     bare_returns,
     blank,
@@ -316,7 +317,7 @@ def _file_sample(
             found = itertools.islice(JsonLines(path, passed).objects(), rows)
             return _objects_table([objects for _, objects in found])
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:  # a damaged file
-        reason = " ".join(str(err).split())[:200]
+        reason = " ".join(arrow_reason(err).split())[:200]
         raise ConfigError("SOURCE", f"{path} is not readable as {fmt}: {reason}") from None
 
 

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +212,7 @@ class Rows:
             raise DataError(path, f"is not readable as {fmt}: {self._csv_fault(err)}") from None
         # UnicodeDecodeError: a damaged Parquet footer whose column names are not UTF-8
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(path, f"is not readable as {fmt}: {_first_line(err)}") from None
+            raise DataError(path, f"is not readable as {fmt}: {arrow_reason(err)}") from None
 
     def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         fmt = self.schema.source.format
@@ -250,11 +251,16 @@ class Rows:
 
     def _csv_fault(self, err: Exception) -> str:
         """Arrow's reason; at a CSV row of too many or too few fields, what would pass it by."""
-        reason = _first_line(err)
+        reason = arrow_reason(err)
         # ("Row #12: " where Arrow's reader knows the row's number)
-        if re.match(r"CSV parse error: (Row #\d+: )?Expected", reason) and not self.skip:
-            reason += f" ({BAD_LINES_HINT})"
-        return reason
+        if not re.match(r"CSV parse error: (Row #\d+: )?Expected", reason):
+            return reason
+        if "\ufffd" in reason:  # (Arrow shows bytes that are not UTF-8 so)
+            return (
+                f"{reason} (a row whose bytes are not UTF-8 text, which Arrow's reader cannot "
+                "pass by even under on_bad_lines: skip: mend or remove that line)"
+            )
+        return reason if self.skip else f"{reason} ({BAD_LINES_HINT})"
 
     def _json(self, path: Path, columns: list[str], passed: Skipped) -> Iterator[pa.RecordBatch]:
         """Arrow's reader, or from where a column asked for mixes JSON types (ids written as
@@ -297,7 +303,7 @@ class Rows:
             except pa.ArrowInvalid as err:  # (as the types given: a value not of its type)
                 # "JSON parse error: Column(/id) changed from string to number in row 5":
                 # the row is the block's
-                why = re.sub(r"^JSON parse error: | in row \d+$", "", _first_line(err))
+                why = re.sub(r"^JSON parse error: | in row \d+$", "", arrow_reason(err))
             before = passed.lines
             most = BLOCK_BYTES if resumable else None
             yield from _json_by_line(lines, columns, lists, events, done, most)
@@ -392,11 +398,34 @@ def csv_parsing(delimiter: str, passed: Skipped | None = None):
     few fields is counted and passed by (else refused)."""
     import pyarrow.csv as pacsv
 
+    if passed is not None:
+        _quiet_undecodable_rows()
     return pacsv.ParseOptions(
         delimiter=delimiter,
         newlines_in_values=True,
         invalid_row_handler=passed.csv_row if passed is not None else None,
     )
+
+
+def _quiet_undecodable_rows() -> None:
+    """Arrow decodes a CSV row of the wrong width as UTF-8 before it calls
+    ``invalid_row_handler``; where the row's bytes are not UTF-8, that raises inside Arrow,
+    which prints it ("Exception ignored in: ... UnicodeDecodeError") and refuses the file,
+    naming the row (``Rows._csv_fault`` says why). The print is left out: Python's hook for
+    such errors passes that one by (installed once)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "passes_undecodable_rows", False):
+        return
+
+    def hook(unraisable) -> None:
+        handler = getattr(unraisable.object, "__self__", None)
+        if not (
+            isinstance(unraisable.exc_value, UnicodeDecodeError) and isinstance(handler, Skipped)
+        ):
+            previous(unraisable)
+
+    hook.passes_undecodable_rows = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def compressed(path: Path) -> bool:
@@ -638,8 +667,16 @@ def _json_text(value: object, items: bool = True) -> object:
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
-def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+def arrow_reason(err: Exception) -> str:
+    """Arrow's reason, its first line; what Arrow's CSV reader says of a row that does not
+    end in the bytes it reads at a time, said as what it most likely is."""
+    reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+    if "straddling object straddles two block boundaries" in reason:
+        return (
+            f"a row runs on past {BLOCK_BYTES >> 20} MiB of the file: most likely a quoted "
+            'text that never ends (a " that opens a text no " closes)'
+        )
+    return reason
 
 
 def first_row(mask: np.ndarray) -> int:

@@ -2069,3 +2069,32 @@ def test_inspect_shows_a_dataset_without_times(tmp_path: Path, capsys) -> None:
     assert main(["data", "inspect", str(path), "--cache-dir", cache]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "my_ctr: 600 rows" in said and "first time" not in said, said
+
+
+def test_csv_rows_no_reader_passes_by_are_named_without_arrows_noise(
+    tmp_path: Path, capfd, monkeypatch
+) -> None:
+    """Two CSV faults that ``on_bad_lines: skip`` cannot pass by, each refused saying what it
+    is: a row of the wrong width whose bytes are not UTF-8 (Arrow decodes it before its
+    handler sees it, and printed "Exception ignored in ... UnicodeDecodeError" with a
+    traceback), and a quoted text that never ends (Arrow said "straddling object straddles
+    two block boundaries (try to increase block size?)")."""
+    from nas.data import source_rows
+
+    monkeypatch.setattr(source_rows, "BLOCK_BYTES", 4096)
+    path = schema_file(tmp_path, "csv")
+    source = tmp_path / "data" / "logs.tsv"
+    plain = path.read_text()
+    path.write_text(plain.replace("delimiter:", "on_bad_lines: skip, delimiter:"))
+    lines = source.read_bytes().split(b"\n")
+    for damage, said in (
+        (b"\xff\xfe\tx", "a row whose bytes are not UTF-8 text"),
+        (b'"never closed\tx', 'a quoted text that never ends (a " that opens a text no " closes)'),
+    ):
+        source.write_bytes(b"\n".join([*lines[:50], damage, *lines[50:]]))
+        with pytest.raises(DataError) as refused:
+            prepare_dataset(str(path), tmp_path / "cache")
+        assert said in str(refused.value), refused.value
+        assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+        printed = capfd.readouterr()
+        assert "Exception ignored" not in printed.err and "Traceback" not in printed.err
