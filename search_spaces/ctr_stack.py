@@ -107,6 +107,34 @@ def _block_kinds(block: str, params: dict[str, list[Any]], dim: int) -> bool:
     return keeps == {True}
 
 
+def _check_tokens(options: CtrStackOptions, tokens: int) -> None:
+    """The grammar holds where the data gives at least two feature tokens (a mixer keeps at
+    least two); on one (a dataset of one field), a block that needs two (dot, FM) is refused
+    before a search starts, not found in the middle of it."""
+    if tokens >= 2:
+        return
+    needs = []
+    for block in options.blocks:
+        entry = blocks.get_block(block, kind="interaction")
+        params = options.block_params.get(block, {})
+        try:
+            for dim in options.embedding_dims:
+                for name, choices in params.items() or [(None, [None])]:
+                    for choice in choices:
+                        entry.config({name: choice} if name else {}, num_tokens=tokens, dim=dim)
+        except ConfigError:
+            needs.append(block)
+    if needs:
+        takes = [b for b in options.blocks if b not in needs]
+        fix = f"give blocks: [{', '.join(takes)}]" if takes else "give blocks such as mlp, dcnv2"
+        raise ConfigError(
+            "space.options.blocks",
+            f"the dataset gives {tokens} feature token (one field), and {', '.join(needs)} "
+            f"need{'s' * (len(needs) == 1)} at least 2 (with some of their block_params); "
+            f"{fix}, or declare more features",
+        )
+
+
 @dataclass(frozen=True)
 class StackPlan:
     """A stack space as a weight-sharing supernet, as data (``nas.search.supernet.StackSupernet``
@@ -130,6 +158,7 @@ class CtrStack(SearchSpace):
     Options = CtrStackOptions
 
     def __init__(self, options: CtrStackOptions, inputs: SpaceInputs):
+        _check_tokens(options, inputs.num_tokens)
         super().__init__(options, inputs)
         dim = options.embedding_dims[0]
         self.mixers = [

@@ -351,3 +351,39 @@ def test_only_a_trial_on_a_worker_past_the_time_limit_is_killed_and_it_fails_fin
     assert by_number[0].status == "failed" and by_number[0].attempts == 1
     assert by_number[0].error == "ran over resources.max_trial_minutes (1) and was killed"
     assert by_number[1].status == "completed"
+
+
+def test_built_in_baselines_that_do_not_build_on_the_data_are_left_out_and_named(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """On a dataset of one field, DeepFM's FM and DLRM's dot have one token: the default
+    baselines refused the whole search ("deepfm.json: interaction[0].num_tokens: an FM needs
+    at least 2 input tokens"). The built-in ones that do not build are now left out, each
+    named with why (the search header prints them); a baseline the config lists is still
+    refused, as its author asked for it."""
+    from nas.core.errors import ConfigError
+
+    data = tmp_path / "one.csv"
+    rows = [f"s{i % 7},{int(i % 3 == 0)}" for i in range(400)]
+    data.write_text("site,click\n" + "\n".join(rows) + "\n")
+    schema = tmp_path / "one.yaml"
+    schema.write_text(
+        "name: one_field\nsource: {format: csv, path: one.csv}\nlabels: [click]\nkeys: {}\n"
+        "split: {method: random, valid: 0.2, test: 0.2}\n"
+        "features: [{name: site, type: categorical}]\n"
+    )
+    monkeypatch.setenv("RECNAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECNAS_RUNS_DIR", str(runs_with_store(tmp_path)))
+    search = {
+        **{k: v for k, v in SEARCH.items() if k != "baselines"},
+        "dataset": str(schema),
+        "space": {"name": "ctr_stack", "options": {"blocks": ["mlp", "dcnv2"]}},
+    }
+    checked = plan(validate_config(search), tmp_path)
+    assert {name for name, _ in checked.baselines_left_out} == {"deepfm", "dlrm"}
+    assert dict(checked.baselines_left_out)["deepfm"].startswith(
+        "interaction[0].num_tokens: an FM needs at least 2 input tokens"
+    )
+    assert sorted(spec.name for spec in checked.baselines) == ["autoint", "dcnv2"]
+    with pytest.raises(ConfigError, match=r"an FM needs at least 2 input tokens"):
+        plan(validate_config(search | {"baselines": [str(SPECS / "deepfm.json")]}), tmp_path)

@@ -168,6 +168,14 @@ def run_search(registry, search, checked, args: argparse.Namespace) -> int:
                 f"{checked.config.dataset}",
             )
         )
+        if left_out := checked.baselines_left_out:
+            console.print(
+                "baselines left out, as they do not build on "
+                f"{checked.dataset.name}: "
+                + "; ".join(f"{name} ({why})" for name, why in left_out)
+                + " (list the baselines to train under baselines:, or include_baselines: false)",
+                highlight=False,
+            )
     _, search = run_controller(registry, search, Controller, checked, reporter)
     trials = registry.trials(search.id)
     summary = summarize(checked.config, trials)

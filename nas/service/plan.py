@@ -7,7 +7,7 @@ and baselines built, and the services it will talk to (MLflow, Ray) checked reac
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,9 @@ class Plan:
     tracking_uri: str  # checked reachable
     artifact_root: Path | None  # for the default local store; a server chooses its own
     ray_address: str | None  # checked reachable; None: a local Ray
+    # the built-in baselines that do not build on the dataset (DeepFM on one categorical
+    # field): each one's name and why, left out (a baseline the config lists is refused)
+    baselines_left_out: list[tuple[str, str]] = field(default_factory=list)
 
     def strategy(self, registry_url: str, search_id: str) -> Strategy:
         """The search's strategy (Optuna's keeps its study in the registry database)."""
@@ -157,14 +160,22 @@ def plan(
         dataset.schema,
         config.budget.candidates,
     )
-    baselines, seen = [], set()
+    baselines, seen, left_out = [], set(), []
     for i, path in enumerate(config.baseline_paths(config_dir)):
         where = f"{path} (on {dataset.name})"
-        spec = load_baseline(path, dataset.schema, f"baselines[{i}]", where)
+        try:
+            spec = load_baseline(path, dataset.schema, f"baselines[{i}]", where)
+        except ConfigError as err:
+            if config.baselines is not None:  # listed by the config: its author's to mend
+                raise
+            left_out.append(
+                (path.stem, f"{err.field}: {err.message}" if err.field else err.message)
+            )
+            continue
         if spec.arch_id not in seen:
             seen.add(spec.arch_id)
             baselines.append(spec)
-    return Plan(config, dataset, space, baselines, tracking, artifacts, address)
+    return Plan(config, dataset, space, baselines, tracking, artifacts, address, left_out)
 
 
 def same_data(search: Any, dataset: Any) -> None:

@@ -189,3 +189,25 @@ def test_the_modern_spaces_stack_their_own_layer(name: str, block: str) -> None:
     rng = np.random.default_rng(0)
     for _ in range(10):
         assert {layer.block for layer in space.sample(rng).interaction} == {block}
+
+
+@pytest.mark.parametrize("name", ["ctr_stack", "dhen"])
+def test_on_one_feature_token_blocks_that_need_two_are_refused_before_a_search(name) -> None:
+    """A dataset of one field gives one feature token; the stack's grammar (a mixer keeps at
+    least two tokens) then failed in the middle of a search, at the first member with a dot
+    or an FM after a one-token layer ("interaction[1].num_tokens: ..."), and the search
+    stopped "resumable" with nothing to mend on resume. Now such blocks are refused when the
+    space is made, naming those that do take one token; with those, every member builds."""
+    one = SpaceInputs(1, 0, 0)
+    with pytest.raises(ConfigError) as refused:
+        create_space(name, {}, one)
+    assert refused.value.field == "space.options.blocks"
+    assert "the dataset gives 1 feature token (one field)" in refused.value.message
+    if name == "ctr_stack":
+        assert "dot, fm need at least 2" in refused.value.message
+        assert "give blocks: [mlp, dcnv2, self_attention]" in refused.value.message
+        space = create_space(name, {"blocks": ["mlp", "dcnv2", "self_attention"]}, one)
+        rng = np.random.default_rng(0)
+        for _ in range(100):
+            one.check(space.sample(rng))
+    create_space(name, {}, SpaceInputs(2, 0, 0))  # two tokens: as before
