@@ -309,6 +309,22 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly() -> None:
     assert done.returncode == 128 + signal.SIGPIPE and done.stderr == "", done.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux's always-full device")
+@pytest.mark.parametrize("argv", [["blocks"], ["blocks", "--json"]])
+def test_output_that_finds_no_room_is_said_to_be_the_outputs(argv, tmp_path) -> None:
+    """`nas ... > file` on a full disk (here /dev/full): the error advised moving the data
+    cache or the runs folder to a larger disk, which are not what filled up. It names the
+    command's output now, with exit 1 and no traceback."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "nas.cli", *argv], stdout=full, stderr=subprocess.PIPE,
+            text=True, cwd=REPO, timeout=120, env=os.environ | {"RECNAS_RUNS_DIR": str(tmp_path)},
+        )  # fmt: skip
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, said
+    assert said == "error: cannot write the command's output (stdout): No space left on device"
+
+
 @pytest.mark.parametrize("text", ["0", "-3", "x", "1.5", "9" * 5000])
 def test_a_whole_number_flag_refuses_what_is_not_one_at_its_minimum(text):
     with pytest.raises(argparse.ArgumentTypeError, match=r"expected an integer"):

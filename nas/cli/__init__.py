@@ -32,7 +32,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nas.cli.render import console, phrase, styled
+from nas.cli.render import STDOUT, console, phrase, styled
 from nas.core.errors import NasError, TrainingError, shown
 from nas.core.paths import data_cache_dir, runs_dir
 
@@ -93,6 +93,8 @@ def _no_room(err: OSError) -> str:
         if notes
         else ", and run the command again (what it was writing was not kept)"
     )
+    if _writing_stdout(err):  # (nas ... > file, on a full disk)
+        return f"cannot write the command's output (stdout): {err.strerror}"
     if not err.filename:
         return (
             f"{err.strerror}: free some space, or move the data cache (RECNAS_CACHE_DIR) or the "
@@ -111,6 +113,20 @@ def _no_room(err: OSError) -> str:
     return (
         f"cannot write {shown(err.filename, 200)}: {err.strerror}. Free some space, {where}{then}"
     )
+
+
+def _writing_stdout(err: OSError) -> bool:
+    """Whether ``err`` was raised writing standard output: ``emit_json``'s, or rich's
+    console's (by the frames it passed through)."""
+    if err.filename == STDOUT:
+        return True
+    frame = err.__traceback__
+    while frame is not None:
+        owner = frame.tb_frame.f_locals.get("self")
+        if owner is not None and sys.stdout in (owner, getattr(owner, "file", None)):
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def entry() -> int:

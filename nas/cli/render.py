@@ -41,7 +41,14 @@ out = _results_console()
 
 def emit_json(data: object) -> None:
     """``--json`` output: always valid JSON (``json_text``)."""
-    print(json_text(data, indent=2))
+    try:
+        print(json_text(data, indent=2), flush=True)
+    except OSError as err:  # (a full disk under `> file`: said as the output's, not a cache's)
+        err.filename = err.filename or STDOUT
+        raise
+
+
+STDOUT = "<stdout>"  # the file name of an error writing standard output
 
 
 def json_text(data: object, indent: int | None = None) -> str:
