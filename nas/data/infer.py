@@ -47,6 +47,7 @@ from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
     SAMPLE_PARTS,
+    TRAILING,
     JsonLines,
     Skipped,
     arrow_reason,
@@ -59,6 +60,7 @@ from nas.data.source_rows import (
     json_block,
     json_object,
     spread_parts,
+    trailing_names,
 )
 
 SAMPLE_ROWS = 100_000
@@ -162,7 +164,9 @@ def _headerless_names(files: list[Path], delimiter: str) -> list[str] | None:
     again = sum(any(i < len(row) and row[i] == cell for row in rest) for i, cell in cells)
     if not (any(numeric(cell) for cell in first) or (len(cells) > 1 and 2 * again >= len(cells))):
         return None
-    return [f"c{i}" for i in range(1, len(first) + 1)]
+    # lines that all end with the delimiter: no column past it (source_rows.trailing_names)
+    width = len(first) - all(row and row[-1] == "" for row in [first, *rest])
+    return [f"c{i}" for i in range(1, width + 1)]
 
 
 def _suffixes(path: Path) -> tuple[str, ...] | None:
@@ -293,21 +297,25 @@ def _file_sample(
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
+        names = trailing_names(path, delimiter, columns) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
-                return _csv_sample(parts, delimiter, columns, passed)
+                return _untrailed(_csv_sample(parts, delimiter, columns, passed, names))
             lines = [line for part in parts for line in part if line.strip()]
             return _json_sample(lines, passed)
         if fmt == "csv":
             import pyarrow.csv as pacsv
 
-            reader = pacsv.open_csv(
-                path,
-                read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES, column_names=columns),
-                parse_options=csv_parsing(delimiter, passed),
+            read = pacsv.ReadOptions(
+                block_size=SAMPLE_BYTES,
+                column_names=names or columns,
+                skip_rows=1 if names and columns is None else 0,
             )
-            return _first_rows(reader, rows)
+            reader = pacsv.open_csv(
+                path, read_options=read, parse_options=csv_parsing(delimiter, passed)
+            )
+            return _untrailed(_first_rows(reader, rows))
         import pyarrow.json as pajson
 
         try:
@@ -341,13 +349,17 @@ def _parquet_sample(path: Path, rows: int) -> pa.Table:
 
 
 def _csv_sample(
-    parts: list[list[bytes]], delimiter: str, columns: list[str] | None, passed: Skipped
+    parts: list[list[bytes]],
+    delimiter: str,
+    columns: list[str] | None,
+    passed: Skipped,
+    names: list[str] | None = None,
 ) -> pa.Table:
-    """A CSV file's parts, the header first (else ``columns`` name them), each as Arrow reads
-    it under the header (as one block: each column's type from every line), joined as files'
-    rows are; the first part's rows of too many or too few fields passed by into ``passed``,
-    and any other part that does not parse (it may have begun inside a quoted text that
-    breaks lines) passed by whole."""
+    """A CSV file's parts, the header first (else ``columns`` name them; or ``names``, its
+    ``trailing_names``), each as Arrow reads it under the header (as one block: each
+    column's type from every line), joined as files' rows are; the first part's rows of too
+    many or too few fields passed by into ``passed``, and any other part that does not parse
+    (it may have begun inside a quoted text that breaks lines) passed by whole."""
     import pyarrow.csv as pacsv
 
     header: list[bytes] = []
@@ -355,6 +367,8 @@ def _csv_sample(
         first = parts[0]
         at = next((i for i, line in enumerate(first) if line.strip()), len(first))
         header, parts = first[at : at + 1], [first[at + 1 :], *parts[1:]]
+    if names:  # the rows read by those names, not the header's
+        header, columns = [], names
     tables = []
     for i, part in enumerate(parts):
         text = as_text(header + part)
@@ -372,6 +386,11 @@ def _csv_sample(
             if i == 0:
                 raise
     return _joined(tables)
+
+
+def _untrailed(table: pa.Table) -> pa.Table:
+    """A CSV sample without the empty field past its header's (``trailing_names``)."""
+    return table.drop_columns([TRAILING]) if TRAILING in table.column_names else table
 
 
 def _json_sample(lines: list[bytes], passed: Skipped) -> pa.Table:

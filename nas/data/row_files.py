@@ -199,7 +199,8 @@ class RowFiles:
 
     def _csv_rows(self, path: Path, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
         """A CSV file's rows by its header, or by ``columns`` where its first line is not
-        them (a row with fewer values: the rest missing)."""
+        them (a row with fewer values: the rest missing; one whose line ends with the
+        delimiter, an empty value past the last column: without it)."""
         delimiter = DELIMITERS[self.suffix]
         names = None
         if self.columns is not None:
@@ -214,6 +215,8 @@ class RowFiles:
         reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
         try:
             for row in reader:
+                if row.get(None) == [""]:  # a delimiter ending the line (source_rows.TRAILING)
+                    del row[None]
                 if None in row:
                     values = len(row) - 1 + len(row[None])
                     raise ConfigError(

@@ -7,6 +7,7 @@ line in Python), numbers, text, lists, histories of events and times as ``conver
 
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 import json
@@ -44,6 +45,7 @@ SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
 SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 SAMPLE_ROWS = 40_000  # a JSON-lines file's rows read for its keys' types
 COMPRESSED = (".gz", ".bz2", ".lz4", ".zst", ".br")  # the names Arrow's readers decompress
+TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``trailing_names``)
 
 
 BAD_LINES_HINT = "to pass such lines by, counted and told, give the source on_bad_lines: skip"
@@ -202,7 +204,8 @@ class Rows:
             if fmt == "csv":
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
-                return list(self._open_csv(path, None, Skipped()).schema.names)
+                names = self._open_csv(path, None, Skipped()).schema.names
+                return [c for c in names if c != TRAILING]
             first = self._open_json(path).schema
             self._json_types[path] = json_types(path, first, self.schema.columns())
             return list(self._json_types[path].names)
@@ -321,9 +324,12 @@ class Rows:
         import pyarrow.csv as pacsv
 
         source = self.schema.source
+        declared = list(source.columns) if not source.header else None
+        names = trailing_names(path, source.delimiter, declared)
         read = pacsv.ReadOptions(
             block_size=BLOCK_BYTES,
-            column_names=list(source.columns) if not source.header else None,
+            column_names=names or declared,
+            skip_rows=1 if names and source.header else 0,  # (the header: read as names)
         )
         parse = csv_parsing(source.delimiter, passed if self.skip else None)
         # Declared text stays text (an id column of digits in one block and letters in the
@@ -405,6 +411,28 @@ def csv_parsing(delimiter: str, passed: Skipped | None = None):
         newlines_in_values=True,
         invalid_row_handler=passed.csv_row if passed is not None else None,
     )
+
+
+def trailing_names(path: Path, delimiter: str, columns: list[str] | None) -> list[str] | None:
+    """Where a CSV file's rows end with a delimiter its header (or ``columns``, a headerless
+    file's names) lacks, as some exporters write every line (``a,b,c`` over ``1,2,3,``): the
+    names to read its rows by, ``TRAILING`` last for the empty field (as pandas reads such
+    a file with ``index_col=False``); else None. Told by its first row."""
+    try:
+        with io.BufferedReader(pa.input_stream(path, compression="detect")) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+            rows = csv.reader(text, delimiter=delimiter)
+            first = list(itertools.islice((row for row in rows if row), 1 + (columns is None)))
+    except (csv.Error, pa.ArrowException, OSError):
+        return None  # (its reader names what is wrong)
+    if columns is None:
+        if len(first) < 2:
+            return None
+        columns, first = first[0], first[1:]
+    if not first or not columns or columns[-1] == "":
+        return None
+    row = first[0]
+    return [*columns, TRAILING] if len(row) == len(columns) + 1 and row[-1] == "" else None
 
 
 def _quiet_undecodable_rows() -> None:

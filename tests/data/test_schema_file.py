@@ -2098,3 +2098,52 @@ def test_csv_rows_no_reader_passes_by_are_named_without_arrows_noise(
         assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
         printed = capfd.readouterr()
         assert "Exception ignored" not in printed.err and "Traceback" not in printed.err
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["header", "no-header"])
+def test_csv_rows_that_end_with_the_delimiter_read_as_rows_without_it(
+    tmp_path: Path, header: bool
+) -> None:
+    """Some exporters end every line with the delimiter (``a,b,c`` over ``1,2,3,``): Arrow's
+    reader refused every row ("Expected 10 columns, got 11"), and under ``on_bad_lines:
+    skip`` passed every one by ("has no rows"). Such a file now reads as pandas reads it
+    with ``index_col=False``: the empty field past the header's (or the declared columns')
+    left out, in prepare (byte for byte the dataset of the file without it), the draft and
+    `nas predict`'s reader."""
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    clean = schema_file(tmp_path / "clean", "csv")
+    lines = (tmp_path / "clean" / "data" / "logs.tsv").read_text().splitlines()
+    path = schema_file(tmp_path / "trailing", "csv", name="trailing")
+    source = tmp_path / "trailing" / "data" / "logs.tsv"
+    names = lines[0].split("\t")
+    source.write_text("\n".join([*lines[:1] * header, *(line + "\t" for line in lines[1:])]))
+    if not header:
+        declared = f"header: false, columns: [{', '.join(names)}], delimiter:"
+        path.write_text(path.read_text().replace("delimiter:", declared))
+    reference, _ = prepare_dataset(str(clean), tmp_path / "reference")
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
+    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for array in arrays:
+        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+
+    def draft(read_from: Path, *labels: str) -> dict:
+        out = tmp_path / f"{read_from.parent.parent.name}.yaml"
+        assert main(["data", "schema", str(read_from), "--out", str(out), *labels]) == 0
+        return yaml.safe_load(out.read_text())
+
+    if header:
+        assert (
+            draft(source)["features"] == draft(tmp_path / "clean" / "data" / "logs.tsv")["features"]
+        )
+        read = [row for batch in RowFiles(source).batches() for row in batch.rows]
+        expected = [row for b in RowFiles(tmp_path / "clean" / "data").batches() for row in b.rows]
+        assert read == expected and len(read) == ROWS
+    else:  # drafted as headerless, its columns named c1..c10: none of them the empty field
+        drafted = draft(source, "--labels", "c1,c2")  # (two 0/1 columns, unnamed)
+        assert drafted["source"]["columns"] == [f"c{i}" for i in range(1, 11)]
+        prepared, _ = prepare_dataset(str(tmp_path / "trailing.yaml"), tmp_path / "drafted")
+        assert prepared.manifest["rows"] == ROWS
