@@ -90,6 +90,13 @@ def prepare_schema_file(
     reader.check_columns()
     rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:
+        if reader.skipped:  # (under on_bad_lines: skip)
+            path, passed = next(iter(reader.skipped.items()))
+            raise DataError(
+                path,
+                f"has no rows: its {passed.lines:,} lines were passed by as not rows "
+                f"(on_bad_lines: skip), the first {passed.first}",
+            )
         raise DataError(files[0], "has no rows")
     plan = _fit(schema, reader, split, progress)  # every column checked: malformed rows first
     reader.check_keys()

@@ -2147,3 +2147,18 @@ def test_csv_rows_that_end_with_the_delimiter_read_as_rows_without_it(
         assert drafted["source"]["columns"] == [f"c{i}" for i in range(1, 11)]
         prepared, _ = prepare_dataset(str(tmp_path / "trailing.yaml"), tmp_path / "drafted")
         assert prepared.manifest["rows"] == ROWS
+
+
+def test_a_source_whose_every_line_is_passed_by_says_so(tmp_path: Path) -> None:
+    """Under ``on_bad_lines: skip``, a file none of whose lines is a row (the wrong delimiter
+    declared, most likely) said only "has no rows"."""
+    path = schema_file(tmp_path, "csv")
+    path.write_text(path.read_text().replace("delimiter:", "on_bad_lines: skip, delimiter:"))
+    lines = (tmp_path / "data" / "logs.tsv").read_text().splitlines()
+    (tmp_path / "data" / "logs.tsv").write_text("\n".join([lines[0], "a\tb", "c"]) + "\n")
+    said = (
+        "logs.tsv: has no rows: its 2 lines were passed by as not rows (on_bad_lines: skip), "
+        "the first a row of 2 fields, not 10"
+    )
+    with pytest.raises(DataError, match=re.escape(said)):
+        prepare_dataset(str(path), tmp_path / "cache")
