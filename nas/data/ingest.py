@@ -189,6 +189,8 @@ def _first_pass(
         if user_key:
             users.append(hashed(batch.columns[user_key], f"{schema.split.seed}:"))
         _tick(progress, "1/3 reading labels and keys", len(batch))
+    if rows == 0:  # (a header, blank lines, lines passed by: prepare_schema_file says so)
+        return 0, np.zeros(0, np.int8), None, np.zeros((0, len(label_columns)), np.int8)
     all_times = np.concatenate(times) if times else None
     del times
     all_users = np.concatenate(users) if users else None

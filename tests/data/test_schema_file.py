@@ -2162,3 +2162,15 @@ def test_a_source_whose_every_line_is_passed_by_says_so(tmp_path: Path) -> None:
     )
     with pytest.raises(DataError, match=re.escape(said)):
         prepare_dataset(str(path), tmp_path / "cache")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_source_of_no_rows_split_by_time_says_so(tmp_path: Path, fmt: str) -> None:
+    """A CSV file of its header alone, or a JSON-lines file of blank lines, under a split
+    by time: prepare ended in a traceback (numpy's "shape mismatch" while splitting no
+    times), not "has no rows"."""
+    path = schema_file(tmp_path, fmt)
+    source = tmp_path / "data" / ("logs.tsv" if fmt == "csv" else "logs.jsonl")
+    source.write_text(source.read_text().splitlines()[0] + "\n" if fmt == "csv" else "\n\n")
+    with pytest.raises(DataError, match=r"has no rows$"):
+        prepare_dataset(str(path), tmp_path / "cache")
