@@ -545,13 +545,13 @@ class Place:
 
 class JsonLines:
     """A JSON-lines file read line by line with Python's json (compressed as its name says,
-    as Arrow's reader reads it), from ``start`` (in an uncompressed file: compressed ones
-    are read from their start). A line that is not an object is refused, or with ``passed``,
-    counted there and passed by. ``place``: where the line after the last one read begins;
-    ``ended``: whether that was the file's last."""
+    as Arrow's reader reads it), each call of ``objects`` from where the last one stopped
+    (a compressed file: at most one call, from its start). A line that is not an object is
+    refused, or with ``passed``, counted there and passed by. ``place``: where the line
+    after the last one read begins; ``ended``: whether that was the file's last."""
 
-    def __init__(self, path: Path, passed: Skipped | None = None, start: Place = Place()):
-        self.path, self.passed, self.place, self.ended = path, passed, start, False
+    def __init__(self, path: Path, passed: Skipped | None = None):
+        self.path, self.passed, self.place, self.ended = path, passed, Place(), False
 
     def objects(self, skip: int = 0, most: int | None = None) -> Iterator[tuple[int, dict]]:
         """The object on each non-empty line, with its line's number, after the first
