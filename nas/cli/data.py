@@ -364,6 +364,8 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     skipped = sample.skipped
     if skipped.lines:  # lines that are not rows: prepare would refuse the source
         declared += ", on_bad_lines: skip"
+    if sample.encoding != "utf-8":  # text that is not UTF-8: prepare would refuse it
+        declared += f", encoding: {sample.encoding}"
     labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
     try:
         draft = infer_schema(sample, name, declared, labels, args.tz)
@@ -385,6 +387,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
                 "out": str(args.out),
                 "header": source.columns is None,
                 "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
+                "encoding": sample.encoding,
                 "bad_lines": {"lines": skipped.lines, "first": skipped.first}
                 if skipped.lines
                 else None,
@@ -403,6 +406,13 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         title += (
             f"; no header (its first line holds values like the lines below it): columns "
             f"named c1 to c{len(source.columns)} (rename them in source.columns)"
+        )
+    if sample.encoding != "utf-8":
+        named = {"cp1252": "Windows' Western European, as Excel writes CSV there"}
+        title += (
+            f"; its text is not UTF-8: read as {sample.encoding} "
+            f"({named.get(sample.encoding, 'Latin-1')}), as the draft's source.encoding says "
+            "(give the file's own where it is another: shift_jis, gbk, ...)"
         )
     if skipped.lines:
         title += (

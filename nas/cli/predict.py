@@ -100,7 +100,7 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
     for uri in args.model_uris:
         with console.status(f"Loading {uri} ..."):
             scorings.append(Scoring(tracking_uri(args), uri))
-    rows.columns = scorings[0].loaded.info.get("csv_columns")  # CSV as the first's source
+    rows.read_as(scorings[0].loaded.info)  # CSV as the first's source
     groups = None if args.by is None else RowGroups(args.by)
     # without --by: the users the rows hold, by the dataset's user column, to suggest it
     user = None if groups else scorings[0].loaded.info.get("keys", {}).get("user")
@@ -204,7 +204,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         raise ConfigError("--input", f"{args.input} has no rows")
     with console.status(f"Loading {args.model_uri} ..."):
         scoring = Scoring(tracking_uri(args), args.model_uri)
-    rows.columns = scoring.loaded.info.get("csv_columns")  # CSV as the model's source
+    rows.read_as(scoring.loaded.info)  # CSV as the model's source
     head: list[tuple[dict, dict]] = []  # the table's rows and their probabilities
     count = 0
     # --json's lines, printed once every row is scored: a bad row leaves stdout empty

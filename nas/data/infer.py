@@ -195,6 +195,7 @@ class Sample:
     files: list[Path]
     absent: dict[str, Path] = field(default_factory=dict)
     skipped: Skipped = field(default_factory=Skipped)
+    encoding: str = "utf-8"  # a CSV source's text (``csv_encoding``)
 
 
 def read_sample(
@@ -215,10 +216,11 @@ def read_sample(
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
     each = max(1, rows // len(chosen))
+    encoding = csv_encoding(chosen) if fmt == "csv" else "utf-8"
     skipped, tables = Skipped(), []
     for path in chosen:
         passed = Skipped()
-        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed))
+        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed, encoding))
         if passed.lines:
             skipped.lines += passed.lines
             skipped.first = skipped.first or f"{path.name}: {passed.first}"
@@ -242,7 +244,7 @@ def read_sample(
         for column in joined.column_names
         if any(column not in t.column_names for t in tables)
     }
-    return Sample(joined, chosen, absent, skipped)
+    return Sample(joined, chosen, absent, skipped, encoding)
 
 
 def _joined(tables: list[pa.Table]) -> pa.Table:
@@ -287,8 +289,10 @@ def _file_sample(
     rows: int,
     columns: list[str] | None,
     passed: Skipped,
+    encoding: str = "utf-8",
 ) -> pa.Table:
-    """About ``rows`` rows of a file as Arrow reads them, from ``SAMPLE_PARTS`` places spread
+    """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
+    ``encoding``), from ``SAMPLE_PARTS`` places spread
     over it (a column that its first rows hold nothing of, one added to a large file's rows
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a line
     of CSV or JSON lines, as prepare reads them). A compressed file, read from its start:
@@ -297,11 +301,12 @@ def _file_sample(
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)
-        names = trailing_names(path, delimiter, columns) if fmt == "csv" else None
+        names = trailing_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
-                return _untrailed(_csv_sample(parts, delimiter, columns, passed, names))
+                sample = _csv_sample(parts, delimiter, columns, passed, names, encoding)
+                return _untrailed(sample)
             lines = [line for part in parts for line in part if line.strip()]
             return _json_sample(lines, passed)
         if fmt == "csv":
@@ -311,6 +316,7 @@ def _file_sample(
                 block_size=SAMPLE_BYTES,
                 column_names=names or columns,
                 skip_rows=1 if names and columns is None else 0,
+                encoding=encoding,
             )
             reader = pacsv.open_csv(
                 path, read_options=read, parse_options=csv_parsing(delimiter, passed)
@@ -354,6 +360,7 @@ def _csv_sample(
     columns: list[str] | None,
     passed: Skipped,
     names: list[str] | None = None,
+    encoding: str = "utf-8",
 ) -> pa.Table:
     """A CSV file's parts, the header first (else ``columns`` name them; or ``names``, its
     ``trailing_names``), each as Arrow reads it under the header (as one block: each
@@ -378,7 +385,9 @@ def _csv_sample(
             tables.append(
                 pacsv.read_csv(
                     pa.BufferReader(text),
-                    read_options=pacsv.ReadOptions(block_size=len(text) + 1, column_names=columns),
+                    read_options=pacsv.ReadOptions(
+                        block_size=len(text) + 1, column_names=columns, encoding=encoding
+                    ),
                     parse_options=csv_parsing(delimiter, passed if i == 0 else None),
                 )
             )
@@ -386,6 +395,29 @@ def _csv_sample(
             if i == 0:
                 raise
     return _joined(tables)
+
+
+def csv_encoding(files: list[Path]) -> str:
+    """The encoding a draft gives CSV files: UTF-8 where the bytes a sample reads of each
+    (spread over it; a compressed file's first) are UTF-8 text, else cp1252 (Windows'
+    Western European, as Excel writes CSV there; Latin-1 but for 0x80-0x9F), else Latin-1
+    (which any bytes are)."""
+    for path in files:
+        if compressed(path) or bare_returns(path):
+            with pa.input_stream(path, compression="detect") as stream:
+                text = stream.read(SAMPLE_BYTES)
+            text = text[: text.rfind(b"\n") + 1] or text  # (a character cut at the end)
+        else:
+            text = b"".join(line for part in spread_parts(path, SAMPLE_ROWS, True) for line in part)
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                text.decode("cp1252")
+                return "cp1252"
+            except UnicodeDecodeError:
+                return "iso8859-1"
+    return "utf-8"
 
 
 def _untrailed(table: pa.Table) -> pa.Table:

@@ -115,6 +115,8 @@ def prepare_schema_file(
         }
     if schema.source.format == "csv" and not schema.source.header:  # served files read so
         extra["csv_columns"] = list(schema.source.columns or ())
+    if schema.source.encoding != "utf-8":  # (csv) served files read so
+        extra["csv_encoding"] = schema.source.encoding
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 

@@ -86,6 +86,7 @@ class RowFiles:
         # columns: a CSV file's, in order, where its first line is a row, not a header (a
         # model trained on CSV without a header reads its rows so)
         self.given, self.flag, self.columns = str(given), flag, columns
+        self.encoding = "utf-8"  # a CSV file's text (a model's source's: read_as)
         self.paths = _named_files(self.given, flag)
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
@@ -110,6 +111,12 @@ class RowFiles:
             self.schema = with_partitions(schema.empty_table(), dict.fromkeys(keys)).schema
         else:
             self.total = sum(path.stat().st_size for path in self.paths)
+
+    def read_as(self, info: dict) -> None:
+        """CSV read as a model's source was (its ``info``): without a header, by its
+        columns; in its encoding."""
+        self.columns = info.get("csv_columns")
+        self.encoding = info.get("csv_encoding") or "utf-8"
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
         """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
@@ -236,11 +243,14 @@ class RowFiles:
             with open(path, "rb") as file:
                 for number, raw in enumerate(file, start=1):
                     self.done += len(raw)
+                    utf8 = self.encoding == "utf-8"
                     try:
-                        yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                        yield raw.decode("utf-8-sig" if utf8 and number == 1 else self.encoding)
                     except UnicodeDecodeError as err:
                         raise ConfigError(
-                            self.flag, f"{path} line {number}: not UTF-8 text ({err.reason})"
+                            self.flag,
+                            f"{path} line {number}: not {'UTF-8' if utf8 else self.encoding} "
+                            f"text ({err.reason})",
                         ) from None
         except OSError as err:
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None

@@ -35,6 +35,7 @@ in sorted order. ``nas/data/ingest.py`` prepares the rows (``source_rows.py`` re
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime
 import glob
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -67,6 +69,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _encoding(name: str) -> str:
+    """An encoding Python knows, by its own name (latin1 as iso8859-1, UTF8 as utf-8)."""
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        raise ValueError(
+            f"unknown encoding {shown(name)}; give one of Python's names, such as utf-8, "
+            "cp1252 (Windows' Western European), latin-1, shift_jis or gbk"
+        ) from None
+
+
 class Source(_Strict):
     format: Literal["parquet", "csv", "jsonl"]
     path: Name
@@ -82,6 +95,9 @@ class Source(_Strict):
     # by `nas data prepare` (skip), as pandas' on_bad_lines. A row whose values do
     # not fit its declaration (a label of 2, text for a number) is refused either way.
     on_bad_lines: Literal["error", "skip"] = "error"
+    # csv: the text's encoding, by Python's names (cp1252: Windows' Western European, as
+    # Excel writes CSV there; latin-1, shift_jis, gbk, ...); JSON is UTF-8 (RFC 8259)
+    encoding: Annotated[Name, AfterValidator(_encoding)] = "utf-8"
 
     @property
     def per_second(self) -> int:
@@ -94,6 +110,8 @@ class Source(_Strict):
             self.delimiter != "," or not self.header or self.columns is not None
         ):
             raise ValueError("delimiter, header and columns apply to format csv only")
+        if self.format != "csv" and self.encoding != "utf-8":
+            raise ValueError("encoding applies to format csv only (JSON lines are UTF-8)")
         if self.format == "parquet" and self.on_bad_lines != "error":
             raise ValueError("on_bad_lines applies to formats csv and jsonl (Parquet has no lines)")
         if self.format == "csv" and not self.header and not self.columns:
@@ -576,7 +594,7 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     # time_unit, on_bad_lines and tz unsaid where they are the defaults, as before they
     # existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
-    defaults = {"time_unit": "s", "on_bad_lines": "error"}
+    defaults = {"time_unit": "s", "on_bad_lines": "error", "encoding": "utf-8"}
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(
         json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()

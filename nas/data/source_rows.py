@@ -212,7 +212,9 @@ class Rows:
         except pa.ArrowInvalid as err:
             if fmt == "jsonl":  # mixed types, or a line that is not JSON: Python finds which
                 return _json_keys(path, Skipped() if self.skip else None)
-            raise DataError(path, f"is not readable as {fmt}: {self._csv_fault(err)}") from None
+            raise DataError(
+                path, f"is not readable as {fmt}: {self._csv_fault(err, path)}"
+            ) from None
         # UnicodeDecodeError: a damaged Parquet footer whose column names are not UTF-8
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(path, f"is not readable as {fmt}: {arrow_reason(err)}") from None
@@ -248,14 +250,29 @@ class Rows:
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
         # a truncated .gz, the disk
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(path, f"could not be read as {fmt}: {self._csv_fault(err)}") from None
+            raise DataError(
+                path, f"could not be read as {fmt}: {self._csv_fault(err, path)}"
+            ) from None
         if passed.lines:
             self.skipped[path] = passed
 
-    def _csv_fault(self, err: Exception) -> str:
-        """Arrow's reason; at a CSV row of too many or too few fields, what would pass it by."""
+    def _csv_fault(self, err: Exception, path: Path) -> str:
+        """Arrow's reason; at a CSV row of too many or too few fields, what would pass it by;
+        at text that is not UTF-8, its column and the source's encoding. (Arrow's reasons
+        hold "Row #12: " where its reader knows the row's number.)"""
         reason = arrow_reason(err)
-        # ("Row #12: " where Arrow's reader knows the row's number)
+        text = r"In CSV column #(\d+): (Row #(\d+): )?CSV conversion error to string: invalid"
+        if found := re.match(text, reason):
+            held = self._holds.get(path) or []
+            at = int(found[1])
+            column = repr(held[at]) if at < len(held) else f"#{at + 1}"
+            encoding = self.schema.source.encoding.replace("utf-8", "UTF-8")
+            where = f" (row {found[3]})" if found[3] else ""
+            return (
+                f"column {column} holds text that is not {encoding}{where}: say the file's "
+                "encoding in the source (encoding: cp1252 where Excel wrote it on Windows in "
+                "Western Europe; latin-1, shift_jis, gbk, ...), or write it as UTF-8"
+            )
         if not re.match(r"CSV parse error: (Row #\d+: )?Expected", reason):
             return reason
         if "\ufffd" in reason:  # (Arrow shows bytes that are not UTF-8 so)
@@ -325,11 +342,12 @@ class Rows:
 
         source = self.schema.source
         declared = list(source.columns) if not source.header else None
-        names = trailing_names(path, source.delimiter, declared)
+        names = trailing_names(path, source.delimiter, declared, source.encoding)
         read = pacsv.ReadOptions(
             block_size=BLOCK_BYTES,
             column_names=names or declared,
             skip_rows=1 if names and source.header else 0,  # (the header: read as names)
+            encoding=source.encoding,  # (Arrow transcodes all but UTF-8 in Python's codecs)
         )
         parse = csv_parsing(source.delimiter, passed if self.skip else None)
         # Declared text stays text (an id column of digits in one block and letters in the
@@ -413,14 +431,17 @@ def csv_parsing(delimiter: str, passed: Skipped | None = None):
     )
 
 
-def trailing_names(path: Path, delimiter: str, columns: list[str] | None) -> list[str] | None:
+def trailing_names(
+    path: Path, delimiter: str, columns: list[str] | None, encoding: str = "utf-8"
+) -> list[str] | None:
     """Where a CSV file's rows end with a delimiter its header (or ``columns``, a headerless
     file's names) lacks, as some exporters write every line (``a,b,c`` over ``1,2,3,``): the
     names to read its rows by, ``TRAILING`` last for the empty field (as pandas reads such
     a file with ``index_col=False``); else None. Told by its first row."""
     try:
         with io.BufferedReader(pa.input_stream(path, compression="detect")) as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+            encoding = "utf-8-sig" if encoding == "utf-8" else encoding
+            text = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline="")
             rows = csv.reader(text, delimiter=delimiter)
             first = list(itertools.islice((row for row in rows if row), 1 + (columns is None)))
     except (csv.Error, pa.ArrowException, OSError):

@@ -329,6 +329,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "keys": dataset.manifest.get("keys", {}),  # a user's column: compare suggests --by
         # CSV without a header: its columns, by which predict reads such a file
         "csv_columns": dataset.manifest.get("csv_columns"),
+        "csv_encoding": dataset.manifest.get("csv_encoding"),  # (None: UTF-8)
         "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)

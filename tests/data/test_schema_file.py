@@ -2174,3 +2174,71 @@ def test_a_source_of_no_rows_split_by_time_says_so(tmp_path: Path, fmt: str) -> 
     source.write_text(source.read_text().splitlines()[0] + "\n" if fmt == "csv" else "\n\n")
     with pytest.raises(DataError, match=r"has no rows$"):
         prepare_dataset(str(path), tmp_path / "cache")
+
+
+def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_path: Path) -> None:
+    """CSV that Excel wrote on Windows (cp1252: "café", "Köln", "€") was refused ("In CSV
+    column #4: CSV conversion error to string: invalid UTF8 data"), and the draft left the
+    column out ("of type binary"). The source's ``encoding`` now reads it: the dataset byte
+    for byte the UTF-8 file's, the draft declaring cp1252 where the text is not UTF-8, and
+    `nas predict`'s reader reading the file as the model's source was read. Without it,
+    the refusal names the column and what to say."""
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    frame = logs()
+    names = {"a": "café", "b": "Köln", "c": "€uro", "d": "Ærø"}
+    frame["site"] = [names.get(s, s) for s in frame["site"]]
+    utf8 = schema_file(tmp_path / "utf8", "csv", frame=frame)
+    path = schema_file(tmp_path / "cp1252", "csv", frame=frame, name="excel")
+    source = tmp_path / "cp1252" / "data" / "logs.tsv"
+    source.write_bytes((tmp_path / "utf8" / "data" / "logs.tsv").read_text().encode("cp1252"))
+    with pytest.raises(DataError) as refused:
+        prepare_dataset(str(path), tmp_path / "cache")
+    said = str(refused.value)
+    assert (
+        "column 'site' holds text that is not UTF-8" in said and "say the file's encoding" in said
+    )
+    assert "encoding: cp1252" in said
+    path.write_text(path.read_text().replace("delimiter:", "encoding: CP1252, delimiter:"))
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    reference, _ = prepare_dataset(str(utf8), tmp_path / "reference")
+    assert dataset.manifest["csv_encoding"] == "cp1252" and "csv_encoding" not in reference.manifest
+    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
+    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for array in arrays:
+        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+    assert (reference.root / "raw_form.json").read_text() == (
+        dataset.root / "raw_form.json"
+    ).read_text()
+    form = json.loads((dataset.root / "raw_form.json").read_text())
+    assert {"Köln", "€uro"} <= set(form["categorical"][0]["vocab"])  # (its vocabulary's text)
+
+    drafts = {}
+    for form, read_from in (("utf8", tmp_path / "utf8" / "data"), ("cp1252", source)):
+        out = tmp_path / f"{form}.yaml"
+        assert main(["data", "schema", str(read_from), "--out", str(out)]) == 0
+        drafts[form] = yaml.safe_load(out.read_text())
+    assert drafts["cp1252"]["source"]["encoding"] == "cp1252"
+    assert "encoding" not in drafts["utf8"]["source"]
+    assert drafts["cp1252"]["features"] == drafts["utf8"]["features"]
+
+    rows = RowFiles(source)
+    rows.read_as({"csv_encoding": "cp1252"})
+    read = [row for batch in rows.batches() for row in batch.rows]
+    expected = [row for b in RowFiles(tmp_path / "utf8" / "data").batches() for row in b.rows]
+    assert read == expected and any(row["site"] == "€uro" for row in read)
+
+    for wrong, said in (
+        ("encoding: klingon, delimiter:", "unknown encoding 'klingon'"),
+        ("encoding: latin-1, delimiter:", None),  # (Python's name for it: iso8859-1)
+    ):
+        path.write_text(re.sub(r"encoding: \S+, delimiter:", wrong, path.read_text()))
+        if said:
+            with pytest.raises(ConfigError, match=said):
+                prepare_dataset(str(path), tmp_path / "cache")
+        else:
+            assert prepare_dataset(str(path), tmp_path / "c2")[0].manifest["csv_encoding"] == (
+                "iso8859-1"
+            )
