@@ -456,6 +456,10 @@ def trailing_names(
     return [*columns, TRAILING] if len(row) == len(columns) + 1 and row[-1] == "" else None
 
 
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 else f"{count:,} bytes"
+
+
 def _quiet_undecodable_rows() -> None:
     """Arrow decodes a CSV row of the wrong width as UTF-8 before it calls
     ``invalid_row_handler``; where the row's bytes are not UTF-8, that raises inside Arrow,
@@ -722,7 +726,7 @@ def arrow_reason(err: Exception) -> str:
     reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
     if "straddling object straddles two block boundaries" in reason:
         return (
-            f"a row runs on past {BLOCK_BYTES >> 20} MiB of the file: most likely a quoted "
+            f"a row runs on past {_size(BLOCK_BYTES)} of the file: most likely a quoted "
             'text that never ends (a " that opens a text no " closes)'
         )
     return reason
