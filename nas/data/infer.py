@@ -292,12 +292,11 @@ def _file_sample(
     encoding: str = "utf-8",
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
-    ``encoding``), from ``SAMPLE_PARTS`` places spread
-    over it (a column that its first rows hold nothing of, one added to a large file's rows
-    later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a line
-    of CSV or JSON lines, as prepare reads them). A compressed file, read from its start:
-    its first rows (at most 8 MiB of text). A line that is not a row: passed by into
-    ``passed``."""
+    ``encoding``), from ``SAMPLE_PARTS`` places spread over it (a column that its first rows
+    hold nothing of, one added to a large file's rows later, is seen): Parquet's row groups,
+    an uncompressed text file's bytes (a row is a line of CSV or JSON lines, as prepare
+    reads them). A compressed file, read from its start: its first rows (at most 8 MiB of
+    text). A line that is not a row: passed by into ``passed``."""
     try:
         if fmt == "parquet":
             return _parquet_sample(path, rows)

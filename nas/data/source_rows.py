@@ -409,12 +409,6 @@ def blank(path: Path, block: int = 1 << 16) -> bool:
     return True
 
 
-def _mixed_json_types(err: Exception) -> bool:
-    """Whether Arrow's JSON reader stopped at a column whose JSON type changed, or at a key
-    its first rows lacked (a writer that omits a null's key)."""
-    return "changed from" in str(err) or "unexpected field" in str(err)
-
-
 def csv_parsing(delimiter: str, passed: Skipped | None = None):
     """CSV as prepare (and a draft's sample) parses it: a quoted text may break lines (a
     comment, a title), so Arrow's chunker finds rows' ends by their quotes, at no cost
