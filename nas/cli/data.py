@@ -55,8 +55,8 @@ def add_commands(commands) -> None:
     schema.add_argument(
         "source",
         metavar="SOURCE",
-        help="a .parquet, .csv, .tsv or .jsonl file (compressed: .gz, .bz2, .zst), a folder of "
-        "them (its partition folders, date=2024-05-07/, are columns) or a quoted glob "
+        help="a .parquet, .orc, .csv, .tsv or .jsonl file (text compressed: .gz, .bz2, .zst), a "
+        "folder of them (its partition folders, date=2024-05-07/, are columns) or a quoted glob "
         "('logs/*.parquet')",
     )
     schema.add_argument(

@@ -88,7 +88,7 @@ def add_compare_command(verbs) -> None:
 
 
 def cmd_models_compare(args: argparse.Namespace) -> None:
-    from nas.data.row_files import RowFiles
+    from nas.data.row_files import COLUMNAR, RowFiles
     from nas.service.scoring import RowGroups, Scoring, compare
 
     if len(args.model_uris) < 2:
@@ -106,7 +106,7 @@ def cmd_models_compare(args: argparse.Namespace) -> None:
     user = None if groups else scorings[0].loaded.info.get("keys", {}).get("user")
     users = RowGroups(user) if user else None
     count = 0
-    with progress_bar(eta=True, counts=rows.suffix == ".parquet") as bar:
+    with progress_bar(eta=True, counts=rows.suffix in COLUMNAR) as bar:
         task = bar.add_task(
             f"Scoring with {counted(len(scorings), 'model')}", total=rows.total, note=""
         )
@@ -196,7 +196,7 @@ def _verdict(ne: dict, auc: dict, draws: str = "rows") -> str:
 
 
 def cmd_predict(args: argparse.Namespace) -> None:
-    from nas.data.row_files import RowFiles
+    from nas.data.row_files import COLUMNAR, RowFiles
     from nas.service.scoring import Scoring
 
     rows = RowFiles(args.input)
@@ -212,11 +212,11 @@ def cmd_predict(args: argparse.Namespace) -> None:
         tempfile.SpooledTemporaryFile(SPOOL_BYTES, "w+", encoding="utf-8") as spool,
         ExitStack() as stack,
     ):
-        bar = stack.enter_context(progress_bar(eta=True, counts=rows.suffix == ".parquet"))
+        bar = stack.enter_context(progress_bar(eta=True, counts=rows.suffix in COLUMNAR))
         writer = None
         if args.out:
             plan = None
-            if args.out.suffix.lower() != ".jsonl" and rows.suffix != ".parquet":
+            if args.out.suffix.lower() != ".jsonl" and rows.suffix not in COLUMNAR:
                 plan = column_types(RowFiles(args.input, columns=rows.columns), bar)
             writer = stack.enter_context(scored_file(args.out, plan))
         task = bar.add_task("Scoring", total=rows.total, note="")

@@ -42,7 +42,13 @@ import pyarrow.compute as pc
 from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
-from nas.data.row_files import binary_as_text, partitions, text_fault, with_partitions
+from nas.data.row_files import (
+    ColumnarFile,
+    binary_as_text,
+    partitions,
+    text_fault,
+    with_partitions,
+)
 from nas.data.source_rows import (
     DATE_TIMES,
     SAMPLE_BYTES,
@@ -89,7 +95,7 @@ SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hol
 HASH_SIZE = 1 << 20
 
 
-FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}
+FORMATS = {".parquet": "parquet", ".orc": "orc", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}
 COMPRESSIONS = (".gz", ".bz2", ".zst")
 
 
@@ -125,7 +131,7 @@ def found_source(given: str) -> Source:
         raise ConfigError("SOURCE", f"{given} matches no file")
     kind = _suffixes(files[0])
     if kind is None:
-        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .csv, .tsv or .jsonl files")
+        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .orc, .csv, .tsv or .jsonl files")
     fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
     columns = _headerless_names(files, delimiter) if fmt == "csv" else None
     return Source(pattern, files, fmt, delimiter, columns)
@@ -212,7 +218,7 @@ def read_sample(
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
     files are under, whose Hive-style partition folders below it are columns."""
-    if fmt != "parquet":  # a day of no rows written as nothing (prepare passes it by)
+    if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
     each = max(1, rows // len(chosen))
@@ -298,8 +304,8 @@ def _file_sample(
     reads them). A compressed file, read from its start: its first rows (at most 8 MiB of
     text). A line that is not a row: passed by into ``passed``."""
     try:
-        if fmt == "parquet":
-            return _parquet_sample(path, rows)
+        if fmt in ("parquet", "orc"):
+            return _columnar_sample(path, fmt, rows)
         names = trailing_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
@@ -339,18 +345,17 @@ def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
     return sorted(set(np.linspace(0, count - 1, parts).round().astype(int).tolist()))
 
 
-def _parquet_sample(path: Path, rows: int) -> pa.Table:
-    """The first rows of up to ``SAMPLE_PARTS`` row groups spread over the file."""
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(path)
-    if file.num_row_groups == 0:
-        return file.schema_arrow.empty_table()
-    groups = _spread(file.num_row_groups)
+def _columnar_sample(path: Path, fmt: str, rows: int) -> pa.Table:
+    """The first rows of up to ``SAMPLE_PARTS`` row groups (Parquet) or stripes (ORC) spread
+    over the file."""
+    file = ColumnarFile(path, fmt)
+    if file.groups == 0:
+        return file.schema.empty_table()
+    groups = _spread(file.groups)
     each = max(1, rows // len(groups))
-    batches = [next(file.iter_batches(batch_size=each, row_groups=[g]), None) for g in groups]
-    found = [b for b in batches if b is not None]
-    return pa.Table.from_batches(found) if found else file.schema_arrow.empty_table()
+    batches = [next(file.batches(each, groups=[g]), None) for g in groups]
+    found = [b for b in batches if b is not None and b.num_rows]
+    return pa.Table.from_batches(found) if found else file.schema.empty_table()
 
 
 def _csv_sample(

@@ -28,7 +28,8 @@ from typing import Any
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 
-SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
+SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc")
+COLUMNAR = {".parquet": "Parquet", ".orc": "ORC"}  # files of typed columns, by their names
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 BATCH_ROWS = 65_536  # rows scored at once: a few hundred MB at most with long histories
 # MLflow's scoring request forms: a .json file may hold its rows under one of these keys, as
@@ -101,12 +102,10 @@ class RowFiles:
             )
         self.suffix = suffixes[0]
         self.done = 0
-        if self.suffix == ".parquet":  # each part's footer only: a day may have thousands
-            import pyarrow.parquet as pq
-
-            footers = [self._parquet(pq.read_metadata, path) for path in self.paths]
-            self.total = sum(footer.num_rows for footer in footers)
-            schema = self._one_schema([f.schema.to_arrow_schema() for f in footers])
+        if self.suffix in COLUMNAR:  # each part's footer only: a day may have thousands
+            footers = [self._columnar(path) for path in self.paths]
+            self.total = sum(footer.rows for footer in footers)
+            schema = self._one_schema([footer.schema for footer in footers])
             keys = dict.fromkeys(k for found in self.partitions.values() for k in found)
             self.schema = with_partitions(schema.empty_table(), dict.fromkeys(keys)).schema
         else:
@@ -121,8 +120,8 @@ class RowFiles:
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
         """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
         for path in self.paths:
-            if self.suffix == ".parquet":
-                batches = self._parquet_batches(path, size)
+            if self.suffix in COLUMNAR:
+                batches = self._columnar_batches(path, size)
             else:
                 batches = self._text_batches(path, size)
             for batch in batches:
@@ -143,12 +142,12 @@ class RowFiles:
         if rows:
             yield RowBatch(first, _rows=rows)
 
-    # --- Parquet ------------------------------------------------------------------------------
+    # --- Parquet and ORC ----------------------------------------------------------------------
 
-    def _parquet(self, read, path: Path):
-        """``read(path)`` (a pyarrow.parquet reader), its errors ``ConfigError`` on ``path``."""
-        with _parquet_errors(self.flag, path):
-            return read(path)
+    def _columnar(self, path: Path) -> ColumnarFile:
+        """The file's footer, its errors ``ConfigError`` on ``path``."""
+        with _columnar_errors(self.flag, path):
+            return ColumnarFile(path)
 
     def _one_schema(self, schemas: list):
         """The columns every part's rows are given with: the first part's, then any column
@@ -168,13 +167,12 @@ class RowFiles:
                 ) from None
         return schema
 
-    def _parquet_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
+    def _columnar_batches(self, path: Path, size: int) -> Iterator[RowBatch]:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         first = 1
-        with _parquet_errors(self.flag, path), pq.ParquetFile(path) as part:
-            for batch in part.iter_batches(batch_size=size):
+        with _columnar_errors(self.flag, path):
+            for batch in ColumnarFile(path).batches(size):
                 if batch.num_rows == 0:
                     continue
                 if fault := text_fault(batch, first):
@@ -319,8 +317,9 @@ class RowFiles:
 
 
 @contextmanager
-def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
-    """Arrow's and the OS's errors while reading Parquet as ``ConfigError`` on the file."""
+def _columnar_errors(flag: str, path: Path) -> Iterator[None]:
+    """Arrow's and the OS's errors while reading Parquet or ORC as ``ConfigError`` on the
+    file."""
     import pyarrow as pa
 
     try:
@@ -329,7 +328,46 @@ def _parquet_errors(flag: str, path: Path) -> Iterator[None]:
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         text = str(err).strip()
         reason = text.splitlines()[0] if text else type(err).__name__
-        raise ConfigError(flag, f"{path}: not readable as Parquet ({reason})") from None
+        kind = COLUMNAR[path.suffix.lower()]
+        raise ConfigError(flag, f"{path}: not readable as {kind} ({reason})") from None
+
+
+class ColumnarFile:
+    """A Parquet or ORC file (by its name) as every reader of a team's files reads it: its
+    footer's schema and rows, its rows in record batches, and the first rows of its row
+    groups (Parquet) or stripes (ORC) for a sample. Arrow's errors pass through."""
+
+    def __init__(self, path: Path, fmt: str | None = None):
+        """``fmt``: parquet or orc (default: by the file's name; Hive names its files
+        000000_0)."""
+        self.path = path
+        self.orc = fmt == "orc" if fmt else path.suffix.lower() == ".orc"
+        if self.orc:
+            from pyarrow import orc
+
+            self._file = orc.ORCFile(str(path))
+            self.schema, self.rows, self.groups = (
+                self._file.schema,
+                self._file.nrows,
+                self._file.nstripes,
+            )
+        else:
+            import pyarrow.parquet as pq
+
+            self._file = pq.ParquetFile(path)
+            self.schema = self._file.schema_arrow
+            self.rows, self.groups = self._file.metadata.num_rows, self._file.num_row_groups
+
+    def batches(self, size: int, columns: list[str] | None = None, groups=None) -> Iterator:
+        """The rows of ``groups`` (default: all), ``size`` at a time, of ``columns``."""
+        groups = range(self.groups) if groups is None else groups
+        if not self.orc:
+            yield from self._file.iter_batches(size, row_groups=list(groups), columns=columns)
+            return
+        for group in groups:  # (a stripe read whole, then cut)
+            stripe = self._file.read_stripe(group, columns=columns)
+            for start in range(0, stripe.num_rows, size):
+                yield stripe.slice(start, size)
 
 
 def binary_as_text(table, valid_only: bool = False):
@@ -455,7 +493,7 @@ def _named_files(given: str, flag: str) -> list[Path]:
     for file in files:
         if file.suffix.lower() not in SUFFIXES:
             raise ConfigError(
-                flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv or .parquet file"
+                flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file"
             )
     return files
 

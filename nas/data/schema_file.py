@@ -2,7 +2,7 @@
 columns are labels, keys and features, and how rows are split.
 
     name: my_ctr
-    source: {format: parquet, path: data/*.parquet}    # parquet | csv | jsonl
+    source: {format: parquet, path: data/*.parquet}    # parquet | orc | csv | jsonl
     labels: [click]                                     # one or more binary labels
     keys: {user: user_id, request: request_id, timestamp: ts}      # each optional
     split: {method: time, valid: 0.1, test: 0.1}
@@ -81,7 +81,7 @@ def _encoding(name: str) -> str:
 
 
 class Source(_Strict):
-    format: Literal["parquet", "csv", "jsonl"]
+    format: Literal["parquet", "orc", "csv", "jsonl"]
     path: Name
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
@@ -100,6 +100,11 @@ class Source(_Strict):
     encoding: Annotated[Name, AfterValidator(_encoding)] = "utf-8"
 
     @property
+    def text(self) -> bool:
+        """Whether its files are text, of lines (CSV, JSON lines), not typed columns."""
+        return self.format in ("csv", "jsonl")
+
+    @property
     def per_second(self) -> int:
         """Its numeric times' units in a second."""
         return PER_SECOND[self.time_unit]
@@ -112,8 +117,10 @@ class Source(_Strict):
             raise ValueError("delimiter, header and columns apply to format csv only")
         if self.format != "csv" and self.encoding != "utf-8":
             raise ValueError("encoding applies to format csv only (JSON lines are UTF-8)")
-        if self.format == "parquet" and self.on_bad_lines != "error":
-            raise ValueError("on_bad_lines applies to formats csv and jsonl (Parquet has no lines)")
+        if not self.text and self.on_bad_lines != "error":
+            raise ValueError(
+                "on_bad_lines applies to formats csv and jsonl (Parquet and ORC have no lines)"
+            )
         if self.format == "csv" and not self.header and not self.columns:
             raise ValueError("a csv file without a header needs columns: [its column names]")
         if self.columns is not None and len(set(self.columns)) != len(self.columns):

@@ -35,7 +35,13 @@ from nas.data.raw import (
     unix_seconds,
 )
 from nas.data.raw_table import events_array, is_list
-from nas.data.row_files import binary_as_text, partitions, text_fault, with_partitions
+from nas.data.row_files import (
+    ColumnarFile,
+    binary_as_text,
+    partitions,
+    text_fault,
+    with_partitions,
+)
 from nas.data.schema_file import Feature, SchemaFile
 
 BATCH_ROWS = 65_536
@@ -106,7 +112,7 @@ class Rows:
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         self._kinds = schema.column_kinds()
         self._per_second = schema.source.per_second
-        text = schema.source.format != "parquet"  # a blank text file: a day of no rows
+        text = schema.source.text  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
         self._required = schema.required_columns()
         # per file, the declared feature columns it lacks (a column added to the logs later):
@@ -197,10 +203,8 @@ class Rows:
     def _held_columns(self, path: Path) -> list[str]:
         fmt = self.schema.source.format
         try:
-            if fmt == "parquet":
-                import pyarrow.parquet as pq
-
-                return list(pq.ParquetFile(path).schema_arrow.names)
+            if not self.schema.source.text:
+                return list(ColumnarFile(path, fmt).schema.names)
             if fmt == "csv":
                 if not self.schema.source.header:
                     return list(self.schema.source.columns or ())
@@ -231,10 +235,8 @@ class Rows:
         columns = columns or [c for c in self._required if c not in added][:1] or held[:1]
         passed = Skipped()  # the same lines on every pass over the file
         try:
-            if fmt == "parquet":
-                import pyarrow.parquet as pq
-
-                batches = pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=columns)
+            if not self.schema.source.text:
+                batches = ColumnarFile(path, fmt).batches(BATCH_ROWS, columns)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 batches = self._open_csv(path, columns, passed)
             else:

@@ -2242,3 +2242,60 @@ def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_pa
             assert prepare_dataset(str(path), tmp_path / "c2")[0].manifest["csv_encoding"] == (
                 "iso8859-1"
             )
+
+
+def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Path) -> None:
+    """Hive and Spark write ORC as often as Parquet (Hive names its files 000000_0): recnas
+    read neither ("use .parquet, .csv, .tsv or .jsonl files"). An ORC source (``format:
+    orc``; several stripes a file) now prepares byte for byte as the same rows in Parquet,
+    drafts the same schema, and serves the same rows to `nas predict`'s reader, as the same
+    encoded features."""
+    import yaml
+    from pyarrow import orc
+
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles
+
+    parquet = schema_file(tmp_path / "parquet", "parquet")
+    folder = tmp_path / "orc" / "data"
+    folder.mkdir(parents=True)
+    for i, part in enumerate(sorted((tmp_path / "parquet" / "data").glob("*.parquet"))):
+        orc.write_table(
+            pq.read_table(part), folder / f"00000{i}_0", batch_size=64, stripe_size=1024
+        )
+    assert orc.ORCFile(folder / "000000_0").nstripes > 1
+    path = tmp_path / "orc" / "my_ctr.yaml"
+    path.write_text(
+        parquet.read_text().replace(
+            "{format: parquet, path: data/*.parquet}", "{format: orc, path: data/*}"
+        )
+    )
+    reference, _ = prepare_dataset(str(parquet), tmp_path / "reference")
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
+    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for array in arrays:
+        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+    forms = [json.loads((d.root / "raw_form.json").read_text()) for d in (reference, dataset)]
+    assert _rounded(forms[0]) == _rounded(forms[1])  # (sums over other batches: other roundings)
+
+    named = tmp_path / "named"  # `nas data schema` and `nas predict` know ORC by its name
+    named.mkdir()
+    for part in folder.iterdir():
+        (named / f"{part.name}.orc").write_bytes(part.read_bytes())
+    drafts = []
+    for read_from in (tmp_path / "parquet" / "data", named):
+        out = tmp_path / f"{read_from.name}.yaml"
+        assert main(["data", "schema", str(read_from), "--out", str(out)]) == 0
+        drafts.append(yaml.safe_load(out.read_text()))
+    assert drafts[0]["features"] == drafts[1]["features"] and drafts[1]["source"]["format"] == "orc"
+    served = [
+        [
+            table_features(reference.raw_form(), b.table, reference.schema)
+            for b in RowFiles(d).batches()
+        ]
+        for d in (tmp_path / "parquet" / "data", named)
+    ]
+    for part in ("categorical", "multi_hot", "dense"):  # (in batches of other sizes)
+        want, got = (torch.cat([getattr(f, part) for f in found]) for found in served)
+        assert len(got) == ROWS and torch.allclose(want.double(), got.double(), equal_nan=True)
