@@ -118,6 +118,10 @@ def found_source(given: str) -> Source:
     if place.is_dir():
         files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
         kinds = {_suffixes(p) for p in files} - {None}
+        if not kinds and files:  # Hive's files have no suffix (000000_0): by their bytes
+            kinds = {_by_magic(p) for p in files}
+            if len(kinds) == 1 and None not in kinds:
+                return _found(str(place.absolute() / "**" / "*"), files, next(iter(kinds)))
         if len(kinds) != 1:
             listed = ", ".join(sorted("".join(k) for k in kinds)) or "none"
             raise ConfigError("SOURCE", f"{given} holds no files of one format ({listed})")
@@ -129,12 +133,27 @@ def found_source(given: str) -> Source:
         files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
     if not files:
         raise ConfigError("SOURCE", f"{given} matches no file")
-    kind = _suffixes(files[0])
+    kind = _suffixes(files[0]) or _by_magic(files[0])
     if kind is None:
         raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .orc, .csv, .tsv or .jsonl files")
+    return _found(pattern, files, kind)
+
+
+def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
     fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
     columns = _headerless_names(files, delimiter) if fmt == "csv" else None
     return Source(pattern, files, fmt, delimiter, columns)
+
+
+def _by_magic(path: Path) -> tuple[str, ...] | None:
+    """A file without a format's name (Hive's 000000_0) as its first bytes say: ORC's or
+    Parquet's."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return None
+    return (".orc",) if head[:3] == b"ORC" else (".parquet",) if head == b"PAR1" else None
 
 
 class _Sniffer(csv.Sniffer):

@@ -568,10 +568,11 @@ def load_schema_file(path: Path) -> SchemaFile:
 
 
 def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
-    """The source's files, sorted; ``ConfigError`` when the path matches none."""
+    """The source's files, sorted, but for bookkeeping ones (Spark's ``_SUCCESS``, as
+    ``row_files`` passes them by); ``ConfigError`` when the path matches none."""
     pattern = _source_pattern(schema, schema_path)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
-    files = [p for p in found if p.is_file()]
+    files = [p for p in found if p.is_file() and not p.name.startswith(("_", "."))]
     if not files:
         raise ConfigError("source.path", f"matches no file ({pattern})", str(schema_path))
     return files

@@ -2264,6 +2264,7 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
             pq.read_table(part), folder / f"00000{i}_0", batch_size=64, stripe_size=1024
         )
     assert orc.ORCFile(folder / "000000_0").nstripes > 1
+    (folder / "_SUCCESS").write_bytes(b"")  # (Spark's marker: no data)
     path = tmp_path / "orc" / "my_ctr.yaml"
     path.write_text(
         parquet.read_text().replace(
@@ -2279,16 +2280,18 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     forms = [json.loads((d.root / "raw_form.json").read_text()) for d in (reference, dataset)]
     assert _rounded(forms[0]) == _rounded(forms[1])  # (sums over other batches: other roundings)
 
-    named = tmp_path / "named"  # `nas data schema` and `nas predict` know ORC by its name
-    named.mkdir()
-    for part in folder.iterdir():
-        (named / f"{part.name}.orc").write_bytes(part.read_bytes())
-    drafts = []
-    for read_from in (tmp_path / "parquet" / "data", named):
-        out = tmp_path / f"{read_from.name}.yaml"
+    drafts = []  # `nas data schema` knows Hive's files by their bytes
+    for read_from in (tmp_path / "parquet" / "data", folder):
+        out = tmp_path / f"{read_from.parent.name}.yaml"
         assert main(["data", "schema", str(read_from), "--out", str(out)]) == 0
         drafts.append(yaml.safe_load(out.read_text()))
     assert drafts[0]["features"] == drafts[1]["features"] and drafts[1]["source"]["format"] == "orc"
+    drafted, _ = prepare_dataset(str(tmp_path / "orc.yaml"), tmp_path / "drafted")
+    assert drafted.manifest["rows"] == ROWS  # (its path: every file, but _SUCCESS)
+    named = tmp_path / "named"  # `nas predict` knows ORC by its name
+    named.mkdir()
+    for part in folder.glob("0*"):
+        (named / f"{part.name}.orc").write_bytes(part.read_bytes())
     served = [
         [
             table_features(reference.raw_form(), b.table, reference.schema)
