@@ -568,11 +568,13 @@ def load_schema_file(path: Path) -> SchemaFile:
 
 
 def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
-    """The source's files, sorted, but for bookkeeping ones (Spark's ``_SUCCESS``, as
-    ``row_files`` passes them by); ``ConfigError`` when the path matches none."""
+    """The source's files, sorted, but for bookkeeping ones a pattern matches (Spark's
+    ``_SUCCESS``, as ``row_files`` passes them by); ``ConfigError`` when the path matches
+    none."""
     pattern = _source_pattern(schema, schema_path)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
-    files = [p for p in found if p.is_file() and not p.name.startswith(("_", "."))]
+    named = not glob.has_magic(str(pattern))  # one file, by its name: whatever its name
+    files = [p for p in found if p.is_file() and (named or not p.name.startswith(("_", ".")))]
     if not files:
         raise ConfigError("source.path", f"matches no file ({pattern})", str(schema_path))
     return files
