@@ -53,7 +53,10 @@ UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": 
 # A number's text that means it is missing, as CSV writers spell it (R's NA, Python's nan,
 # SQL's NULL, Excel's #N/A), besides "" and blanks: prepare and a served row read a "number"
 # column's text alike. (Text columns take only "" as missing: "NA" is a country.)
-MISSING_NUMBER_TEXTS = ("NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "nan", "NaN", "-nan")
+# (\N: MySQL's and Hive's text files' null)
+MISSING_NUMBER_TEXTS = (
+    "NA", "N/A", "n/a", "#N/A", "NULL", "null", "None", "nan", "NaN", "-nan", "\\N"
+)  # fmt: skip
 DERIVED = {  # from a unix time in seconds, as prepare computes them (UTC)
     "hour": lambda t: (t // 3600) % 24 + 1,
     "weekday": lambda t: (t // 86400 + 3) % 7 + 1,  # 1970-01-01 was a Thursday; Monday = 1

@@ -1176,7 +1176,7 @@ def test_the_profile_agrees_with_pandas(tmp_path: Path) -> None:
 DAMAGE = st.sampled_from(
     [None, "", " ", "nan", "inf", 1e308, -1, 2**63, 2**64, 0.5, True, "x" * 5000, "é€😀",
      [], ["a", 1], {"a": 1}, "a|b|c|d|e", 3, "2024-01-01", [None, "a"], [1, 2], [1.5], " 5 ",
-     -0.0, "NA"]
+     -0.0, "NA", "\\N"]
 )  # fmt: skip
 
 
@@ -2302,3 +2302,34 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     for part in ("categorical", "multi_hot", "dense"):  # (in batches of other sizes)
         want, got = (torch.cat([getattr(f, part) for f in found]) for found in served)
         assert len(got) == ROWS and torch.allclose(want.double(), got.double(), equal_nan=True)
+
+
+def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path) -> None:
+    """MySQL's and Hive's text files write a null as \\N: a number column holding one was
+    refused ("must be a number, got '\\\\N'"). It is missing now, as a blank is, in prepare
+    and in a served row."""
+    from nas.data.row_files import RowFiles
+
+    frames = {}
+    for form, null in (("blank", ""), ("hive", "\\N")):
+        path = schema_file(tmp_path / form, "csv")
+        source = tmp_path / form / "data" / "logs.tsv"
+        lines = source.read_text().splitlines()
+        at = lines[0].split("\t").index("price")
+        for i in range(1, len(lines), 7):
+            cells = lines[i].split("\t")
+            cells[at] = null
+            lines[i] = "\t".join(cells)
+        source.write_text("\n".join(lines) + "\n")
+        frames[form], _ = prepare_dataset(str(path), tmp_path / f"cache-{form}")
+    dense = [np.load(d.root / "dense.npy") for d in frames.values()]
+    assert np.array_equal(dense[0], dense[1])
+    dataset = frames["hive"]
+    rows = [row for batch in RowFiles(tmp_path / "hive" / "data").batches() for row in batch.rows]
+    assert sum(row["price"] == "\\N" for row in rows) == len(range(1, ROWS + 1, 7))
+    served = dataset.raw_form().features(rows, dataset.schema)
+    order = np.argsort(np.asarray(dataset.array("source_row")))
+    stored = Features.from_arrays(
+        dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
+    )
+    assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
