@@ -343,7 +343,10 @@ def _file_sample(
                 encoding=encoding,
             )
             reader = pacsv.open_csv(
-                path, read_options=read, parse_options=csv_parsing(delimiter, passed)
+                path,
+                read_options=read,
+                parse_options=csv_parsing(delimiter, passed),
+                convert_options=_csv_nulls(),
             )
             return _untrailed(_first_rows(reader, rows))
         import pyarrow.json as pajson
@@ -412,6 +415,7 @@ def _csv_sample(
                         block_size=len(text) + 1, column_names=columns, encoding=encoding
                     ),
                     parse_options=csv_parsing(delimiter, passed if i == 0 else None),
+                    convert_options=_csv_nulls(),
                 )
             )
         except pa.ArrowInvalid:
@@ -441,6 +445,15 @@ def csv_encoding(files: list[Path]) -> str:
             except UnicodeDecodeError:
                 return "iso8859-1"
     return "utf-8"
+
+
+def _csv_nulls():
+    """Arrow's CSV types with its missing spellings and MySQL's and Hive's ``\\N``, as
+    prepare reads a number (``raw.MISSING_NUMBER_TEXTS``): a column of numbers with some
+    written so is numbers."""
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(null_values=[*pacsv.ConvertOptions().null_values, "\\N"])
 
 
 def _untrailed(table: pa.Table) -> pa.Table:

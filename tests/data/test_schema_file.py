@@ -2304,7 +2304,7 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
         assert len(got) == ROWS and torch.allclose(want.double(), got.double(), equal_nan=True)
 
 
-def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path) -> None:
+def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path, capsys) -> None:
     """MySQL's and Hive's text files write a null as \\N: a number column holding one was
     refused ("must be a number, got '\\\\N'"). It is missing now, as a blank is, in prepare
     and in a served row."""
@@ -2333,3 +2333,9 @@ def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path) -> No
         dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
     )
     assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
+    drafts = []  # `nas data schema`: a column of numbers, some \\N, drafted as numbers
+    for form in ("blank", "hive"):
+        out = tmp_path / f"{form}.yaml"
+        assert main(["data", "schema", str(tmp_path / form / "data"), "--out", str(out)]) == 0
+        drafts.append(out.read_text().replace("hive", "blank"))
+    assert drafts[0] == drafts[1] and "{name: price, type: dense" in drafts[1]
