@@ -1950,6 +1950,21 @@ def _bad_lines(fmt: str, lines: list[str]) -> tuple[list[str], list[int]]:
     return damaged, numbers
 
 
+def assert_same_dataset(reference, dataset, exact: bool = False) -> None:
+    """Every prepared array of ``dataset`` byte for byte ``reference``'s, and their raw
+    forms alike (``exact``: as text; else numbers to 12 digits, as statistics summed over
+    batches of other sizes round otherwise)."""
+    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
+    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
+    for array in arrays:
+        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+    forms = [(d.root / "raw_form.json").read_text() for d in (reference, dataset)]
+    if exact:
+        assert forms[0] == forms[1]
+    else:
+        assert _rounded(json.loads(forms[0])) == _rounded(json.loads(forms[1]))
+
+
 def _rounded(found):
     """JSON with its numbers to 12 digits."""
     if isinstance(found, dict):
@@ -2006,12 +2021,7 @@ def test_lines_that_are_not_rows_are_refused_or_passed_by_as_on_bad_lines_says(
     dataset, _ = prepare_dataset(str(path), cache)
     reference, _ = prepare_dataset(str(clean), tmp_path / "reference")
     assert dataset.manifest["rows"] == reference.manifest["rows"] == len(text) - (fmt == "csv")
-    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
-    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
-    for array in arrays:
-        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
-    forms = [json.loads((d.root / "raw_form.json").read_text()) for d in (reference, dataset)]
-    assert _rounded(forms[0]) == _rounded(forms[1])  # (sums over other blocks: other roundings)
+    assert_same_dataset(reference, dataset)
     skipped = dataset.manifest["skipped_lines"]
     assert list(skipped) == [name] and skipped[name]["lines"] == len(numbers)
     if fmt == "jsonl":
@@ -2028,8 +2038,7 @@ def test_lines_that_are_not_rows_are_refused_or_passed_by_as_on_bad_lines_says(
         path.write_text(path.read_text().replace("logs.jsonl", "logs.jsonl.gz"))
         again, _ = prepare_dataset(str(path), tmp_path / "gz")
         assert again.manifest["skipped_lines"]["logs.jsonl.gz"] == skipped[name]
-        for array in arrays:
-            assert np.array_equal(np.load(reference.root / array), np.load(again.root / array))
+        assert_same_dataset(reference, again)
 
     # the draft: lines that are not rows in its sample (the first one, at the file's start)
     out = tmp_path / "draft.yaml"
@@ -2125,10 +2134,7 @@ def test_csv_rows_that_end_with_the_delimiter_read_as_rows_without_it(
         path.write_text(path.read_text().replace("delimiter:", declared))
     reference, _ = prepare_dataset(str(clean), tmp_path / "reference")
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
-    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
-    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
-    for array in arrays:
-        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
+    assert_same_dataset(reference, dataset)
 
     def draft(read_from: Path, *labels: str) -> dict:
         out = tmp_path / f"{read_from.parent.parent.name}.yaml"
@@ -2205,13 +2211,7 @@ def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_pa
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     reference, _ = prepare_dataset(str(utf8), tmp_path / "reference")
     assert dataset.manifest["csv_encoding"] == "cp1252" and "csv_encoding" not in reference.manifest
-    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
-    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
-    for array in arrays:
-        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
-    assert (reference.root / "raw_form.json").read_text() == (
-        dataset.root / "raw_form.json"
-    ).read_text()
+    assert_same_dataset(reference, dataset, exact=True)
     form = json.loads((dataset.root / "raw_form.json").read_text())
     assert {"Köln", "€uro"} <= set(form["categorical"][0]["vocab"])  # (its vocabulary's text)
 
@@ -2273,12 +2273,7 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     )
     reference, _ = prepare_dataset(str(parquet), tmp_path / "reference")
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
-    arrays = sorted(p.name for p in reference.root.glob("*.npy"))
-    assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
-    for array in arrays:
-        assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
-    forms = [json.loads((d.root / "raw_form.json").read_text()) for d in (reference, dataset)]
-    assert _rounded(forms[0]) == _rounded(forms[1])  # (sums over other batches: other roundings)
+    assert_same_dataset(reference, dataset)
 
     drafts = []  # `nas data schema` knows Hive's files by their bytes
     for read_from in (tmp_path / "parquet" / "data", folder):
