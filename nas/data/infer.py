@@ -45,6 +45,7 @@ from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
+    by_magic,
     partitions,
     text_fault,
     with_partitions,
@@ -146,14 +147,9 @@ def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
 
 
 def _by_magic(path: Path) -> tuple[str, ...] | None:
-    """A file without a format's name (Hive's 000000_0) as its first bytes say: ORC's or
-    Parquet's."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(4)
-    except OSError:
-        return None
-    return (".orc",) if head[:3] == b"ORC" else (".parquet",) if head == b"PAR1" else None
+    """A file without a format's name (Hive's 000000_0) as its first bytes say."""
+    found = by_magic(path)
+    return (found,) if found else None
 
 
 class _Sniffer(csv.Sniffer):

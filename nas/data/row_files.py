@@ -3,8 +3,9 @@ pattern), read a batch at a time: a day of logs never sits in memory whole.
 
 Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of MLflow's scoring
 request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
-serving system's text would be; a header names the columns) and Parquet (each batch also as
-Arrow). A UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
+serving system's text would be; a header names the columns), Parquet and ORC (each batch
+also as Arrow; a file without a suffix, as Hive names them, known by its first bytes). A
+UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
 file that is not Parquet, text that is not UTF-8: ``ConfigError`` naming the flag, the file
 and the line or row. A folder's Hive-style partition folders (``date=2024-05-07/``) are
 columns of their files' rows.
@@ -92,7 +93,7 @@ class RowFiles:
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
         self.partitions = {path: partitions(path, root) for path in self.paths}
-        suffixes = sorted({path.suffix.lower() for path in self.paths})
+        suffixes = sorted({str(file_kind(path)) for path in self.paths})
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
             raise ConfigError(
@@ -146,8 +147,8 @@ class RowFiles:
 
     def _columnar(self, path: Path) -> ColumnarFile:
         """The file's footer, its errors ``ConfigError`` on ``path``."""
-        with _columnar_errors(self.flag, path):
-            return ColumnarFile(path)
+        with _columnar_errors(self.flag, path, self.suffix):
+            return ColumnarFile(path, self.suffix[1:])
 
     def _one_schema(self, schemas: list):
         """The columns every part's rows are given with: the first part's, then any column
@@ -171,8 +172,8 @@ class RowFiles:
         import pyarrow as pa
 
         first = 1
-        with _columnar_errors(self.flag, path):
-            for batch in ColumnarFile(path).batches(size):
+        with _columnar_errors(self.flag, path, self.suffix):
+            for batch in ColumnarFile(path, self.suffix[1:]).batches(size):
                 if batch.num_rows == 0:
                     continue
                 if fault := text_fault(batch, first):
@@ -317,9 +318,9 @@ class RowFiles:
 
 
 @contextmanager
-def _columnar_errors(flag: str, path: Path) -> Iterator[None]:
-    """Arrow's and the OS's errors while reading Parquet or ORC as ``ConfigError`` on the
-    file."""
+def _columnar_errors(flag: str, path: Path, kind: str) -> Iterator[None]:
+    """Arrow's and the OS's errors while reading Parquet or ORC (``kind``: .parquet, .orc)
+    as ``ConfigError`` on the file."""
     import pyarrow as pa
 
     try:
@@ -328,8 +329,7 @@ def _columnar_errors(flag: str, path: Path) -> Iterator[None]:
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         text = str(err).strip()
         reason = text.splitlines()[0] if text else type(err).__name__
-        kind = COLUMNAR[path.suffix.lower()]
-        raise ConfigError(flag, f"{path}: not readable as {kind} ({reason})") from None
+        raise ConfigError(flag, f"{path}: not readable as {COLUMNAR[kind]} ({reason})") from None
 
 
 class ColumnarFile:
@@ -483,7 +483,7 @@ def _named_files(given: str, flag: str) -> list[Path]:
         files = sorted(
             p
             for p in path.rglob("*")
-            if p.is_file() and p.suffix.lower() in SUFFIXES and _data_name(p.relative_to(path))
+            if p.is_file() and _data_name(p.relative_to(path)) and file_kind(p) is not None
         )
         if not files:
             raise ConfigError(flag, f"{given} is a folder with no {', '.join(SUFFIXES)} file")
@@ -491,11 +491,28 @@ def _named_files(given: str, flag: str) -> list[Path]:
         require_file(path, flag)
         files = [path]
     for file in files:
-        if file.suffix.lower() not in SUFFIXES:
+        if file_kind(file) is None:
             raise ConfigError(
                 flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file"
             )
     return files
+
+
+def file_kind(path: Path) -> str | None:
+    """A file's format as its suffix (``SUFFIXES``) names it, or for one without (Hive's
+    000000_0), as its first bytes do (``by_magic``); None for neither."""
+    suffix = path.suffix.lower()
+    return suffix if suffix in SUFFIXES else by_magic(path) if not suffix else None
+
+
+def by_magic(path: Path) -> str | None:
+    """``.orc`` or ``.parquet`` where a file's first bytes are ORC's or Parquet's."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return None
+    return ".orc" if head[:3] == b"ORC" else ".parquet" if head == b"PAR1" else None
 
 
 def pattern_root(pattern: str | Path) -> Path:

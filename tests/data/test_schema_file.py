@@ -2275,7 +2275,7 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert_same_dataset(reference, dataset)
 
-    drafts = []  # `nas data schema` knows Hive's files by their bytes
+    drafts = []  # `nas data schema` knows Hive's files by their first bytes
     for read_from in (tmp_path / "parquet" / "data", folder):
         out = tmp_path / f"{read_from.parent.name}.yaml"
         assert main(["data", "schema", str(read_from), "--out", str(out)]) == 0
@@ -2283,16 +2283,12 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     assert drafts[0]["features"] == drafts[1]["features"] and drafts[1]["source"]["format"] == "orc"
     drafted, _ = prepare_dataset(str(tmp_path / "orc.yaml"), tmp_path / "drafted")
     assert drafted.manifest["rows"] == ROWS  # (its path: every file, but _SUCCESS)
-    named = tmp_path / "named"  # `nas predict` knows ORC by its name
-    named.mkdir()
-    for part in folder.glob("0*"):
-        (named / f"{part.name}.orc").write_bytes(part.read_bytes())
     served = [
         [
             table_features(reference.raw_form(), b.table, reference.schema)
             for b in RowFiles(d).batches()
         ]
-        for d in (tmp_path / "parquet" / "data", named)
+        for d in (tmp_path / "parquet" / "data", folder)  # (`nas predict` too, by their bytes)
     ]
     for part in ("categorical", "multi_hot", "dense"):  # (in batches of other sizes)
         want, got = (torch.cat([getattr(f, part) for f in found]) for found in served)
