@@ -237,20 +237,27 @@ class RowFiles:
             raise ConfigError(self.flag, f"{where}: {err}") from None
 
     def _lines(self, path: Path) -> Iterator[str]:
-        """The file's lines as text (with their line ends, as ``csv`` wants them)."""
+        """The file's lines as text (with their line ends, as ``csv`` wants them): UTF-8,
+        or where a line is not, in ``encoding`` (a model's CSV source's, cp1252: a file
+        written so; UTF-8 text read in cp1252 would be other text, "DÃ¼sseldorf")."""
         try:
             with open(path, "rb") as file:
                 for number, raw in enumerate(file, start=1):
                     self.done += len(raw)
-                    utf8 = self.encoding == "utf-8"
                     try:
-                        yield raw.decode("utf-8-sig" if utf8 and number == 1 else self.encoding)
+                        yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                        continue
                     except UnicodeDecodeError as err:
-                        raise ConfigError(
-                            self.flag,
-                            f"{path} line {number}: not {'UTF-8' if utf8 else self.encoding} "
-                            f"text ({err.reason})",
-                        ) from None
+                        fault = err.reason
+                    if self.encoding != "utf-8":
+                        try:
+                            yield raw.decode(self.encoding)
+                            continue
+                        except UnicodeDecodeError as err:
+                            fault = f"nor {self.encoding}: {err.reason}"
+                    raise ConfigError(
+                        self.flag, f"{path} line {number}: not UTF-8 text ({fault})"
+                    ) from None
         except OSError as err:
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
 

@@ -2229,6 +2229,9 @@ def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_pa
     read = [row for batch in rows.batches() for row in batch.rows]
     expected = [row for b in RowFiles(tmp_path / "utf8" / "data").batches() for row in b.rows]
     assert read == expected and any(row["site"] == "€uro" for row in read)
+    rows = RowFiles(tmp_path / "utf8" / "data")  # UTF-8 rows to score: UTF-8 they stay
+    rows.read_as({"csv_encoding": "cp1252"})
+    assert [row for batch in rows.batches() for row in batch.rows] == expected
 
     for wrong, said in (
         ("encoding: klingon, delimiter:", "unknown encoding 'klingon'"),
