@@ -122,6 +122,9 @@ class Rows:
         # keys' types (``json_types``)
         self._keys_seen: dict[Path, set[str]] = {}
         self._json_types: dict[Path, pa.Schema] = {}
+        # CSV: per file, the names its rows are read by where they end with the delimiter
+        # (``trailing_names``: read once, not on every pass)
+        self._trailing: dict[Path, list[str] | None] = {}
         self._asked: set[str] = set()
         # JSON lines read line by line in Python (several times slower), and why
         self.by_line: dict[Path, str] = {}
@@ -344,7 +347,9 @@ class Rows:
 
         source = self.schema.source
         declared = list(source.columns) if not source.header else None
-        names = trailing_names(path, source.delimiter, declared, source.encoding)
+        if path not in self._trailing:
+            self._trailing[path] = trailing_names(path, source.delimiter, declared, source.encoding)
+        names = self._trailing[path]
         read = pacsv.ReadOptions(
             block_size=BLOCK_BYTES,
             column_names=names or declared,
