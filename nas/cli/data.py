@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -336,6 +337,14 @@ def _below(path: Path, root: Path) -> str:
         return path.name
 
 
+# how a draft's title names a CSV source's delimiter other than "," and "\t"
+DELIMITER_NAMES = {
+    ";": "';' (as Excel writes CSV where a comma is the decimal mark)",
+    "|": "'|'",
+    "\x01": "Ctrl-A, \\x01 (as Hive writes its text tables)",
+}
+
+
 def cmd_data_schema(args: argparse.Namespace) -> None:
     import os
 
@@ -353,12 +362,19 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     source = found_source(args.source)
     root = pattern_root(source.pattern)
     sample = read_sample(
-        source.files, source.format, source.delimiter, columns=source.columns, root=root
+        source.files,
+        source.format,
+        source.delimiter,
+        columns=source.columns,
+        root=root,
+        decimal=source.decimal,
     )
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
-        declared += ', delimiter: "\\t"'
+        declared += f", delimiter: {json.dumps(source.delimiter)}"
+    if source.decimal != ".":
+        declared += f', decimal: "{source.decimal}"'
     if source.columns:
         declared += f", header: false, columns: [{', '.join(source.columns)}]"
     skipped = sample.skipped
@@ -386,6 +402,8 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             {
                 "out": str(args.out),
                 "header": source.columns is None,
+                "delimiter": source.delimiter if source.format == "csv" else None,
+                "decimal": source.decimal if source.format == "csv" else None,
                 "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
                 "encoding": sample.encoding,
                 "bad_lines": {"lines": skipped.lines, "first": skipped.first}
@@ -402,6 +420,10 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             f"{args.out}: from rows of {some} of its {len(source.files)} files "
             f"({_below(read[0], root)} to {_below(read[-1], root)}), {rows:,} in all"
         )
+    if source.delimiter not in (",", "\t"):
+        title += f"; its fields are split by {DELIMITER_NAMES[source.delimiter]}"
+    if source.decimal != ".":
+        title += "; its numbers' decimal mark is a comma (3,14)"
     if source.columns:
         title += (
             f"; no header (its first line holds values like the lines below it): columns "

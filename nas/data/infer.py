@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import glob
-import io
 import itertools
 import json
 import math
@@ -41,17 +40,21 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
-from nas.data.raw import EVENT_KEYS, PER_SECOND, UNIT_NAMES, numeric
+from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
     by_magic,
+    first_lines,
+    is_part,
     partitions,
+    sniffed_delimiter,
     text_fault,
     with_partitions,
 )
 from nas.data.source_rows import (
     DATE_TIMES,
+    DECIMAL_COMMA,
     SAMPLE_BYTES,
     SAMPLE_PARTS,
     TRAILING,
@@ -92,12 +95,15 @@ CATEGORY_NAME = re.compile(
 )
 UNIX_SECONDS = (1e8, 1e10)  # 1973 to 2286: whole seconds, not milliseconds
 FEW_VALUES = 25  # integers with at most this many values: categories (hours, codes)
-SEPARATORS = ("|", ";")  # text holding lists: a tenth of its values or more hold one
+# text holding lists: a tenth of its values or more hold one (Hive's arrays: Ctrl-B, \x02)
+SEPARATORS = ("|", ";", "\x02")
 HASH_SIZE = 1 << 20
 
 
 FORMATS = {".parquet": "parquet", ".orc": "orc", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}
 COMPRESSIONS = (".gz", ".bz2", ".zst")
+KNOWN_FILES = ".parquet, .orc, .csv, .tsv or .jsonl files"
+WHOLE = re.compile(r"[+-]?\d+")
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class Source:
     format: str
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
+    decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
 
 
 def found_source(given: str) -> Source:
@@ -120,9 +127,16 @@ def found_source(given: str) -> Source:
         files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
         kinds = {_suffixes(p) for p in files} - {None}
         if not kinds and files:  # Hive's files have no suffix (000000_0): by their bytes
-            kinds = {_by_magic(p) for p in files}
+            kinds = {_by_magic(p, is_part(p)) for p in files}
             if len(kinds) == 1 and None not in kinds:
                 return _found(str(place.absolute() / "**" / "*"), files, next(iter(kinds)))
+            if kinds == {None}:
+                raise ConfigError(
+                    "SOURCE",
+                    f"{given} holds no file of a known format: {KNOWN_FILES}, or parts a job "
+                    "wrote without a suffix (Hive's 000000_0, Spark's part-00000)",
+                )
+            kinds = {k if k else ("without a format",) for k in kinds}
         if len(kinds) != 1:
             listed = ", ".join(sorted("".join(k) for k in kinds)) or "none"
             raise ConfigError("SOURCE", f"{given} holds no files of one format ({listed})")
@@ -132,24 +146,59 @@ def found_source(given: str) -> Source:
     else:
         pattern = str(place.absolute())
         files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+        if glob.has_magic(pattern):  # (a job's bookkeeping files, _SUCCESS: not its rows)
+            files = [p for p in files if p.name[0] not in "._"]
     if not files:
         raise ConfigError("SOURCE", f"{given} matches no file")
-    kind = _suffixes(files[0]) or _by_magic(files[0])
+    kind = _suffixes(files[0]) or _by_magic(files[0], len(files) == 1 or is_part(files[0]))
     if kind is None:
-        raise ConfigError("SOURCE", f"{files[0]}: use .parquet, .orc, .csv, .tsv or .jsonl files")
+        raise ConfigError("SOURCE", f"{files[0]}: use {KNOWN_FILES}")
     return _found(pattern, files, kind)
 
 
 def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
     fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
-    columns = _headerless_names(files, delimiter) if fmt == "csv" else None
-    return Source(pattern, files, fmt, delimiter, columns)
+    columns, decimal = None, "."
+    if fmt == "csv":
+        lines = _first_lines(files)
+        if kind[0] != ".tsv":  # (Excel's ";", Hive's Ctrl-A)
+            delimiter = sniffed_delimiter(lines, delimiter)
+        columns = _headerless_names(lines, delimiter)
+        decimal = decimal_mark(lines, delimiter)
+    return Source(pattern, files, fmt, delimiter, columns, decimal)
 
 
-def _by_magic(path: Path) -> tuple[str, ...] | None:
-    """A file without a format's name (Hive's 000000_0) as its first bytes say."""
-    found = by_magic(path)
+def decimal_mark(lines: list[str], delimiter: str) -> str:
+    """``,`` where a CSV file's fields are split by another delimiter and a column of its
+    first ``lines`` (past the first, a header or not) holds numbers written with a decimal
+    comma, 3,14 (its other values whole numbers or missing), as Excel writes them where that
+    is the mark; else ``.``."""
+    if delimiter == ",":
+        return "."
+    try:
+        rows = list(csv.reader(lines[1:], delimiter=delimiter))
+    except csv.Error:  # (a NUL byte, a field past csv's limit: the sample's reader says so)
+        return "."
+    for i in range(max(map(len, rows), default=0)):
+        values = [row[i].strip() for row in rows if i < len(row)]
+        values = [v for v in values if v and v not in MISSING_NUMBER_TEXTS]
+        if any(DECIMAL_COMMA.fullmatch(v) for v in values) and all(
+            WHOLE.fullmatch(v) or DECIMAL_COMMA.fullmatch(v) for v in values
+        ):
+            return ","
+    return "."
+
+
+def _by_magic(path: Path, text: bool) -> tuple[str, ...] | None:
+    """A file without a format's name (Hive's 000000_0) as its first bytes say (lines of
+    text: where ``text``)."""
+    found = by_magic(path, text)
     return (found,) if found else None
+
+
+def _first_lines(files: list[Path]) -> list[str]:
+    """The first non-blank lines (up to 50) of the first CSV file that holds any."""
+    return first_lines(next((p for p in files if not blank(p)), files[0]))
 
 
 class _Sniffer(csv.Sniffer):
@@ -163,16 +212,13 @@ class _Sniffer(csv.Sniffer):
         return self.dialect
 
 
-def _headerless_names(files: list[Path], delimiter: str) -> list[str] | None:
+def _headerless_names(lines: list[str], delimiter: str) -> list[str] | None:
     """Names for CSV files' columns where the first file's first line is no header: Python's
     ``csv.Sniffer`` judges it none by its first lines (a header's cells differ in type or
     length from the values below them; a Criteo day's first row does not), and it holds a
     number or most of its cells stand again in their columns below it (values recur, names
     do not: a header of names holds none; where neither tells, a header, as before). Else
     None."""
-    path = next((p for p in files if not blank(p)), files[0])
-    with io.TextIOWrapper(pa.input_stream(path, compression="detect"), errors="replace") as text:
-        lines = [line for line in itertools.islice(text, 50) if line.strip()]
     if len(lines) < 2:
         return None
     try:
@@ -226,13 +272,15 @@ def read_sample(
     rows: int = SAMPLE_ROWS,
     columns: list[str] | None = None,
     root: Path | None = None,
+    decimal: str = ".",
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
-    files are under, whose Hive-style partition folders below it are columns."""
+    files are under, whose Hive-style partition folders below it are columns. ``decimal``:
+    a CSV file's decimal mark."""
     if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
@@ -241,7 +289,7 @@ def read_sample(
     skipped, tables = Skipped(), []
     for path in chosen:
         passed = Skipped()
-        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed, encoding))
+        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal))
         if passed.lines:
             skipped.lines += passed.lines
             skipped.first = skipped.first or f"{path.name}: {passed.first}"
@@ -311,13 +359,15 @@ def _file_sample(
     columns: list[str] | None,
     passed: Skipped,
     encoding: str = "utf-8",
+    decimal: str = ".",
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
-    ``encoding``), from ``SAMPLE_PARTS`` places spread over it (a column that its first rows
-    hold nothing of, one added to a large file's rows later, is seen): Parquet's row groups,
-    an uncompressed text file's bytes (a row is a line of CSV or JSON lines, as prepare
-    reads them). A compressed file, read from its start: its first rows (at most 8 MiB of
-    text). A line that is not a row: passed by into ``passed``."""
+    ``encoding``, its numbers by their ``decimal`` mark), from ``SAMPLE_PARTS`` places spread
+    over it (a column that its first rows hold nothing of, one added to a large file's rows
+    later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a
+    line of CSV or JSON lines, as prepare reads them). A compressed file, read from its
+    start: its first rows (at most 8 MiB of text). A line that is not a row: passed by into
+    ``passed``."""
     try:
         if fmt in ("parquet", "orc"):
             return _columnar_sample(path, fmt, rows)
@@ -325,7 +375,7 @@ def _file_sample(
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
-                sample = _csv_sample(parts, delimiter, columns, passed, names, encoding)
+                sample = _csv_sample(parts, delimiter, columns, passed, names, encoding, decimal)
                 return _untrailed(sample)
             lines = [line for part in parts for line in part if line.strip()]
             return _json_sample(lines, passed)
@@ -342,7 +392,7 @@ def _file_sample(
                 path,
                 read_options=read,
                 parse_options=csv_parsing(delimiter, passed),
-                convert_options=_csv_nulls(),
+                convert_options=_csv_nulls(decimal),
             )
             return _untrailed(_first_rows(reader, rows))
         import pyarrow.json as pajson
@@ -383,6 +433,7 @@ def _csv_sample(
     passed: Skipped,
     names: list[str] | None = None,
     encoding: str = "utf-8",
+    decimal: str = ".",
 ) -> pa.Table:
     """A CSV file's parts, the header first (else ``columns`` name them; or ``names``, its
     ``trailing_names``), each as Arrow reads it under the header (as one block: each
@@ -411,7 +462,7 @@ def _csv_sample(
                         block_size=len(text) + 1, column_names=columns, encoding=encoding
                     ),
                     parse_options=csv_parsing(delimiter, passed if i == 0 else None),
-                    convert_options=_csv_nulls(),
+                    convert_options=_csv_nulls(decimal),
                 )
             )
         except pa.ArrowInvalid:
@@ -443,13 +494,15 @@ def csv_encoding(files: list[Path]) -> str:
     return "utf-8"
 
 
-def _csv_nulls():
+def _csv_nulls(decimal: str = "."):
     """Arrow's CSV types with its missing spellings and MySQL's and Hive's ``\\N``, as
     prepare reads a number (``raw.MISSING_NUMBER_TEXTS``): a column of numbers with some
-    written so is numbers."""
+    written so is numbers; numbers by their ``decimal`` mark."""
     import pyarrow.csv as pacsv
 
-    return pacsv.ConvertOptions(null_values=[*pacsv.ConvertOptions().null_values, "\\N"])
+    return pacsv.ConvertOptions(
+        null_values=[*pacsv.ConvertOptions().null_values, "\\N"], decimal_point=decimal
+    )
 
 
 def _untrailed(table: pa.Table) -> pa.Table:
@@ -684,7 +737,7 @@ def _lists(
         return None, "left out", f"a list of {values.type}, not of ids"
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
     width = max(1, int(np.percentile(lengths, 99))) if len(lengths) else 1
-    split, sep = (f" split at {sep!r}", f', sep: "{sep}"') if sep else ("", "")
+    split, sep = (f" split at {sep!r}", f", sep: {json.dumps(sep)}") if sep else ("", "")
     if items and HISTORY_NAME.search(column):
         return (f"{{name: {column}, type: sequence, vocab_of: {items}, max_len: {width}{sep}}}",
                 "sequence", f"a list{split} of {items}'s ids, named as a history")  # fmt: skip

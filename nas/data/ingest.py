@@ -117,6 +117,10 @@ def prepare_schema_file(
         extra["csv_columns"] = list(schema.source.columns or ())
     if schema.source.encoding != "utf-8":  # (csv) served files read so
         extra["csv_encoding"] = schema.source.encoding
+    if schema.source.format == "csv" and schema.source.delimiter != ",":  # served files: first
+        extra["csv_delimiter"] = schema.source.delimiter
+    if schema.source.format == "csv" and schema.source.decimal != ".":  # served files read so
+        extra["csv_decimal"] = schema.source.decimal
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 

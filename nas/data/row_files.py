@@ -3,8 +3,10 @@ pattern), read a batch at a time: a day of logs never sits in memory whole.
 
 Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of MLflow's scoring
 request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
-serving system's text would be; a header names the columns), Parquet and ORC (each batch
-also as Arrow; a file without a suffix, as Hive names them, known by its first bytes). A
+serving system's text would be; a header names the columns; a CSV file's fields split by
+the delimiter its first lines are: ``sniffed_delimiter``), Parquet and ORC (each batch also
+as Arrow). A file without a suffix, as Hive names them, is known by its first bytes
+(``by_magic``: text too, where the user named it or a job's part name is its name). A
 UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
 file that is not Parquet, text that is not UTF-8: ``ConfigError`` naming the flag, the file
 and the line or row. A folder's Hive-style partition folders (``date=2024-05-07/``) are
@@ -20,6 +22,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +35,12 @@ from nas.core.user_files import require_file
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc")
 COLUMNAR = {".parquet": "Parquet", ".orc": "ORC"}  # files of typed columns, by their names
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
+# the delimiters a CSV file's lines are told apart by (sniffed_delimiter): Excel's two (";"
+# where the decimal mark is a comma), TSV's, pipes, and Hive's text tables' Ctrl-A
+DELIMITER_CHOICES = (",", ";", "\t", "|", "\x01")
+# parts a job writes without a format's suffix: Hive's 000000_0 (and 000000_0_copy_1), Spark's
+# and MapReduce's part-00000 and part-r-00000; such a file is read by its bytes (by_magic)
+PART_NAME = re.compile(r"\d+_\d+(_copy_\d+)?|part-[\w.-]+")
 BATCH_ROWS = 65_536  # rows scored at once: a few hundred MB at most with long histories
 # MLflow's scoring request forms: a .json file may hold its rows under one of these keys, as
 # a list of row objects (``{"dataframe_records": [...]}``), or (``instances``, ``inputs``) as
@@ -89,11 +98,14 @@ class RowFiles:
         # model trained on CSV without a header reads its rows so)
         self.given, self.flag, self.columns = str(given), flag, columns
         self.encoding = "utf-8"  # a CSV file's text (a model's source's: read_as)
+        self.delimiter: str | None = None  # a model's CSV source's, where not "," (read_as)
+        self.decimal_commas: set[str] = set()  # number columns written 3,14 (read_as)
         self.paths = _named_files(self.given, flag)
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
         self.partitions = {path: partitions(path, root) for path in self.paths}
-        suffixes = sorted({str(file_kind(path)) for path in self.paths})
+        named = Path(self.given).is_file()
+        suffixes = sorted({str(file_kind(path, named)) for path in self.paths})
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
             raise ConfigError(
@@ -114,9 +126,14 @@ class RowFiles:
 
     def read_as(self, info: dict) -> None:
         """CSV read as a model's source was (its ``info``): without a header, by its
-        columns; in its encoding."""
+        columns; in its encoding; its delimiter first where a file's lines could be split
+        by several (``sniffed_delimiter``)."""
         self.columns = info.get("csv_columns")
         self.encoding = info.get("csv_encoding") or "utf-8"
+        self.delimiter = info.get("csv_delimiter")
+        if info.get("csv_decimal") == ",":
+            columns = info["raw_form"]["columns"]
+            self.decimal_commas = {c for c, form in columns.items() if form["type"] == "number"}
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
         """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
@@ -206,8 +223,14 @@ class RowFiles:
     def _csv_rows(self, path: Path, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
         """A CSV file's rows by its header, or by ``columns`` where its first line is not
         them (a row with fewer values: the rest missing; one whose line ends with the
-        delimiter, an empty value past the last column: without it)."""
+        delimiter, an empty value past the last column: without it). A TSV file's fields
+        are split by tabs; a CSV file's, by the delimiter its first lines are split by
+        (``sniffed_delimiter``: Excel's ";", Hive's Ctrl-A)."""
         delimiter = DELIMITERS[self.suffix]
+        if self.suffix == ".csv":
+            first_lines = list(itertools.islice(lines, 50))
+            delimiter = sniffed_delimiter(first_lines, self.delimiter or delimiter)
+            lines = itertools.chain(first_lines, lines)
         names = None
         if self.columns is not None:
             first = next(lines, None)
@@ -223,6 +246,8 @@ class RowFiles:
             for row in reader:
                 if row.get(None) == [""]:  # a delimiter ending the line (source_rows.TRAILING)
                     del row[None]
+                if self.decimal_commas:
+                    self._pointed(row, path, reader.reader.line_num)
                 if None in row:
                     values = len(row) - 1 + len(row[None])
                     raise ConfigError(
@@ -235,6 +260,19 @@ class RowFiles:
         except csv.Error as err:
             where = f"{path} line {reader.reader.line_num}"
             raise ConfigError(self.flag, f"{where}: {err}") from None
+
+    def _pointed(self, row: dict[str, Any], path: Path, line: int) -> None:
+        """A row's numbers written with a decimal comma (3,14) as Python writes them."""
+        for column in self.decimal_commas & row.keys():
+            value = row[column]
+            if value and "." in value:  # 1.234 may be a thousand and more: neither is guessed
+                raise ConfigError(
+                    self.flag,
+                    f"{path} line {line}: column {column!r} must be a number with a decimal "
+                    f"comma, as the model's source wrote them, got {shown(value)}",
+                )
+            if value:
+                row[column] = value.replace(",", ".")
 
     def _lines(self, path: Path) -> Iterator[str]:
         """The file's lines as text (with their line ends, as ``csv`` wants them): UTF-8,
@@ -498,28 +536,82 @@ def _named_files(given: str, flag: str) -> list[Path]:
         require_file(path, flag)
         files = [path]
     for file in files:
-        if file_kind(file) is None:
+        if file_kind(file, named=not (pattern or folder)) is None:
             raise ConfigError(
                 flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file"
             )
     return files
 
 
-def file_kind(path: Path) -> str | None:
+def file_kind(path: Path, named: bool = False) -> str | None:
     """A file's format as its suffix (``SUFFIXES``) names it, or for one without (Hive's
-    000000_0), as its first bytes do (``by_magic``); None for neither."""
+    000000_0), as its first bytes do (``by_magic``: lines of text too where the file is
+    ``named`` by the user or by a job's part name); None for neither."""
     suffix = path.suffix.lower()
-    return suffix if suffix in SUFFIXES else by_magic(path) if not suffix else None
+    if suffix in SUFFIXES:
+        return suffix
+    return by_magic(path, text=named or is_part(path)) if not suffix else None
 
 
-def by_magic(path: Path) -> str | None:
-    """``.orc`` or ``.parquet`` where a file's first bytes are ORC's or Parquet's."""
+def is_part(path: Path) -> bool:
+    """Whether a file's name is one a job gives its parts (``PART_NAME``)."""
+    return PART_NAME.fullmatch(path.name) is not None
+
+
+def by_magic(path: Path, text: bool = False) -> str | None:
+    """``.orc`` or ``.parquet`` where a file's first bytes are ORC's or Parquet's; with
+    ``text``, ``.jsonl`` or ``.csv`` where they are lines (no NUL byte) whose first holds
+    a JSON object or not (Hive's text tables: fields split by Ctrl-A, ``sniffed_delimiter``)."""
     try:
         with open(path, "rb") as file:
-            head = file.read(4)
+            head = file.read(1 << 16)
     except OSError:
         return None
-    return ".orc" if head[:3] == b"ORC" else ".parquet" if head == b"PAR1" else None
+    if head[:3] == b"ORC":
+        return ".orc"
+    if head[:4] == b"PAR1":
+        return ".parquet"
+    if not text or not head.strip() or b"\0" in head or head[:2] == b"\x1f\x8b":  # (gzip)
+        return None
+    first = next(line for line in head.splitlines() if line.strip())
+    return ".jsonl" if first.lstrip().startswith(b"{") else ".csv"
+
+
+def first_lines(path: Path, count: int = 50) -> list[str]:
+    """The non-blank of a text file's first ``count`` lines (compressed as its name says),
+    bytes that are not UTF-8 replaced."""
+    import io
+
+    import pyarrow as pa
+
+    with io.TextIOWrapper(pa.input_stream(path, compression="detect"), errors="replace") as text:
+        return [line for line in itertools.islice(text, count) if line.strip()]
+
+
+def sniffed_delimiter(lines: list[str], default: str) -> str:
+    """The delimiter (of ``DELIMITER_CHOICES``) that splits a CSV file's first ``lines``
+    into the same number of fields, two or more: the first line and nine in ten of the
+    others (a line that is not a row may be among them), lines that all end with the
+    delimiter read without the empty field past it. Of several, the one of the most fields;
+    ``default`` on a tie, or where none does. (Python's ``csv.Sniffer`` judges by how
+    evenly each character recurs and takes the decimal comma of a file without a header,
+    ``1;3,14;...``, for its delimiter.)"""
+    lines = [line for line in lines if line.strip()]
+    if len(lines) > 2:
+        lines = lines[:-1]  # (the last may be cut short, or open a quote the next closes)
+    best, most = default, 1
+    for delimiter in sorted(DELIMITER_CHOICES, key=lambda d: d != default):
+        try:
+            rows = list(csv.reader(lines, delimiter=delimiter))
+        except csv.Error:
+            continue
+        if len(rows) > 1 and all(len(row) > 1 and row[-1] == "" for row in rows[1:]):
+            rows = [row[:-1] if row and row[-1] == "" else row for row in rows]
+        width = len(rows[0]) if rows else 0
+        same = sum(len(row) == width for row in rows[1:])
+        if width > most and same >= 0.9 * (len(rows) - 1):
+            best, most = delimiter, width
+    return best
 
 
 def pattern_root(pattern: str | Path) -> Path:

@@ -98,6 +98,8 @@ class Source(_Strict):
     # csv: the text's encoding, by Python's names (cp1252: Windows' Western European, as
     # Excel writes CSV there; latin-1, shift_jis, gbk, ...); JSON is UTF-8 (RFC 8259)
     encoding: Annotated[Name, AfterValidator(_encoding)] = "utf-8"
+    # csv: the numbers' decimal mark, "," where Excel writes 3,14 (its delimiter is ";" then)
+    decimal: Literal[".", ","] = "."
 
     @property
     def text(self) -> bool:
@@ -117,6 +119,15 @@ class Source(_Strict):
             raise ValueError("delimiter, header and columns apply to format csv only")
         if self.format != "csv" and self.encoding != "utf-8":
             raise ValueError("encoding applies to format csv only (JSON lines are UTF-8)")
+        if self.format != "csv" and self.decimal != ".":
+            raise ValueError(
+                "decimal applies to format csv only (other formats' numbers are typed)"
+            )
+        if self.decimal == self.delimiter:
+            raise ValueError(
+                f'decimal and delimiter are both "{self.decimal}": a file whose numbers are '
+                'written 3,14 splits its fields by another, delimiter: ";"'
+            )
         if not self.text and self.on_bad_lines != "error":
             raise ValueError(
                 "on_bad_lines applies to formats csv and jsonl (Parquet and ORC have no lines)"
@@ -601,10 +612,10 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    # time_unit, on_bad_lines and tz unsaid where they are the defaults, as before they
-    # existed: caches prepared before stay current
+    # time_unit, on_bad_lines, encoding, decimal and tz unsaid where they are the defaults, as
+    # before they existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
-    defaults = {"time_unit": "s", "on_bad_lines": "error", "encoding": "utf-8"}
+    defaults = {"time_unit": "s", "on_bad_lines": "error", "encoding": "utf-8", "decimal": "."}
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(
         json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()

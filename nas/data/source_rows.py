@@ -38,7 +38,9 @@ from nas.data.raw_table import events_array, is_list
 from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
+    first_lines,
     partitions,
+    sniffed_delimiter,
     text_fault,
     with_partitions,
 )
@@ -54,6 +56,7 @@ COMPRESSED = (".gz", ".bz2", ".lz4", ".zst", ".br")  # the names Arrow's readers
 TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``trailing_names``)
 
 
+DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+([eE][+-]?\d+)?")  # 3,14: Excel's where "," is the mark
 BAD_LINES_HINT = "to pass such lines by, counted and told, give the source on_bad_lines: skip"
 
 
@@ -112,6 +115,7 @@ class Rows:
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         self._kinds = schema.column_kinds()
         self._per_second = schema.source.per_second
+        self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
         text = schema.source.text  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
         self._required = schema.required_columns()
@@ -285,6 +289,13 @@ class Rows:
                 f"{reason} (a row whose bytes are not UTF-8 text, which Arrow's reader cannot "
                 "pass by even under on_bad_lines: skip: mend or remove that line)"
             )
+        declared = self.schema.source.delimiter
+        sniffed = sniffed_delimiter(first_lines(path), declared)
+        if sniffed != declared:  # (Excel's ";" read by ",": every line's fields but one)
+            return (
+                f"{reason} (its first lines are split by {sniffed!r}, not {declared!r}: say "
+                f"delimiter: {json.dumps(sniffed)} in the source)"
+            )
         return reason if self.skip else f"{reason} ({BAD_LINES_HINT})"
 
     def _json(self, path: Path, columns: list[str], passed: Skipped) -> Iterator[pa.RecordBatch]:
@@ -396,7 +407,7 @@ class Rows:
             array = array.dictionary_decode()
         kind = self._kinds[column]
         if kind in ("label", "number"):
-            return _numbers(batch, column, array, kind)
+            return _numbers(batch, column, array, kind, self._decimal)
         if kind == "timestamp":
             return _seconds(batch, column, array, self._per_second)
         if kind == "list":
@@ -754,13 +765,25 @@ def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None
         raise batch.bad(column, 0, f"holds objects where {wants} is declared")
 
 
-def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
-    """float64 (nulls kept for dense; a label must be 0 or 1 on every row)."""
+def _numbers(batch: Batch, column: str, array: pa.Array, kind: str, decimal: str = ".") -> pa.Array:
+    """float64 (nulls kept for dense; a label must be 0 or 1 on every row). ``decimal``: a
+    CSV source's decimal mark (``,``: 3,14 is 3.14)."""
     wants = "a 0/1 label" if kind == "label" else "a number"
     _scalar_only(batch, column, array, wants)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         missing = pa.array(["", *MISSING_NUMBER_TEXTS])  # as a served row's are
         array = pc.if_else(pc.is_in(pc.utf8_trim_whitespace(array), missing), None, array)
+        if decimal != ".":
+            pointed = np.asarray(pc.fill_null(pc.match_substring(array, "."), False))
+            if pointed.any():  # 1.234 may be a thousand and more: neither is guessed
+                i = first_row(pointed)
+                raise batch.bad(
+                    column,
+                    i,
+                    f"must be a number with a decimal comma (source.decimal), got "
+                    f"{shown(array[i].as_py())} (write numbers without a point: 1234,5)",
+                )
+            array = pc.replace_substring(array, decimal, ".")
     try:  # unsafe: an integer past 2**53 is its nearest float64, not refused
         values = pc.cast(array, pa.float64(), safe=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -770,7 +793,10 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str) -> pa.Array:
                 if text is not None:
                     float(text)
             except (TypeError, ValueError):
-                raise batch.bad(column, i, f"must be {wants}, got {shown(text)}") from None
+                hint = ""
+                if decimal == "." and DECIMAL_COMMA.fullmatch(text.strip()):
+                    hint = ' (a decimal comma: say decimal: "," in the source)'
+                raise batch.bad(column, i, f"must be {wants}, got {shown(text)}{hint}") from None
         raise batch.bad(column, 0, f"must be {wants}, got type {array.type}") from None
     numbers = values.to_numpy(zero_copy_only=False)
     if kind == "label":

@@ -330,6 +330,8 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         # CSV without a header: its columns, by which predict reads such a file
         "csv_columns": dataset.manifest.get("csv_columns"),
         "csv_encoding": dataset.manifest.get("csv_encoding"),  # (None: UTF-8)
+        "csv_delimiter": dataset.manifest.get("csv_delimiter"),  # (None: ",")
+        "csv_decimal": dataset.manifest.get("csv_decimal"),  # (None: ".")
         "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)

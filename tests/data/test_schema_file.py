@@ -1950,15 +1950,16 @@ def _bad_lines(fmt: str, lines: list[str]) -> tuple[list[str], list[int]]:
     return damaged, numbers
 
 
-def assert_same_dataset(reference, dataset, exact: bool = False) -> None:
+def assert_same_dataset(reference, dataset, exact: bool = False, form_as=lambda text: text) -> None:
     """Every prepared array of ``dataset`` byte for byte ``reference``'s, and their raw
     forms alike (``exact``: as text; else numbers to 12 digits, as statistics summed over
-    batches of other sizes round otherwise)."""
+    batches of other sizes round otherwise; ``dataset``'s as ``form_as`` rewrites it)."""
     arrays = sorted(p.name for p in reference.root.glob("*.npy"))
     assert arrays and arrays == sorted(p.name for p in dataset.root.glob("*.npy"))
     for array in arrays:
         assert np.array_equal(np.load(reference.root / array), np.load(dataset.root / array))
     forms = [(d.root / "raw_form.json").read_text() for d in (reference, dataset)]
+    forms[1] = form_as(forms[1])
     if exact:
         assert forms[0] == forms[1]
     else:
@@ -2245,6 +2246,134 @@ def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_pa
             assert prepare_dataset(str(path), tmp_path / "c2")[0].manifest["csv_encoding"] == (
                 "iso8859-1"
             )
+
+
+def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin(
+    tmp_path: Path, capsys
+) -> None:
+    """Excel writes CSV split by ";" where a comma is the decimal mark (3,14), and Hive
+    writes its text tables as files without a suffix (000000_0), without a header, fields
+    split by Ctrl-A (\\x01), an array's items by Ctrl-B (\\x02) and null as \\N. The draft
+    read a ";" file as one column and said "the files read have no rows"; a folder of
+    Hive's text files failed with a traceback; 3,14 was no number. Now `nas data schema`
+    tells the delimiter, the decimal mark and Hive's lists from the first lines, prepare
+    reads both byte for byte as the same rows in TSV, and `nas predict`'s reader reads them
+    as the model's source was read."""
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    frame = logs()
+    frame["site"] = frame["site"].fillna("none")  # (Hive writes a null text as \\N too)
+    reference = schema_file(tmp_path / "tsv", "csv", frame=frame)
+    tsv = (tmp_path / "tsv" / "data" / "logs.tsv").read_text()
+    header, *lines = tsv.splitlines(keepends=True)
+    names = header.strip().split("\t")
+    price = names.index("price")
+    excel = [line.split("\t") for line in [header, *lines]]
+    excel = [[v.replace(".", ",") if i == price else v for i, v in enumerate(f)] for f in excel]
+    semicolons = tmp_path / "excel" / "logs.csv"
+    semicolons.parent.mkdir()
+    semicolons.write_text("".join(";".join(fields) for fields in excel))
+    hive = tmp_path / "hive" / "clicks"
+    hive.mkdir(parents=True)
+    null = names.index("count")
+    for part, chunk in enumerate((lines[: ROWS // 2], lines[ROWS // 2 :])):
+        fields = [line.rstrip("\n").split("\t") for line in chunk]
+        text = [
+            "\x01".join(
+                "\\N" if i == null and not v else v.replace("|", "\x02") for i, v in enumerate(f)
+            )
+            for f in fields
+        ]
+        (hive / f"00000{part}_0").write_text("\n".join(text) + "\n")
+    (hive / "_SUCCESS").write_bytes(b"")
+
+    schema = reference.read_text()
+    tsv_source = '{format: csv, path: data/logs.tsv, delimiter: "\\t"}'
+    for path, source in (
+        (
+            tmp_path / "excel.yaml",
+            '{format: csv, path: excel/logs.csv, delimiter: ";", decimal: ","}',
+        ),
+        (
+            tmp_path / "hive.yaml",
+            '{format: csv, path: hive/clicks/*, delimiter: "\\u0001", header: false, '
+            f"columns: [{', '.join(names)}]}}",
+        ),
+    ):
+        text = schema.replace(tsv_source, source)
+        if path.stem == "hive":
+            text = text.replace('sep: "|"', 'sep: "\\u0002"')
+        path.write_text(text)
+        twin, _ = prepare_dataset(str(reference), tmp_path / "reference")
+        assert_same_dataset(
+            twin,
+            prepare_dataset(str(path), tmp_path / path.stem)[0],
+            exact=path.stem == "excel",  # (Hive's two files: statistics summed in two)
+            form_as=lambda form: form.replace('"sep":"\\u0002"', '"sep":"|"'),  # (its lists')
+        )
+
+    drafts = {}
+    for form, read_from, labels in (
+        ("tsv", tmp_path / "tsv" / "data", "click,like"),
+        ("excel", semicolons, "click,like"),
+        ("hive", hive, "c1,c2"),
+    ):
+        out = tmp_path / f"{form}_draft.yaml"
+        assert main(["data", "schema", str(read_from), "--labels", labels, "--out", str(out)]) == 0
+        drafts[form] = yaml.safe_load(out.read_text())
+    said = " ".join(capsys.readouterr().out.split())
+    assert "split by ';'" in said and "split by Ctrl-A" in said
+    assert "decimal mark is a comma" in said
+    assert drafts["excel"]["source"]["delimiter"] == ";"
+    assert drafts["excel"]["source"]["decimal"] == ","
+    assert drafts["excel"]["features"] == drafts["tsv"]["features"]
+    source = drafts["hive"]["source"]
+    assert source["delimiter"] == "\x01" and source["header"] is False
+    assert source["columns"] == [f"c{i}" for i in range(1, len(names) + 1)]
+    by_name = {f"c{i}": name for i, name in enumerate(names, start=1)}
+    hive_features = [{**f, "name": by_name[f["name"]]} for f in drafts["hive"]["features"]]
+    lists = {f["name"]: f.get("sep") for f in hive_features if f["type"] == "multi_hot"}
+    assert lists == {"genres": "\x02", "hist": "\x02"}
+    drafted, _ = prepare_dataset(str(tmp_path / "hive_draft.yaml"), tmp_path / "drafted")
+    assert drafted.manifest["rows"] == ROWS  # (its path: both parts, but _SUCCESS)
+
+    expected = [row for b in RowFiles(tmp_path / "tsv" / "data").batches() for row in b.rows]
+    served = {"csv_decimal": ",", "raw_form": twin.raw_form().to_dict()}
+    for files, info in (
+        (semicolons, served),
+        (hive, {"csv_columns": names, "csv_delimiter": "\x01"}),
+    ):
+        rows = RowFiles(files)
+        rows.read_as(info)
+        read = [row for batch in rows.batches() for row in batch.rows]
+        if files == hive:
+            read = [
+                {k: "" if v == "\\N" else v.replace("\x02", "|") for k, v in row.items()}
+                for row in read
+            ]
+        assert read == expected
+
+    # 1.234,5: a thousand and more, or a number a point too many: refused, named
+    excel[7][price] = "1.234,5"
+    semicolons.write_text("".join(";".join(fields) for fields in excel))
+    with pytest.raises(DataError, match=r"row 7: column 'price' must be a number with a decimal"):
+        prepare_dataset(str(tmp_path / "excel.yaml"), tmp_path / "excel")
+    rows = RowFiles(semicolons)
+    rows.read_as(served)
+    with pytest.raises(ConfigError, match=r"line 8: column 'price' must be a number with a"):
+        [row for batch in rows.batches() for row in batch.rows]
+    (tmp_path / "excel.yaml").write_text(
+        schema.replace(tsv_source, '{format: csv, path: excel/logs.csv, decimal: ","}')
+    )
+    with pytest.raises(ConfigError, match='decimal and delimiter are both ","'):
+        prepare_dataset(str(tmp_path / "excel.yaml"), tmp_path / "excel")
+
+    (tmp_path / "notes").mkdir()  # text files, but not named as a job names its parts
+    (tmp_path / "notes" / "README").write_text("what this folder holds\n")
+    assert main(["data", "schema", str(tmp_path / "notes"), "--out", str(tmp_path / "n.yaml")]) == 2
+    assert "holds no file of a known format" in " ".join(capsys.readouterr().err.split())
 
 
 def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Path) -> None:
