@@ -227,10 +227,10 @@ class RowFiles:
         are split by tabs; a CSV file's, by the delimiter its first lines are split by
         (``sniffed_delimiter``: Excel's ";", Hive's Ctrl-A)."""
         delimiter = DELIMITERS[self.suffix]
+        first_lines = list(itertools.islice(lines, 50))
+        lines = itertools.chain(first_lines, lines)
         if self.suffix == ".csv":
-            first_lines = list(itertools.islice(lines, 50))
             delimiter = sniffed_delimiter(first_lines, self.delimiter or delimiter)
-            lines = itertools.chain(first_lines, lines)
         names = None
         if self.columns is not None:
             first = next(lines, None)
@@ -241,13 +241,14 @@ class RowFiles:
             header = next(csv.reader([first], delimiter=delimiter), [])
             names = None if header == self.columns else self.columns
             lines = itertools.chain([first], lines)
+        commas = self._comma_columns(first_lines, delimiter, names)
         reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
         try:
             for row in reader:
                 if row.get(None) == [""]:  # a delimiter ending the line (source_rows.TRAILING)
                     del row[None]
-                if self.decimal_commas:
-                    self._pointed(row, path, reader.reader.line_num)
+                if commas:
+                    self._pointed(row, commas, path, reader.reader.line_num)
                 if None in row:
                     values = len(row) - 1 + len(row[None])
                     raise ConfigError(
@@ -261,15 +262,31 @@ class RowFiles:
             where = f"{path} line {reader.reader.line_num}"
             raise ConfigError(self.flag, f"{where}: {err}") from None
 
-    def _pointed(self, row: dict[str, Any], path: Path, line: int) -> None:
+    def _comma_columns(self, lines: list[str], delimiter: str, names: list[str] | None) -> set[str]:
+        """The number columns a file writes with a decimal comma (3,14): a model's source's
+        (``read_as``), in a file split by another delimiter than "," whose first ``lines``
+        write none of their numbers with a point and a comma (a TSV file may
+        write 3.14 still)."""
+        if not self.decimal_commas or delimiter == ",":
+            return set()
+        try:
+            rows = list(csv.DictReader(lines, names, delimiter=delimiter))
+        except csv.Error:  # (its reader names the line)
+            return self.decimal_commas
+        values = [str(row.get(c) or "") for row in rows for c in self.decimal_commas]
+        points = any("." in v for v in values) and not any("," in v for v in values)
+        return set() if points else self.decimal_commas
+
+    def _pointed(self, row: dict[str, Any], columns: set[str], path: Path, line: int) -> None:
         """A row's numbers written with a decimal comma (3,14) as Python writes them."""
-        for column in self.decimal_commas & row.keys():
+        for column in columns & row.keys():
             value = row[column]
             if value and "." in value:  # 1.234 may be a thousand and more: neither is guessed
                 raise ConfigError(
                     self.flag,
                     f"{path} line {line}: column {column!r} must be a number with a decimal "
-                    f"comma, as the model's source wrote them, got {shown(value)}",
+                    f"comma, as the model's source and this file's first lines write them, got "
+                    f"{shown(value)}",
                 )
             if value:
                 row[column] = value.replace(",", ".")

@@ -2343,6 +2343,7 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     served = {"csv_decimal": ",", "raw_form": twin.raw_form().to_dict()}
     for files, info in (
         (semicolons, served),
+        (tmp_path / "tsv" / "data", served),  # (a file that writes its numbers 3.14 still)
         (hive, {"csv_columns": names, "csv_delimiter": "\x01"}),
     ):
         rows = RowFiles(files)
