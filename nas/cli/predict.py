@@ -217,7 +217,7 @@ def cmd_predict(args: argparse.Namespace) -> None:
         if args.out:
             plan = None
             if args.out.suffix.lower() != ".jsonl" and rows.suffix not in COLUMNAR:
-                plan = column_types(RowFiles(args.input, columns=rows.columns), bar)
+                plan = column_types(rows.anew(), bar)
             writer = stack.enter_context(scored_file(args.out, plan))
         task = bar.add_task("Scoring", total=rows.total, note="")
         start = time.perf_counter()

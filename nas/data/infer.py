@@ -44,9 +44,8 @@ from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAME
 from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
-    by_magic,
+    file_kind,
     first_lines,
-    is_part,
     partitions,
     sniffed_delimiter,
     text_fault,
@@ -127,14 +126,15 @@ def found_source(given: str) -> Source:
         files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
         kinds = {_suffixes(p) for p in files} - {None}
         if not kinds and files:  # Hive's files have no suffix (000000_0): by their bytes
-            kinds = {_by_magic(p, is_part(p)) for p in files}
+            kinds = {_by_bytes(p, named=False) for p in files}
             if len(kinds) == 1 and None not in kinds:
                 return _found(str(place.absolute() / "**" / "*"), files, next(iter(kinds)))
             if kinds == {None}:
                 raise ConfigError(
                     "SOURCE",
-                    f"{given} holds no file of a known format: {KNOWN_FILES}, or parts a job "
-                    "wrote without a suffix (Hive's 000000_0, Spark's part-00000)",
+                    f"{given} holds no file of a known format: {KNOWN_FILES}, .txt or .dat "
+                    "files of such text, or parts a job wrote without a suffix (Hive's "
+                    "000000_0, Spark's part-00000)",
                 )
             kinds = {k if k else ("without a format",) for k in kinds}
         if len(kinds) != 1:
@@ -150,7 +150,7 @@ def found_source(given: str) -> Source:
             files = [p for p in files if p.name[0] not in "._"]
     if not files:
         raise ConfigError("SOURCE", f"{given} matches no file")
-    kind = _suffixes(files[0]) or _by_magic(files[0], len(files) == 1 or is_part(files[0]))
+    kind = _suffixes(files[0]) or _by_bytes(files[0], named=len(files) == 1)
     if kind is None:
         raise ConfigError("SOURCE", f"{files[0]}: use {KNOWN_FILES}")
     return _found(pattern, files, kind)
@@ -189,11 +189,12 @@ def decimal_mark(lines: list[str], delimiter: str) -> str:
     return "."
 
 
-def _by_magic(path: Path, text: bool) -> tuple[str, ...] | None:
-    """A file without a format's name (Hive's 000000_0) as its first bytes say (lines of
-    text: where ``text``)."""
-    found = by_magic(path, text)
-    return (found,) if found else None
+def _by_bytes(path: Path, named: bool) -> tuple[str, ...] | None:
+    """A file whose name says no format (Hive's 000000_0, a .txt file) as its first bytes
+    say (``row_files.file_kind``: lines of text where ``named`` alone, a job's part, or
+    named .txt or .dat)."""
+    found = file_kind(path, named)
+    return (found,) if found in FORMATS else None
 
 
 def _first_lines(files: list[Path]) -> list[str]:

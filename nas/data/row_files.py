@@ -19,7 +19,9 @@ Parquet's binary columns as text (``binary_as_text``) and the UTF-8 check (``tex
 
 from __future__ import annotations
 
+import copy
 import csv
+import io
 import itertools
 import json
 import re
@@ -35,6 +37,10 @@ from nas.core.user_files import require_file
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc")
 COLUMNAR = {".parquet": "Parquet", ".orc": "ORC"}  # files of typed columns, by their names
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
+LINES = (".csv", ".tsv", ".jsonl")  # files of lines, which may be compressed (CODECS)
+# a text file's compression by its name's last suffix: Arrow's codec (its readers' names)
+CODECS = {".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4", ".zst": "zstd", ".br": "brotli"}
+TEXT_NAMES = ("", ".txt", ".dat")  # files whose names say no layout: known by their bytes
 # the delimiters a CSV file's lines are told apart by (sniffed_delimiter): Excel's two (";"
 # where the decimal mark is a comma), TSV's, pipes, and Hive's text tables' Ctrl-A
 DELIMITER_CHOICES = (",", ";", "\t", "|", "\x01")
@@ -134,6 +140,12 @@ class RowFiles:
         if info.get("csv_decimal") == ",":
             columns = info["raw_form"]["columns"]
             self.decimal_commas = {c for c, form in columns.items() if form["type"] == "number"}
+
+    def anew(self) -> RowFiles:
+        """Another reader of the same files, read as this one reads them, from the start."""
+        again = copy.copy(self)
+        again.done = 0
+        return again
 
     def batches(self, size: int = BATCH_ROWS) -> Iterator[RowBatch]:
         """Every file's rows, ``size`` at a time (a batch within one file; none empty)."""
@@ -294,11 +306,24 @@ class RowFiles:
     def _lines(self, path: Path) -> Iterator[str]:
         """The file's lines as text (with their line ends, as ``csv`` wants them): UTF-8,
         or where a line is not, in ``encoding`` (a model's CSV source's, cp1252: a file
-        written so; UTF-8 text read in cp1252 would be other text, "DÃ¼sseldorf")."""
+        written so; UTF-8 text read in cp1252 would be other text, "DÃ¼sseldorf"). A
+        compressed file (``CODECS``) decompressed as it is read; ``done`` counts its bytes
+        read, as ``total`` does."""
+        import pyarrow as pa
+
+        packed = codec(path)
         try:
             with open(path, "rb") as file:
-                for number, raw in enumerate(file, start=1):
-                    self.done += len(raw)
+                lines = (
+                    io.BufferedReader(pa.CompressedInputStream(file, packed)) if packed else file
+                )
+                counted = 0  # a compressed file's bytes counted in done
+                for number, raw in enumerate(lines, start=1):
+                    if not packed:
+                        self.done += len(raw)
+                    elif number % 4096 == 1:  # (its bytes read so far: a system call)
+                        self.done += file.tell() - counted
+                        counted = file.tell()
                     try:
                         yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
                         continue
@@ -313,7 +338,9 @@ class RowFiles:
                     raise ConfigError(
                         self.flag, f"{path} line {number}: not UTF-8 text ({fault})"
                     ) from None
-        except OSError as err:
+                if packed:  # (the rest of its bytes)
+                    self.done += file.tell() - counted
+        except (OSError, pa.ArrowException) as err:  # (not the compression its name says)
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
 
     def _json_rows(self, path: Path) -> list[Any]:
@@ -555,19 +582,31 @@ def _named_files(given: str, flag: str) -> list[Path]:
     for file in files:
         if file_kind(file, named=not (pattern or folder)) is None:
             raise ConfigError(
-                flag, f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file"
+                flag,
+                f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
+                f"(text ones may be compressed: {', '.join(CODECS)})",
             )
     return files
 
 
 def file_kind(path: Path, named: bool = False) -> str | None:
-    """A file's format as its suffix (``SUFFIXES``) names it, or for one without (Hive's
-    000000_0), as its first bytes do (``by_magic``: lines of text too where the file is
-    ``named`` by the user or by a job's part name); None for neither."""
-    suffix = path.suffix.lower()
+    """A file's format as its suffix (``SUFFIXES``; a file of lines' before its
+    compression's, ``CODECS``) names it, or for one whose name says none (Hive's 000000_0,
+    a .txt file), as its first bytes do (``by_magic``: lines of text too where the file is
+    ``named`` by the user, a job's part name is its name, or it is named .txt or .dat);
+    None for neither."""
+    name = path.with_suffix("") if codec(path) else path
+    suffix = name.suffix.lower()
     if suffix in SUFFIXES:
-        return suffix
-    return by_magic(path, text=named or is_part(path)) if not suffix else None
+        return suffix if name == path or suffix in LINES else None
+    if suffix in TEXT_NAMES:
+        return by_magic(path, text=named or bool(suffix) or is_part(name))
+    return None
+
+
+def codec(path: Path) -> str | None:
+    """A text file's compression as its name says (``CODECS``), Arrow's name for it."""
+    return CODECS.get(path.suffix.lower())
 
 
 def is_part(path: Path) -> bool:
@@ -577,18 +616,21 @@ def is_part(path: Path) -> bool:
 
 def by_magic(path: Path, text: bool = False) -> str | None:
     """``.orc`` or ``.parquet`` where a file's first bytes are ORC's or Parquet's; with
-    ``text``, ``.jsonl`` or ``.csv`` where they are lines (no NUL byte) whose first holds
-    a JSON object or not (Hive's text tables: fields split by Ctrl-A, ``sniffed_delimiter``)."""
+    ``text``, ``.jsonl`` or ``.csv`` where they are lines (no NUL byte; decompressed as
+    the name says) whose first holds a JSON object or not (Hive's text tables: fields split
+    by Ctrl-A, ``sniffed_delimiter``)."""
+    import pyarrow as pa
+
     try:
-        with open(path, "rb") as file:
+        with pa.input_stream(str(path), compression=codec(path)) as file:
             head = file.read(1 << 16)
-    except OSError:
+    except (OSError, pa.ArrowException):  # (not the compression its name says)
         return None
-    if head[:3] == b"ORC":
+    if not codec(path) and head[:3] == b"ORC":
         return ".orc"
-    if head[:4] == b"PAR1":
+    if not codec(path) and head[:4] == b"PAR1":
         return ".parquet"
-    if not text or not head.strip() or b"\0" in head or head[:2] == b"\x1f\x8b":  # (gzip)
+    if not text or not head.strip() or b"\0" in head:
         return None
     first = next(line for line in head.splitlines() if line.strip())
     return ".jsonl" if first.lstrip().startswith(b"{") else ".csv"
@@ -597,8 +639,6 @@ def by_magic(path: Path, text: bool = False) -> str | None:
 def first_lines(path: Path, count: int = 50) -> list[str]:
     """The non-blank of a text file's first ``count`` lines (compressed as its name says),
     bytes that are not UTF-8 replaced."""
-    import io
-
     import pyarrow as pa
 
     with io.TextIOWrapper(pa.input_stream(path, compression="detect"), errors="replace") as text:

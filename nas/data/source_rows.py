@@ -36,6 +36,7 @@ from nas.data.raw import (
 )
 from nas.data.raw_table import events_array, is_list
 from nas.data.row_files import (
+    CODECS,
     ColumnarFile,
     binary_as_text,
     first_lines,
@@ -52,7 +53,7 @@ ACTION_MAX = 127  # a history's action is stored as int8
 SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
 SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 SAMPLE_ROWS = 40_000  # a JSON-lines file's rows read for its keys' types
-COMPRESSED = (".gz", ".bz2", ".lz4", ".zst", ".br")  # the names Arrow's readers decompress
+COMPRESSED = tuple(CODECS)  # the names Arrow's readers decompress
 TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``trailing_names``)
 
 

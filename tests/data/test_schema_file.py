@@ -3,6 +3,7 @@ checked against an independent pandas computation of the same rules."""
 
 from __future__ import annotations
 
+import bz2
 import csv
 import datetime
 import decimal
@@ -2275,6 +2276,9 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     semicolons = tmp_path / "excel" / "logs.csv"
     semicolons.parent.mkdir()
     semicolons.write_text("".join(";".join(fields) for fields in excel))
+    days = tmp_path / "days"  # the same as text files of no format's name, compressed
+    days.mkdir()
+    (days / "day_0.txt.bz2").write_bytes(bz2.compress(semicolons.read_bytes()))
     hive = tmp_path / "hive" / "clicks"
     hive.mkdir(parents=True)
     null = names.index("count")
@@ -2318,6 +2322,7 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     for form, read_from, labels in (
         ("tsv", tmp_path / "tsv" / "data", "click,like"),
         ("excel", semicolons, "click,like"),
+        ("days", days, "click,like"),
         ("hive", hive, "c1,c2"),
     ):
         out = tmp_path / f"{form}_draft.yaml"
@@ -2329,6 +2334,8 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     assert drafts["excel"]["source"]["delimiter"] == ";"
     assert drafts["excel"]["source"]["decimal"] == ","
     assert drafts["excel"]["features"] == drafts["tsv"]["features"]
+    assert drafts["days"]["source"] == {**drafts["excel"]["source"], "path": "days/**/*"}
+    assert drafts["days"]["features"] == drafts["excel"]["features"]
     source = drafts["hive"]["source"]
     assert source["delimiter"] == "\x01" and source["header"] is False
     assert source["columns"] == [f"c{i}" for i in range(1, len(names) + 1)]
@@ -2343,6 +2350,7 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     served = {"csv_decimal": ",", "raw_form": twin.raw_form().to_dict()}
     for files, info in (
         (semicolons, served),
+        (days, served),  # (`nas predict` too: by their bytes, decompressed)
         (tmp_path / "tsv" / "data", served),  # (a file that writes its numbers 3.14 still)
         (hive, {"csv_columns": names, "csv_delimiter": "\x01"}),
     ):

@@ -344,11 +344,15 @@ def test_nas_predict_and_compare_read_a_csv_without_a_header_by_the_models_colum
     """Models of a Criteo-like day without a header (their info names its columns, c1 to c6,
     as a registered model's does) score another such day in `nas predict` and `nas models
     compare`: every line a row, none taken for a header, each scored and measured as its
-    values read by those names."""
+    values read by those names. One whose source was cp1252 text of decimal commas scores
+    such a day compressed (gzip) into a Parquet file (whose column types are read in a
+    pass of their own: in the model's encoding too, which was refused)."""
     import csv
+    import gzip
     import random
 
     import mlflow
+    import pyarrow.parquet
     import torch
 
     from nas.arch.model import build_model
@@ -417,6 +421,30 @@ def test_nas_predict_and_compare_read_a_csv_without_a_header_by_the_models_colum
         logits = torch.logit(torch.from_numpy(probabilities["probability"]).double())
         want = binary_metrics(labels, logits, info["train_rates"]["c1"])
         assert model["ne"] == pytest.approx(want["ne"], abs=1e-6)
+
+    info |= {"csv_encoding": "cp1252", "csv_decimal": ","}  # as Excel wrote its source
+    (tmp_path / "model.json").write_text(json.dumps(info))
+    mlflow.pyfunc.save_model(
+        str(tmp_path / "excel_model"),
+        python_model=str(REPO / "nas" / "service" / "pyfunc_entry.py"),
+        pip_requirements=[],
+        artifacts={"model": str(tmp_path / "model.json"), "weights": str(tmp_path / "w0.pt")},
+    )
+    rows[0]["c6"] = "café"  # (an id never seen: the unknown id's score)
+    excel = [
+        "\t".join(f"{v},0" if k in ("c2", "c3", "c4") and v else v for k, v in row.items())
+        for row in rows
+    ]
+    (tmp_path / "served.tsv.gz").write_bytes(
+        gzip.compress(("\n".join(excel) + "\n").encode("cp1252"))
+    )
+    argv = ["predict", str(tmp_path / "excel_model"), "--input", str(tmp_path / "served.tsv.gz")]
+    assert main([*argv, "--out", str(tmp_path / "scored.parquet")]) in (0, None)
+    scored = pyarrow.parquet.read_table(tmp_path / "scored.parquet").to_pylist()
+    counted = next(i for i, row in enumerate(rows) if row["c2"])
+    assert scored[0]["c6"] == "café" and scored[counted]["c2"] == f"{rows[counted]['c2']}.0"
+    want = LoadedModel.from_files(tmp_path / "model.json", tmp_path / "w0.pt").probabilities(rows)
+    assert [row["probability"] for row in scored] == pytest.approx(want["probability"], abs=1e-6)
 
 
 def test_integers_named_as_a_category_are_categorical_and_amounts_dense(tmp_path: Path, capsys):
