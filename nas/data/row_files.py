@@ -584,7 +584,7 @@ def _named_files(given: str, flag: str) -> list[Path]:
             raise ConfigError(
                 flag,
                 f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
-                f"(text ones may be compressed: {', '.join(CODECS)})",
+                f"({', '.join(LINES)} ones may be compressed: {', '.join(CODECS)})",
             )
     return files
 
