@@ -65,11 +65,11 @@ from nas.data.source_rows import (
     blank,
     compressed,
     csv_parsing,
+    header_names,
     json_batch,
     json_block,
     json_object,
     spread_parts,
-    trailing_names,
 )
 
 SAMPLE_ROWS = 100_000
@@ -232,7 +232,7 @@ def _headerless_names(lines: list[str], delimiter: str) -> list[str] | None:
     again = sum(any(i < len(row) and row[i] == cell for row in rest) for i, cell in cells)
     if not (any(numeric(cell) for cell in first) or (len(cells) > 1 and 2 * again >= len(cells))):
         return None
-    # lines that all end with the delimiter: no column past it (source_rows.trailing_names)
+    # lines that all end with the delimiter: no column past it (source_rows.header_names)
     width = len(first) - all(row and row[-1] == "" for row in [first, *rest])
     return [f"c{i}" for i in range(1, width + 1)]
 
@@ -372,7 +372,7 @@ def _file_sample(
     try:
         if fmt in ("parquet", "orc"):
             return _columnar_sample(path, fmt, rows)
-        names = trailing_names(path, delimiter, columns, encoding) if fmt == "csv" else None
+        names = header_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
             if fmt == "csv":
@@ -437,7 +437,7 @@ def _csv_sample(
     decimal: str = ".",
 ) -> pa.Table:
     """A CSV file's parts, the header first (else ``columns`` name them; or ``names``, its
-    ``trailing_names``), each as Arrow reads it under the header (as one block: each
+    ``header_names``), each as Arrow reads it under the header (as one block: each
     column's type from every line), joined as files' rows are; the first part's rows of too
     many or too few fields passed by into ``passed``, and any other part that does not parse
     (it may have begun inside a quoted text that breaks lines) passed by whole."""
@@ -507,7 +507,7 @@ def _csv_nulls(decimal: str = "."):
 
 
 def _untrailed(table: pa.Table) -> pa.Table:
-    """A CSV sample without the empty field past its header's (``trailing_names``)."""
+    """A CSV sample without the empty field past its header's (``header_names``)."""
     return table.drop_columns([TRAILING]) if TRAILING in table.column_names else table
 
 

@@ -233,9 +233,10 @@ class RowFiles:
                 raise ConfigError(self.flag, f"{path} line {number}: not JSON ({err})") from None
 
     def _csv_rows(self, path: Path, lines: Iterator[str]) -> Iterator[dict[str, str | None]]:
-        """A CSV file's rows by its header, or by ``columns`` where its first line is not
-        them (a row with fewer values: the rest missing; one whose line ends with the
-        delimiter, an empty value past the last column: without it). A TSV file's fields
+        """A CSV file's rows by its header (a name it repeats numbered: ``numbered``), or by
+        ``columns`` where its first line is not them (a row with fewer values: the rest
+        missing; one whose line ends with the delimiter, an empty value past the last
+        column: without it). A TSV file's fields
         are split by tabs; a CSV file's, by the delimiter its first lines are split by
         (``sniffed_delimiter``: Excel's ";", Hive's Ctrl-A)."""
         delimiter = DELIMITERS[self.suffix]
@@ -243,17 +244,21 @@ class RowFiles:
         lines = itertools.chain(first_lines, lines)
         if self.suffix == ".csv":
             delimiter = sniffed_delimiter(first_lines, self.delimiter or delimiter)
-        names = None
-        if self.columns is not None:
+        first = next(lines, None)
+        while first is not None and not first.strip():  # (blank lines: no rows)
             first = next(lines, None)
-            while first is not None and not first.strip():  # (blank lines: no rows)
-                first = next(lines, None)
-            if first is None:
-                return
-            header = next(csv.reader([first], delimiter=delimiter), [])
+        if first is None:
+            return
+        header = next(csv.reader([first], delimiter=delimiter), [])
+        names, sample = None, first_lines
+        if self.columns is not None:
             names = None if header == self.columns else self.columns
             lines = itertools.chain([first], lines)
-        commas = self._comma_columns(first_lines, delimiter, names)
+        elif len(set(header)) < len(header):  # a name twice: numbered, as prepare reads it
+            names, sample = numbered(header), first_lines[first_lines.index(first) + 1 :]
+        else:
+            lines = itertools.chain([first], lines)
+        commas = self._comma_columns(sample, delimiter, names)
         reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
         try:
             for row in reader:
@@ -634,6 +639,22 @@ def by_magic(path: Path, text: bool = False) -> str | None:
         return None
     first = next(line for line in head.splitlines() if line.strip())
     return ".jsonl" if first.lstrip().startswith(b"{") else ".csv"
+
+
+def numbered(names: list[str]) -> list[str]:
+    """A CSV header's names, a name it repeats numbered as pandas reads it (``x``, ``x.1``,
+    ``x.2``; past a name the header holds itself)."""
+    seen: set[str] = set()
+    count: dict[str, int] = {}
+    found = []
+    for name in names:
+        unique = name
+        while unique in seen:
+            count[name] = count.get(name, 0) + 1
+            unique = f"{name}.{count[name]}"
+        seen.add(unique)
+        found.append(unique)
+    return found
 
 
 def first_lines(path: Path, count: int = 50) -> list[str]:

@@ -40,6 +40,7 @@ from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
     first_lines,
+    numbered,
     partitions,
     sniffed_delimiter,
     text_fault,
@@ -54,7 +55,7 @@ SAMPLE_PARTS = 4  # within a file: places its rows are read from, spread over it
 SAMPLE_BYTES = 8 << 20  # a text file's bytes read, at most
 SAMPLE_ROWS = 40_000  # a JSON-lines file's rows read for its keys' types
 COMPRESSED = tuple(CODECS)  # the names Arrow's readers decompress
-TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``trailing_names``)
+TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``header_names``)
 
 
 DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+([eE][+-]?\d+)?")  # 3,14: Excel's where "," is the mark
@@ -127,8 +128,8 @@ class Rows:
         # keys' types (``json_types``)
         self._keys_seen: dict[Path, set[str]] = {}
         self._json_types: dict[Path, pa.Schema] = {}
-        # CSV: per file, the names its rows are read by where they end with the delimiter
-        # (``trailing_names``: read once, not on every pass)
+        # CSV: per file, the names its rows are read by where not its header's as Arrow
+        # takes them (``header_names``: read once, not on every pass)
         self._trailing: dict[Path, list[str] | None] = {}
         self._asked: set[str] = set()
         # JSON lines read line by line in Python (several times slower), and why
@@ -360,7 +361,7 @@ class Rows:
         source = self.schema.source
         declared = list(source.columns) if not source.header else None
         if path not in self._trailing:
-            self._trailing[path] = trailing_names(path, source.delimiter, declared, source.encoding)
+            self._trailing[path] = header_names(path, source.delimiter, declared, source.encoding)
         names = self._trailing[path]
         read = pacsv.ReadOptions(
             block_size=BLOCK_BYTES,
@@ -444,13 +445,15 @@ def csv_parsing(delimiter: str, passed: Skipped | None = None):
     )
 
 
-def trailing_names(
+def header_names(
     path: Path, delimiter: str, columns: list[str] | None, encoding: str = "utf-8"
 ) -> list[str] | None:
-    """Where a CSV file's rows end with a delimiter its header (or ``columns``, a headerless
-    file's names) lacks, as some exporters write every line (``a,b,c`` over ``1,2,3,``): the
-    names to read its rows by, ``TRAILING`` last for the empty field (as pandas reads such
-    a file with ``index_col=False``); else None. Told by its first row."""
+    """The names to read a CSV file's rows by, where they are not its header's as Arrow
+    would take them (or ``columns``, a headerless file's names): a header naming a column
+    twice, its names as pandas makes them (``x``, ``x.1``: ``row_files.numbered``); rows
+    that end with a delimiter the header lacks, as some exporters write every line
+    (``a,b,c`` over ``1,2,3,``), ``TRAILING`` last for the empty field (as pandas reads such
+    a file with ``index_col=False``). Else None. Told by its first lines."""
     try:
         with io.BufferedReader(pa.input_stream(path, compression="detect")) as raw:
             encoding = "utf-8-sig" if encoding == "utf-8" else encoding
@@ -460,13 +463,20 @@ def trailing_names(
     except (csv.Error, pa.ArrowException, OSError):
         return None  # (its reader names what is wrong)
     if columns is None:
-        if len(first) < 2:
+        if not first:
             return None
         columns, first = first[0], first[1:]
-    if not first or not columns or columns[-1] == "":
-        return None
-    row = first[0]
-    return [*columns, TRAILING] if len(row) == len(columns) + 1 and row[-1] == "" else None
+        if len(set(columns)) < len(columns):
+            columns = numbered(columns)
+            return [*columns, TRAILING] if _trailing(columns, first) else columns
+    return [*columns, TRAILING] if _trailing(columns, first) else None
+
+
+def _trailing(columns: list[str], rows: list[list[str]]) -> bool:
+    """Whether a CSV file's first row ends with an empty field past its ``columns``."""
+    if not rows or not columns or columns[-1] == "":
+        return False
+    return len(rows[0]) == len(columns) + 1 and rows[0][-1] == ""
 
 
 def _size(count: int) -> str:

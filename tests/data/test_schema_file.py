@@ -2157,6 +2157,46 @@ def test_csv_rows_that_end_with_the_delimiter_read_as_rows_without_it(
         assert prepared.manifest["rows"] == ROWS
 
 
+@pytest.mark.parametrize("trailing", [False, True], ids=["plain", "trailing-delimiter"])
+def test_a_csv_header_naming_a_column_twice_reads_it_numbered_as_pandas_does(
+    tmp_path: Path, trailing: bool
+) -> None:
+    """A header naming a column twice (``site`` over a site and an item): the draft failed
+    with a traceback (Arrow's "Field exists 2 times"), prepare read one of the two and `nas
+    predict` the other. Every reader now numbers the second as pandas does, ``site.1``:
+    prepare byte for byte the dataset of the file whose header says ``site.1``, the same
+    draft, the same rows served."""
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    frame = logs().rename(columns={"item_id": "site.1"})
+    named = schema_file(tmp_path / "named", "csv", frame=frame)
+    named.write_text(named.read_text().replace("item_id", "site.1"))
+    text = (tmp_path / "named" / "data" / "logs.tsv").read_text()
+    if trailing:  # (and every line ends with the delimiter)
+        text = "".join(line + ("\t\n" if i else "\n") for i, line in enumerate(text.splitlines()))
+    twice = tmp_path / "twice" / "data" / "logs.tsv"
+    twice.parent.mkdir(parents=True)
+    twice.write_text(text.replace("\tsite.1\t", "\tsite\t", 1))
+    assert twice.read_text().splitlines()[0].split("\t").count("site") == 2
+    (tmp_path / "twice" / "my_ctr.yaml").write_text(named.read_text())
+    assert_same_dataset(
+        prepare_dataset(str(named), tmp_path / "reference")[0],
+        prepare_dataset(str(tmp_path / "twice" / "my_ctr.yaml"), tmp_path / "cache")[0],
+        exact=True,
+    )
+    drafts = []
+    for folder in ("named", "twice"):
+        out = tmp_path / f"{folder}.yaml"
+        assert main(["data", "schema", str(tmp_path / folder / "data"), "--out", str(out)]) == 0
+        drafts.append(yaml.safe_load(out.read_text())["features"])
+    assert drafts[0] == drafts[1] and any(f["name"] == "site.1" for f in drafts[1])
+    read = [row for batch in RowFiles(twice).batches() for row in batch.rows]
+    expected = [row for b in RowFiles(tmp_path / "named" / "data").batches() for row in b.rows]
+    assert read == expected and len(read) == ROWS
+
+
 def test_a_source_whose_every_line_is_passed_by_says_so(tmp_path: Path) -> None:
     """Under ``on_bad_lines: skip``, a file none of whose lines is a row (the wrong delimiter
     declared, most likely) said only "has no rows"."""
