@@ -49,6 +49,7 @@ from nas.data.row_files import (
     partitions,
     sniffed_delimiter,
     text_fault,
+    with_fields,
     with_partitions,
 )
 from nas.data.source_rows import (
@@ -76,17 +77,20 @@ SAMPLE_ROWS = 100_000
 SAMPLE_FILES = 8  # files sampled, spread over the source's
 LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "liked",
                "conversion", "converted", "purchase", "purchased")  # fmt: skip
-TIME_NAME = re.compile(r"(^|_)(ts|time|timestamp|datetime|date|event_time)($|_)", re.I)
+# (a "." parts an object's name from its field's, user.id: as "_" parts words)
+TIME_NAME = re.compile(r"(^|[_.])(ts|time|timestamp|datetime|date|event_time)($|[_.])", re.I)
 USER_NAME = re.compile(r"^(user|user_id|userid|uid|member_id|customer_id|visitor_id)$", re.I)
 REQUEST_NAME = re.compile(r"^(request|request_id|req_id|impression_id|query_id|session_id)$", re.I)
-ITEM_NAME = re.compile(r"(^|_)(item|item_id|itemid|product|product_id|movie|movie_id|ad_id)$", re.I)
+ITEM_NAME = re.compile(
+    r"(^|[_.])(item|item_id|itemid|product|product_id|movie|movie_id|ad_id)$", re.I
+)
 HISTORY_NAME = re.compile(r"(hist|history|seq|sequence|recent|past)", re.I)
 # integers that name things, not amounts: user_id, itemId, zip_code (not "paid")
-ID_NAME = re.compile(r"((^|_)(id|ID|Id|key|code)|[a-z0-9](Id|ID))$")
+ID_NAME = re.compile(r"((^|[_.])(id|ID|Id|key|code)|[a-z0-9](Id|ID))$")
 # integers that stand for a thing or a category in ad and feed logs (an ad's number, a site
 # code, an app's): what a count or an amount is not named
 CATEGORY_NAME = re.compile(
-    r"(^|_)(site|app|ad|campaign|advertiser|creative|publisher|placement|slot|category|channel"
+    r"(^|[_.])(site|app|ad|campaign|advertiser|creative|publisher|placement|slot|category|channel"
     r"|country|city|region|zip|zipcode|postcode|brand|shop|store|merchant|seller|vendor|sku"
     r"|os|device|browser|platform|genre|language|domain|position|pos|query|author|artist"
     r"|album|song|track|video|article|creator)s?$",
@@ -298,10 +302,12 @@ def read_sample(
         if fault := text_fault(table, None):  # (its rows spread over the file: none named)
             raise ConfigError("SOURCE", f"{path}: {fault}")
     # binary columns as their text where they hold text (Spark's), else left out as bytes;
-    # the columns of the folders they are in (date=2024-05-07/)
+    # the columns of the folders they are in (date=2024-05-07/); objects' fields (user.id)
     tables = [
-        with_partitions(
-            binary_as_text(table, valid_only=True), partitions(path, root) if root else {}
+        with_fields(
+            with_partitions(
+                binary_as_text(table, valid_only=True), partitions(path, root) if root else {}
+            )
         )
         for path, table in zip(chosen, tables, strict=True)
     ]
@@ -587,7 +593,13 @@ def infer_schema(
         if unit != "s":
             source += f", time_unit: {unit}"
     for key, pattern in (("user", USER_NAME), ("request", REQUEST_NAME)):
-        found = [c for c in whole if c not in labels and pattern.match(fields[c])]
+        found = [
+            c
+            for c in whole
+            if c not in labels
+            and pattern.match(fields[c].replace(".", "_"))  # (user.id: an object's field)
+            and _is_text_or_integer(whole[c])
+        ]
         if found:
             keys[key] = found[0]
     items = next(
@@ -689,7 +701,9 @@ def _feature(
             if len(texts) and pc.mean(pc.match_substring(texts, sep)).as_py() >= 0.1:
                 lists = pc.split_pattern(texts, sep)
                 return _lists(column, lists, items, sep)
-    if pa.types.is_struct(kind) or pa.types.is_map(kind) or pa.types.is_null(kind):
+    if pa.types.is_struct(kind):
+        return None, "left out", "an object: its fields are columns of their own"
+    if pa.types.is_map(kind) or pa.types.is_null(kind):
         return None, "left out", f"of type {kind}"
     if pa.types.is_dictionary(kind):
         array = array.dictionary_decode()

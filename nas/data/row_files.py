@@ -724,6 +724,75 @@ def partitions(path: Path, root: Path) -> dict[str, str | None]:
     return found
 
 
+def nested_names(schema) -> list[str]:
+    """A schema's column names and, for a column of objects (a struct: JSON lines' nested
+    objects, Parquet's and ORC's groups), each of its fields' as ``column.field`` (a deeper
+    one's likewise, ``column.field.inner``): the names a declared column may take."""
+    import pyarrow as pa
+
+    names: list[str] = []
+
+    def walk(prefix: str, fields) -> None:
+        for part in fields:
+            names.append(prefix + part.name)
+            if pa.types.is_struct(part.type):
+                walk(f"{prefix}{part.name}.", part.type)
+
+    walk("", schema)
+    return names
+
+
+def root_column(name: str, held: list[str]) -> str:
+    """The column of a file's ``held`` columns (its top level) that a declared ``name`` is
+    read from: itself where held, else the longest ``held`` name it is a field of
+    (``user`` for ``user.id``), else itself (a column the file lacks)."""
+    if name in held:
+        return name
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        if (root := ".".join(parts[:end])) in held:
+            return root
+    return name
+
+
+def with_fields(table):
+    """An Arrow table or batch with each column of objects' fields (``nested_names``) as
+    columns of their own beside it, null where the object is; a name the table holds
+    already keeps its column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def fields(name: str, column) -> Iterator[tuple[str, Any]]:
+        for i, part in enumerate(column.type):
+            child = pc.struct_field(column, [i])
+            yield f"{name}.{part.name}", child
+            if pa.types.is_struct(part.type):
+                yield from fields(f"{name}.{part.name}", child)
+
+    held = set(table.column_names)
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_struct(column.type):
+            for field_name, child in fields(name, column):
+                if field_name not in held:
+                    table = table.append_column(field_name, child)
+                    held.add(field_name)
+    return table
+
+
+def with_fields_of(row: dict) -> dict:
+    """A JSON object with each object value's fields as values of its own beside it, named
+    ``key.field`` (deeper ones likewise), as ``with_fields`` makes columns; a key the object
+    holds already keeps its value."""
+    if not any(isinstance(value, dict) for value in row.values()):
+        return row
+    found = dict(row)
+    for key, value in row.items():
+        if isinstance(value, dict):
+            for field, inner in with_fields_of(value).items():
+                found.setdefault(f"{key}.{field}", inner)
+    return found
+
+
 def with_partitions(table, values: dict[str, str | None]):
     """An Arrow table or batch with each partition column (``partitions``) it lacks, as
     text, the file's value on every row."""

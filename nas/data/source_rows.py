@@ -40,10 +40,14 @@ from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
     first_lines,
+    nested_names,
     numbered,
     partitions,
+    root_column,
     sniffed_delimiter,
     text_fault,
+    with_fields,
+    with_fields_of,
     with_partitions,
 )
 from nas.data.schema_file import Feature, SchemaFile
@@ -115,6 +119,8 @@ class Rows:
         # per file, its Hive-style partition columns (date=2024-05-07/) below ``base``
         self.partitions = {path: partitions(path, base) if base else {} for path in files}
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
+        # per file, its top-level columns (those of _holds that are no object's field)
+        self._tops: dict[Path, list[str]] = {}
         self._kinds = schema.column_kinds()
         self._per_second = schema.source.per_second
         self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
@@ -210,21 +216,29 @@ class Rows:
         return held + [c for c in self.partitions[path] if c not in held]
 
     def _held_columns(self, path: Path) -> list[str]:
+        """The file's columns, and its objects' fields as columns (``nested_names``)."""
         fmt = self.schema.source.format
         try:
             if not self.schema.source.text:
-                return list(ColumnarFile(path, fmt).schema.names)
+                schema = ColumnarFile(path, fmt).schema
+                self._tops[path] = schema.names
+                return nested_names(schema)
             if fmt == "csv":
                 if not self.schema.source.header:
-                    return list(self.schema.source.columns or ())
-                names = self._open_csv(path, None, Skipped()).schema.names
-                return [c for c in names if c != TRAILING]
+                    names = list(self.schema.source.columns or ())
+                else:
+                    names = self._open_csv(path, None, Skipped()).schema.names
+                self._tops[path] = [c for c in names if c != TRAILING]
+                return self._tops[path]
             first = self._open_json(path).schema
             self._json_types[path] = json_types(path, first, self.schema.columns())
-            return list(self._json_types[path].names)
+            self._tops[path] = self._json_types[path].names
+            return nested_names(self._json_types[path])
         except pa.ArrowInvalid as err:
             if fmt == "jsonl":  # mixed types, or a line that is not JSON: Python finds which
-                return _json_keys(path, Skipped() if self.skip else None)
+                keys = _json_keys(path, Skipped() if self.skip else None)  # (fields too)
+                self._tops[path] = keys
+                return keys
             raise DataError(
                 path, f"is not readable as {fmt}: {self._csv_fault(err, path)}"
             ) from None
@@ -242,16 +256,22 @@ class Rows:
         added = {c: v for c, v in found.items() if c in columns and c not in held}
         columns = [c for c in columns if c not in absent and c not in added]
         columns = columns or [c for c in self._required if c not in added][:1] or held[:1]
+        # an object's field (user.id) read as its object's column, its fields then columns
+        tops = self._tops.get(path, [])
+        roots = list(dict.fromkeys(root_column(c, tops) for c in columns))
+        nested = fmt != "csv" and roots != columns
         passed = Skipped()  # the same lines on every pass over the file
         try:
             if not self.schema.source.text:
-                batches = ColumnarFile(path, fmt).batches(BATCH_ROWS, columns)
+                batches = ColumnarFile(path, fmt).batches(BATCH_ROWS, roots)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 batches = self._open_csv(path, columns, passed)
             else:
-                batches = self._json(path, columns, passed)
+                batches = self._json(path, columns, roots, passed)
             first = 1
             for batch in batches:
+                if nested:
+                    batch = with_fields(batch)
                 if fmt != "csv":
                     batch = binary_as_text(batch)
                     if fault := text_fault(batch, first):
@@ -300,7 +320,9 @@ class Rows:
             )
         return reason if self.skip else f"{reason} ({BAD_LINES_HINT})"
 
-    def _json(self, path: Path, columns: list[str], passed: Skipped) -> Iterator[pa.RecordBatch]:
+    def _json(
+        self, path: Path, columns: list[str], roots: list[str], passed: Skipped
+    ) -> Iterator[pa.RecordBatch]:
         """Arrow's reader, or from where a column asked for mixes JSON types (ids written as
         numbers on some rows and as strings on others, which Arrow refuses), shows up when
         its first rows lacked it, or Arrow reads a batch wrong, the file line by line in
@@ -310,12 +332,13 @@ class Rows:
         row Arrow did not give: a line there that is not a row is refused, naming it, or
         under on_bad_lines: skip passed by into ``passed``, and Arrow's reader goes on
         after that block (in an uncompressed file); where none is, the rest is read by
-        line."""
+        line. ``roots``: the columns Arrow reads, the objects ``columns`` are fields of
+        among them (``root_column``; Python's objects hold their fields: ``json_object``)."""
         # the columns asked for, each of a type json_types found: read as those types, other
         # keys passed by (one that shows up later, or changes type, no longer matters)
         known = self._json_types.get(path)
-        typed = known is not None and all(c in known.names for c in columns)
-        types = pa.schema([known.field(c) for c in columns]) if typed else None
+        typed = known is not None and all(c in known.names for c in roots)
+        types = pa.schema([known.field(c) for c in roots]) if typed else None
         lists = {c for c in columns if self._kinds[c] == "list"}
         events = {  # history columns: their events made into structs at once
             c: event_names(f)
@@ -328,7 +351,7 @@ class Rows:
             done = 0
             try:
                 for record in self._open_json(path, types, lines.place.offset):
-                    record = record.select([c for c in columns if c in record.schema.names])
+                    record = record.select([c for c in roots if c in record.schema.names])
                     try:  # Arrow 25 drops a list's first nulls ([null, 1]): offsets past values
                         record.validate()
                     except pa.ArrowInvalid:
@@ -514,7 +537,7 @@ def json_types(path: Path, first: pa.Schema, wanted: list[str]) -> pa.Schema:
     key or holds only nulls of it (a writer that omits a null's key, a field the logs gained
     later), those of the keys rows spread over the file hold (read as one block). Where
     those rows mix a key's JSON types, the first block's alone."""
-    held = {f.name for f in first if not pa.types.is_null(f.type)}
+    held = set(nested_names([f for f in first if not pa.types.is_null(f.type)]))
     if set(wanted) <= held:
         return first
     if compressed(path) or path.stat().st_size <= BLOCK_BYTES or bare_returns(path):
@@ -643,7 +666,7 @@ def json_object(line: bytes) -> tuple[dict | None, str]:
         return None, f"is not JSON ({getattr(err, 'msg', err)}): {_cut(line)}"
     if not isinstance(found, dict):
         return None, f"holds {shown(found)}, not an object"
-    return found, ""
+    return with_fields_of(found), ""
 
 
 def _cut(line: bytes, most: int = 80) -> str:

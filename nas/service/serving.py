@@ -45,7 +45,7 @@ from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm
 from nas.data.raw_table import rows_table, table_features
-from nas.data.row_files import RowBatch
+from nas.data.row_files import RowBatch, with_fields, with_fields_of
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
@@ -143,18 +143,25 @@ class LoadedModel:
 
     def features(self, rows: list[Mapping[str, Any]], first: int = 1) -> Features:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column;
-        ``first``: the first row's number)."""
+        ``first``: the first row's number). An object's fields are values of their own
+        (``user.id``: ``row_files.with_fields_of``), as prepare read them."""
+        rows = [with_fields_of(row) if isinstance(row, dict) else row for row in rows]
         return self._read(self.raw_form.features(rows, self.schema, first))
 
     def features_of(self, batch: RowBatch) -> Features:
         """A file's batch of rows as the network's input: by its columns (``table_features``;
         text rows made a table first) where they read plainly, else row by row."""
-        table = batch.table if batch.table is not None else rows_table(self.raw_form, batch.rows)
+        table = batch.table
+        if table is None:
+            rows = [with_fields_of(row) if isinstance(row, dict) else row for row in batch.rows]
+            table = rows_table(self.raw_form, rows)
         return self._by_columns(table, lambda: self.features(batch.rows, batch.first))
 
     def _by_columns(self, table, by_rows) -> Features:
-        """``table`` (None: none to read) encoded by its columns where they read plainly,
-        else ``by_rows()``: the rows, which also name a bad row."""
+        """``table`` (None: none to read) encoded by its columns where they read plainly
+        (an object's fields as columns of their own: ``row_files.with_fields``), else
+        ``by_rows()``: the rows, which also name a bad row."""
+        table = None if table is None else with_fields(table)
         features = None if table is None else table_features(self.raw_form, table, self.schema)
         return self._read(features) if features is not None else by_rows()
 

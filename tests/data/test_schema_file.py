@@ -2425,6 +2425,112 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     assert "holds no file of a known format" in " ".join(capsys.readouterr().err.split())
 
 
+def test_an_objects_fields_are_columns_named_by_their_path(tmp_path: Path) -> None:
+    """Event logs nest objects (``{"user": {"id": ..., "geo": {"country": ...}}}``), in JSON
+    lines and as Parquet's groups: the draft left such a column out ("of type struct") yet
+    took it for keys.user, which prepare then refused. An object's fields are now columns
+    of their own, named by their path (``user.geo.country``, as Spark and pandas'
+    json_normalize name them), in the draft, prepare (JSON lines read by Arrow or, a key's
+    type mixed, by line: byte for byte the dataset of a CSV file of those columns) and
+    serving (rows, JSON lines and Parquet files to score: the same probabilities)."""
+    import random
+
+    import yaml
+
+    from nas.arch.model import build_model
+    from nas.arch.spec import ArchSpec
+    from nas.data.row_files import RowFiles
+    from nas.service.serving import LoadedModel
+    from tests.test_search import REPO
+
+    rng = random.Random(0)
+    rows = []
+    for _ in range(1500):
+        row = {
+            "click": rng.randint(0, 1),
+            "user": {"id": f"u{rng.randint(0, 80)}", "geo": {"country": rng.choice("ABC")}},
+            "ctx": {"price": round(rng.random() * 10, 2), "tags": rng.sample("wxyz", 2)},
+            "item": f"i{rng.randint(0, 40)}",
+        }
+        if rng.random() < 0.05:
+            row["user"] = None  # (its fields missing)
+        rows.append(row)
+    (tmp_path / "nested.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    odd = next(i for i in range(1400, 1500) if rows[i]["user"])  # (an id written as a number)
+    mixed = [{**r, "user": {**r["user"], "id": 7}} if i == odd else r for i, r in enumerate(rows)]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "nested.parquet")
+    flat = pd.DataFrame({
+        "click": [r["click"] for r in rows],
+        "user.id": [(r["user"] or {}).get("id") for r in rows],
+        "user.geo.country": [((r["user"] or {}).get("geo") or {}).get("country") for r in rows],
+        "ctx.price": [r["ctx"]["price"] for r in rows],
+        "ctx.tags": ["|".join(r["ctx"]["tags"]) for r in rows],
+        "item": [r["item"] for r in rows],
+    })  # fmt: skip
+    flat.to_csv(tmp_path / "flat.csv", index=False)
+    schema = """\
+name: {name}
+source: {source}
+labels: [click]
+keys: {{user: user.id}}
+split: {{method: hash, valid: 0.1, test: 0.1}}
+features:
+  - {{name: user.id, type: categorical, side: request}}
+  - {{name: user.geo.country, type: categorical}}
+  - {{name: ctx.price, type: dense, transform: log1p}}
+  - {{name: ctx.tags, type: multi_hot, max_len: 2{sep}}}
+  - {{name: item, type: categorical}}
+"""
+    datasets = {}
+    for name, source in (
+        ("flat", "{format: csv, path: flat.csv}"),
+        ("nested", "{format: jsonl, path: nested.jsonl}"),
+        ("mixed", "{format: jsonl, path: mixed.jsonl}"),
+        ("groups", "{format: parquet, path: nested.parquet}"),
+    ):
+        sep = ', sep: "|"' if name == "flat" else ""
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(schema.format(name=name, source=source, sep=sep))
+        datasets[name], _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert "read_by_line" in datasets["mixed"].manifest  # (by Python's json: its fields too)
+    assert datasets["mixed"].manifest["rows"] == len(rows)
+    for name in ("nested", "groups"):
+        assert_same_dataset(datasets["flat"], datasets[name], exact=True)
+
+    drafts = {}
+    for name in ("nested.jsonl", "nested.parquet"):
+        out = tmp_path / f"draft_{name.replace('.', '_')}.yaml"
+        assert main(["data", "schema", str(tmp_path / name), "--out", str(out)]) == 0
+        drafts[name] = yaml.safe_load(out.read_text())
+    for draft in drafts.values():
+        assert draft["keys"] == {"user": "user.id"}
+        assert {f["name"] for f in draft["features"]} == {
+            "user.id", "user.geo.country", "ctx.price", "ctx.tags", "item"
+        }  # fmt: skip
+
+    dataset = datasets["nested"]
+    info = {
+        "spec": ArchSpec.load(REPO / "examples" / "specs" / "dcnv2.json").to_dict(),
+        "schema": dataset.schema.to_list(),
+        "raw_form": dataset.raw_form().to_dict(),
+    }
+    (tmp_path / "model.json").write_text(json.dumps(info))
+    torch.manual_seed(0)
+    spec = ArchSpec.from_dict(info["spec"])
+    torch.save(build_model(spec, dataset.schema).state_dict(), tmp_path / "w.pt")
+    model = LoadedModel.from_files(tmp_path / "model.json", tmp_path / "w.pt")
+    want = model.probabilities(flat.astype(object).where(flat.notna(), None).to_dict("records"))
+    assert model.probabilities(rows)["probability"] == pytest.approx(want["probability"])
+    for scored_file in ("nested.jsonl", "nested.parquet"):
+        scored = [
+            p
+            for b in RowFiles(tmp_path / scored_file).batches(500)
+            for p in model.scored(model.features_of(b))["probability"]
+        ]
+        assert scored == pytest.approx(want["probability"], abs=1e-6)
+
+
 def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Path) -> None:
     """Hive and Spark write ORC as often as Parquet (Hive names its files 000000_0): recnas
     read neither ("use .parquet, .csv, .tsv or .jsonl files"). An ORC source (``format:
