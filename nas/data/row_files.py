@@ -236,9 +236,9 @@ class RowFiles:
         """A CSV file's rows by its header (a name it repeats numbered: ``numbered``), or by
         ``columns`` where its first line is not them (a row with fewer values: the rest
         missing; one whose line ends with the delimiter, an empty value past the last
-        column: without it). A TSV file's fields
-        are split by tabs; a CSV file's, by the delimiter its first lines are split by
-        (``sniffed_delimiter``: Excel's ";", Hive's Ctrl-A)."""
+        column: without it). A TSV file's fields are split by tabs; a CSV file's, by the
+        delimiter its first lines are split by (``sniffed_delimiter``: Excel's ";", Hive's
+        Ctrl-A)."""
         delimiter = DELIMITERS[self.suffix]
         first_lines = list(itertools.islice(lines, 50))
         lines = itertools.chain(first_lines, lines)

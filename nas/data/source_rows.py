@@ -136,7 +136,7 @@ class Rows:
         self._json_types: dict[Path, pa.Schema] = {}
         # CSV: per file, the names its rows are read by where not its header's as Arrow
         # takes them (``header_names``: read once, not on every pass)
-        self._trailing: dict[Path, list[str] | None] = {}
+        self._read_names: dict[Path, list[str] | None] = {}
         self._asked: set[str] = set()
         # JSON lines read line by line in Python (several times slower), and why
         self.by_line: dict[Path, str] = {}
@@ -383,9 +383,9 @@ class Rows:
 
         source = self.schema.source
         declared = list(source.columns) if not source.header else None
-        if path not in self._trailing:
-            self._trailing[path] = header_names(path, source.delimiter, declared, source.encoding)
-        names = self._trailing[path]
+        if path not in self._read_names:
+            self._read_names[path] = header_names(path, source.delimiter, declared, source.encoding)
+        names = self._read_names[path]
         read = pacsv.ReadOptions(
             block_size=BLOCK_BYTES,
             column_names=names or declared,
