@@ -137,9 +137,14 @@ class RowFiles:
         self.columns = info.get("csv_columns")
         self.encoding = info.get("csv_encoding") or "utf-8"
         self.delimiter = info.get("csv_delimiter")
-        if info.get("csv_decimal") == ",":
+        if info.get("csv_decimal") == ",":  # its number columns, a label's by a threshold too
             columns = info["raw_form"]["columns"]
             self.decimal_commas = {c for c, form in columns.items() if form["type"] == "number"}
+            self.decimal_commas |= {
+                label["column"]
+                for label in info.get("labels") or ()
+                if label.get("at_least") is not None
+            }
 
     def anew(self) -> RowFiles:
         """Another reader of the same files, read as this one reads them, from the start."""

@@ -2404,6 +2404,17 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
             ]
         assert read == expected
 
+    labelled = {  # a label by a threshold on a column no feature reads: measured on it
+        "csv_decimal": ",",
+        "raw_form": {"columns": {}},
+        "labels": [{"name": "dear", "column": "price", "at_least": 10.0}],
+    }
+    rows = RowFiles(semicolons)
+    rows.read_as(labelled)
+    assert [row["price"] for b in rows.batches() for row in b.rows] == [
+        row["price"] for row in expected
+    ]
+
     # 1.234,5: a thousand and more, or a number a point too many: refused, named
     excel[7][price] = "1.234,5"
     semicolons.write_text("".join(";".join(fields) for fields in excel))
