@@ -58,7 +58,9 @@ def add_commands(commands) -> None:
         metavar="SOURCE",
         help="a .parquet, .orc, .csv, .tsv or .jsonl file (text compressed: .gz, .bz2, .zst), a "
         "folder of them (its partition folders, date=2024-05-07/, are columns) or a quoted glob "
-        "('logs/*.parquet')",
+        "('logs/*.parquet'); files whose names say no format (Hive's 000000_0, Spark's "
+        "part-00000, .txt, .dat) by their bytes, a CSV file's delimiter (, ; tab | Ctrl-A) and "
+        "decimal comma by its first lines",
     )
     schema.add_argument(
         "--out", required=True, type=new_file(".yaml"), metavar="FILE.yaml", help="the new file"

@@ -39,8 +39,9 @@ def add_command(commands) -> None:
         required=True,
         metavar="ROWS",
         help="rows as JSON lines (.jsonl), a JSON array or an MLflow request body (.json), "
-        "CSV (.csv), TSV (.tsv) or "
-        "Parquet: a file, a folder of files of one format (a day's parts; partition folders, "
+        "CSV (.csv; its delimiter by its first lines), TSV (.tsv), those three compressed "
+        "(.gz, .bz2, .zst), Parquet or ORC (.orc; without a suffix, Hive's 000000_0, by its "
+        "bytes): a file, a folder of files of one format (a day's parts; partition folders, "
         "date=2024-05-07/, are columns) or a quoted glob "
         "pattern ('logs/2024-05-07/*.parquet')",
     )
