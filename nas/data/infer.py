@@ -154,7 +154,7 @@ def found_source(given: str) -> Source:
             files = [p for p in files if p.name[0] not in "._"]
     if not files:
         raise ConfigError("SOURCE", f"{given} matches no file")
-    kind = _suffixes(files[0]) or _by_bytes(files[0], named=len(files) == 1)
+    kind = _suffixes(files[0]) or _by_bytes(files[0], named=True)  # (alone or by a pattern)
     if kind is None:
         raise ConfigError("SOURCE", f"{files[0]}: use {KNOWN_FILES}")
     return _found(pattern, files, kind)

@@ -110,7 +110,7 @@ class RowFiles:
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
         self.partitions = {path: partitions(path, root) for path in self.paths}
-        named = Path(self.given).is_file()
+        named = not Path(self.given).is_dir()  # (a file or a glob pattern the user gave)
         suffixes = sorted({str(file_kind(path, named)) for path in self.paths})
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
@@ -585,12 +585,16 @@ def _named_files(given: str, flag: str) -> list[Path]:
             if p.is_file() and _data_name(p.relative_to(path)) and file_kind(p) is not None
         )
         if not files:
-            raise ConfigError(flag, f"{given} is a folder with no {', '.join(SUFFIXES)} file")
+            raise ConfigError(
+                flag,
+                f"{given} is a folder with no {', '.join(SUFFIXES)} file (files whose names "
+                f"say no format: name them with a quoted glob, '{Path(given) / '*'}')",
+            )
     else:
         require_file(path, flag)
         files = [path]
     for file in files:
-        if file_kind(file, named=not (pattern or folder)) is None:
+        if file_kind(file, named=not folder) is None:
             raise ConfigError(
                 flag,
                 f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
@@ -603,7 +607,8 @@ def file_kind(path: Path, named: bool = False) -> str | None:
     """A file's format as its suffix (``SUFFIXES``; a file of lines' before its
     compression's, ``CODECS``) names it, or for one whose name says none (Hive's 000000_0,
     a .txt file), as its first bytes do (``by_magic``: lines of text too where the file is
-    ``named`` by the user, a job's part name is its name, or it is named .txt or .dat);
+    ``named`` by the user, alone or by a glob pattern, a job's part name is its name, or it
+    is named .txt or .dat);
     None for neither."""
     name = path.with_suffix("") if codec(path) else path
     suffix = name.suffix.lower()

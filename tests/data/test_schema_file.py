@@ -2404,6 +2404,21 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
             ]
         assert read == expected
 
+    loose = tmp_path / "loose"  # files of no format's name, not a job's parts: by a glob
+    loose.mkdir()
+    (loose / "day_0").write_bytes(semicolons.read_bytes())
+    with pytest.raises(ConfigError, match="name them with a quoted glob"):
+        RowFiles(loose)
+    rows = RowFiles(loose / "day_*")
+    rows.read_as(served)
+    assert len([row for batch in rows.batches() for row in batch.rows]) == ROWS
+    out = tmp_path / "loose.yaml"
+    assert (
+        main(["data", "schema", str(loose / "day_*"), "--labels", "click,like", "--out", str(out)])
+        == 0
+    )
+    assert yaml.safe_load(out.read_text())["source"]["delimiter"] == ";"
+
     labelled = {  # a label by a threshold on a column no feature reads: measured on it
         "csv_decimal": ",",
         "raw_form": {"columns": {}},
