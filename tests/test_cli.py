@@ -409,6 +409,9 @@ def test_scored_json_lines_are_valid_json_whatever_the_rows_hold() -> None:
 def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tmp_path) -> None:
     """A byte-order mark (Excel's UTF-8) is skipped; a quote left open or a row with more
     values than the header is refused naming the line; batches number their rows."""
+    import bz2
+    import gzip
+
     from nas.core.errors import ConfigError
     from nas.data.row_files import RowFiles
 
@@ -425,6 +428,9 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
         (2, [{"site": "b", "n": None}]),
     ]
     assert rows("a.jsonl", b'\xef\xbb\xbf{"a": 1}\n\n{"a": 2}\n') == [(1, [{"a": 1}, {"a": 2}])]
+    for name, pack in (("a.jsonl.gz", gzip.compress), ("a.json.bz2", bz2.compress)):  # (kept so)
+        lines = b'{"a": 1}\n{"a": 2}\n' if name.endswith("l.gz") else b'[{"a": 1}, {"a": 2}]'
+        assert rows(name, pack(lines)) == [(1, [{"a": 1}, {"a": 2}])]
     for name, data, words in [
         ("open.csv", b'site,n\n"a,1\n', "open.csv line 2: unexpected end of data"),
         (

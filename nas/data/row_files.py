@@ -37,7 +37,7 @@ from nas.core.user_files import require_file
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc")
 COLUMNAR = {".parquet": "Parquet", ".orc": "ORC"}  # files of typed columns, by their names
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
-LINES = (".csv", ".tsv", ".jsonl")  # files of lines, which may be compressed (CODECS)
+TEXTS = (".csv", ".tsv", ".jsonl", ".json")  # text files, which may be compressed (CODECS)
 # a text file's compression by its name's last suffix: Arrow's codec (its readers' names)
 CODECS = {".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4", ".zst": "zstd", ".br": "brotli"}
 TEXT_NAMES = ("", ".txt", ".dat")  # files whose names say no layout: known by their bytes
@@ -354,11 +354,15 @@ class RowFiles:
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
 
     def _json_rows(self, path: Path) -> list[Any]:
-        """A .json file's rows: an array of row objects, one row object, or one of MLflow's
-        request forms (``JSON_ROW_KEYS``, ``JSON_SPLIT_KEY``)."""
+        """A .json file's rows (compressed as its name says: ``CODECS``): an array of row
+        objects, one row object, or one of MLflow's request forms (``JSON_ROW_KEYS``,
+        ``JSON_SPLIT_KEY``)."""
+        import pyarrow as pa
+
         try:
-            text = path.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as err:
+            with pa.input_stream(str(path), compression=codec(path)) as stream:
+                text = stream.read().decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError, pa.ArrowException) as err:
             raise ConfigError(self.flag, f"{path}: cannot read it ({err})") from None
         self.done += path.stat().st_size
         try:
@@ -598,14 +602,14 @@ def _named_files(given: str, flag: str) -> list[Path]:
             raise ConfigError(
                 flag,
                 f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
-                f"({', '.join(LINES)} ones may be compressed: {', '.join(CODECS)})",
+                f"(text ones may be compressed: {', '.join(CODECS)})",
             )
     return files
 
 
 def file_kind(path: Path, named: bool = False) -> str | None:
-    """A file's format as its suffix (``SUFFIXES``; a file of lines' before its
-    compression's, ``CODECS``) names it, or for one whose name says none (Hive's 000000_0,
+    """A file's format as its suffix (``SUFFIXES``; a text file's before its compression's,
+    ``CODECS``) names it, or for one whose name says none (Hive's 000000_0,
     a .txt file), as its first bytes do (``by_magic``: lines of text too where the file is
     ``named`` by the user, alone or by a glob pattern, a job's part name is its name, or it
     is named .txt or .dat);
@@ -613,7 +617,7 @@ def file_kind(path: Path, named: bool = False) -> str | None:
     name = path.with_suffix("") if codec(path) else path
     suffix = name.suffix.lower()
     if suffix in SUFFIXES:
-        return suffix if name == path or suffix in LINES else None
+        return suffix if name == path or suffix in TEXTS else None
     if suffix in TEXT_NAMES:
         return by_magic(path, text=named or bool(suffix) or is_part(name))
     return None
