@@ -106,12 +106,12 @@ class RowFiles:
         self.encoding = "utf-8"  # a CSV file's text (a model's source's: read_as)
         self.delimiter: str | None = None  # a model's CSV source's, where not "," (read_as)
         self.decimal_commas: set[str] = set()  # number columns written 3,14 (read_as)
-        self.paths = _named_files(self.given, flag)
+        kinds = _named_files(self.given, flag)
+        self.paths = list(kinds)
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
         self.partitions = {path: partitions(path, root) for path in self.paths}
-        named = not Path(self.given).is_dir()  # (a file or a glob pattern the user gave)
-        suffixes = sorted({str(file_kind(path, named)) for path in self.paths})
+        suffixes = sorted(set(kinds.values()))
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
             raise ConfigError(
@@ -567,8 +567,10 @@ def _holds_text(kind) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
-def _named_files(given: str, flag: str) -> list[Path]:
-    """The files ``given`` names (a file, a folder, a glob pattern), sorted by name."""
+def _named_files(given: str, flag: str) -> dict[Path, str]:
+    """The files ``given`` names (a file, a folder, a glob pattern), sorted by name, each
+    with its format (``file_kind``: a file or a pattern's files are the user's to name,
+    read by their bytes where their names say no format)."""
     import glob
 
     path = Path(given)
@@ -583,28 +585,28 @@ def _named_files(given: str, flag: str) -> list[Path]:
         if not files:
             raise ConfigError(flag, f"no file matches {given}")
     elif folder:
-        files = sorted(
-            p
-            for p in path.rglob("*")
-            if p.is_file() and _data_name(p.relative_to(path)) and file_kind(p) is not None
-        )
-        if not files:
+        found = (p for p in path.rglob("*") if p.is_file() and _data_name(p.relative_to(path)))
+        kinds = {p: kind for p in sorted(found) if (kind := file_kind(p)) is not None}
+        if not kinds:
             raise ConfigError(
                 flag,
                 f"{given} is a folder with no {', '.join(SUFFIXES)} file (files whose names "
                 f"say no format: name them with a quoted glob, '{Path(given) / '*'}')",
             )
+        return kinds
     else:
         require_file(path, flag)
         files = [path]
+    kinds = {}
     for file in files:
-        if file_kind(file, named=not folder) is None:
+        if (kind := file_kind(file, named=True)) is None:
             raise ConfigError(
                 flag,
                 f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
                 f"(text ones may be compressed: {', '.join(CODECS)})",
             )
-    return files
+        kinds[file] = kind
+    return kinds
 
 
 def file_kind(path: Path, named: bool = False) -> str | None:

@@ -145,16 +145,14 @@ class LoadedModel:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column;
         ``first``: the first row's number). An object's fields are values of their own
         (``user.id``: ``row_files.with_fields_of``), as prepare read them."""
-        rows = [with_fields_of(row) if isinstance(row, dict) else row for row in rows]
-        return self._read(self.raw_form.features(rows, self.schema, first))
+        return self._read(self.raw_form.features(_with_fields(rows), self.schema, first))
 
     def features_of(self, batch: RowBatch) -> Features:
         """A file's batch of rows as the network's input: by its columns (``table_features``;
         text rows made a table first) where they read plainly, else row by row."""
         table = batch.table
         if table is None:
-            rows = [with_fields_of(row) if isinstance(row, dict) else row for row in batch.rows]
-            table = rows_table(self.raw_form, rows)
+            table = rows_table(self.raw_form, _with_fields(batch.rows))
         return self._by_columns(table, lambda: self.features(batch.rows, batch.first))
 
     def _by_columns(self, table, by_rows) -> Features:
@@ -197,6 +195,12 @@ class LoadedModel:
         values = torch.cat(out).numpy() if out else np.zeros((0, heads), dtype=np.float32)
         values = values.reshape(len(features), heads)
         return {name: values[:, j] for j, name in enumerate(self.outputs)}
+
+
+def _with_fields(rows: list[Any]) -> list[Any]:
+    """Rows with each object value's fields as values of their own (``with_fields_of``);
+    a row that is not an object as it is (the reader names it)."""
+    return [with_fields_of(row) if isinstance(row, dict) else row for row in rows]
 
 
 def output_columns(schema: Schema) -> list[str]:
