@@ -440,7 +440,7 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
         ),
         ("bad.jsonl", b'{"a": 1}\n{"a": \n', "bad.jsonl line 2: not JSON"),
         ("latin.csv", b"site\ncaf\xe9\n", "latin.csv line 2: not UTF-8 text"),
-        ("rows.txt", b"", "use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file"),
+        ("rows.txt", b"", "use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet, .orc or .avro"),
     ]:
         with pytest.raises(ConfigError, match=re.escape(words)):
             rows(name, data)

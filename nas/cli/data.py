@@ -56,7 +56,8 @@ def add_commands(commands) -> None:
     schema.add_argument(
         "source",
         metavar="SOURCE",
-        help="a .parquet, .orc, .csv, .tsv or .jsonl file (text compressed: .gz, .bz2, .zst), a "
+        help="a .parquet, .orc, .avro, .csv, .tsv or .jsonl file (text compressed: .gz, .bz2, "
+        ".zst), a "
         "folder of them (its partition folders, date=2024-05-07/, are columns) or a quoted glob "
         "('logs/*.parquet'); files whose names say no format (Hive's 000000_0, Spark's "
         "part-00000, .txt, .dat) by their bytes, a CSV file's delimiter (, ; tab | Ctrl-A) and "

@@ -103,9 +103,16 @@ SEPARATORS = ("|", ";", "\x02")
 HASH_SIZE = 1 << 20
 
 
-FORMATS = {".parquet": "parquet", ".orc": "orc", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl"}
+FORMATS = {
+    ".parquet": "parquet",
+    ".orc": "orc",
+    ".avro": "avro",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "jsonl",
+}
 COMPRESSIONS = (".gz", ".bz2", ".zst")
-KNOWN_FILES = ".parquet, .orc, .csv, .tsv or .jsonl files"
+KNOWN_FILES = ".parquet, .orc, .avro, .csv, .tsv or .jsonl files"
 WHOLE = re.compile(r"[+-]?\d+")
 
 
@@ -376,7 +383,7 @@ def _file_sample(
     start: its first rows (at most 8 MiB of text). A line that is not a row: passed by into
     ``passed``."""
     try:
-        if fmt in ("parquet", "orc"):
+        if fmt in ("parquet", "orc", "avro"):
             return _columnar_sample(path, fmt, rows)
         names = header_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
@@ -421,14 +428,16 @@ def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
 
 
 def _columnar_sample(path: Path, fmt: str, rows: int) -> pa.Table:
-    """The first rows of up to ``SAMPLE_PARTS`` row groups (Parquet) or stripes (ORC) spread
-    over the file."""
+    """The first rows from up to ``SAMPLE_PARTS`` places spread over the file: row groups
+    (Parquet), stripes (ORC) or blocks (Avro), each read on into the groups after it up to
+    the next place (Avro's blocks hold a few hundred rows)."""
     file = ColumnarFile(path, fmt)
     if file.groups == 0:
         return file.schema.empty_table()
-    groups = _spread(file.groups)
-    each = max(1, rows // len(groups))
-    batches = [next(file.batches(each, groups=[g]), None) for g in groups]
+    places = _spread(file.groups)
+    each = max(1, rows // len(places))
+    spans = zip(places, [*places[1:], file.groups], strict=True)
+    batches = [next(file.batches(each, groups=range(*span)), None) for span in spans]
     found = [b for b in batches if b is not None and b.num_rows]
     return pa.Table.from_batches(found) if found else file.schema.empty_table()
 

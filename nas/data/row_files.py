@@ -4,8 +4,8 @@ pattern), read a batch at a time: a day of logs never sits in memory whole.
 Formats, by the file's suffix: JSON lines (``.jsonl``), a JSON array or one of MLflow's scoring
 request forms (``.json``, read whole: a request), CSV or TSV (every value a string, as a
 serving system's text would be; a header names the columns; a CSV file's fields split by
-the delimiter its first lines are: ``sniffed_delimiter``), Parquet and ORC (each batch also
-as Arrow). A file without a suffix, as Hive names them, is known by its first bytes
+the delimiter its first lines are: ``sniffed_delimiter``), Parquet, ORC and Avro (each batch
+also as Arrow). A file without a suffix, as Hive names them, is known by its first bytes
 (``by_magic``: text too, where the user named it or a job's part name is its name). A
 UTF-8 byte-order mark is skipped. A line that is not JSON, a quote left open, a
 file that is not Parquet, text that is not UTF-8: ``ConfigError`` naming the flag, the file
@@ -33,9 +33,11 @@ from typing import Any
 
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
+from nas.data.avro_file import is_avro
 
-SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc")
-COLUMNAR = {".parquet": "Parquet", ".orc": "ORC"}  # files of typed columns, by their names
+SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc", ".avro")
+# files of typed columns, by their names (Avro's rows are records, but typed alike)
+COLUMNAR = {".parquet": "Parquet", ".orc": "ORC", ".avro": "Avro"}
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 TEXTS = (".csv", ".tsv", ".jsonl", ".json")  # text files, which may be compressed (CODECS)
 # a text file's compression by its name's last suffix: Arrow's codec (its readers' names)
@@ -177,7 +179,7 @@ class RowFiles:
         if rows:
             yield RowBatch(first, _rows=rows)
 
-    # --- Parquet and ORC ----------------------------------------------------------------------
+    # --- Parquet, ORC and Avro ----------------------------------------------------------------
 
     def _columnar(self, path: Path) -> ColumnarFile:
         """The file's footer, its errors ``ConfigError`` on ``path``."""
@@ -422,8 +424,8 @@ class RowFiles:
 
 @contextmanager
 def _columnar_errors(flag: str, path: Path, kind: str) -> Iterator[None]:
-    """Arrow's and the OS's errors while reading Parquet or ORC (``kind``: .parquet, .orc)
-    as ``ConfigError`` on the file."""
+    """Arrow's and the OS's errors while reading Parquet, ORC or Avro (``kind``: .parquet,
+    .orc, .avro) as ``ConfigError`` on the file."""
     import pyarrow as pa
 
     try:
@@ -436,16 +438,23 @@ def _columnar_errors(flag: str, path: Path, kind: str) -> Iterator[None]:
 
 
 class ColumnarFile:
-    """A Parquet or ORC file (by its name) as every reader of a team's files reads it: its
-    footer's schema and rows, its rows in record batches, and the first rows of its row
-    groups (Parquet) or stripes (ORC) for a sample. Arrow's errors pass through."""
+    """A Parquet, ORC or Avro file (by its name) as every reader of a team's files reads it:
+    its footer's (header's) schema and rows, its rows in record batches, and the first rows
+    of its row groups (Parquet), stripes (ORC) or blocks (Avro) for a sample. Arrow's errors
+    pass through (Avro's as Arrow's: ``AvroFile``)."""
 
     def __init__(self, path: Path, fmt: str | None = None):
-        """``fmt``: parquet or orc (default: by the file's name; Hive names its files
+        """``fmt``: parquet, orc or avro (default: by the file's name; Hive names its files
         000000_0)."""
         self.path = path
-        self.orc = fmt == "orc" if fmt else path.suffix.lower() == ".orc"
-        if self.orc:
+        self.kind = fmt or path.suffix.lower()[1:]
+        if self.kind == "avro":
+            from nas.data.avro_file import AvroFile
+
+            self._file = AvroFile(path)
+            self.schema, self.rows = self._file.schema, self._file.rows
+            self.groups = self._file.groups
+        elif self.kind == "orc":
             from pyarrow import orc
 
             self._file = orc.ORCFile(str(path))
@@ -463,8 +472,11 @@ class ColumnarFile:
 
     def batches(self, size: int, columns: list[str] | None = None, groups=None) -> Iterator:
         """The rows of ``groups`` (default: all), ``size`` at a time, of ``columns``."""
+        if self.kind == "avro":
+            yield from self._file.batches(size, columns, groups)
+            return
         groups = range(self.groups) if groups is None else groups
-        if not self.orc:
+        if self.kind != "orc":
             yield from self._file.iter_batches(size, row_groups=list(groups), columns=columns)
             return
         for group in groups:  # (a stripe read whole, then cut)
@@ -602,8 +614,8 @@ def _named_files(given: str, flag: str) -> dict[Path, str]:
         if (kind := file_kind(file, named=True)) is None:
             raise ConfigError(
                 flag,
-                f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet or .orc file "
-                f"(text ones may be compressed: {', '.join(CODECS)})",
+                f"{file}: use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet, .orc or .avro "
+                f"file (text ones may be compressed: {', '.join(CODECS)})",
             )
         kinds[file] = kind
     return kinds
@@ -636,10 +648,10 @@ def is_part(path: Path) -> bool:
 
 
 def by_magic(path: Path, text: bool = False) -> str | None:
-    """``.orc`` or ``.parquet`` where a file's first bytes are ORC's or Parquet's; with
-    ``text``, ``.jsonl`` or ``.csv`` where they are lines (no NUL byte; decompressed as
-    the name says) whose first holds a JSON object or not (Hive's text tables: fields split
-    by Ctrl-A, ``sniffed_delimiter``)."""
+    """``.orc``, ``.parquet`` or ``.avro`` where a file's first bytes are ORC's, Parquet's or
+    Avro's; with ``text``, ``.jsonl`` or ``.csv`` where they are lines (no NUL byte;
+    decompressed as the name says) whose first holds a JSON object or not (Hive's text
+    tables: fields split by Ctrl-A, ``sniffed_delimiter``)."""
     import pyarrow as pa
 
     try:
@@ -651,6 +663,8 @@ def by_magic(path: Path, text: bool = False) -> str | None:
         return ".orc"
     if not codec(path) and head[:4] == b"PAR1":
         return ".parquet"
+    if not codec(path) and is_avro(head):
+        return ".avro"
     if not text or not head.strip() or b"\0" in head:
         return None
     first = next(line for line in head.splitlines() if line.strip())

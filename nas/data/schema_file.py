@@ -2,7 +2,7 @@
 columns are labels, keys and features, and how rows are split.
 
     name: my_ctr
-    source: {format: parquet, path: data/*.parquet}    # parquet | orc | csv | jsonl
+    source: {format: parquet, path: data/*.parquet}    # parquet | orc | avro | csv | jsonl
     labels: [click]                                     # one or more binary labels
     keys: {user: user_id, request: request_id, timestamp: ts}      # each optional
     split: {method: time, valid: 0.1, test: 0.1}
@@ -81,7 +81,7 @@ def _encoding(name: str) -> str:
 
 
 class Source(_Strict):
-    format: Literal["parquet", "orc", "csv", "jsonl"]
+    format: Literal["parquet", "orc", "avro", "csv", "jsonl"]
     path: Name
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
@@ -130,7 +130,8 @@ class Source(_Strict):
             )
         if not self.text and self.on_bad_lines != "error":
             raise ValueError(
-                "on_bad_lines applies to formats csv and jsonl (Parquet and ORC have no lines)"
+                "on_bad_lines applies to formats csv and jsonl (Parquet, ORC and Avro have no "
+                "lines)"
             )
         if self.format == "csv" and not self.header and not self.columns:
             raise ValueError("a csv file without a header needs columns: [its column names]")

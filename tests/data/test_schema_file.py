@@ -80,13 +80,17 @@ features:
 
 
 def write_source(folder: Path, frame: pd.DataFrame, fmt: str) -> str:
-    """The frame as ``fmt`` files (two Parquet parts); the schema's source line."""
+    """The frame as ``fmt`` files (two Parquet or Avro parts); the schema's source line."""
     folder.mkdir(parents=True, exist_ok=True)
-    if fmt == "parquet":
+    if fmt in ("parquet", "avro"):
         half = len(frame) // 2
-        pq.write_table(pa.Table.from_pandas(frame.iloc[:half]), folder / "part-0.parquet")
-        pq.write_table(pa.Table.from_pandas(frame.iloc[half:]), folder / "part-1.parquet")
-        return "{format: parquet, path: data/*.parquet}"
+        for i, part in enumerate((frame.iloc[:half], frame.iloc[half:])):
+            table = pa.Table.from_pandas(part, preserve_index=False)
+            if fmt == "avro":
+                write_avro(folder / f"part-{i}.avro", table)
+            else:
+                pq.write_table(table, folder / f"part-{i}.parquet")
+        return f"{{format: {fmt}, path: data/*.{fmt}}}"
     if fmt == "csv":
         text = frame.copy()
         text["genres"] = ["|".join(g) for g in frame["genres"]]
@@ -101,6 +105,26 @@ def write_source(folder: Path, frame: pd.DataFrame, fmt: str) -> str:
             }
             f.write(json.dumps(row, default=lambda v: v.item()) + "\n")
     return "{format: jsonl, path: data/logs.jsonl}"
+
+
+def write_avro(path: Path, table: pa.Table, codec: str = "snappy", block: int = 16_000) -> None:
+    """An Arrow table's rows as an Avro file, as Kafka Connect and Spark write one: each
+    column of a null-able type (a union with null), blocks of about ``block`` bytes."""
+    import fastavro
+
+    def avro(kind):
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return {"type": "array", "items": avro(kind.value_type)}
+        if pa.types.is_integer(kind):
+            return "long"
+        if pa.types.is_floating(kind):
+            return "double"
+        return "boolean" if pa.types.is_boolean(kind) else "string"
+
+    fields = [{"name": f.name, "type": ["null", avro(f.type)]} for f in table.schema]
+    schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
+    with path.open("wb") as file:
+        fastavro.writer(file, schema, table.to_pylist(), codec=codec, sync_interval=block)
 
 
 def schema_file(
@@ -2606,6 +2630,68 @@ def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Pat
     for part in ("categorical", "multi_hot", "dense"):  # (in batches of other sizes)
         want, got = (torch.cat([getattr(f, part) for f in found]) for found in served)
         assert len(got) == ROWS and torch.allclose(want.double(), got.double(), equal_nan=True)
+
+
+def test_avro_files_as_kafka_connect_and_spark_write_them_read_as_their_parquet_twins(
+    tmp_path: Path,
+) -> None:
+    """Kafka Connect's sinks, Spark and Hive write a team's logs as Avro as often as Parquet;
+    recnas read none ("use .parquet, .orc, .csv, .tsv or .jsonl files"). An Avro source
+    (``format: avro``; each column a union with null, as those writers make it; parts of
+    many blocks, compressed by snappy and by deflate) now prepares byte for byte as the same
+    rows in Parquet, drafts the same schema, and serves the same rows to `nas predict`'s
+    reader (a part Hive named 000000_0 too, known by its first bytes) as the same features."""
+    import shutil
+
+    import yaml
+
+    from nas.data.avro_file import AvroFile
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles
+
+    parquet = schema_file(tmp_path / "parquet", "parquet")
+    folder = tmp_path / "avro" / "data"
+    folder.mkdir(parents=True)
+    parts = sorted((tmp_path / "parquet" / "data").glob("*.parquet"))
+    for part, codec in zip(parts, ("snappy", "deflate"), strict=True):
+        write_avro(folder / f"{part.stem}.avro", pq.read_table(part), codec, block=2048)
+    assert all(AvroFile(p).groups > 4 for p in folder.glob("*.avro"))
+    path = tmp_path / "avro" / "my_ctr.yaml"
+    path.write_text(
+        parquet.read_text().replace(
+            "{format: parquet, path: data/*.parquet}", "{format: avro, path: data/*.avro}"
+        )
+    )
+    reference, _ = prepare_dataset(str(parquet), tmp_path / "reference")
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert_same_dataset(reference, dataset)
+
+    drafts = []
+    for read_from in (tmp_path / "parquet" / "data", folder):
+        out = tmp_path / f"{read_from.parent.name}.yaml"
+        assert main(["data", "schema", str(read_from), "--out", str(out)]) == 0
+        drafts.append(yaml.safe_load(out.read_text()))
+    assert drafts[0]["features"] == drafts[1]["features"]
+    assert drafts[1]["source"]["format"] == "avro"
+    drafted, _ = prepare_dataset(str(tmp_path / "avro.yaml"), tmp_path / "drafted")
+    assert drafted.manifest["rows"] == ROWS
+
+    hive = tmp_path / "hive"
+    hive.mkdir()
+    for i, part in enumerate(sorted(folder.glob("*.avro"))):
+        shutil.copyfile(part, hive / f"00000{i}_0")
+    served = [
+        [
+            table_features(reference.raw_form(), b.table, reference.schema)
+            for b in RowFiles(d).batches(size=256)
+        ]
+        for d in (tmp_path / "parquet" / "data", folder, hive)
+    ]
+    for part in ("categorical", "multi_hot", "dense"):
+        want = torch.cat([getattr(f, part) for f in served[0]]).double()
+        for found in served[1:]:
+            got = torch.cat([getattr(f, part) for f in found]).double()
+            assert len(got) == ROWS and torch.allclose(want, got, equal_nan=True)
 
 
 def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path, capsys) -> None:

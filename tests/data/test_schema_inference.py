@@ -12,7 +12,7 @@ import yaml
 
 from nas.cli import main
 from nas.data import prepare_dataset
-from tests.data.test_schema_file import events_logs, logs, write_source
+from tests.data.test_schema_file import events_logs, logs, write_avro, write_source
 
 
 def drafted(tmp_path: Path, frame, fmt: str, *flags: str) -> dict:
@@ -26,7 +26,7 @@ def kinds(schema: dict) -> dict[str, dict]:
     return {f["name"]: f for f in schema["features"]}
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+@pytest.mark.parametrize("fmt", ["parquet", "avro", "csv", "jsonl"])
 def test_a_draft_of_each_format_names_labels_keys_and_features_and_prepares(
     tmp_path: Path, fmt: str
 ) -> None:
@@ -188,12 +188,13 @@ def test_a_draft_reads_rows_of_files_spread_over_the_source(tmp_path: Path, caps
     assert f"from rows of 8 of its 13 files (day00.{fmt} to day11.{fmt})" in title
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl", "jsonl-mixed"])
+@pytest.mark.parametrize("fmt", ["parquet", "avro", "csv", "jsonl", "jsonl-mixed"])
 def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str) -> None:
     """One file of 8,000 rows whose coupon column holds values only in its last 30% (a
     column added to the logs later; JSON lines omit its key before), sampled 800 rows:
-    read from four places spread over the file (Parquet's eight row groups, the CSV or JSON
-    lines' bytes; by Arrow, or where a shop id mixes numbers and text, by Python's json), the
+    read from four places spread over the file (Parquet's eight row groups, Avro's blocks of
+    about 60 rows, the CSV or JSON lines' bytes; by Arrow, or where a shop id mixes numbers
+    and text, by Python's json), the
     coupon is text (before, its first rows only: a column of nulls), and the rows sampled
     are the file's rows, each once, from its first to its last quarter."""
     import pyarrow as pa
@@ -209,6 +210,8 @@ def test_a_sample_reads_rows_spread_within_a_large_file(tmp_path: Path, fmt: str
     path = tmp_path / f"logs.{kind}"
     if fmt == "parquet":
         pq.write_table(pa.Table.from_pandas(frame), path, row_group_size=1000)
+    elif fmt == "avro":
+        write_avro(path, pa.Table.from_pandas(frame, preserve_index=False), block=2048)
     elif fmt == "csv":
         frame.to_csv(path, index=False)
     else:

@@ -1,0 +1,137 @@
+"""Avro files read as Arrow (``nas.data.avro_file``): each Avro type as its Arrow type, the
+fields asked for only, every codec, and a file that cannot be read said so."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import uuid
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from nas.core.errors import ConfigError
+from nas.data.row_files import ColumnarFile, RowFiles
+
+UTC = datetime.UTC
+GEO = {
+    "type": "record",
+    "name": "Geo",
+    "fields": [{"name": "country", "type": "string"}, {"name": "zip", "type": ["null", "int"]}],
+}
+# (field, its Avro type, a value fastavro writes, the Arrow type, the value Arrow reads)
+TYPES = [
+    ("flag", "boolean", True, pa.bool_(), True),
+    ("small", "int", -3, pa.int32(), -3),
+    ("big", "long", 2**40, pa.int64(), 2**40),
+    ("ratio", "float", 0.5, pa.float32(), 0.5),
+    ("price", ["null", "double"], None, pa.float64(), None),
+    ("blob", "bytes", b"\x00\xff", pa.binary(), b"\x00\xff"),
+    ("site", ["null", "string"], "a.com", pa.string(), "a.com"),
+    ("device", {"type": "enum", "name": "Device", "symbols": ["ios", "web"]}, "web",
+     pa.string(), "web"),
+    ("hash", {"type": "fixed", "name": "Hash", "size": 2}, b"ab", pa.binary(), b"ab"),
+    ("geo", GEO, {"country": "DE", "zip": None},
+     pa.struct([("country", pa.string()), ("zip", pa.int32())]), {"country": "DE", "zip": None}),
+    ("home", ["null", "Geo"], {"country": "FR", "zip": 75001},
+     pa.struct([("country", pa.string()), ("zip", pa.int32())]),
+     {"country": "FR", "zip": 75001}),
+    ("tags", {"type": "array", "items": "string"}, ["x", "y"], pa.list_(pa.string()), ["x", "y"]),
+    ("counts", {"type": "map", "values": "long"}, {"a": 1}, pa.map_(pa.string(), pa.int64()),
+     [("a", 1)]),
+    ("mixed", ["null", "string", "long", "boolean"], 7, pa.string(), "7"),
+    ("day", {"type": "int", "logicalType": "date"}, datetime.date(2024, 5, 7), pa.date32(),
+     datetime.date(2024, 5, 7)),
+    ("at", {"type": "long", "logicalType": "timestamp-millis"},
+     datetime.datetime(2024, 5, 7, 12, 30, tzinfo=UTC), pa.timestamp("ms", "UTC"),
+     datetime.datetime(2024, 5, 7, 12, 30, tzinfo=UTC)),
+    ("at_us", {"type": "long", "logicalType": "timestamp-micros"},
+     datetime.datetime(2024, 5, 7, 12, 30, 0, 5, tzinfo=UTC), pa.timestamp("us", "UTC"),
+     datetime.datetime(2024, 5, 7, 12, 30, 0, 5, tzinfo=UTC)),
+    ("local", {"type": "long", "logicalType": "local-timestamp-millis"},
+     datetime.datetime(2024, 5, 7, 14, 30), pa.timestamp("ms"),
+     datetime.datetime(2024, 5, 7, 14, 30)),
+    ("clock", {"type": "int", "logicalType": "time-millis"}, datetime.time(9, 15), pa.time32("ms"),
+     datetime.time(9, 15)),
+    ("amount", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+     decimal.Decimal("3.14"), pa.decimal128(10, 2), decimal.Decimal("3.14")),
+    ("request", {"type": "string", "logicalType": "uuid"},
+     uuid.UUID("12345678-1234-5678-1234-567812345678"), pa.string(),
+     "12345678-1234-5678-1234-567812345678"),
+]  # fmt: skip
+
+
+def write(path: Path, fields: list, rows: list[dict], codec: str = "null", block: int = 16_000):
+    schema = {"type": "record", "name": "Row", "namespace": "team", "fields": fields}
+    with path.open("wb") as file:
+        fastavro.writer(file, fastavro.parse_schema(schema), rows, codec=codec, sync_interval=block)
+
+
+def test_each_avro_type_reads_as_its_arrow_type_and_value(tmp_path: Path) -> None:
+    """Every Avro type a team's writer uses, named types used again included, read as the
+    Arrow type and value ``avro_file`` documents; the fields asked for only (``home`` uses
+    the record ``Geo`` that the field left out defines), in batches across blocks."""
+    path = tmp_path / "all.avro"
+    fields = [{"name": name, "type": kind} for name, kind, *_ in TYPES]
+    rows = [{name: value for name, _, value, *_ in TYPES} for _ in range(300)]
+    write(path, fields, rows, block=512)
+    file = ColumnarFile(path)
+    assert file.rows == 300 and file.groups > 3
+    assert [(f.name, f.type) for f in file.schema] == [(n, kind) for n, _, _, kind, _ in TYPES]
+    (batch,) = list(file.batches(1000))
+    assert batch.schema == file.schema
+    for name, *_, want in TYPES:
+        assert batch.column(name).to_pylist() == [want] * 300, name
+    asked = ["request", "home", "mixed"]
+    read = list(file.batches(128, asked))
+    assert [b.num_rows for b in read] == [128, 128, 44]
+    assert all(b.schema.names == asked for b in read)
+    table = pa.Table.from_batches(read)
+    assert table.column("home").to_pylist() == [{"country": "FR", "zip": 75001}] * 300
+    assert table.column("request").to_pylist()[0] == "12345678-1234-5678-1234-567812345678"
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"])
+def test_every_codec_reads_the_same_rows(tmp_path: Path, codec: str) -> None:
+    path = tmp_path / f"{codec}.avro"
+    rows = [{"site": f"s{i % 7}", "n": i} for i in range(1000)]
+    write(path, [{"name": "site", "type": "string"}, {"name": "n", "type": "long"}], rows, codec)
+    assert [row for b in RowFiles(path).batches() for row in b.rows] == rows
+
+
+def test_a_file_that_cannot_be_read_as_a_table_is_refused_naming_why(tmp_path: Path) -> None:
+    """A record that holds itself (a linked list), values that are not records, a damaged
+    block, a file cut short, bytes that are not Avro's: ``ConfigError`` naming the file and
+    what is wrong, never a traceback of fastavro's."""
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "id", "type": "long"}, {"name": "next", "type": ["null", "Node"]}],
+    }
+    write(tmp_path / "list.avro", [{"name": "head", "type": node}], [{"head": {"id": 1}}])
+    with io.BytesIO() as buffer:
+        fastavro.writer(buffer, fastavro.parse_schema("string"), ["a", "b"])
+        (tmp_path / "strings.avro").write_bytes(buffer.getvalue())
+    rows = [{"site": f"s{i}", "n": i} for i in range(2000)]
+    fields = [{"name": "site", "type": "string"}, {"name": "n", "type": "long"}]
+    write(tmp_path / "good.avro", fields, rows, "deflate")
+    data = (tmp_path / "good.avro").read_bytes()
+    middle = len(data) // 2
+    damaged = data[:middle] + bytes(b ^ 0x5A for b in data[middle : middle + 64])
+    (tmp_path / "damaged.avro").write_bytes(damaged + data[middle + 64 :])
+    (tmp_path / "cut.avro").write_bytes(data[: len(data) - 100])
+    (tmp_path / "header.avro").write_bytes(data[:20])
+    for name, words in [
+        ("list.avro", "its record team.Node holds itself"),
+        ("strings.avro", 'its values are "string", not records of fields'),
+        ("damaged.avro", "a damaged or cut-short Avro file"),
+        ("cut.avro", "a damaged or cut-short Avro file"),
+        ("header.avro", "a damaged or cut-short Avro file"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            list(RowFiles(tmp_path / name).batches())
+        assert f"{name}: not readable as Avro" in str(caught.value), name
+        assert words in str(caught.value), (name, str(caught.value))
