@@ -239,6 +239,45 @@ def test_scored_rows_are_written_whole_with_their_probabilities(tmp_path) -> Non
     ]  # fmt: skip
 
 
+def test_scored_csv_writes_times_dates_and_decimals_as_their_text(tmp_path) -> None:
+    """A Parquet or Avro input's date-times, dates and decimals, written to a scored CSV
+    file, are their text (``2024-05-07 12:30:00+00:00``, as Arrow's CSV reader reads a
+    date-time back), not JSON's quoted string of it (a cell of ``"2024-05-07 ..."``, quotes
+    and all)."""
+    import csv
+    import datetime
+    import decimal
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from nas.cli.predict import scored_file
+    from nas.data.row_files import RowFiles
+
+    at = datetime.datetime(2024, 5, 7, 12, 30, tzinfo=datetime.UTC)
+    table = pa.table(
+        {
+            "ts": pa.array([at], pa.timestamp("ms", "UTC")),
+            "day": pa.array([at.date()], pa.date32()),
+            "amount": pa.array([decimal.Decimal("3.14")], pa.decimal128(10, 2)),
+            "tags": [["a", "b"]],
+        }
+    )
+    pq.write_table(table, tmp_path / "rows.parquet")
+    with scored_file(tmp_path / "s.csv", None) as write:
+        for batch in RowFiles(tmp_path / "rows.parquet").batches():
+            write(batch, {"probability": np.array([0.5], dtype=np.float32)})
+    with open(tmp_path / "s.csv", newline="") as f:
+        assert list(csv.DictReader(f)) == [
+            {"ts": "2024-05-07 12:30:00+00:00", "day": "2024-05-07", "amount": "3.14",
+             "tags": '["a", "b"]', "probability": "0.5"}
+        ]  # fmt: skip
+    read = pacsv.read_csv(tmp_path / "s.csv")
+    assert read.column("ts").type == pa.timestamp("s", "UTC") and read.column("ts")[0].as_py() == at
+
+
 def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(capsys) -> None:
 
     from nas.cli.predict import print_measured

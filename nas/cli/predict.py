@@ -350,7 +350,8 @@ def scored_file(path: Path, plan: dict[str, Any] | None = None) -> Iterator[Any]
 def _csv_writer(file, delimiter: str, plan: dict[str, Any] | None):
     """Writes scored batches as CSV: a header of the input's columns (the ``plan``'s, or a
     Parquet input's first batch's) and the probabilities, then a line per row, a missing
-    value empty and a list or an object as its JSON text."""
+    value empty, a list or an object as its JSON text, and a date-time, a date or a decimal
+    as its text."""
     import csv
 
     writer = csv.writer(file, delimiter=delimiter)
@@ -372,9 +373,9 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str | int | float):
-        return str(value)
-    return json_text(value)  # a list, an object, a date-time
+    if isinstance(value, list | tuple | dict):
+        return json_text(value)  # (a map's pairs, from Arrow: a list of [key, value])
+    return str(value)  # 2024-05-07 12:30:00+00:00 (as Arrow's CSV reader reads it), 3.14
 
 
 def _output_names(columns, scores: dict[str, np.ndarray]) -> list[str]:

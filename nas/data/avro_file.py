@@ -79,9 +79,21 @@ class AvroFile:
         wanted = [fields[c] for c in names]
         named = _named(self._writer)
         converters = {f["name"]: c for f in wanted if (c := _converter(f["type"], named))}
+        # every field: the writer's schema (resolving it against a reader's costs a third)
+        projected = None if names == self.schema.names else _projected(self._writer, wanted)
+
+        def batch(rows: list[dict]) -> pa.RecordBatch:  # (by column: twice from_pylist's speed)
+            arrays = []
+            for field in schema:
+                values = [row[field.name] for row in rows]
+                if convert := converters.get(field.name):
+                    values = [convert(value) for value in values]
+                arrays.append(pa.array(values, field.type))
+            return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
         rows: list[dict] = []
         with _as_arrow_errors(), self.path.open("rb") as file:
-            reader = fastavro.block_reader(file, reader_schema=_projected(self._writer, wanted))
+            reader = fastavro.block_reader(file, reader_schema=projected)
             chosen = None if blocks is None else set(blocks)
             last = max(chosen, default=-1) if chosen is not None else None
             for index, block in enumerate(reader):
@@ -89,15 +101,12 @@ class AvroFile:
                     break
                 if chosen is not None and index not in chosen:
                     continue
-                for record in block:
-                    for name, convert in converters.items():
-                        record[name] = convert(record[name])
-                    rows.append(record)
-                    if len(rows) == size:
-                        yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                        rows = []
+                rows.extend(block)
+                while len(rows) >= size:
+                    yield batch(rows[:size])
+                    del rows[:size]
             if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                yield batch(rows)
 
 
 def is_avro(head: bytes) -> bool:
