@@ -19,6 +19,7 @@ encoded by ``nas/data/encoding.py``'s encoders (where the ids are described).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,7 +44,7 @@ from nas.data.encoding import (
     padded,
     stored_dense,
 )
-from nas.data.prepared import SPLITS, PreparedWriter, unlearnable
+from nas.data.prepared import SPLITS, PreparedWriter, scratch_folder, unlearnable
 from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
@@ -86,7 +87,20 @@ def prepare_schema_file(
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
     ``extra`` entries in its manifest). ``base``: the folder the files are under, whose
     Hive-style partition folders below it are columns (None: none are)."""
-    reader = Rows(schema, files, base)
+    avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
+    with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
+        _prepare(schema, Rows(schema, files, base, scratch), files, root, source, progress, extra)
+
+
+def _prepare(
+    schema: SchemaFile,
+    reader: Rows,
+    files: list[Path],
+    root: Path,
+    source: dict,
+    progress,
+    extra: dict | None,
+) -> None:
     reader.check_columns()
     rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:

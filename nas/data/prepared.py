@@ -360,7 +360,9 @@ def open_prepared(root: Path) -> PreparedDataset | None:
     return PreparedDataset(root, manifest)
 
 
-WORK_SUFFIXES = (".tmp-", ".old-")  # a writer's folders beside a dataset's: NAME.tmp-HOST-PID
+# a writer's folders beside a dataset's (NAME.tmp-HOST-PID), and its source decoded for it
+# while it reads it (NAME.decoded-HOST-PID: ``scratch_folder``)
+WORK_SUFFIXES = (".tmp-", ".old-", ".decoded-")
 
 
 def cached_names(cache_dir: Path) -> list[str]:
@@ -432,6 +434,31 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _remove_abandoned(parent: Path, prefix: str) -> None:
+    """The temporary folders (``prefix`` + a pid) of writers on this host that died unable to
+    clean up (kill -9, a lost machine): a dataset's worth of disk each."""
+    for folder in parent.glob(f"{glob.escape(prefix)}*"):
+        pid = folder.name.removeprefix(prefix)
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_folder(root: Path) -> Iterator[Path]:
+    """A folder beside the dataset at ``root`` for what its prepare decodes of the source
+    once and reads again (Avro: ``source_rows.Rows``), removed when the block ends however
+    it ends (and by the next prepare on this host where its process was killed)."""
+    prefix = f"{root.name}{WORK_SUFFIXES[2]}{socket.gethostname()}-"
+    _remove_abandoned(root.parent, prefix)
+    folder = root.with_name(f"{prefix}{os.getpid()}")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class PreparedWriter:
     """Writes a prepared dataset into a temporary folder beside ``root`` that replaces
     ``root`` only when ``finish`` completes; leaving the ``with`` block any other way removes
@@ -456,13 +483,7 @@ class PreparedWriter:
         return self
 
     def _remove_abandoned(self) -> None:
-        """The temporary folders of writers on this host that died unable to clean up
-        (kill -9, a lost machine): a dataset's worth of disk each."""
-        prefix = self._tmp_prefix()
-        for folder in self.root.parent.glob(f"{glob.escape(prefix)}*"):
-            pid = folder.name.removeprefix(prefix)
-            if pid.isdigit() and not _alive(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
+        _remove_abandoned(self.root.parent, self._tmp_prefix())
 
     def __exit__(self, *exc) -> None:
         self.arrays.clear()

@@ -114,8 +114,19 @@ class Rows:
     """The source's files, read a few columns at a time, each column converted to what its
     declaration needs (``_convert``)."""
 
-    def __init__(self, schema: SchemaFile, files: list[Path], base: Path | None = None):
+    def __init__(
+        self,
+        schema: SchemaFile,
+        files: list[Path],
+        base: Path | None = None,
+        scratch: Path | None = None,
+    ):
         self.schema, self.files = schema, files
+        # Avro: per file, the columns the schema reads decoded once into Arrow's IPC format in
+        # the folder ``scratch`` (prepare reads the features twice; fastavro decodes each
+        # record into Python objects, several times slower than reading them back)
+        self.scratch = scratch
+        self._decoded: dict[Path, Path] = {}
         # per file, its Hive-style partition columns (date=2024-05-07/) below ``base``
         self.partitions = {path: partitions(path, base) if base else {} for path in files}
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
@@ -262,7 +273,9 @@ class Rows:
         nested = fmt != "csv" and roots != columns
         passed = Skipped()  # the same lines on every pass over the file
         try:
-            if not self.schema.source.text:
+            if self.scratch is not None:
+                batches = self._decoded_batches(path, roots)
+            elif not self.schema.source.text:
                 batches = ColumnarFile(path, fmt).batches(BATCH_ROWS, roots)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 batches = self._open_csv(path, columns, passed)
@@ -286,6 +299,34 @@ class Rows:
             ) from None
         if passed.lines:
             self.skipped[path] = passed
+
+    def _decoded_batches(self, path: Path, roots: list[str]) -> Iterator[pa.RecordBatch]:
+        """An Avro file's ``roots`` columns from its decoded copy in ``scratch`` (made on the
+        first read: every column the schema reads that the file holds, in the batches the
+        file itself gives; lz4-compressed, each column read alone)."""
+        if path not in self._decoded:
+            tops = self._tops.get(path, [])
+            wanted = {root_column(c, tops) for c in self.schema.columns()}
+            columns = [c for c in tops if c in wanted]
+            copy = self.scratch / f"{len(self._decoded)}.arrow"
+            file = ColumnarFile(path, "avro")
+            kinds = pa.schema([file.schema.field(c) for c in columns])
+            options = pa.ipc.IpcWriteOptions(compression="lz4")
+            with (
+                pa.OSFile(str(copy), "wb") as sink,
+                pa.ipc.new_file(sink, kinds, options=options) as out,
+            ):
+                for batch in file.batches(BATCH_ROWS, columns):
+                    out.write_batch(batch)
+            self._decoded[path] = copy
+        with pa.OSFile(str(self._decoded[path])) as source:
+            reader = pa.ipc.open_file(source)
+            names = reader.schema.names
+            fields = [names.index(c) for c in roots if c in names]
+            options = pa.ipc.IpcReadOptions(included_fields=fields)
+            reader = pa.ipc.open_file(source, options=options)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
 
     def _csv_fault(self, err: Exception, path: Path) -> str:
         """Arrow's reason; at a CSV row of too many or too few fields, what would pass it by;

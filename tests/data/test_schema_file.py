@@ -2642,6 +2642,7 @@ def test_avro_files_as_kafka_connect_and_spark_write_them_read_as_their_parquet_
     rows in Parquet, drafts the same schema, and serves the same rows to `nas predict`'s
     reader (a part Hive named 000000_0 too, known by its first bytes) as the same features."""
     import shutil
+    import socket
 
     import yaml
 
@@ -2663,8 +2664,19 @@ def test_avro_files_as_kafka_connect_and_spark_write_them_read_as_their_parquet_
         )
     )
     reference, _ = prepare_dataset(str(parquet), tmp_path / "reference")
+    # (its records decoded once, beside the dataset, for the three passes; a folder of such a
+    # prepare killed on this host removed)
+    abandoned = tmp_path / "cache" / f"my_ctr.decoded-{socket.gethostname()}-{2**22 + 1}"
+    abandoned.mkdir(parents=True)
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert_same_dataset(reference, dataset)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["my_ctr"]
+    cut = folder / "part-2.avro"  # a part cut short: refused, naming it, nothing left behind
+    cut.write_bytes((folder / "part-1.avro").read_bytes()[:-300])
+    with pytest.raises(DataError, match=r"part-2\.avro.*a damaged or cut-short Avro file"):
+        prepare_dataset(str(path), tmp_path / "cache", force=True)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["my_ctr"]
+    cut.unlink()
 
     drafts = []
     for read_from in (tmp_path / "parquet" / "data", folder):
