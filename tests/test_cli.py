@@ -478,6 +478,7 @@ def test_rows_to_score_from_csv_tsv_and_json_lines_as_spreadsheets_write_them(tm
             "wide.csv line 3: 3 values, more than the 2 columns of its header",
         ),
         ("bad.jsonl", b'{"a": 1}\n{"a": \n', "bad.jsonl line 2: not JSON"),
+        ("array.jsonl", b'\n[{"a": 1},\n {"a": 2}]', "array.jsonl: holds a JSON array, not JSON"),
         ("latin.csv", b"site\ncaf\xe9\n", "latin.csv line 2: not UTF-8 text"),
         ("rows.txt", b"", "use a .jsonl (JSON lines), .json, .csv, .tsv, .parquet, .orc or .avro"),
     ]:

@@ -67,6 +67,8 @@ from nas.data.source_rows import (
     compressed,
     csv_parsing,
     header_names,
+    json_array,
+    json_array_fault,
     json_batch,
     json_block,
     json_object,
@@ -145,7 +147,7 @@ def found_source(given: str) -> Source:
                     "SOURCE",
                     f"{given} holds no file of a known format: {KNOWN_FILES}, .txt or .dat "
                     "files of such text, or parts a job wrote without a suffix (Hive's "
-                    "000000_0, Spark's part-00000)",
+                    f"000000_0, Spark's part-00000){_json_arrays(files)}",
                 )
             kinds = {k if k else ("without a format",) for k in kinds}
         if len(kinds) != 1:
@@ -163,8 +165,15 @@ def found_source(given: str) -> Source:
         raise ConfigError("SOURCE", f"{given} matches no file")
     kind = _suffixes(files[0]) or _by_bytes(files[0], named=True)  # (alone or by a pattern)
     if kind is None:
-        raise ConfigError("SOURCE", f"{files[0]}: use {KNOWN_FILES}")
+        raise ConfigError("SOURCE", f"{files[0]}: use {KNOWN_FILES}{_json_arrays(files[:1])}")
     return _found(pattern, files, kind)
+
+
+def _json_arrays(files: list[Path]) -> str:
+    """Where one of ``files`` is a JSON array (``.json``), what to make of it: ``; NAME
+    holds a JSON array ...``; else ""."""
+    found = next((p for p in files if ".json" in p.suffixes[-2:] and json_array(p)), None)
+    return f"; {found.name} {json_array_fault(found)}" if found else ""
 
 
 def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:

@@ -231,9 +231,17 @@ class RowFiles:
         if self.suffix in DELIMITERS:
             yield from self._csv_rows(path, lines)
             return
+        seen = False
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            if not seen and line.lstrip().startswith("["):  # (pandas' to_json(orient="records"))
+                raise ConfigError(
+                    self.flag,
+                    f"{path}: holds a JSON array, not JSON lines (an object a line): name it "
+                    f"{path.name.split('.jsonl')[0]}.json, a file read whole",
+                )
+            seen = True
             try:
                 yield json.loads(line)
             except ValueError as err:

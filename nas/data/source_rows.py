@@ -241,6 +241,8 @@ class Rows:
                     names = self._open_csv(path, None, Skipped()).schema.names
                 self._tops[path] = [c for c in names if c != TRAILING]
                 return self._tops[path]
+            if json_array(path):
+                raise DataError(path, json_array_fault(path))
             first = self._open_json(path).schema
             self._json_types[path] = json_types(path, first, self.schema.columns())
             self._tops[path] = self._json_types[path].names
@@ -479,6 +481,32 @@ class Rows:
         if kind == "list":
             return _lists(batch, column, array, self.schema.reading(column), self._per_second)
         return _texts(batch, column, array)
+
+
+def json_array(path: Path) -> bool:
+    """Whether a text file (compressed as its name says) opens a JSON array: its first
+    character past white space and a byte-order mark is "[" (pandas' ``to_json(orient=
+    "records")``, an API's dump), where JSON lines hold an object a line."""
+    try:
+        with pa.input_stream(path, compression="detect") as stream:
+            while chunk := stream.read(1 << 16):
+                if text := chunk.removeprefix(b"\xef\xbb\xbf").lstrip():
+                    return text.startswith(b"[")
+    except (pa.ArrowException, OSError):
+        return False  # unreadable: its reader names the problem
+    return False
+
+
+def json_array_fault(path: Path) -> str:
+    """What to do with a JSON array where JSON lines are read."""
+    stem = path.name.split(".json")[0]
+    plain = path.suffix.lower() not in COMPRESSED
+    command = f"jq -c '.[]' {path.name if plain else '(it, decompressed)'} > {stem}.jsonl"
+    return (
+        "holds a JSON array ([{...}, {...}]), not JSON lines (an object a line, as Spark, "
+        'BigQuery and pandas\' to_json(orient="records", lines=True) write them): write it '
+        f"so, e.g. {command}"
+    )
 
 
 def blank(path: Path, block: int = 1 << 16) -> bool:

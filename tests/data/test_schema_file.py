@@ -2475,6 +2475,38 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     assert "holds no file of a known format" in " ".join(capsys.readouterr().err.split())
 
 
+def test_a_json_array_is_refused_saying_to_write_it_as_json_lines(tmp_path: Path, capsys) -> None:
+    """Rows written as one JSON array (pandas' ``to_json(orient="records")``, an API's dump,
+    pretty-printed or not) where JSON lines are read: prepare said "line 1: is not JSON"
+    or "holds [...], not an object" and advised on_bad_lines: skip, which passes every row
+    by. Now prepare, and `nas data schema` of such a file or a folder of them, say it is a
+    JSON array and how to write it as JSON lines; nothing is written."""
+    rows = logs(40)[["click", "like", "user_id", "ts"]].to_dict("records")
+    text = json.dumps(rows, default=lambda v: v.item())
+    (tmp_path / "data").mkdir()
+    for name, data in (
+        ("flat.json", text.encode()),
+        ("pretty.json", ("\ufeff" + json.dumps(json.loads(text), indent=2)).encode()),
+        ("packed.json.gz", gzip.compress(text.encode())),
+    ):
+        (tmp_path / "data" / name).write_bytes(data)
+        source = f"{{format: jsonl, path: data/{name}}}"
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            SCHEMA.format(name="arrays", source=source, split="{method: random}", sep="")
+        )
+        with pytest.raises(DataError, match=re.escape(f"{name}: holds a JSON array")) as caught:
+            prepare_dataset(str(path), tmp_path / "cache")
+        assert "jq -c '.[]'" in str(caught.value) and "on_bad_lines" not in str(caught.value)
+        out = tmp_path / "draft.yaml"
+        assert main(["data", "schema", str(tmp_path / "data" / name), "--out", str(out)]) == 2
+        said = " ".join(capsys.readouterr().err.split())
+        assert f"{name} holds a JSON array" in said and "write it so, e.g. jq -c" in said, said
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) == 2
+    assert "holds a JSON array" in " ".join(capsys.readouterr().err.split())
+    assert not out.exists() and not list((tmp_path / "cache").iterdir())
+
+
 def test_an_objects_fields_are_columns_named_by_their_path(tmp_path: Path) -> None:
     """Event logs nest objects (``{"user": {"id": ..., "geo": {"country": ...}}}``), in JSON
     lines and as Parquet's groups: the draft left such a column out ("of type struct") yet
