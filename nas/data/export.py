@@ -42,7 +42,8 @@ import pyarrow.parquet as pq
 from nas.core.disk import new_file
 from nas.core.errors import ConfigError
 from nas.data.prepared import SPLITS, PreparedDataset
-from nas.data.raw import EVENT_KEYS, RawForm
+from nas.data.raw import EVENT_KEYS, RawForm, event_fields
+from nas.data.raw_table import events_type
 
 EXPORT_ROWS = 1 << 18  # rows a batch (a row group): about 0.4 GB with a 32-event history
 RAW_ROWS = 1 << 14  # raw rows decoded at a time: Python objects, a few hundred MB at most
@@ -178,9 +179,7 @@ def raw_rows_schema(form: RawForm, recipes: list[dict]) -> pa.Schema:
     for name, column in form.columns.items():
         kind = column["type"]
         if kind == "events":
-            keys = column.get("fields", EVENT_KEYS)
-            event = pa.struct(zip(keys, (pa.string(), pa.int64(), pa.int64()), strict=True))
-            fields.append(pa.field(name, pa.list_(event)))
+            fields.append(pa.field(name, events_type(column.get("fields", EVENT_KEYS))))
         elif kind == "strings":
             plain = history.get("plain") and history.get("column") == name
             fields.append(pa.field(name, pa.list_(pa.string()) if plain else pa.string()))
@@ -197,7 +196,7 @@ def _raw_table(form: RawForm, rows: list[dict], schema: pa.Schema) -> pa.Table:
     """Decoded rows as a table of ``schema``: events, given as triples, as structs."""
     for name, column in form.columns.items():
         if column["type"] == "events":
-            keys = column.get("fields", EVENT_KEYS)
+            keys = event_fields(column.get("fields", EVENT_KEYS))  # (decode's pairs: no action)
             for row in rows:
                 row[name] = [dict(zip(keys, event, strict=True)) for event in row[name]]
     return pa.Table.from_pylist(rows, schema)

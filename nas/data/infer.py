@@ -765,7 +765,12 @@ def _lists(
         if set(EVENT_KEYS) <= fields and items:
             return (f"{{name: {column}, type: sequence, vocab_of: {items}}}", "sequence",
                     f"events ({', '.join(EVENT_KEYS)}) of {items}'s ids")  # fmt: skip
-        return None, "left out", "a list of structs without item, action and time"
+        if {"item", "time"} <= fields and items:  # (viewed items and their times)
+            fields_line = "event_fields: {action: null}"
+            line = f"{{name: {column}, type: sequence, vocab_of: {items}, {fields_line}}}"
+            return (line, "sequence", f"events (item, time) of {items}'s ids; no action: one "
+                    "kind of action")  # fmt: skip
+        return None, "left out", "a list of structs without item and time"
     if not _is_text_or_integer(values):
         return None, "left out", f"a list of {values.type}, not of ids"
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)

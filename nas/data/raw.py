@@ -281,10 +281,11 @@ class RawForm:
                     ]
                     continue
                 per_second = self.per_second(self.history["column"])
+                keys = self.columns[self.history["column"]].get("fields", EVENT_KEYS)
                 row[self.history["column"]] = [
                     [
                         names.get(int(history.item[e]), ""),
-                        int(history.action[e]),
+                        *([int(history.action[e])] if keys[1] is not None else []),
                         int(history.time[e]) * per_second,
                     ]
                     for e in events
@@ -436,6 +437,14 @@ def _inverse(recipe: dict) -> dict[int, str]:
 
 
 EVENT_KEYS = ("item", "action", "time")  # an "events" column's objects' keys, unless named
+# an event's action where its history has none (``event_fields: {action: null}``): one kind
+NO_ACTION = 1
+
+
+def event_fields(keys: tuple) -> tuple[str, ...]:
+    """The keys an event of a history holds (``keys``: its item, action and time; the
+    action None where it holds none)."""
+    return tuple(key for key in keys if key is not None)
 
 
 def _missing(value: Any) -> bool:
@@ -449,7 +458,9 @@ def _missing(value: Any) -> bool:
 
 def _wants(kind: str, keys: tuple = EVENT_KEYS) -> str:
     if kind == "events":
-        objects = "{" + ", ".join(f'"{key}"' for key in keys) + "}"
+        objects = "{" + ", ".join(f'"{key}"' for key in event_fields(keys)) + "}"
+        if keys[1] is None:
+            return f"a list of [item, time] pairs or {objects} objects"
         return f"a list of [item, action, time] triples or {objects} objects"
     return {
         "string": "a string",
@@ -566,6 +577,15 @@ def convert(
     events = []
     for event in value:
         # A history holds thousands of events: one of plain types is taken as it is.
+        if type(event) in (list, tuple) and len(event) == 2 and keys[1] is None:
+            key, when = event
+            if (
+                type(key) is str
+                and type(when) is int
+                and (-INT64_LIMIT <= when < LATEST_SECONDS * per_second)
+            ):
+                events.append([key, NO_ACTION, when // per_second])
+                continue
         if type(event) in (list, tuple) and len(event) == 3:
             key, action, when = event
             if (
@@ -660,9 +680,13 @@ def _event(
 ) -> list:
     """One event of a history, a triple or an object with ``keys`` for its item, action
     and time (others ignored: a Parquet struct's extra fields), checked and converted
-    (``bad()``: the column's error)."""
-    if isinstance(event, Mapping) and all(key in event for key in keys):
-        event = [event[key] for key in keys]
+    (``bad()``: the column's error). Where its history has no action (``keys[1]`` None),
+    a pair, an object of the item and time, or a triple (``decode``'s, the internal form)."""
+    if isinstance(event, Mapping) and all(key in event for key in event_fields(keys)):
+        action = event[keys[1]] if keys[1] is not None else NO_ACTION
+        event = [event[keys[0]], action, event[keys[2]]]
+    elif keys[1] is None and isinstance(event, list | tuple) and len(event) == 2:
+        event = [event[0], NO_ACTION, event[1]]
     if not (isinstance(event, list | tuple) and len(event) == 3):
         raise bad()
     key, action, when = event

@@ -36,11 +36,13 @@ from nas.data.raw import (
     FLOAT32_MAX,
     INT64_LIMIT,
     LATEST_SECONDS,
+    NO_ACTION,
     RawForm,
     RawInputError,
     RawLabels,
     convert,
     encoded,
+    event_fields,
     lookup,
 )
 from nas.data.row_files import text_view
@@ -51,9 +53,11 @@ class _RowsDecide(Exception):
     """A column the rows encode (or refuse, naming the row): not read here."""
 
 
-def events_type(keys: tuple[str, ...] = EVENT_KEYS) -> pa.DataType:
-    """A list of events: structs of an item (text), an action and a time (integers)."""
-    return pa.list_(pa.struct(list(zip(keys, (pa.string(), pa.int64(), pa.int64()), strict=True))))
+def events_type(keys: tuple = EVENT_KEYS) -> pa.DataType:
+    """A list of events: structs of an item (text), an action and a time (integers; no
+    action where ``keys`` names none)."""
+    kinds = zip(keys, (pa.string(), pa.int64(), pa.int64()), strict=True)
+    return pa.list_(pa.struct([(key, kind) for key, kind in kinds if key is not None]))
 
 
 EVENTS = events_type()
@@ -115,21 +119,23 @@ def events_array(values: list[Any], keys: tuple[str, ...] = EVENT_KEYS) -> pa.Ar
         flat.extend(value)
     if not flat:
         return pa.array([[]] * len(values), events_type(keys))
+    held = event_fields(keys)  # (an item and a time only, where the history has no action)
+    width = len(held)
     if set(map(type, flat)) != {list}:
         try:
-            flat = [e if type(e) is list else [e[key] for key in keys] for e in flat]
+            flat = [e if type(e) is list else [e[key] for key in held] for e in flat]
         except (KeyError, TypeError):
             return None  # an object without the keys, or an event that is neither
-    lengths_3 = np.fromiter(map(len, flat), np.int64, len(flat))
-    if (lengths_3 != 3).any() or len(flat) >= 2**31:
+    widths = np.fromiter(map(len, flat), np.int64, len(flat))
+    if (widths != width).any() or len(flat) >= 2**31:
         return None  # (beyond a list array's offsets: the rows read them)
     laid = list(itertools.chain.from_iterable(flat))
     try:  # each field's type as Arrow infers it (faster than given): ``_events`` judges them
-        fields = [pa.array(laid[k::3]) for k in range(3)]
+        fields = [pa.array(laid[k::width]) for k in range(width)]
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         return None  # mixed types; beyond 64 bits
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
-    structs = pa.StructArray.from_arrays(fields, names=list(keys))
+    structs = pa.StructArray.from_arrays(fields, names=list(held))
     return pa.ListArray.from_arrays(offsets, structs)
 
 
@@ -332,21 +338,26 @@ class _Encoding:
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
             raise _RowsDecide
         events = array.flatten()
+        held = event_fields(keys)  # (an item and a time only, where the history has no action)
+        width = len(held)
         if pa.types.is_struct(events.type):
-            if events.null_count or any(events.type.get_field_index(k) < 0 for k in keys):
+            if events.null_count or any(events.type.get_field_index(k) < 0 for k in held):
                 raise _RowsDecide  # a null event, or one without the keys: the rows name it
-            fields = [events.field(key) for key in keys]
+            fields = [events.field(key) for key in held]
         elif is_list(events.type):
-            if events.null_count or pc.any(pc.not_equal(pc.list_value_length(events), 3)).as_py():
+            widths = pc.list_value_length(events)
+            if events.null_count or pc.any(pc.not_equal(widths, width)).as_py():
                 raise _RowsDecide
             values = events.flatten()
-            fields = [values.take(pa.array(np.arange(k, len(values), 3))) for k in range(3)]
+            fields = [values.take(pa.array(np.arange(k, len(values), width))) for k in range(width)]
         else:
             raise _RowsDecide
         lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
         fields = [f.dictionary_decode() if pa.types.is_dictionary(f.type) else f for f in fields]
         if any(f.null_count for f in fields):
             raise _RowsDecide
+        if width == 2:
+            fields.insert(1, pa.array(np.full(len(fields[0]), NO_ACTION, dtype=np.int64)))
         item, action, time = fields
         if pa.types.is_integer(item.type):
             item = item.cast(pa.string())

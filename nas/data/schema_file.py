@@ -271,20 +271,23 @@ FROM_ROWS = "rows"  # a sequence's ``from``: the history made of the log's own r
 
 
 class EventFields(_Strict):
-    """A history column's events are structs: the names of their item, action and time."""
+    """A history column's events are structs: the names of their item, action and time;
+    ``action: null`` where they hold none (a history of viewed items and their times):
+    each event is then one kind of action, as a history of items only is."""
 
     item: Name = "item"
-    action: Name = "action"
+    action: Name | None = "action"
     time: Name = "time"
 
     @model_validator(mode="after")
     def _distinct(self) -> EventFields:
-        if len({self.item, self.action, self.time}) < 3:
-            raise ValueError("item, action and time must be three fields")
+        names = [n for n in self.names if n is not None]
+        if len(set(names)) < len(names):
+            raise ValueError("item, action and time must be fields of their own")
         return self
 
     @property
-    def names(self) -> tuple[str, str, str]:
+    def names(self) -> tuple[str, str | None, str]:
         return (self.item, self.action, self.time)
 
 

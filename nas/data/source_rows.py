@@ -28,8 +28,10 @@ from nas.data.raw import (
     INT64_LIMIT,
     LATEST_SECONDS,
     MISSING_NUMBER_TEXTS,
+    NO_ACTION,
     RawInputError,
     convert,
+    event_fields,
     float_text,
     too_late,
     unix_seconds,
@@ -988,7 +990,8 @@ def _events_otherwise(
     no integers, ``convert`` row by row), then checked as structs are (``_events``)."""
     values = array.to_pylist()
     structs = events_array(values, names)
-    if structs is None or not pa.types.is_integer(structs.type.value_type[1].type):
+    kinds = None if structs is None else structs.type.value_type
+    if kinds is None or names[1] is not None and not pa.types.is_integer(kinds[1].type):
         structs = _converted_events(batch, column, values, names, per_second)
         per_second = 1  # the times converted: seconds
     return _events(batch, column, structs, names, per_second)
@@ -1011,8 +1014,9 @@ def _converted_events(
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int64())
     fields = [pa.array(items, pa.string()), pa.array(actions, pa.int64()),
               pa.array(times, pa.int64())]  # fmt: skip
+    named = [(f, n) for f, n in zip(fields, names, strict=True) if n is not None]
     return pa.LargeListArray.from_arrays(
-        offsets, pa.StructArray.from_arrays(fields, names=list(names))
+        offsets, pa.StructArray.from_arrays([f for f, _ in named], names=[n for _, n in named])
     )
 
 
@@ -1043,18 +1047,24 @@ def _events(
     """A history column of events, each row's list of ``{item, action, time}`` structs (by
     ``names``; other fields ignored), as a large list of structs of ``EVENT_KEYS``: items
     as text ("" missing),
-    actions integers from 0 to ``ACTION_MAX``, times int64 unix seconds (read as a row's
-    time is: ``_seconds``). A missing list is an empty one; an event without its item,
-    action or time is refused, naming its row."""
+    actions integers from 0 to ``ACTION_MAX`` (``NO_ACTION`` where ``names`` has none),
+    times int64 unix seconds (read as a row's time is: ``_seconds``). A missing list is an
+    empty one; an event without its item, action or time is refused, naming its row."""
     kind = array.type.value_type
-    lacking = [name for name in names if kind.get_field_index(name) < 0]
+    lacking = [name for name in event_fields(names) if kind.get_field_index(name) < 0]
     if lacking:
+        held = event_fields(names)
+        also = (
+            ", or event_fields: {action: null} where its events have none (one kind of action)"
+            if lacking == [names[1]] and names[1] == "action"
+            else ""
+        )
         raise batch.bad(
             column,
             0,
             f"is a list of {kind}; a history of events needs the fields "
-            f"{', '.join(names[:2])} and {names[2]} (it lacks {', '.join(lacking)}; "
-            "event_fields: names others)",
+            f"{', '.join(held[:-1])} and {held[-1]} (it lacks {', '.join(lacking)}; "
+            f"event_fields: names others{also})",
         )
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
     row_of = np.repeat(np.arange(len(array)), lengths)  # each event's row
@@ -1062,6 +1072,9 @@ def _events(
     fields = dict(zip([f.name for f in events.type], events.flatten(), strict=True))
     out = []
     for name, given in zip(EVENT_KEYS, names, strict=True):
+        if given is None:  # (the action of a history without one)
+            out.append(pa.array(np.full(len(events), NO_ACTION, dtype=np.int64)))
+            continue
         values = fields[given]
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()

@@ -1687,13 +1687,86 @@ def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -
     with pytest.raises(ConfigError, match="event_fields name a history column's struct fields"):
         prepare_dataset(str(path), tmp_path / "cache2")
     path.write_text(text.replace("action: kind", "action: id"))
-    with pytest.raises(ConfigError, match="item, action and time must be three fields"):
+    with pytest.raises(ConfigError, match="item, action and time must be fields of their own"):
         prepare_dataset(str(path), tmp_path / "cache3")
     frame["hist"] = [[e["id"] for e in h] if h else h for h in frame["hist"]]  # items only
     path = schema_file(tmp_path / "items", frame=frame)
     path.write_text(text)
     with pytest.raises(DataError, match="holds lists of items, not of events: event_fields"):
         prepare_dataset(str(path), tmp_path / "cache4")
+
+
+def test_a_history_of_events_without_an_action_is_one_kind_of_action(tmp_path: Path, capsys):
+    """A history of viewed items and their times, ``{item, time}`` without an action, was
+    refused ("it lacks action") and left out of a draft. ``event_fields: {action: null}``
+    reads it (the draft writes it so; prepare, refusing such events undeclared, says it):
+    each event one kind of action, as a history of items only; its times kept. A served row
+    sends ``{item, time}`` objects or ``[item, time]`` pairs, by its rows and by its columns,
+    from Parquet, JSON lines and a CSV cell's JSON text alike, and `nas data rows` writes
+    them so: each encodes to the very features prepare stored."""
+    import yaml
+
+    from nas.data.export import export_raw_rows
+    from nas.data.raw import RawInputError
+    from nas.data.raw_table import rows_table, table_features
+
+    frame = events_logs()
+    frame["hist"] = [
+        [{"item": e["item"], "time": e["time"]} for e in h] if h else h for h in frame["hist"]
+    ]
+    path = schema_file(tmp_path, frame=frame)
+    with pytest.raises(DataError, match=r"it lacks action; .*event_fields: \{action: null\}"):
+        prepare_dataset(str(path), tmp_path / "cache")
+    path.write_text(
+        path.read_text().replace(
+            "vocab_of: item_id}", "vocab_of: item_id, event_fields: {action: null}}"
+        )
+    )
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    form, schema = dataset.raw_form(), dataset.schema
+    assert form.columns["hist"]["fields"] == ["item", None, "time"]
+    assert schema.history.actions == 2
+    start, end = by_source(dataset, "history_start"), by_source(dataset, "history_end")
+    event_action, event_time = dataset.array("event_action"), dataset.array("event_time")
+    for i, events in enumerate(frame["hist"]):
+        kept = (events or [])[-4:]
+        assert event_action[start[i] : end[i]].tolist() == [1] * len(kept)
+        assert event_time[start[i] : end[i]].tolist() == [e["time"] for e in kept]
+    source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    rows = source.to_pylist()
+    pairs = [{**r, "hist": [[e["item"], e["time"]] for e in r["hist"] or []]} for r in rows]
+    texts = [{**r, "hist": json.dumps(r["hist"])} for r in pairs]  # a CSV cell's JSON
+    for served in (
+        table_features(form, source, schema),
+        form.features(rows, schema),
+        form.features(pairs, schema),
+        table_features(form, rows_table(form, pairs), schema),
+        table_features(form, rows_table(form, texts), schema),
+    ):
+        assert torch.equal(served.history.tensor(), stored.history.tensor())
+    with pytest.raises(RawInputError, match=r"\[item, time\] pairs or \{\"item\", \"time\"\}"):
+        form.features([{**rows[0], "hist": [{"item": "i1", "when": 5}]}], schema)
+    raw = dataset.raw_rows("test", 40)
+    assert [len(e) for r in raw for e in r["hist"]] == [2] * sum(len(r["hist"]) for r in raw)
+    export_raw_rows(dataset, "test", tmp_path / "rows.parquet", 40)
+    table = pq.read_table(tmp_path / "rows.parquet")
+    assert table.schema.field("hist").type.value_type.names == ["item", "time"]
+    for served in (form.features(raw, schema), table_features(form, table, schema)):
+        assert torch.equal(
+            served.history.tensor(), dataset.features("test")[slice(0, 40)].history.tensor()
+        )
+    jsonl = write_source(tmp_path / "lines", frame, "jsonl").replace("data/", "lines/")
+    path.write_text(path.read_text().replace("{format: parquet, path: data/*.parquet}", jsonl))
+    jsonl, _ = prepare_dataset(str(path), tmp_path / "cache-jsonl")  # JSON lines' objects
+    for name in ("event_item", "event_action", "event_time", "history_start", "history_end"):
+        assert np.array_equal(np.asarray(jsonl.array(name)), np.asarray(dataset.array(name)))
+    out = tmp_path / "draft.yaml"  # the draft declares it
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) == 0
+    drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
+    assert drafted["hist"]["event_fields"] == {"action": None}
+    assert "events (item, time) of" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(
