@@ -368,6 +368,8 @@ def _joined(tables: list[pa.Table]) -> pa.Table:
 
 
 def _as_type(array: pa.Array, kind: pa.DataType) -> pa.Array:
+    if array.type == kind:  # (Arrow 25's cast of a map of nulls to itself breaks its offsets)
+        return array
     try:
         return array.cast(kind)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -942,5 +944,10 @@ def field_name(column: str, taken: set[str]) -> str:
 
 
 def quoted(text: str) -> str:
-    """Text as a YAML flow scalar: as it is where plain, else in double quotes."""
-    return text if re.fullmatch(r"[A-Za-z0-9_./*-]+", text) else json.dumps(text)
+    """Text as a YAML flow scalar: as it is where plain and YAML reads it back as this text
+    (not ``*.csv``, an alias to YAML; not ``2024``, ``true`` or ``null``), else in double
+    quotes."""
+    import yaml
+
+    plain = re.fullmatch(r"[A-Za-z0-9_./*-]+", text) and not text.startswith("*")
+    return text if plain and yaml.safe_load(text) == text else json.dumps(text)

@@ -135,3 +135,26 @@ def test_a_file_that_cannot_be_read_as_a_table_is_refused_naming_why(tmp_path: P
             list(RowFiles(tmp_path / name).batches())
         assert f"{name}: not readable as Avro" in str(caught.value), name
         assert words in str(caught.value), (name, str(caught.value))
+
+
+def test_a_draft_reads_any_avro_columns_and_is_written_where_its_files_are(tmp_path: Path):
+    """`nas data schema` of Avro files of odd columns (a map of nulls, which Arrow's cast
+    to its own type broke: "array slice would exceed array length"), its draft written in
+    the files' own folder, whose path, ``**/*.avro``, YAML took for an alias: the draft is
+    valid YAML, and it prepares."""
+    from nas.cli import main
+    from nas.data import prepare_dataset
+
+    fields = [
+        {"name": "click", "type": "int"},
+        {"name": "site", "type": ["null", "string"]},
+        {"name": "nothing", "type": {"type": "map", "values": "null"}},
+    ]
+    rows = [{"click": i % 2, "site": f"s{i % 5}", "nothing": {"k": None}} for i in range(400)]
+    write(tmp_path / "part-0.avro", fields, rows)
+    write(tmp_path / "part-1.avro", fields, rows)
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(tmp_path), "--out", str(out)]) == 0
+    assert 'path: "**/*.avro"' in out.read_text()
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.manifest["rows"] == 800
