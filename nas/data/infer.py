@@ -31,6 +31,7 @@ import itertools
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +104,9 @@ FEW_VALUES = 25  # integers with at most this many values: categories (hours, co
 # text holding lists: a tenth of its values or more hold one (Hive's arrays: Ctrl-B, \x02)
 SEPARATORS = ("|", ";", "\x02")
 HASH_SIZE = 1 << 20
+# a map column's keys (features by name) held by this share of the sample's rows or more are
+# columns of their own (``column.key``), the most held first, this many at most
+MAP_KEY_SHARE, MAP_KEYS = 0.01, 64
 
 
 FORMATS = {
@@ -327,6 +331,8 @@ def read_sample(
         )
         for path, table in zip(chosen, tables, strict=True)
     ]
+    if keys := _map_keys(tables):  # (a map's keys: known only from its rows)
+        tables = [with_fields(table, keys) for table in tables]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)
@@ -337,6 +343,25 @@ def read_sample(
         if any(column not in t.column_names for t in tables)
     }
     return Sample(joined, chosen, absent, skipped, encoding)
+
+
+def _map_keys(tables: list[pa.Table]) -> list[str]:
+    """Each map column's keys, as ``column.key``, held by ``MAP_KEY_SHARE`` of the tables'
+    rows or more (the ``MAP_KEYS`` most held)."""
+    counts: dict[str, Counter] = {}
+    rows = sum(len(table) for table in tables)
+    for table in tables:
+        for name, column in zip(table.column_names, table.columns, strict=True):
+            if pa.types.is_map(column.type):
+                found = counts.setdefault(name, Counter())
+                for chunk in column.chunks:
+                    found.update(str(key) for key in chunk.keys.to_pylist() if key is not None)
+    return [
+        f"{name}.{key}"
+        for name, found in counts.items()
+        for key, count in found.most_common(MAP_KEYS)
+        if count >= MAP_KEY_SHARE * rows
+    ]
 
 
 def _joined(tables: list[pa.Table]) -> pa.Table:
@@ -723,7 +748,13 @@ def _feature(
                 return _lists(column, lists, items, sep)
     if pa.types.is_struct(kind):
         return None, "left out", "an object: its fields are columns of their own"
-    if pa.types.is_map(kind) or pa.types.is_null(kind):
+    if pa.types.is_map(kind):
+        return (
+            None,
+            "left out",
+            f"a map: its keys in {MAP_KEY_SHARE:.0%} of the rows or more are columns of their own",
+        )
+    if pa.types.is_null(kind):
         return None, "left out", f"of type {kind}"
     if pa.types.is_dictionary(kind):
         array = array.dictionary_decode()

@@ -25,7 +25,7 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -762,22 +762,28 @@ def partitions(path: Path, root: Path) -> dict[str, str | None]:
     return found
 
 
-def nested_names(schema) -> list[str]:
+def nested_names(schema, wanted: Collection[str] = ()) -> list[str]:
     """A schema's column names and, for a column of objects (a struct: JSON lines' nested
-    objects, Parquet's and ORC's groups), each of its fields' as ``column.field`` (a deeper
-    one's likewise, ``column.field.inner``): the names a declared column may take."""
+    objects, Parquet's and ORC's groups, Avro's records), each of its fields' as
+    ``column.field`` (a deeper one's likewise, ``column.field.inner``), and each ``wanted``
+    name that is a key of a column of maps (``column.key``: ``with_fields``): the names a
+    declared column may take."""
     import pyarrow as pa
 
     names: list[str] = []
+    maps: list[str] = []
 
     def walk(prefix: str, fields) -> None:
         for part in fields:
             names.append(prefix + part.name)
             if pa.types.is_struct(part.type):
                 walk(f"{prefix}{part.name}.", part.type)
+            elif pa.types.is_map(part.type):
+                maps.append(prefix + part.name)
 
     walk("", schema)
-    return names
+    keys = [n for n in wanted if n not in names and root_column(n, names) in maps]
+    return names + keys
 
 
 def root_column(name: str, held: list[str]) -> str:
@@ -793,9 +799,11 @@ def root_column(name: str, held: list[str]) -> str:
     return name
 
 
-def with_fields(table):
+def with_fields(table, wanted: Collection[str] = ()):
     """An Arrow table or batch with each column of objects' fields (``nested_names``) as
-    columns of their own beside it, null where the object is; a name the table holds
+    columns of their own beside it, null where the object is, and of a column of maps
+    (Parquet's, ORC's, Avro's: a row's own keys, features by name), each ``wanted`` name
+    ``column.key``: the key's value, null where a row lacks the key. A name the table holds
     already keeps its column."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -814,21 +822,61 @@ def with_fields(table):
                 if field_name not in held:
                     table = table.append_column(field_name, child)
                     held.add(field_name)
+    for name in wanted:
+        root = root_column(name, table.column_names)
+        if name in held or root == name or not pa.types.is_map(table.schema.field(root).type):
+            continue
+        column = table.column(root)
+        key = map_key(column.type.key_type, name[len(root) + 1 :])
+        values = pc.map_lookup(column, key, "first") if key is not None else None
+        if values is None:  # (a key no key of its type can be: missing on every row)
+            values = pa.nulls(len(table), column.type.item_type)
+        table = table.append_column(name, values)
+        held.add(name)
     return table
+
+
+def map_key(kind, text: str):
+    """A map's key of Arrow type ``kind`` named by ``text`` (an integer key by its digits),
+    as an Arrow scalar; None where no key of that type is."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(kind):
+        try:
+            return pa.scalar(int(text), kind)
+        except (ValueError, OverflowError, pa.ArrowException):
+            return None
+    try:
+        return pa.scalar(text, kind)
+    except (pa.ArrowException, TypeError):
+        return None
 
 
 def with_fields_of(row: dict) -> dict:
     """A JSON object with each object value's fields as values of its own beside it, named
-    ``key.field`` (deeper ones likewise), as ``with_fields`` makes columns; a key the object
-    holds already keeps its value."""
-    if not any(isinstance(value, dict) for value in row.values()):
+    ``key.field`` (deeper ones likewise), as ``with_fields`` makes columns; a map's (as
+    Arrow gives one, ``[(key, value), ...]``) likewise, by its keys (the first of each). A
+    key the object holds already keeps its value."""
+    if not any(isinstance(value, dict) or _pairs(value) for value in row.values()):
         return row
     found = dict(row)
     for key, value in row.items():
+        if _pairs(value):
+            value = {str(k): v for k, v in reversed(value)}  # (the first of a key repeated)
         if isinstance(value, dict):
             for field, inner in with_fields_of(value).items():
                 found.setdefault(f"{key}.{field}", inner)
     return found
+
+
+def _pairs(value: Any) -> bool:
+    """Whether a value is a map as Arrow's ``to_pylist`` gives one: a list of (key, value)
+    tuples (JSON's lists hold lists, never tuples)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(type(pair) is tuple and len(pair) == 2 for pair in value)
+    )
 
 
 def with_partitions(table, values: dict[str, str | None]):

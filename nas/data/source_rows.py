@@ -235,7 +235,7 @@ class Rows:
             if not self.schema.source.text:
                 schema = ColumnarFile(path, fmt).schema
                 self._tops[path] = schema.names
-                return nested_names(schema)
+                return nested_names(schema, self.schema.columns())  # (a map's keys declared)
             if fmt == "csv":
                 if not self.schema.source.header:
                     names = list(self.schema.source.columns or ())
@@ -288,7 +288,7 @@ class Rows:
             first = 1
             for batch in batches:
                 if nested:
-                    batch = with_fields(batch)
+                    batch = with_fields(batch, columns)
                 if fmt != "csv":
                     batch = binary_as_text(batch)
                     if fault := text_fault(batch, first):

@@ -159,7 +159,7 @@ class LoadedModel:
         """``table`` (None: none to read) encoded by its columns where they read plainly
         (an object's fields as columns of their own: ``row_files.with_fields``), else
         ``by_rows()``: the rows, which also name a bad row."""
-        table = None if table is None else with_fields(table)
+        table = None if table is None else with_fields(table, self.raw_form.columns)
         features = None if table is None else table_features(self.raw_form, table, self.schema)
         return self._read(features) if features is not None else by_rows()
 
