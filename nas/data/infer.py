@@ -354,8 +354,10 @@ def _map_keys(tables: list[pa.Table]) -> list[str]:
         for name, column in zip(table.column_names, table.columns, strict=True):
             if pa.types.is_map(column.type):
                 found = counts.setdefault(name, Counter())
-                for chunk in column.chunks:
-                    found.update(str(key) for key in chunk.keys.to_pylist() if key is not None)
+                for chunk in column.chunks:  # (``keys`` ignores a slice: its offsets do not)
+                    start, end = chunk.offsets[0].as_py(), chunk.offsets[-1].as_py()
+                    keys = chunk.keys.slice(start, end - start).to_pylist()
+                    found.update(str(key) for key in keys if key is not None)
     return [
         f"{name}.{key}"
         for name, found in counts.items()

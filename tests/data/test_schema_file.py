@@ -2608,6 +2608,10 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
     assert drafted["attrs.country"]["type"] == "categorical" and "attrs.os" in drafted
     assert drafted["scores.ctr_7d"]["type"] == "dense" and "scores.rare" not in drafted
+    from nas.data.infer import _map_keys  # (a sample's rows: a slice of what was read)
+
+    sliced = pa.table({"m": pa.array([[("a", 1)], [("b", 2)], [("c", 3)]], maps["scores"].type)})
+    assert _map_keys([sliced.slice(1, 1)]) == ["m.b"]
     prepared = {}
     for name in ("maps", "flat"):
         path = tmp_path / f"{name}.schema.yaml"
