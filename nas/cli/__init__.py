@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from nas.cli.render import STDOUT, console, phrase, styled
+from nas.core.disk import NO_ROOM
 from nas.core.errors import NasError, TrainingError, shown
 from nas.core.paths import data_cache_dir, runs_dir
 
@@ -48,10 +49,6 @@ PATH_ERRORS = {
     errno.ELOOP,
     errno.EISDIR,
 }
-
-# A write that found no room: a full disk, a user's quota, a file over the size limit (ulimit
-# -f, FAT32's 4 GiB). Not the user's input: exit 1.
-NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def main(argv: list[str] | None = None) -> int:

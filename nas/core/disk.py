@@ -24,6 +24,10 @@ from pathlib import Path
 
 from nas.core.errors import NasError
 
+# A write that found no room: a full disk, a user's quota, a file over the size limit (ulimit
+# -f, FAT32's 4 GiB). Not the user's input: `nas` exits 1 (``nas.cli.main``).
+NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 
 class _FirstFailureKept(io.RawIOBase):
     """A binary file whose writes never raise: the first ``OSError`` is kept in ``error``

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nas.core.disk import NO_ROOM
 from nas.core.errors import DataError, shown
 from nas.data.raw import (
     EVENT_KEYS,
@@ -296,8 +297,10 @@ class Rows:
                 yield with_partitions(batch, added)
                 first += batch.num_rows
         # Arrow's errors; OSError: damaged bytes mid-file ("Corrupt snappy compressed data"),
-        # a truncated .gz, the disk
+        # a truncated .gz, the disk (one with no room for what is written: the command says)
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
+            if isinstance(err, OSError) and err.errno in NO_ROOM:
+                raise
             raise DataError(
                 path, f"could not be read as {fmt}: {self._csv_fault(err, path)}"
             ) from None
@@ -316,12 +319,17 @@ class Rows:
             file = ColumnarFile(path, "avro")
             kinds = pa.schema([file.schema.field(c) for c in columns])
             options = pa.ipc.IpcWriteOptions(compression="lz4")
-            with (
-                pa.OSFile(str(copy), "wb") as sink,
-                pa.ipc.new_file(sink, kinds, options=options) as out,
-            ):
-                for batch in file.batches(BATCH_ROWS, columns):
-                    out.write_batch(batch)
+            try:
+                with (
+                    pa.OSFile(str(copy), "wb") as sink,
+                    pa.ipc.new_file(sink, kinds, options=options) as out,
+                ):
+                    for batch in file.batches(BATCH_ROWS, columns):
+                        out.write_batch(batch)
+            except OSError as err:  # (a full disk: said so, where, not as the file's fault)
+                if err.errno in NO_ROOM:
+                    err.filename = err.filename or str(copy)
+                raise
             self._decoded[path] = copy
         with pa.OSFile(str(self._decoded[path])) as source:
             reader = pa.ipc.open_file(source)

@@ -954,6 +954,40 @@ def test_a_disk_without_room_fails_the_prepare_with_its_path_and_keeps_nothing(
     assert not any((tmp_path / "cache").iterdir())
 
 
+def test_an_avro_source_decoded_onto_a_disk_without_room_says_so(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Prepare decodes an Avro file once into a copy beside the dataset: a disk without room
+    for it (a file size limit here) is said as the disk's fault, naming the data cache to
+    move, exit 1, and nothing is left; it was "could not be read as avro: No space left"."""
+    import resource
+
+    from nas.cli import main
+
+    path = schema_file(tmp_path / "parquet", "parquet")
+    (tmp_path / "data").mkdir()
+    for part in sorted((tmp_path / "parquet" / "data").glob("*.parquet")):
+        write_avro(tmp_path / "data" / f"{part.stem}.avro", pq.read_table(part))
+    schema = tmp_path / "my_ctr.yaml"
+    schema.write_text(
+        path.read_text().replace(
+            "format: parquet, path: data/*.parquet", "format: avro, path: data/*.avro"
+        )
+    )
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RECNAS_CACHE_DIR", str(cache))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))  # below the decoded copy's size
+    try:
+        assert main(["data", "prepare", str(schema)]) == 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    said = " ".join(capsys.readouterr().err.split())
+    assert "File too large" in said and "RECNAS_CACHE_DIR" in said, said
+    assert "could not be read" not in said and "Traceback" not in said
+    assert not any(cache.iterdir())
+
+
 def test_a_prepare_removes_what_a_killed_prepare_left_on_this_host_only(tmp_path: Path) -> None:
     import socket
     import subprocess
