@@ -370,6 +370,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         columns=source.columns,
         root=root,
         decimal=source.decimal,
+        thousands=source.thousands,
     )
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
@@ -377,6 +378,8 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         declared += f", delimiter: {json.dumps(source.delimiter)}"
     if source.decimal != ".":
         declared += f', decimal: "{source.decimal}"'
+    if source.thousands is not None:
+        declared += f", thousands: {json.dumps(source.thousands)}"
     if source.columns:
         declared += f", header: false, columns: [{', '.join(source.columns)}]"
     skipped = sample.skipped
@@ -406,6 +409,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
                 "header": source.columns is None,
                 "delimiter": source.delimiter if source.format == "csv" else None,
                 "decimal": source.decimal if source.format == "csv" else None,
+                "thousands": source.thousands,
                 "columns": [dict(zip(keys, r, strict=True)) for r in draft.reasons],
                 "encoding": sample.encoding,
                 "bad_lines": {"lines": skipped.lines, "first": skipped.first}
@@ -426,6 +430,8 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         title += f"; its fields are split by {DELIMITER_NAMES[source.delimiter]}"
     if source.decimal != ".":
         title += "; its numbers' decimal mark is a comma (3,14)"
+    if source.thousands is not None:
+        title += f"; its numbers' thousands are separated by {json.dumps(source.thousands)}"
     if source.columns:
         title += (
             f"; no header (its first line holds values like the lines below it): columns "

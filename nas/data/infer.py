@@ -32,6 +32,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,7 @@ from nas.data.row_files import (
     with_fields,
     with_partitions,
 )
+from nas.data.schema_file import THOUSANDS_SEPARATORS
 from nas.data.source_rows import (
     DATE_TIMES,
     DECIMAL_COMMA,
@@ -133,6 +135,7 @@ class Source:
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
+    thousands: str | None = None  # CSV: its numbers' thousands separator (``thousands_mark``)
 
 
 def found_source(given: str) -> Source:
@@ -182,14 +185,15 @@ def _json_arrays(files: list[Path]) -> str:
 
 def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
     fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
-    columns, decimal = None, "."
+    columns, decimal, thousands = None, ".", None
     if fmt == "csv":
         lines = _first_lines(files)
         if kind[0] != ".tsv":  # (Excel's ";", Hive's Ctrl-A)
             delimiter = sniffed_delimiter(lines, delimiter)
         columns = _headerless_names(lines, delimiter)
         decimal = decimal_mark(lines, delimiter)
-    return Source(pattern, files, fmt, delimiter, columns, decimal)
+        thousands = thousands_mark(lines, delimiter, decimal)
+    return Source(pattern, files, fmt, delimiter, columns, decimal, thousands)
 
 
 def decimal_mark(lines: list[str], delimiter: str) -> str:
@@ -203,14 +207,78 @@ def decimal_mark(lines: list[str], delimiter: str) -> str:
         rows = list(csv.reader(lines[1:], delimiter=delimiter))
     except csv.Error:  # (a NUL byte, a field past csv's limit: the sample's reader says so)
         return "."
-    for i in range(max(map(len, rows), default=0)):
-        values = [row[i].strip() for row in rows if i < len(row)]
-        values = [v for v in values if v and v not in MISSING_NUMBER_TEXTS]
+    # 1.234,5 and 1 234,5: thousands separated (by anything but the comma)
+    groups = [(s, _grouped(s, ",")) for s in THOUSANDS_SEPARATORS if s != ","]
+    for values in _column_values(rows):
+        for separator, grouped in groups:
+            values = [v.replace(separator, "") if grouped.fullmatch(v) else v for v in values]
         if any(DECIMAL_COMMA.fullmatch(v) for v in values) and all(
             WHOLE.fullmatch(v) or DECIMAL_COMMA.fullmatch(v) for v in values
         ):
             return ","
     return "."
+
+
+def thousands_mark(lines: list[str], delimiter: str, decimal: str) -> str | None:
+    """The thousands separator of a CSV file's numbers (``THOUSANDS_SEPARATORS``, not its
+    decimal mark; its delimiter where such numbers are quoted, "1,234.5") where a column of
+    its first ``lines`` (past the first) holds numbers grouped by it (its other values plain
+    numbers or missing); else None."""
+    try:
+        rows = list(csv.reader(lines[1:], delimiter=delimiter))
+    except csv.Error:
+        return None
+    plain = re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?")
+    for separator in THOUSANDS_SEPARATORS:
+        if separator == decimal:
+            continue
+        grouped = _grouped(separator, decimal)
+        for values in _column_values(rows):
+            if any(grouped.fullmatch(v) for v in values) and all(
+                plain.fullmatch(v) or grouped.fullmatch(v) for v in values
+            ):
+                return separator
+    return None
+
+
+def _grouped(separator: str, decimal: str) -> re.Pattern:
+    """A number whose thousands are separated: 1,234,567.5 (``separator`` ",", ``decimal`` ".")."""
+    s, d = re.escape(separator), re.escape(decimal)
+    return re.compile(rf"[+-]?\d{{1,3}}({s}\d{{3}})+({d}\d+)?")
+
+
+def _column_values(rows: list[list[str]]) -> Iterator[list[str]]:
+    """Each column's values, stripped, those that say "missing" left out."""
+    for i in range(max(map(len, rows), default=0)):
+        values = [row[i].strip() for row in rows if i < len(row)]
+        yield [v for v in values if v and v not in MISSING_NUMBER_TEXTS]
+
+
+def _unseparated(table: pa.Table, separator: str, decimal: str) -> pa.Table:
+    """A sample's text columns of numbers whose thousands are separated (1,234.5) as numbers,
+    as prepare reads them under ``source.thousands``."""
+    grouped, plain = (
+        _grouped(separator, decimal),
+        re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?"),
+    )
+    for i, (name, column) in enumerate(zip(table.column_names, table.columns, strict=True)):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        texts = column.to_pylist()
+        values = [t.strip() for t in texts if t is not None and t.strip()]
+        values = [v for v in values if v not in MISSING_NUMBER_TEXTS]
+        if not any(grouped.fullmatch(v) for v in values) or not all(
+            plain.fullmatch(v) or grouped.fullmatch(v) for v in values
+        ):
+            continue
+        numbers = [
+            float(t.strip().replace(separator, "").replace(decimal, "."))
+            if t is not None and t.strip() and t.strip() not in MISSING_NUMBER_TEXTS
+            else None
+            for t in texts
+        ]
+        table = table.set_column(i, name, pa.array(numbers, pa.float64()))
+    return table
 
 
 def _by_bytes(path: Path, named: bool) -> tuple[str, ...] | None:
@@ -298,14 +366,15 @@ def read_sample(
     columns: list[str] | None = None,
     root: Path | None = None,
     decimal: str = ".",
+    thousands: str | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
-    files are under, whose Hive-style partition folders below it are columns. ``decimal``:
-    a CSV file's decimal mark."""
+    files are under, whose Hive-style partition folders below it are columns. ``decimal``,
+    ``thousands``: a CSV file's decimal mark and thousands separator."""
     if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
@@ -314,7 +383,8 @@ def read_sample(
     skipped, tables = Skipped(), []
     for path in chosen:
         passed = Skipped()
-        tables.append(_file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal))
+        table = _file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal)
+        tables.append(_unseparated(table, thousands, decimal) if thousands else table)
         if passed.lines:
             skipped.lines += passed.lines
             skipped.first = skipped.first or f"{path.name}: {passed.first}"

@@ -135,6 +135,8 @@ def _prepare(
         extra["csv_delimiter"] = schema.source.delimiter
     if schema.source.format == "csv" and schema.source.decimal != ".":  # served files read so
         extra["csv_decimal"] = schema.source.decimal
+    if schema.source.thousands is not None:  # (csv) served files read so
+        extra["csv_thousands"] = schema.source.thousands
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 

@@ -108,6 +108,8 @@ class RowFiles:
         self.encoding = "utf-8"  # a CSV file's text (a model's source's: read_as)
         self.delimiter: str | None = None  # a model's CSV source's, where not "," (read_as)
         self.decimal_commas: set[str] = set()  # number columns written 3,14 (read_as)
+        self.thousands: str | None = None  # their thousands separator, passed by (read_as)
+        self.numbers: set[str] = set()  # the number columns a model reads (read_as)
         kinds = _named_files(self.given, flag)
         self.paths = list(kinds)
         # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
@@ -135,18 +137,21 @@ class RowFiles:
     def read_as(self, info: dict) -> None:
         """CSV read as a model's source was (its ``info``): without a header, by its
         columns; in its encoding; its delimiter first where a file's lines could be split
-        by several (``sniffed_delimiter``)."""
+        by several (``sniffed_delimiter``); its numbers by their decimal mark and thousands
+        separator."""
         self.columns = info.get("csv_columns")
         self.encoding = info.get("csv_encoding") or "utf-8"
         self.delimiter = info.get("csv_delimiter")
-        if info.get("csv_decimal") == ",":  # its number columns, a label's by a threshold too
-            columns = info["raw_form"]["columns"]
-            self.decimal_commas = {c for c, form in columns.items() if form["type"] == "number"}
-            self.decimal_commas |= {
-                label["column"]
-                for label in info.get("labels") or ()
-                if label.get("at_least") is not None
-            }
+        self.thousands = info.get("csv_thousands")
+        columns = info.get("raw_form", {}).get("columns", {})
+        self.numbers = {c for c, form in columns.items() if form["type"] == "number"}
+        self.numbers |= {  # a label's by a threshold too
+            label["column"]
+            for label in info.get("labels") or ()
+            if label.get("at_least") is not None
+        }
+        if info.get("csv_decimal") == ",":
+            self.decimal_commas = set(self.numbers)
 
     def anew(self) -> RowFiles:
         """Another reader of the same files, read as this one reads them, from the start."""
@@ -274,11 +279,17 @@ class RowFiles:
         else:
             lines = itertools.chain([first], lines)
         commas = self._comma_columns(sample, delimiter, names)
+        # thousands passed by: "." only in a file that writes decimal commas (another writes
+        # 3.14), any other in every number column
+        separated = commas if self.thousands == "." else self.numbers if self.thousands else ()
         reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
         try:
             for row in reader:
                 if row.get(None) == [""]:  # a delimiter ending the line (source_rows.TRAILING)
                     del row[None]
+                for column in separated:
+                    if row.get(column):
+                        row[column] = row[column].replace(self.thousands, "")
                 if commas:
                     self._pointed(row, commas, path, reader.reader.line_num)
                 if None in row:

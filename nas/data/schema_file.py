@@ -62,6 +62,9 @@ from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import pattern_root
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
+# a CSV source's thousands separators (pandas' thousands): Excel's by its locale, Swiss
+# apostrophes, French Excel's narrow no-break space
+THOUSANDS_SEPARATORS = (",", ".", " ", "'", "\u00a0", "\u202f")
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -100,6 +103,9 @@ class Source(_Strict):
     encoding: Annotated[Name, AfterValidator(_encoding)] = "utf-8"
     # csv: the numbers' decimal mark, "," where Excel writes 3,14 (its delimiter is ";" then)
     decimal: Literal[".", ","] = "."
+    # csv: the numbers' thousands separator, passed by (1,234.5; 1.234,5 with decimal ","; a
+    # space, an apostrophe or French Excel's narrow no-break space), as pandas' thousands
+    thousands: Literal[THOUSANDS_SEPARATORS] | None = None
 
     @property
     def text(self) -> bool:
@@ -123,6 +129,12 @@ class Source(_Strict):
             raise ValueError(
                 "decimal applies to format csv only (other formats' numbers are typed)"
             )
+        if self.format != "csv" and self.thousands is not None:
+            raise ValueError(
+                "thousands applies to format csv only (other formats' numbers are typed)"
+            )
+        if self.thousands is not None and self.thousands == self.decimal:
+            raise ValueError(f'thousands and decimal are both "{self.thousands}"')
         if self.decimal == self.delimiter:
             raise ValueError(
                 f'decimal and delimiter are both "{self.decimal}": a file whose numbers are '
@@ -616,10 +628,16 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    # time_unit, on_bad_lines, encoding, decimal and tz unsaid where they are the defaults, as
-    # before they existed: caches prepared before stay current
+    # time_unit, on_bad_lines, encoding, decimal, thousands and tz unsaid where they are the
+    # defaults, as before they existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
-    defaults = {"time_unit": "s", "on_bad_lines": "error", "encoding": "utf-8", "decimal": "."}
+    defaults = {
+        "time_unit": "s",
+        "on_bad_lines": "error",
+        "encoding": "utf-8",
+        "decimal": ".",
+        "thousands": None,
+    }
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(
         json.dumps(schema.model_dump(mode="json", exclude=unsaid), sort_keys=True).encode()

@@ -66,6 +66,9 @@ TRAILING = "\x00trailing"  # a CSV file's empty field past its header's (``heade
 
 
 DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+([eE][+-]?\d+)?")  # 3,14: Excel's where "," is the mark
+# 1,234.5 and 1,234,567: thousands separated by "," (not 1,234 alone: a decimal comma too)
+THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+\.\d+|[+-]?\d{1,3}(,\d{3}){2,}")
+ONE_THOUSANDS = re.compile(r"[+-]?\d{1,3},\d{3}")  # 3,000: three thousand, or three
 BAD_LINES_HINT = "to pass such lines by, counted and told, give the source on_bad_lines: skip"
 
 
@@ -138,6 +141,7 @@ class Rows:
         self._kinds = schema.column_kinds()
         self._per_second = schema.source.per_second
         self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
+        self._thousands = schema.source.thousands  # (csv only)
         text = schema.source.text  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
         self._required = schema.required_columns()
@@ -485,7 +489,7 @@ class Rows:
             array = array.dictionary_decode()
         kind = self._kinds[column]
         if kind in ("label", "number"):
-            return _numbers(batch, column, array, kind, self._decimal)
+            return _numbers(batch, column, array, kind, self._decimal, self._thousands)
         if kind == "timestamp":
             return _seconds(batch, column, array, self._per_second)
         if kind == "list":
@@ -878,14 +882,24 @@ def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None
         raise batch.bad(column, 0, f"holds objects where {wants} is declared")
 
 
-def _numbers(batch: Batch, column: str, array: pa.Array, kind: str, decimal: str = ".") -> pa.Array:
+def _numbers(
+    batch: Batch,
+    column: str,
+    array: pa.Array,
+    kind: str,
+    decimal: str = ".",
+    thousands: str | None = None,
+) -> pa.Array:
     """float64 (nulls kept for dense; a label must be 0 or 1 on every row). ``decimal``: a
-    CSV source's decimal mark (``,``: 3,14 is 3.14)."""
+    CSV source's decimal mark (``,``: 3,14 is 3.14); ``thousands``: its thousands separator,
+    passed by (1.234,5 is 1234.5)."""
     wants = "a 0/1 label" if kind == "label" else "a number"
     _scalar_only(batch, column, array, wants)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         missing = pa.array(["", *MISSING_NUMBER_TEXTS])  # as a served row's are
         array = pc.if_else(pc.is_in(pc.utf8_trim_whitespace(array), missing), None, array)
+        if thousands:
+            array = pc.replace_substring(array, thousands, "")
         if decimal != ".":
             pointed = np.asarray(pc.fill_null(pc.match_substring(array, "."), False))
             if pointed.any():  # 1.234 may be a thousand and more: neither is guessed
@@ -894,7 +908,8 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str, decimal: str
                     column,
                     i,
                     f"must be a number with a decimal comma (source.decimal), got "
-                    f"{shown(array[i].as_py())} (write numbers without a point: 1234,5)",
+                    f"{shown(array[i].as_py())} (write numbers without a point, 1234,5, or "
+                    'say thousands: "." in the source where the point is one)',
                 )
             array = pc.replace_substring(array, decimal, ".")
     try:  # unsafe: an integer past 2**53 is its nearest float64, not refused
@@ -907,7 +922,14 @@ def _numbers(batch: Batch, column: str, array: pa.Array, kind: str, decimal: str
                     float(text)
             except (TypeError, ValueError):
                 hint = ""
-                if decimal == "." and DECIMAL_COMMA.fullmatch(text.strip()):
+                if decimal == "." and THOUSANDS.fullmatch(text.strip()):
+                    hint = ' (a thousands separator: say thousands: "," in the source)'
+                elif decimal == "." and ONE_THOUSANDS.fullmatch(text.strip()):  # (3,000)
+                    hint = (
+                        ' (a thousands separator or a decimal comma: say thousands: "," or '
+                        'decimal: "," in the source)'
+                    )
+                elif decimal == "." and DECIMAL_COMMA.fullmatch(text.strip()):
                     hint = ' (a decimal comma: say decimal: "," in the source)'
                 raise batch.bad(column, i, f"must be {wants}, got {shown(text)}{hint}") from None
         raise batch.bad(column, 0, f"must be {wants}, got type {array.type}") from None

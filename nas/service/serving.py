@@ -343,6 +343,7 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "csv_encoding": dataset.manifest.get("csv_encoding"),  # (None: UTF-8)
         "csv_delimiter": dataset.manifest.get("csv_delimiter"),  # (None: ",")
         "csv_decimal": dataset.manifest.get("csv_decimal"),  # (None: ".")
+        "csv_thousands": dataset.manifest.get("csv_thousands"),  # (None: none)
         "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)

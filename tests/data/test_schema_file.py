@@ -2420,6 +2420,97 @@ def test_a_csv_file_in_another_encoding_reads_as_its_source_encoding_says(tmp_pa
             )
 
 
+@pytest.mark.parametrize(
+    "delimiter, decimal, thousands",
+    [(",", ".", ","), (";", ",", "."), (";", ",", "\u202f"), ("\t", ".", "'")],
+    ids=["us-excel", "german-excel", "french-excel", "swiss"],
+)
+def test_numbers_with_thousands_separators_read_as_their_plain_twin(
+    tmp_path: Path, capsys, delimiter: str, decimal: str, thousands: str
+) -> None:
+    """Excel writes an amount formatted with thousands separators as such (1,234.56 quoted
+    in US CSV; 1.234,56 in German; 1 234,56 with a narrow no-break space in French; 1'234.56
+    Swiss): prepare refused each ("must be a number"). ``source.thousands`` (pandas' name)
+    passes them by: the dataset is byte for byte the plain TSV twin's; undeclared, prepare
+    says what to declare; `nas data schema` tells the separator from the first lines; and
+    `nas predict`'s reader reads such a file's numbers as the model's source was read."""
+    import csv
+
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    frame = logs()
+    frame["price"] = (frame["price"] * 1000).round(2)  # thousands and more
+    frame["count"] = frame["count"] * 1000
+    reference = schema_file(tmp_path / "tsv", "csv", frame=frame)
+    tsv = (tmp_path / "tsv" / "data" / "logs.tsv").read_text()
+    rows = list(csv.reader(tsv.splitlines(), delimiter="\t"))
+    names = rows[0]
+    numbers = [names.index("price"), names.index("count")]
+
+    def grouped(text: str) -> str:
+        if not text:
+            return text
+        whole, _, fraction = text.partition(".")
+        sign, digits = ("-", whole[1:]) if whole.startswith("-") else ("", whole)
+        groups = []
+        while len(digits) > 3:
+            digits, groups = digits[:-3], [digits[-3:], *groups]
+        written = sign + thousands.join([digits, *groups])
+        return written + (decimal + fraction if fraction else "")
+
+    written = [rows[0]] + [
+        [grouped(v) if i in numbers else v for i, v in enumerate(row)] for row in rows[1:]
+    ]
+    assert any(thousands in row[numbers[0]] for row in written[1:])
+    source = tmp_path / "excel" / "logs.csv"
+    source.parent.mkdir()
+    with source.open("w", newline="") as file:
+        csv.writer(file, delimiter=delimiter).writerows(written)
+    tsv_source = '{format: csv, path: data/logs.tsv, delimiter: "\\t"}'
+    declared = f"format: csv, path: excel/logs.csv, delimiter: {json.dumps(delimiter)}"
+    if decimal != ".":
+        declared += f', decimal: "{decimal}"'
+    path = tmp_path / "excel.yaml"
+    path.write_text(reference.read_text().replace(tsv_source, f"{{{declared}}}"))
+    with pytest.raises(DataError, match="must be a number|must be a number with a decimal"):
+        prepare_dataset(str(path), tmp_path / "undeclared")
+    if thousands in (",", "."):  # the hint names the separator to declare
+        with pytest.raises(DataError, match=f'say thousands: "{re.escape(thousands)}"'):
+            prepare_dataset(str(path), tmp_path / "undeclared")
+    path.write_text(
+        reference.read_text().replace(
+            tsv_source, f"{{{declared}, thousands: {json.dumps(thousands)}}}"
+        )
+    )
+    expected, _ = prepare_dataset(str(reference), tmp_path / "reference")
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert_same_dataset(expected, dataset)
+
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(source), "--out", str(out), "--json"]) == 0
+    told = json.loads(capsys.readouterr().out)
+    assert told["thousands"] == thousands and told["decimal"] == decimal
+    drafted = yaml.safe_load(out.read_text())
+    assert drafted["source"]["thousands"] == thousands
+    assert {f["name"]: f["type"] for f in drafted["features"]}["price"] == "dense"
+
+    served = RowFiles(source)
+    served.read_as(
+        {
+            "raw_form": dataset.raw_form().to_dict(),
+            "csv_delimiter": delimiter if delimiter != "," else None,
+            "csv_decimal": decimal if decimal != "." else None,
+            "csv_thousands": thousands,
+        }
+    )
+    read = [row for batch in served.batches() for row in batch.rows]
+    for i in numbers:
+        plain = [float(row[i]) if row[i] else None for row in rows[1:]]
+        assert [float(r[names[i]]) if r[names[i]] else None for r in read] == plain
+
+
 def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin(
     tmp_path: Path, capsys
 ) -> None:
