@@ -228,16 +228,11 @@ def thousands_mark(lines: list[str], delimiter: str, decimal: str) -> str | None
         rows = list(csv.reader(lines[1:], delimiter=delimiter))
     except csv.Error:
         return None
-    plain = re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?")
     for separator in THOUSANDS_SEPARATORS:
-        if separator == decimal:
-            continue
-        grouped = _grouped(separator, decimal)
-        for values in _column_values(rows):
-            if any(grouped.fullmatch(v) for v in values) and all(
-                plain.fullmatch(v) or grouped.fullmatch(v) for v in values
-            ):
-                return separator
+        if separator != decimal and any(
+            _separated(values, separator, decimal) for values in _column_values(rows)
+        ):
+            return separator
     return None
 
 
@@ -247,33 +242,42 @@ def _grouped(separator: str, decimal: str) -> re.Pattern:
     return re.compile(rf"[+-]?\d{{1,3}}({s}\d{{3}})+({d}\d+)?")
 
 
+def _separated(values: list[str], separator: str, decimal: str) -> bool:
+    """Whether a column's ``values`` (missing ones left out) are numbers, some with their
+    thousands separated by ``separator``."""
+    grouped, plain = (
+        _grouped(separator, decimal),
+        re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?"),
+    )
+    return any(grouped.fullmatch(v) for v in values) and all(
+        plain.fullmatch(v) or grouped.fullmatch(v) for v in values
+    )
+
+
 def _column_values(rows: list[list[str]]) -> Iterator[list[str]]:
     """Each column's values, stripped, those that say "missing" left out."""
     for i in range(max(map(len, rows), default=0)):
-        values = [row[i].strip() for row in rows if i < len(row)]
-        yield [v for v in values if v and v not in MISSING_NUMBER_TEXTS]
+        yield _present([row[i] for row in rows if i < len(row)])
+
+
+def _present(values: list[str | None]) -> list[str]:
+    """Text values, stripped, less those that say "missing" (None, "", NA, ...)."""
+    stripped = (v.strip() for v in values if v is not None)
+    return [v for v in stripped if v and v not in MISSING_NUMBER_TEXTS]
 
 
 def _unseparated(table: pa.Table, separator: str, decimal: str) -> pa.Table:
     """A sample's text columns of numbers whose thousands are separated (1,234.5) as numbers,
     as prepare reads them under ``source.thousands``."""
-    grouped, plain = (
-        _grouped(separator, decimal),
-        re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?"),
-    )
     for i, (name, column) in enumerate(zip(table.column_names, table.columns, strict=True)):
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             continue
         texts = column.to_pylist()
-        values = [t.strip() for t in texts if t is not None and t.strip()]
-        values = [v for v in values if v not in MISSING_NUMBER_TEXTS]
-        if not any(grouped.fullmatch(v) for v in values) or not all(
-            plain.fullmatch(v) or grouped.fullmatch(v) for v in values
-        ):
+        if not _separated(_present(texts), separator, decimal):
             continue
         numbers = [
-            float(t.strip().replace(separator, "").replace(decimal, "."))
-            if t is not None and t.strip() and t.strip() not in MISSING_NUMBER_TEXTS
+            float(v[0].replace(separator, "").replace(decimal, "."))
+            if (v := _present([t]))
             else None
             for t in texts
         ]
