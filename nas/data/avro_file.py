@@ -58,9 +58,13 @@ class AvroFile:
 
     def __init__(self, path: Path):
         import fastavro
+        import pyarrow as pa
 
         self.path = path
         with _as_arrow_errors(), path.open("rb") as file:
+            if not is_avro(file.read(len(MAGIC))):
+                raise pa.ArrowInvalid("its first bytes are not an Avro file's")
+            file.seek(0)
             reader = fastavro.block_reader(file)  # (reads the header)
             self._writer = reader.writer_schema
             self.schema = arrow_schema(self._writer)

@@ -124,12 +124,14 @@ def test_a_file_that_cannot_be_read_as_a_table_is_refused_naming_why(tmp_path: P
     (tmp_path / "damaged.avro").write_bytes(damaged + data[middle + 64 :])
     (tmp_path / "cut.avro").write_bytes(data[: len(data) - 100])
     (tmp_path / "header.avro").write_bytes(data[:20])
+    (tmp_path / "text.avro").write_text("site,n\na,1\n")  # (a CSV file misnamed)
     for name, words in [
         ("list.avro", "its record team.Node holds itself"),
         ("strings.avro", 'its values are "string", not records of fields'),
         ("damaged.avro", "a damaged or cut-short Avro file"),
         ("cut.avro", "a damaged or cut-short Avro file"),
         ("header.avro", "a damaged or cut-short Avro file"),
+        ("text.avro", "its first bytes are not an Avro file's"),
     ]:
         with pytest.raises(ConfigError) as caught:
             list(RowFiles(tmp_path / name).batches())
