@@ -132,7 +132,7 @@ class Rows:
         # the folder ``scratch`` (prepare reads the features twice; fastavro decodes each
         # record into Python objects, several times slower than reading them back)
         self.scratch = scratch
-        self._decoded: dict[Path, Path] = {}
+        self._decoded: dict[Path, tuple[Path, list[str]]] = {}  # the copy, its columns
         # per file, its Hive-style partition columns (date=2024-05-07/) below ``base``
         self.partitions = {path: partitions(path, base) if base else {} for path in files}
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
@@ -334,11 +334,10 @@ class Rows:
                 if err.errno in NO_ROOM:
                     err.filename = err.filename or str(copy)
                 raise
-            self._decoded[path] = copy
-        with pa.OSFile(str(self._decoded[path])) as source:
-            reader = pa.ipc.open_file(source)
-            names = reader.schema.names
-            fields = [names.index(c) for c in roots if c in names]
+            self._decoded[path] = copy, columns
+        copy, names = self._decoded[path]
+        fields = [names.index(c) for c in roots if c in names]
+        with pa.OSFile(str(copy)) as source:
             options = pa.ipc.IpcReadOptions(included_fields=fields)
             reader = pa.ipc.open_file(source, options=options)
             for i in range(reader.num_record_batches):
