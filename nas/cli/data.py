@@ -451,8 +451,9 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             "lines by, counted (remove it to refuse them)"
         )
     table_out = Table(title=title, title_justify="left")
-    for column in ("column", "type", "taken as", "why"):
-        table_out.add_column(column)
+    for column in ("column", "type", "taken as", "why"):  # (a nested type cut short: --json)
+        cut = {"max_width": 40, "overflow": "ellipsis", "no_wrap": True} if column == "type" else {}
+        table_out.add_column(column, **cut)
     for row in draft.reasons:
         table_out.add_row(*row)
     out.print(table_out)

@@ -48,6 +48,8 @@ from nas.data.row_files import (
     binary_as_text,
     file_kind,
     first_lines,
+    keyed_pairs,
+    keyed_parts,
     partitions,
     sniffed_delimiter,
     text_fault,
@@ -84,7 +86,10 @@ LABEL_NAMES = ("click", "clicked", "is_click", "label", "target", "y", "like", "
                "conversion", "converted", "purchase", "purchased")  # fmt: skip
 # (a "." parts an object's name from its field's, user.id: as "_" parts words)
 TIME_NAME = re.compile(r"(^|[_.])(ts|time|timestamp|datetime|date|event_time)($|[_.])", re.I)
-USER_NAME = re.compile(r"^(user|user_id|userid|uid|member_id|customer_id|visitor_id)$", re.I)
+USER_NAME = re.compile(
+    r"^(user|user_id|userid|uid|member_id|customer_id|visitor_id|user_pseudo_id|anonymous_id)$",
+    re.I,
+)  # (user_pseudo_id: Google Analytics'; anonymous_id: Segment's)
 REQUEST_NAME = re.compile(r"^(request|request_id|req_id|impression_id|query_id|session_id)$", re.I)
 ITEM_NAME = re.compile(
     r"(^|[_.])(item|item_id|itemid|product|product_id|movie|movie_id|ad_id)$", re.I
@@ -360,6 +365,7 @@ class Sample:
     absent: dict[str, Path] = field(default_factory=dict)
     skipped: Skipped = field(default_factory=Skipped)
     encoding: str = "utf-8"  # a CSV source's text (``csv_encoding``)
+    keyed: dict[str, str] = field(default_factory=dict)  # ``_keyed_names``
 
 
 def read_sample(
@@ -405,8 +411,8 @@ def read_sample(
         )
         for path, table in zip(chosen, tables, strict=True)
     ]
-    if keys := _map_keys(tables):  # (a map's keys: known only from its rows)
-        tables = [with_fields(table, keys) for table in tables]
+    if keyed := _keyed_names(tables):  # (a map's keys: known only from its rows)
+        tables = [with_fields(table, list(keyed)) for table in tables]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)
@@ -416,28 +422,50 @@ def read_sample(
         for column in joined.column_names
         if any(column not in t.column_names for t in tables)
     }
-    return Sample(joined, chosen, absent, skipped, encoding)
+    return Sample(joined, chosen, absent, skipped, encoding, keyed)
 
 
-def _map_keys(tables: list[pa.Table]) -> list[str]:
-    """Each map column's keys, as ``column.key``, held by ``MAP_KEY_SHARE`` of the tables'
-    rows or more (the ``MAP_KEYS`` most held)."""
+def _keyed_names(tables: list[pa.Table]) -> dict[str, str]:
+    """Each keyed column's (a map, a list of ``{key, value}`` objects: ``keyed_parts``)
+    keys, as ``column.key``, held by ``MAP_KEY_SHARE`` of the tables' rows or more (the
+    ``MAP_KEYS`` most held); where its values are objects, each of their fields a key holds
+    a value of so often, as ``column.key.field`` (Google Analytics' ``event_params``: one
+    of ``string_value``, ``int_value``, ``double_value`` a key). Each with the name its
+    kind is told by (an id's, a category's): ``column.key``."""
     counts: dict[str, Counter] = {}
     rows = sum(len(table) for table in tables)
     for table in tables:
         for name, column in zip(table.column_names, table.columns, strict=True):
-            if pa.types.is_map(column.type):
-                found = counts.setdefault(name, Counter())
-                for chunk in column.chunks:  # (``keys`` ignores a slice: its offsets do not)
-                    start, end = chunk.offsets[0].as_py(), chunk.offsets[-1].as_py()
-                    keys = chunk.keys.slice(start, end - start).to_pylist()
-                    found.update(str(key) for key in keys if key is not None)
-    return [
-        f"{name}.{key}"
+            if (parts := keyed_parts(column.type)) is None:
+                continue
+            found = counts.setdefault(name, Counter())
+            for chunk in column.chunks:
+                pairs = pc.list_flatten(keyed_pairs(chunk))  # (offsets-aware: a slice's)
+                keys = pc.struct_field(pairs, [parts[1]])
+                for leaf, held in _leaves(pc.struct_field(pairs, [parts[2]])):
+                    texts = (keys if held is None else keys.filter(held)).to_pylist()
+                    found.update((str(key), leaf) for key in texts if key is not None)
+    return {
+        f"{name}.{key}{leaf}": f"{name}.{key}"
         for name, found in counts.items()
-        for key, count in found.most_common(MAP_KEYS)
+        for (key, leaf), count in found.most_common(MAP_KEYS)
         if count >= MAP_KEY_SHARE * rows
-    ]
+    }
+
+
+def _leaves(values: pa.Array, prefix: str = "") -> Iterator[tuple[str, pa.Array | None]]:
+    """A keyed column's values' fields that are not objects, as ``.field`` (deeper ones
+    ``.field.inner``), each with where it holds a value; a value that is not an object as
+    ``""``, held wherever its key is (None)."""
+    if not pa.types.is_struct(values.type):
+        yield prefix, None
+        return
+    for index, part in enumerate(values.type):
+        child = pc.struct_field(values, [index])
+        if pa.types.is_struct(part.type):
+            yield from _leaves(child, f"{prefix}.{part.name}")
+        else:
+            yield f"{prefix}.{part.name}", pc.is_valid(child)
 
 
 def _joined(tables: list[pa.Table]) -> pa.Table:
@@ -754,7 +782,8 @@ def infer_schema(
             draft.reasons.append((column, str(array.type), "left out", why))
             continue
         try:
-            line, kind, why = _feature(fields[column], array, len(table), items, keyed)
+            named = sample.keyed.get(column, column)  # (a keyed value's field: its key's)
+            line, kind, why = _feature(fields[column], array, len(table), items, keyed, named)
             if line and fields[column] != column:  # read from the column named otherwise
                 made = f"{{name: {fields[column]}, "
                 line = line.replace(made, f"{made}from: {quoted(column)}, ", 1)
@@ -803,11 +832,22 @@ def infer_schema(
 
 
 def _feature(
-    column: str, array: pa.Array, rows: int, items: str | None, keys: dict[str, str]
+    column: str,
+    array: pa.Array,
+    rows: int,
+    items: str | None,
+    keys: dict[str, str],
+    named: str | None = None,
 ) -> tuple[str | None, str, str]:
-    """A column's feature line (None: left out), its kind and why."""
+    """A column's feature line (None: left out), its kind and why; ``named``: the name its
+    kind is told by (an id's, a category's), where not its own."""
+    named = named or column
     kind = array.type
     side = ", side: request" if column == keys.get("user") else ""
+    if keyed_parts(kind):
+        held = "a map" if pa.types.is_map(kind) else "a list of {key, value} objects"
+        why = f"its keys in {MAP_KEY_SHARE:.0%} of the rows or more are columns of their own"
+        return None, "left out", f"{held}: {why}"
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return _lists(column, array, items)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -824,12 +864,6 @@ def _feature(
                 return _lists(column, lists, items, sep)
     if pa.types.is_struct(kind):
         return None, "left out", "an object: its fields are columns of their own"
-    if pa.types.is_map(kind):
-        return (
-            None,
-            "left out",
-            f"a map: its keys in {MAP_KEY_SHARE:.0%} of the rows or more are columns of their own",
-        )
     if pa.types.is_null(kind):
         return None, "left out", f"of type {kind}"
     if pa.types.is_dictionary(kind):
@@ -842,9 +876,9 @@ def _feature(
     integers = pa.types.is_integer(kind)
     named = (
         distinct <= FEW_VALUES
-        or ID_NAME.search(column)
-        or ITEM_NAME.search(column)
-        or CATEGORY_NAME.search(column)
+        or ID_NAME.search(named)
+        or ITEM_NAME.search(named)
+        or CATEGORY_NAME.search(named)
         or column in keys.values()
     )
     if numbers and not (integers and named):

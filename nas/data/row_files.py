@@ -777,24 +777,70 @@ def nested_names(schema, wanted: Collection[str] = ()) -> list[str]:
     """A schema's column names and, for a column of objects (a struct: JSON lines' nested
     objects, Parquet's and ORC's groups, Avro's records), each of its fields' as
     ``column.field`` (a deeper one's likewise, ``column.field.inner``), and each ``wanted``
-    name that is a key of a column of maps (``column.key``: ``with_fields``): the names a
-    declared column may take."""
+    name that is a key of a keyed column (``column.key``, ``column.key.field``:
+    ``with_fields``): the names a declared column may take."""
+    names, _ = _names_and_keyed(schema)
+    return names + list(key_names(schema, wanted))
+
+
+def key_names(schema, wanted: Collection[str]) -> dict[str, str]:
+    """Each ``wanted`` name a keyed column (``keyed_parts``) of a schema is read for
+    (``column.key``, ``column.key.field``), with that column's name."""
+    names, keyed = _names_and_keyed(schema)
+    roots = {n: root_column(n, names) for n in wanted if n not in names}
+    return {name: root for name, root in roots.items() if root in keyed}
+
+
+def _names_and_keyed(schema) -> tuple[list[str], list[str]]:
+    """A schema's names and its objects' fields' (``nested_names``), and those of them
+    that are keyed columns."""
     import pyarrow as pa
 
     names: list[str] = []
-    maps: list[str] = []
+    keyed: list[str] = []
 
     def walk(prefix: str, fields) -> None:
         for part in fields:
             names.append(prefix + part.name)
             if pa.types.is_struct(part.type):
                 walk(f"{prefix}{part.name}.", part.type)
-            elif pa.types.is_map(part.type):
-                maps.append(prefix + part.name)
+            elif keyed_parts(part.type):
+                keyed.append(prefix + part.name)
 
     walk("", schema)
-    keys = [n for n in wanted if n not in names and root_column(n, names) in maps]
-    return names + keys
+    return names, keyed
+
+
+def keyed_parts(kind) -> tuple[Any, int, int] | None:
+    """For a keyed column's Arrow type, its pairs' struct type and the indices of its key
+    and value fields; None for another type. A keyed column holds a row's features by name:
+    a map (Parquet's, ORC's, Avro's), or a list of ``{key, value}`` objects, as BigQuery
+    writes Google Analytics' and Firebase's ``event_params`` and ``user_properties`` (and
+    AWS its ``{Key, Value}`` tags), each value its own type or an object of typed fields
+    (``{string_value, int_value, double_value}``)."""
+    import pyarrow as pa
+
+    if pa.types.is_map(kind):
+        return pa.struct([kind.key_field, kind.item_field]), 0, 1
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        return None
+    pair = kind.value_type
+    if not pa.types.is_struct(pair) or pair.num_fields != 2:
+        return None
+    names = [field.name.lower() for field in pair]
+    if sorted(names) != ["key", "value"]:
+        return None
+    return pair, names.index("key"), names.index("value")
+
+
+def keyed_pairs(array):
+    """A keyed column's Arrow array (``keyed_parts``) as its rows' lists of pairs (a map's
+    own buffers, viewed so: Arrow's list functions take no map)."""
+    import pyarrow as pa
+
+    if pa.types.is_map(array.type):
+        return array.view(pa.list_(keyed_parts(array.type)[0]))
+    return array
 
 
 def root_column(name: str, held: list[str]) -> str:
@@ -835,16 +881,83 @@ def with_fields(table, wanted: Collection[str] = ()):
                     held.add(field_name)
     for name in wanted:
         root = root_column(name, table.column_names)
-        if name in held or root == name or not pa.types.is_map(table.schema.field(root).type):
+        if name in held or root == name:
             continue
         column = table.column(root)
-        key = map_key(column.type.key_type, name[len(root) + 1 :])
-        values = pc.map_lookup(column, key, "first") if key is not None else None
-        if values is None:  # (a key no key of its type can be: missing on every row)
-            values = pa.nulls(len(table), column.type.item_type)
+        if (parts := keyed_parts(column.type)) is None:
+            continue
+        pair, key_at, value_at = parts
+        text, path = key_and_path(name[len(root) + 1 :], pair.field(value_at).type)
+        key = map_key(pair.field(key_at).type, text)
+        values = _looked_up(column, key, key_at, value_at)
+        for index in path:
+            values = pc.struct_field(values, [index])
         table = table.append_column(name, values)
         held.add(name)
     return table
+
+
+def held_keys(column, most: int = 12) -> list[str]:
+    """A keyed column's (``keyed_parts``) keys its rows hold, the ``most`` most held
+    first (a column a file reads with its objects' fields as columns beside it: a
+    batch's)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    at = keyed_parts(column.type)[1]
+    keys = [pc.struct_field(pc.list_flatten(keyed_pairs(c)), [at]) for c in chunks]
+    counts = pc.value_counts(pa.chunked_array(keys).drop_null()).to_pylist()
+    counts.sort(key=lambda held: -held["counts"])
+    return [str(held["values"]) for held in counts[:most]]
+
+
+def key_and_path(text: str, kind) -> tuple[str, list[int]]:
+    """A keyed column's key named by ``text`` (what follows ``column.``) and, where its
+    values are objects, the indices of the field ``text`` ends with (``page.string_value``:
+    the key ``page``, its value's field ``string_value``); else the whole ``text`` is the
+    key (keys may hold dots)."""
+    import pyarrow as pa
+
+    start = 0
+    while pa.types.is_struct(kind) and (dot := text.find(".", start)) > 0:
+        path, inner = [], kind
+        for part in text[dot + 1 :].split("."):
+            index = inner.get_field_index(part) if pa.types.is_struct(inner) else -1
+            if index < 0:
+                break
+            path.append(index)
+            inner = inner.field(index).type
+        else:
+            return text[:dot], path
+        start = dot + 1
+    return text, []
+
+
+def _looked_up(column, key, key_at: int, value_at: int):
+    """A keyed column's (``keyed_parts``) values of ``key`` (an Arrow scalar; None: a key no
+    key of its type can be), each row's first; null where a row lacks it."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        chunks = [_looked_up(c, key, key_at, value_at) for c in column.chunks]
+        kind = keyed_parts(column.type)[0].field(value_at).type
+        return pa.chunked_array(chunks, kind)
+    if pa.types.is_map(column.type) and key is not None:
+        return pc.map_lookup(column, key, "first")
+    column = keyed_pairs(column)
+    pairs = pc.list_flatten(column)  # (offsets-aware: a slice's own pairs)
+    values = pc.struct_field(pairs, [value_at])
+    if key is None:
+        return pa.nulls(len(column), values.type)
+    found = pc.fill_null(pc.equal(pc.struct_field(pairs, [key_at]), key), False)
+    at = np.flatnonzero(np.asarray(found, dtype=bool))
+    rows, first = np.unique(np.asarray(pc.list_parent_indices(column))[at], return_index=True)
+    taken = np.full(len(column), -1, dtype=np.int64)
+    taken[rows] = at[first]
+    return values.take(pa.array(taken, mask=taken < 0))
 
 
 def map_key(kind, text: str):
@@ -865,29 +978,38 @@ def map_key(kind, text: str):
 
 def with_fields_of(row: dict) -> dict:
     """A JSON object with each object value's fields as values of its own beside it, named
-    ``key.field`` (deeper ones likewise), as ``with_fields`` makes columns; a map's (as
-    Arrow gives one, ``[(key, value), ...]``) likewise, by its keys (the first of each). A
-    key the object holds already keeps its value."""
-    if not any(isinstance(value, dict) or _pairs(value) for value in row.values()):
+    ``key.field`` (deeper ones likewise), as ``with_fields`` makes columns; a keyed
+    column's (a map as Arrow gives one, ``[(key, value), ...]``, or a list of ``{key,
+    value}`` objects: ``keyed_parts``) likewise, by its keys (the first of each). A key the
+    object holds already keeps its value."""
+    if not any(isinstance(value, dict | list) for value in row.values()):
         return row
     found = dict(row)
     for key, value in row.items():
-        if _pairs(value):
-            value = {str(k): v for k, v in reversed(value)}  # (the first of a key repeated)
+        if (keyed := _keyed(value)) is not None:
+            value = {str(k): v for k, v in reversed(keyed)}  # (the first of a key repeated)
         if isinstance(value, dict):
             for field, inner in with_fields_of(value).items():
                 found.setdefault(f"{key}.{field}", inner)
     return found
 
 
-def _pairs(value: Any) -> bool:
-    """Whether a value is a map as Arrow's ``to_pylist`` gives one: a list of (key, value)
-    tuples (JSON's lists hold lists, never tuples)."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(type(pair) is tuple and len(pair) == 2 for pair in value)
-    )
+def _keyed(value: Any) -> list[tuple[Any, Any]] | None:
+    """A keyed column's value's (key, value) pairs, its null keys left out: a map as
+    Arrow's ``to_pylist`` gives one (a list of tuples; JSON's lists hold lists, never
+    tuples), or a list of objects of a key and a value (``{key, value}``, any case); None
+    for another value."""
+    if not isinstance(value, list) or not value:
+        return None
+    if all(type(pair) is tuple and len(pair) == 2 for pair in value):
+        return [pair for pair in value if pair[0] is not None]
+    if not all(isinstance(pair, dict) and len(pair) == 2 for pair in value):
+        return None
+    names = {name.lower() if isinstance(name, str) else name: name for name in value[0]}
+    if set(names) != {"key", "value"} or any(pair.keys() != value[0].keys() for pair in value):
+        return None
+    key, item = names["key"], names["value"]
+    return [(pair[key], pair[item]) for pair in value if pair[key] is not None]
 
 
 def with_partitions(table, values: dict[str, str | None]):

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +44,9 @@ from nas.data.row_files import (
     ColumnarFile,
     binary_as_text,
     first_lines,
+    held_keys,
+    key_names,
+    keyed_parts,
     nested_names,
     numbered,
     partitions,
@@ -156,6 +160,10 @@ class Rows:
         # takes them (``header_names``: read once, not on every pass)
         self._read_names: dict[Path, list[str] | None] = {}
         self._asked: set[str] = set()
+        # each declared column read as a keyed column's key (``key_names``), with its column,
+        # and those some row held a value of
+        self._keyed: dict[str, str] = {}
+        self._keyed_held: set[str] = set()
         # JSON lines read line by line in Python (several times slower), and why
         self.by_line: dict[Path, str] = {}
         # csv, jsonl under on_bad_lines: skip: per file, the lines passed by as not rows
@@ -187,12 +195,16 @@ class Rows:
                 self.absent[path] = missing
 
     def check_keys(self) -> None:
-        """JSON lines, once every column was read: a column asked for that no row of a file
-        held as a key is noted in ``absent`` for that file (a key added to the logs later),
-        and refused where no row of any file held it (a misspelt column, most likely)."""
+        """Once every column was read: a declared keyed column's key (``key_names``) no row
+        held a value of is refused (a misspelt key or field, most likely), naming the keys
+        its rows hold. JSON lines: a column asked for that no row of a file held as a key
+        is noted in ``absent`` for that file (a key added to the logs later), and refused
+        where no row of any file held it."""
+        read = [p for p in self.files if p not in self._blank]
+        if never := sorted(set(self._keyed) - self._keyed_held):
+            self._no_key(never[0], read)
         if self.schema.source.format != "jsonl":
             return
-        read = [p for p in self.files if p not in self._blank]
         held = set().union(*(self._keys_seen.get(p, set()) for p in read))
         if never := sorted(self._asked - held):
             where = read[0] if len(read) == 1 else self.schema.source.path
@@ -205,6 +217,21 @@ class Rows:
         for path in read:
             if lacking := sorted(self._asked - self._keys_seen.get(path, set())):
                 self.absent[path] = lacking
+
+    def _no_key(self, name: str, read: list[Path]) -> NoReturn:
+        """Refuse a declared keyed column's key no row held a value of."""
+        root = self._keyed[name]
+        path = next(p for p in read if root in self._holds.get(p, ()))
+        column = next(self._read(path, [root])).column(root)
+        kind = keyed_parts(column.type)[0].field(keyed_parts(column.type)[2]).type
+        fields = f"; each value an object of {', '.join(f.name for f in kind)}: {root}.KEY.FIELD"
+        keys = ", ".join(held_keys(column)) or "none"
+        raise DataError(
+            read[0] if len(read) == 1 else self.schema.source.path,
+            f"has no row with a value of {name!r} (the schema declares it); the keys the rows "
+            f"of {root} hold, the most held first: {keys}"
+            + (fields if pa.types.is_struct(kind) else ""),
+        )
 
     def batches(self, columns: list[str]) -> Iterator[Batch]:
         start = 0
@@ -220,6 +247,9 @@ class Rows:
                 self._asked.update(columns)
                 self._keys_seen.setdefault(path, set()).update(c for c in columns if c in names)
                 raw = {c: record.column(c) if c in names else pa.nulls(n) for c in columns}
+                self._keyed_held.update(
+                    c for c in columns if c in self._keyed and raw[c].null_count < n
+                )
                 batch = Batch(path, first, start, {})
                 batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
                 yield batch
@@ -240,6 +270,7 @@ class Rows:
             if not self.schema.source.text:
                 schema = ColumnarFile(path, fmt).schema
                 self._tops[path] = schema.names
+                self._keyed.update(key_names(schema, self.schema.columns()))
                 return nested_names(schema, self.schema.columns())  # (a map's keys declared)
             if fmt == "csv":
                 if not self.schema.source.header:
@@ -253,7 +284,8 @@ class Rows:
             first = self._open_json(path).schema
             self._json_types[path] = json_types(path, first, self.schema.columns())
             self._tops[path] = self._json_types[path].names
-            return nested_names(self._json_types[path])
+            self._keyed.update(key_names(self._json_types[path], self.schema.columns()))
+            return nested_names(self._json_types[path], self.schema.columns())
         except pa.ArrowInvalid as err:
             if fmt == "jsonl":  # mixed types, or a line that is not JSON: Python finds which
                 keys = _json_keys(path, Skipped() if self.skip else None)  # (fields too)
@@ -877,8 +909,13 @@ def _scalar_only(batch: Batch, column: str, array: pa.Array, wants: str) -> None
         raise batch.bad(
             column, index, f"holds a list ({shown(array[index].as_py())}) where {wants} is declared"
         )
-    if pa.types.is_struct(array.type) or pa.types.is_map(array.type):
-        raise batch.bad(column, 0, f"holds objects where {wants} is declared")
+    if pa.types.is_struct(array.type):  # (a keyed column's value's field misspelled)
+        fields = ", ".join(f.name for f in array.type)
+        raise batch.bad(
+            column, 0, f"holds objects (of {fields}) where {wants} is declared: name a field"
+        )
+    if pa.types.is_map(array.type):
+        raise batch.bad(column, 0, f"holds maps where {wants} is declared: name a key")
 
 
 def _numbers(

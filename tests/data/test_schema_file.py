@@ -1797,10 +1797,11 @@ def test_a_history_of_events_without_an_action_is_one_kind_of_action(tmp_path: P
     for name in ("event_item", "event_action", "event_time", "history_start", "history_end"):
         assert np.array_equal(np.asarray(jsonl.array(name)), np.asarray(dataset.array(name)))
     out = tmp_path / "draft.yaml"  # the draft declares it
-    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out)]) == 0
+    assert main(["data", "schema", str(tmp_path / "data"), "--out", str(out), "--json"]) == 0
     drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
     assert drafted["hist"]["event_fields"] == {"action": None}
-    assert "events (item, time) of" in " ".join(capsys.readouterr().out.split())
+    why = {c["column"]: c["why"] for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert why["hist"].startswith("events (item, time) of")
 
 
 @pytest.mark.parametrize(
@@ -2733,10 +2734,10 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
     assert drafted["attrs.country"]["type"] == "categorical" and "attrs.os" in drafted
     assert drafted["scores.ctr_7d"]["type"] == "dense" and "scores.rare" not in drafted
-    from nas.data.infer import _map_keys  # (a sample's rows: a slice of what was read)
+    from nas.data.infer import _keyed_names  # (a sample's rows: a slice of what was read)
 
     sliced = pa.table({"m": pa.array([[("a", 1)], [("b", 2)], [("c", 3)]], maps["scores"].type)})
-    assert _map_keys([sliced.slice(1, 1)]) == ["m.b"]
+    assert _keyed_names([sliced.slice(1, 1)]) == {"m.b": "m.b"}
     prepared = {}
     for name in ("maps", "flat"):
         path = tmp_path / f"{name}.schema.yaml"
@@ -2785,6 +2786,152 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
         table_features(form, with_fields(batch.table, form.columns), schema),
         form.features([with_fields_of(row) for row in batch.rows], schema),  # Arrow's pairs
         form.features([with_fields_of(row) for row in objects], schema),  # JSON's objects
+    ):
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_them(
+    tmp_path: Path, capsys
+) -> None:
+    """BigQuery writes Google Analytics' and Firebase's events with their features in lists
+    of ``{key, value}`` objects, each value an object of typed fields (``event_params``:
+    ``[{"key": "page", "value": {"string_value": "/a", "int_value": null}}]``), and AWS
+    its tags as ``{Key, Value}``. The draft left them out ("a list of structs without item,
+    action and time") and prepare could not read them. Now ``column.key.field`` (and
+    ``column.key`` for plain values) is the key's value: the draft declares each key and
+    field 1% of its rows or more hold; the dataset prepared from Parquet, from BigQuery's
+    JSON lines (nulls left out, integers as text) and from Avro is byte for byte that of
+    the same values in columns of their own; served rows encode to the stored features."""
+    import fastavro
+    import yaml
+
+    from nas.data.infer import _keyed_names
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles, with_fields, with_fields_of
+
+    frame = logs()
+    rng = np.random.default_rng(9)
+    typed = pa.struct(
+        [("string_value", pa.string()), ("int_value", pa.int64()), ("double_value", pa.float64())]
+    )
+    params, tiers, flat = [], [], {}
+    for i in range(ROWS):
+        values = {"page": {"string_value": str(rng.choice(["/a", "/b", "/c"]))}}
+        if i % 3:
+            values["engagement_ms"] = {"int_value": int(rng.integers(0, 5000))}
+        values["score"] = {"double_value": float(rng.random())}
+        if i == 11:
+            values["rare"] = {"string_value": "x"}
+        params.append(
+            [{"key": k, "value": {f: v.get(f) for f in typed.names}} for k, v in values.items()]
+        )
+        tiers.append([{"Key": "tier", "Value": "gold" if i % 4 else "free"}] if i % 5 else None)
+        for name, field in (
+            ("page", "string_value"), ("engagement_ms", "int_value"), ("score", "double_value")
+        ):  # fmt: skip
+            flat.setdefault(f"event_params.{name}.{field}", []).append(
+                values.get(name, {}).get(field)
+            )
+        flat.setdefault("tags.tier", []).append(tiers[-1][0]["Value"] if tiers[-1] else None)
+    pair = pa.struct([("key", pa.string()), ("value", typed)])
+    tag = pa.struct([("Key", pa.string()), ("Value", pa.string())])
+    keyed = pa.table(
+        {"event_params": pa.array(params, pa.list_(pair)), "tags": pa.array(tiers, pa.list_(tag))}
+    )
+    base = pa.Table.from_pandas(frame, preserve_index=False)
+    both = pd.concat([frame, pd.DataFrame(flat)], axis=1)
+    ga4 = pa.Table.from_arrays(
+        [*base.columns, *keyed.columns], [*base.column_names, *keyed.column_names]
+    )
+    for name, table in (("ga4", ga4), ("flat", pa.Table.from_pandas(both, preserve_index=False))):
+        (tmp_path / name).mkdir()
+        pq.write_table(table, tmp_path / name / "part-0.parquet")
+    out = tmp_path / "ga4.yaml"
+    assert main(["data", "schema", str(tmp_path / "ga4"), "--out", str(out), "--json"]) == 0
+    why = {c["column"]: c["why"] for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert why["event_params"] == (
+        "a list of {key, value} objects: its keys in 1% of the rows or more are columns of "
+        "their own"
+    )
+    drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
+    assert (
+        set(drafted) >= set(flat) and drafted["event_params.score.double_value"]["type"] == "dense"
+    )
+    assert not any("rare" in name or ".page.int_value" in name for name in drafted)
+    sliced = pa.table({"m": keyed["tags"]}).slice(5, 2)  # (a sample: a slice of what was read)
+    assert _keyed_names([sliced]) == {"m.tier": "m.tier"}
+
+    # BigQuery's JSON lines: a null's key left out, an INT64 written as text
+    (tmp_path / "json").mkdir()
+    objects = [
+        {**row, "event_params": [
+            {"key": p["key"], "value": {f: str(v) if f == "int_value" else v
+                                        for f, v in p["value"].items() if v is not None}}
+            for p in params[i]], **({"tags": tiers[i]} if tiers[i] else {})}
+        for i, row in enumerate(base.to_pylist())
+    ]  # fmt: skip
+    with (tmp_path / "json" / "part-0.jsonl").open("w") as file:
+        file.writelines(json.dumps(row) + "\n" for row in objects)
+    (tmp_path / "avro").mkdir()
+    nullable = {"string_value": "string", "int_value": "long", "double_value": "double"}
+    avro = {"type": "record", "name": "Row", "fields": [
+        {"name": "event_params", "type": {"type": "array", "items": {
+            "type": "record", "name": "Param", "fields": [
+                {"name": "key", "type": "string"},
+                {"name": "value", "type": {"type": "record", "name": "Value", "fields": [
+                    {"name": f, "type": ["null", t]} for f, t in nullable.items()]}}]}}},
+        {"name": "tags", "type": ["null", {"type": "array", "items": {
+            "type": "record", "name": "Tag", "fields": [
+                {"name": "Key", "type": "string"}, {"name": "Value", "type": "string"}]}}]},
+        *({"name": c, "type": ["null", "long" if c in ("click", "like", "ts") else "double"
+                               if c in ("count", "price") else "string"]}
+          for c in frame.columns if c not in ("genres", "hist")),
+        {"name": "genres", "type": {"type": "array", "items": "string"}},
+        {"name": "hist", "type": {"type": "array", "items": "string"}},
+    ]}  # fmt: skip
+    with (tmp_path / "avro" / "part-0.avro").open("wb") as file:
+        rows = [
+            {**r, "event_params": p, "tags": t}
+            for r, p, t in zip(base.to_pylist(), params, tiers, strict=True)
+        ]
+        fastavro.writer(file, fastavro.parse_schema(avro), rows)  # fmt: skip
+    prepared = {}
+    for name, fmt in (("ga4", "parquet"), ("flat", "parquet"), ("json", "jsonl"), ("avro", "avro")):
+        path = tmp_path / f"{name}.schema.yaml"
+        path.write_text(
+            out.read_text()
+            .replace("format: parquet", f"format: {fmt}")
+            .replace("ga4/**/*.parquet", f"{name}/*.{'jsonl' if fmt == 'jsonl' else fmt}")
+            .replace("name: ga4", "name: x")
+        )
+        prepared[name], _ = prepare_dataset(str(path), tmp_path / f"cache-{name}")
+    for name in ("ga4", "json", "avro"):
+        assert_same_dataset(prepared["flat"], prepared[name])
+    for wrong in ("event_params.pages.string_value", "event_params.page.int_value"):
+        path = tmp_path / "wrong.schema.yaml"  # a key misspelt, a field no value holds
+        path.write_text((tmp_path / "ga4.schema.yaml").read_text().replace(
+            "event_params.page.string_value", wrong))  # fmt: skip
+        with pytest.raises(
+            DataError,
+            match=(
+                rf"no row with a value of '{wrong}' .* the keys the rows of event_params hold, "
+                r"the most held first: (page, score|score, page), engagement_ms, rare; each value "
+                r"an object of string_value, int_value, double_value: event_params.KEY.FIELD"
+            ),
+        ):
+            prepare_dataset(str(path), tmp_path / "cache-wrong")  # fmt: skip
+        assert not (tmp_path / "cache-wrong" / "x").exists()
+
+    dataset = prepared["ga4"]
+    form, schema = dataset.raw_form(), dataset.schema
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    (batch,) = list(RowFiles(tmp_path / "ga4").batches())
+    for served in (
+        table_features(form, with_fields(batch.table, form.columns), schema),
+        form.features([with_fields_of(row) for row in batch.rows], schema),  # Arrow's objects
+        form.features([with_fields_of(row) for row in objects], schema),  # BigQuery's JSON
     ):
         assert torch.equal(served.categorical, stored.categorical)
         assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
