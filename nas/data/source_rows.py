@@ -219,18 +219,24 @@ class Rows:
                 self.absent[path] = lacking
 
     def _no_key(self, name: str, read: list[Path]) -> NoReturn:
-        """Refuse a declared keyed column's key no row held a value of."""
+        """Refuse a declared keyed column's key no row held a value of, naming the keys a
+        file's first rows hold (where Arrow reads them: not a JSON file read by line)."""
         root = self._keyed[name]
         path = next(p for p in read if root in self._holds.get(p, ()))
-        column = next(self._read(path, [root])).column(root)
-        kind = keyed_parts(column.type)[0].field(keyed_parts(column.type)[2]).type
-        fields = f"; each value an object of {', '.join(f.name for f in kind)}: {root}.KEY.FIELD"
-        keys = ", ".join(held_keys(column)) or "none"
+        said = ""
+        first = next(self._read(path, [name]), None)
+        if first is not None and root in first.schema.names:
+            column = first.column(root)
+            said = f"; the keys the rows of {root} hold, the most held first: " + (
+                ", ".join(held_keys(column)) or "none"
+            )
+            pair, _, value_at = keyed_parts(column.type)
+            if pa.types.is_struct(kind := pair.field(value_at).type):
+                fields = ", ".join(f.name for f in kind)
+                said += f"; each value an object of {fields}: {root}.KEY.FIELD"
         raise DataError(
             read[0] if len(read) == 1 else self.schema.source.path,
-            f"has no row with a value of {name!r} (the schema declares it); the keys the rows "
-            f"of {root} hold, the most held first: {keys}"
-            + (fields if pa.types.is_struct(kind) else ""),
+            f"has no row with a value of {name!r} (the schema declares it){said}",
         )
 
     def batches(self, columns: list[str]) -> Iterator[Batch]:
