@@ -411,8 +411,9 @@ def read_sample(
         )
         for path, table in zip(chosen, tables, strict=True)
     ]
-    if keyed := _keyed_names(tables):  # (a map's keys: known only from its rows)
-        tables = [with_fields(table, list(keyed)) for table in tables]
+    keyed = _keyed_names(tables)  # (a map's keys: known only from its rows)
+    if made := [*keyed, *_list_fields(tables)]:
+        tables = [with_fields(table, made) for table in tables]
     joined = _joined(tables)
     if not len(joined):
         read = ", ".join(p.name for p in chosen)
@@ -451,6 +452,29 @@ def _keyed_names(tables: list[pa.Table]) -> dict[str, str]:
         for (key, leaf), count in found.most_common(MAP_KEYS)
         if count >= MAP_KEY_SHARE * rows
     }
+
+
+def _list_fields(tables: list[pa.Table]) -> list[str]:
+    """Each field of a column of lists of objects (``items.item_id``: each row's objects'
+    values of it, a list), its objects' objects' fields likewise (``items.geo.country``);
+    not a history's (objects of an item and a time) nor a keyed column's."""
+    found: dict[str, None] = {}
+
+    def walk(prefix: str, kind: pa.DataType) -> None:
+        for part in kind:
+            if pa.types.is_struct(part.type):
+                walk(f"{prefix}{part.name}.", part.type)
+            else:
+                found[prefix + part.name] = None
+
+    for table in tables:
+        for name, kind in zip(table.column_names, table.schema.types, strict=True):
+            if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or keyed_parts(kind):
+                continue
+            objects = kind.value_type
+            if pa.types.is_struct(objects) and not {"item", "time"} <= set(objects.names):
+                walk(f"{name}.", objects)
+    return list(found)
 
 
 def _leaves(values: pa.Array, prefix: str = "") -> Iterator[tuple[str, pa.Array | None]]:
@@ -913,7 +937,9 @@ def _lists(
             line = f"{{name: {column}, type: sequence, vocab_of: {items}, {fields_line}}}"
             return (line, "sequence", f"events (item, time) of {items}'s ids; no action: one "
                     "kind of action")  # fmt: skip
-        return None, "left out", "a list of structs without item and time"
+        if {"item", "time"} <= fields:  # (``_list_fields`` leaves a history's fields be)
+            return None, "left out", "events of items, and no item column to read their ids by"
+        return None, "left out", "a list of objects: their fields are lists of their own"
     if not _is_text_or_integer(values):
         return None, "left out", f"a list of {values.type}, not of ids"
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)

@@ -777,38 +777,67 @@ def nested_names(schema, wanted: Collection[str] = ()) -> list[str]:
     """A schema's column names and, for a column of objects (a struct: JSON lines' nested
     objects, Parquet's and ORC's groups, Avro's records), each of its fields' as
     ``column.field`` (a deeper one's likewise, ``column.field.inner``), and each ``wanted``
-    name that is a key of a keyed column (``column.key``, ``column.key.field``:
-    ``with_fields``): the names a declared column may take."""
-    names, _ = _names_and_keyed(schema)
-    return names + list(key_names(schema, wanted))
+    name that is a key of a keyed column (``column.key``, ``column.key.field``) or a field
+    of a list of objects' (``column.field``: a list of the field's values): the names a
+    declared column may take (``with_fields``)."""
+    kinds = _nested_kinds(schema)
+    return [*kinds, *key_names(schema, wanted), *list_field_names(schema, wanted)]
+
+
+def list_field_names(schema, wanted: Collection[str]) -> list[str]:
+    """Each ``wanted`` name that is a field of a column of lists of objects (``items``'
+    ``items.item_id``: each row's list of its objects' ``item_id``, as Spark names it): one
+    whose objects hold that field (``list_field_path``)."""
+    kinds = _nested_kinds(schema)
+    roots = {n: root_column(n, list(kinds)) for n in wanted if n not in kinds}
+    return [
+        name
+        for name, root in roots.items()
+        if root != name and list_field_path(kinds[root], name[len(root) + 1 :]) is not None
+    ]
+
+
+def list_field_path(kind, text: str) -> list[int] | None:
+    """For a column of lists of objects (not a keyed column's), the indices of the field
+    ``text`` names in its objects (``geo.country``: deeper likewise); None where it is not
+    one or they hold no such field."""
+    import pyarrow as pa
+
+    if keyed_parts(kind) or not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        return None
+    inner, path = kind.value_type, []
+    for part in text.split("."):
+        index = inner.get_field_index(part) if pa.types.is_struct(inner) else -1
+        if index < 0:
+            return None
+        path.append(index)
+        inner = inner.field(index).type
+    return path
 
 
 def key_names(schema, wanted: Collection[str]) -> dict[str, str]:
     """Each ``wanted`` name a keyed column (``keyed_parts``) of a schema is read for
     (``column.key``, ``column.key.field``), with that column's name."""
-    names, keyed = _names_and_keyed(schema)
-    roots = {n: root_column(n, names) for n in wanted if n not in names}
-    return {name: root for name, root in roots.items() if root in keyed}
+    kinds = _nested_kinds(schema)
+    roots = {n: root_column(n, list(kinds)) for n in wanted if n not in kinds}
+    return {name: root for name, root in roots.items() if root != name and keyed_parts(kinds[root])}
 
 
-def _names_and_keyed(schema) -> tuple[list[str], list[str]]:
-    """A schema's names and its objects' fields' (``nested_names``), and those of them
-    that are keyed columns."""
+def _nested_kinds(schema) -> dict[str, Any]:
+    """A schema's names and its objects' fields' (``nested_names``), each with its Arrow
+    type."""
     import pyarrow as pa
 
-    names: list[str] = []
-    keyed: list[str] = []
+    kinds: dict[str, Any] = {}
 
     def walk(prefix: str, fields) -> None:
         for part in fields:
-            names.append(prefix + part.name)
+            kinds[prefix + part.name] = part.type
             if pa.types.is_struct(part.type):
                 walk(f"{prefix}{part.name}.", part.type)
-            elif keyed_parts(part.type):
-                keyed.append(prefix + part.name)
 
     walk("", schema)
-    return names, keyed
+    return kinds
 
 
 def keyed_parts(kind) -> tuple[Any, int, int] | None:
@@ -884,6 +913,10 @@ def with_fields(table, wanted: Collection[str] = ()):
         if name in held or root == name:
             continue
         column = table.column(root)
+        if (path := list_field_path(column.type, name[len(root) + 1 :])) is not None:
+            table = table.append_column(name, _list_field(column, path))
+            held.add(name)
+            continue
         if (parts := keyed_parts(column.type)) is None:
             continue
         pair, key_at, value_at = parts
@@ -932,6 +965,23 @@ def key_and_path(text: str, kind) -> tuple[str, list[int]]:
             return text[:dot], path
         start = dot + 1
     return text, []
+
+
+def _list_field(column, path: list[int]):
+    """A column of lists of objects' field (``list_field_path``) as a column of lists: each
+    row's objects' values of it, in order (null where an object is or lacks it; a null
+    list null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        return pa.chunked_array([_list_field(c, path) for c in column.chunks])
+    values = column.values  # (every list's, a slice's too: its offsets say which)
+    for index in path:
+        values = pc.struct_field(values, [index])
+    kind = pa.LargeListArray if pa.types.is_large_list(column.type) else pa.ListArray
+    mask = column.is_null() if column.null_count else None
+    return kind.from_arrays(column.offsets, values, mask=mask)
 
 
 def _looked_up(column, key, key_at: int, value_at: int):
@@ -992,6 +1042,31 @@ def with_fields_of(row: dict) -> dict:
             for field, inner in with_fields_of(value).items():
                 found.setdefault(f"{key}.{field}", inner)
     return found
+
+
+def with_list_fields_of(row: dict, wanted: Collection[str]) -> dict:
+    """A JSON object (``with_fields_of``'s) with each ``wanted`` name that is a field of a
+    list of objects it holds (``items.item_id``: ``list_field_names``) as a list of its
+    own: each object's value of it, in order (None where an object lacks it). An empty
+    list is left be (a keyed column's too: its key then missing, as a field's list is)."""
+    found = None
+    for name in wanted:
+        if name in row:
+            continue
+        root = root_column(name, list(row))
+        objects = row.get(root)
+        if root == name or not objects or not isinstance(objects, list) or _keyed(objects):
+            continue
+        if not all(isinstance(item, dict) or item is None for item in objects):
+            continue
+        values = []
+        for item in objects:
+            for part in name[len(root) + 1 :].split("."):
+                item = item.get(part) if isinstance(item, dict) else None
+            values.append(item)
+        found = found or dict(row)
+        found[name] = values
+    return found or row
 
 
 def _keyed(value: Any) -> list[tuple[Any, Any]] | None:

@@ -55,6 +55,7 @@ from nas.data.row_files import (
     text_fault,
     with_fields,
     with_fields_of,
+    with_list_fields_of,
     with_partitions,
 )
 from nas.data.schema_file import Feature, SchemaFile
@@ -294,7 +295,8 @@ class Rows:
             return nested_names(self._json_types[path], self.schema.columns())
         except pa.ArrowInvalid as err:
             if fmt == "jsonl":  # mixed types, or a line that is not JSON: Python finds which
-                keys = _json_keys(path, Skipped() if self.skip else None)  # (fields too)
+                passed = Skipped() if self.skip else None
+                keys = _json_keys(path, passed, self.schema.columns())  # (fields too)
                 self._tops[path] = keys
                 return keys
             raise DataError(
@@ -795,12 +797,15 @@ def _cut(line: bytes, most: int = 80) -> str:
     return shown(text if len(text) <= most else text[:most] + "...")
 
 
-def _json_keys(path: Path, passed: Skipped | None, rows: int = 10_000) -> list[str]:
+def _json_keys(
+    path: Path, passed: Skipped | None, wanted: list[str], rows: int = 10_000
+) -> list[str]:
     """The keys of a JSON-lines file's first ``rows`` objects, in the order first seen (a
-    line that is not one refused, or with ``passed``, passed by)."""
+    line that is not one refused, or with ``passed``, passed by), and the ``wanted`` fields
+    of their lists of objects (``with_list_fields_of``)."""
     keys: dict[str, None] = {}
     for i, (_, found) in enumerate(JsonLines(path, passed).objects()):
-        keys.update(dict.fromkeys(found))
+        keys.update(dict.fromkeys(with_list_fields_of(found, wanted)))
         if i + 1 == rows:
             break
     return list(keys)
@@ -821,6 +826,7 @@ def _json_by_line(
     path = lines.path
     chunk: list[dict] = []
     for line, found in lines.objects(skip, most):
+        found = with_list_fields_of(found, columns)  # (items.item_id: a list of objects')
         for column in columns:
             value = found.get(column)
             if column not in lists and isinstance(value, list | dict):

@@ -45,7 +45,7 @@ from nas.core.names import NAME_RULE, is_name
 from nas.core.paths import weights_file
 from nas.data.raw import RawForm
 from nas.data.raw_table import rows_table, table_features
-from nas.data.row_files import RowBatch, with_fields, with_fields_of
+from nas.data.row_files import RowBatch, with_fields, with_fields_of, with_list_fields_of
 from nas.data.schema import Features, Schema
 from workers.fp8_probe import fp8_plan_sites
 
@@ -145,14 +145,15 @@ class LoadedModel:
         """Raw rows as the network's input (``RawInputError`` names a bad row and column;
         ``first``: the first row's number). An object's fields are values of their own
         (``user.id``: ``row_files.with_fields_of``), as prepare read them."""
-        return self._read(self.raw_form.features(_with_fields(rows), self.schema, first))
+        rows = _with_fields(rows, self.raw_form.columns)
+        return self._read(self.raw_form.features(rows, self.schema, first))
 
     def features_of(self, batch: RowBatch) -> Features:
         """A file's batch of rows as the network's input: by its columns (``table_features``;
         text rows made a table first) where they read plainly, else row by row."""
         table = batch.table
         if table is None:
-            table = rows_table(self.raw_form, _with_fields(batch.rows))
+            table = rows_table(self.raw_form, _with_fields(batch.rows, self.raw_form.columns))
         return self._by_columns(table, lambda: self.features(batch.rows, batch.first))
 
     def _by_columns(self, table, by_rows) -> Features:
@@ -197,10 +198,14 @@ class LoadedModel:
         return {name: values[:, j] for j, name in enumerate(self.outputs)}
 
 
-def _with_fields(rows: list[Any]) -> list[Any]:
-    """Rows with each object value's fields as values of their own (``with_fields_of``);
-    a row that is not an object as it is (the reader names it)."""
-    return [with_fields_of(row) if isinstance(row, dict) else row for row in rows]
+def _with_fields(rows: list[Any], columns: list[str]) -> list[Any]:
+    """Rows with each object value's fields as values of their own (``with_fields_of``),
+    and each of ``columns`` that is a field of a list of objects as a list of its own
+    (``with_list_fields_of``); a row that is not an object as it is (the reader names it)."""
+    return [
+        with_list_fields_of(with_fields_of(row), columns) if isinstance(row, dict) else row
+        for row in rows
+    ]
 
 
 def output_columns(schema: Schema) -> list[str]:

@@ -2937,6 +2937,111 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
         assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
+def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys) -> None:
+    """An event's products or a request's impressions are kept as a list of objects
+    (Google Analytics' ``items``: ``[{"item_id": "SKU1", "item_category": "shoes", "price":
+    40.0}]``): the draft left it out ("a list of structs without item and time"). Now
+    ``items.item_id`` is each row's list of its objects' ``item_id`` (as Spark names it),
+    deeper fields likewise (``items.brand.name``): the draft declares the lists of ids; the
+    dataset prepared from Parquet (read in slices), JSON lines (by Arrow, and by line where
+    a key mixes JSON types) and Avro is byte for byte that of the same lists in columns of
+    their own; served rows encode to the stored features."""
+    import fastavro
+    import yaml
+
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles, with_fields, with_fields_of, with_list_fields_of
+
+    frame = logs()
+    rng = np.random.default_rng(4)
+    brand = pa.struct([("name", pa.string())])
+    item = pa.struct(
+        [("item_id", pa.string()), ("item_category", pa.string()), ("price", pa.float64()),
+         ("brand", brand)]
+    )  # fmt: skip
+    items = []
+    for i in range(ROWS):
+        items.append(None if i % 7 == 0 else [
+            {"item_id": f"SKU{rng.integers(0, 40)}", "item_category": str(rng.choice(["a", "b"])),
+             "price": float(rng.random()), "brand": None if j == 1 else {"name": f"b{j}"}}
+            for j in range(int(rng.integers(0, 4)))
+        ])  # fmt: skip
+    fields = {
+        f"items.{f}": [None if x is None else [o[f] for o in x] for x in items]
+        for f in ("item_id", "item_category")
+    }
+    fields["items.brand.name"] = [
+        None if x is None else [o["brand"] and o["brand"]["name"] for o in x] for x in items
+    ]
+    base = pa.Table.from_pandas(frame, preserve_index=False)
+    nested = base.append_column("items", pa.array(items, pa.list_(item)))
+    flat = base
+    for name, values in fields.items():
+        flat = flat.append_column(name, pa.array(values, pa.list_(pa.string())))
+    for name, table in (("nested", nested), ("flat", flat)):
+        (tmp_path / name).mkdir()
+        pq.write_table(table, tmp_path / name / "part-0.parquet", row_group_size=97)
+    out = tmp_path / "nested.yaml"
+    assert main(["data", "schema", str(tmp_path / "nested"), "--out", str(out), "--json"]) == 0
+    why = {c["column"]: c["why"] for c in json.loads(capsys.readouterr().out)["columns"]}
+    assert why["items"] == "a list of objects: their fields are lists of their own"
+    assert why["items.price"] == "a list of double, not of ids"
+    drafted = {f["name"]: f for f in yaml.safe_load(out.read_text())["features"]}
+    assert all(drafted[name]["type"] == "multi_hot" for name in fields)
+
+    rows = [{**r, "items": x} for r, x in zip(base.to_pylist(), items, strict=True)]
+    (tmp_path / "json").mkdir()
+    with (tmp_path / "json" / "part-0.jsonl").open("w") as file:
+        file.writelines(json.dumps(row) + "\n" for row in rows)
+    (tmp_path / "mixed").mkdir()  # a key of two JSON types: read by line
+    with (tmp_path / "mixed" / "part-0.jsonl").open("w") as file:
+        file.writelines(json.dumps({**row, "odd": i if i % 2 else str(i)}) + "\n"
+                        for i, row in enumerate(rows))  # fmt: skip
+    (tmp_path / "avro").mkdir()
+    avro = {"type": "record", "name": "Row", "fields": [
+        {"name": "items", "type": ["null", {"type": "array", "items": {
+            "type": "record", "name": "Item", "fields": [
+                {"name": "item_id", "type": "string"}, {"name": "item_category", "type": "string"},
+                {"name": "price", "type": "double"},
+                {"name": "brand", "type": ["null", {"type": "record", "name": "Brand", "fields": [
+                    {"name": "name", "type": "string"}]}]}]}}]},
+        *({"name": c, "type": ["null", "long" if c in ("click", "like", "ts") else "double"
+                               if c in ("count", "price") else "string"]}
+          for c in frame.columns if c not in ("genres", "hist")),
+        {"name": "genres", "type": {"type": "array", "items": "string"}},
+        {"name": "hist", "type": {"type": "array", "items": "string"}},
+    ]}  # fmt: skip
+    with (tmp_path / "avro" / "part-0.avro").open("wb") as file:
+        fastavro.writer(file, fastavro.parse_schema(avro), rows)
+    prepared = {}
+    for name, fmt in (("nested", "parquet"), ("flat", "parquet"), ("json", "jsonl"),
+                      ("mixed", "jsonl"), ("avro", "avro")):  # fmt: skip
+        path = tmp_path / f"{name}.schema.yaml"
+        path.write_text(
+            out.read_text()
+            .replace("format: parquet", f"format: {fmt}")
+            .replace("nested/**/*.parquet", f"{name}/*.{'jsonl' if fmt == 'jsonl' else fmt}")
+            .replace("name: nested", "name: x")
+        )
+        prepared[name], _ = prepare_dataset(str(path), tmp_path / f"cache-{name}")
+    for name in ("nested", "json", "mixed", "avro"):
+        assert_same_dataset(prepared["flat"], prepared[name])
+
+    dataset = prepared["nested"]
+    form, schema = dataset.raw_form(), dataset.schema
+    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
+    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    (batch,) = list(RowFiles(tmp_path / "nested").batches())
+    for served in (
+        table_features(form, with_fields(batch.table, form.columns), schema),
+        form.features(
+            [with_list_fields_of(with_fields_of(row), form.columns) for row in rows], schema
+        ),
+    ):
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.equal(served.multi_hot, stored.multi_hot)
+
+
 def test_a_json_array_is_refused_saying_to_write_it_as_json_lines(tmp_path: Path, capsys) -> None:
     """Rows written as one JSON array (pandas' ``to_json(orient="records")``, an API's dump,
     pretty-printed or not) where JSON lines are read: prepare said "line 1: is not JSON"
