@@ -974,14 +974,20 @@ def _list_field(column, path: list[int]):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(column, pa.ChunkedArray):
-        return pa.chunked_array([_list_field(c, path) for c in column.chunks])
+    large = pa.types.is_large_list(column.type)
+    if isinstance(column, pa.ChunkedArray):  # (its type given: a table of no rows has none)
+        inner = column.type.value_type
+        for index in path:
+            inner = inner.field(index).type
+        kind = pa.large_list(inner) if large else pa.list_(inner)
+        return pa.chunked_array([_list_field(c, path) for c in column.chunks], kind)
     values = column.values  # (every list's, a slice's too: its offsets say which)
     for index in path:
         values = pc.struct_field(values, [index])
-    kind = pa.LargeListArray if pa.types.is_large_list(column.type) else pa.ListArray
     mask = column.is_null() if column.null_count else None
-    return kind.from_arrays(column.offsets, values, mask=mask)
+    return (pa.LargeListArray if large else pa.ListArray).from_arrays(
+        column.offsets, values, mask=mask
+    )
 
 
 def _looked_up(column, key, key_at: int, value_at: int):
@@ -1049,13 +1055,15 @@ def with_list_fields_of(row: dict, wanted: Collection[str]) -> dict:
     list of objects it holds (``items.item_id``: ``list_field_names``) as a list of its
     own: each object's value of it, in order (None where an object lacks it). An empty
     list is left be (a keyed column's too: its key then missing, as a field's list is)."""
-    found = None
+    found, held = None, None
     for name in wanted:
         if name in row:
             continue
-        root = root_column(name, list(row))
+        root = root_column(name, held := held or list(row))
         objects = row.get(root)
-        if root == name or not objects or not isinstance(objects, list) or _keyed(objects):
+        if root == name or not objects or not isinstance(objects, list):
+            continue
+        if _keyed(objects) is not None:
             continue
         if not all(isinstance(item, dict) or item is None for item in objects):
             continue
