@@ -2862,10 +2862,11 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
     sliced = pa.table({"m": keyed["tags"]}).slice(5, 2)  # (a sample: a slice of what was read)
     assert _keyed_names([sliced]) == {"m.tier": "m.tier"}
 
-    # BigQuery's JSON lines: a null's key left out, an INT64 written as text
+    # BigQuery's JSON lines: a null's key left out, an INT64 written as text (a time, a
+    # label, a count): drafted as the Parquet file is
     (tmp_path / "json").mkdir()
     objects = [
-        {**row, "event_params": [
+        {**row, "ts": str(row["ts"]), "click": str(row["click"]), "event_params": [
             {"key": p["key"], "value": {f: str(v) if f == "int_value" else v
                                         for f, v in p["value"].items() if v is not None}}
             for p in params[i]], **({"tags": tiers[i]} if tiers[i] else {})}
@@ -2873,6 +2874,11 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
     ]  # fmt: skip
     with (tmp_path / "json" / "part-0.jsonl").open("w") as file:
         file.writelines(json.dumps(row) + "\n" for row in objects)
+    from_json = tmp_path / "json.yaml"
+    assert main(["data", "schema", str(tmp_path / "json"), "--out", str(from_json)]) == 0
+    capsys.readouterr()
+    for key in ("labels", "keys", "split", "features"):
+        assert yaml.safe_load(from_json.read_text())[key] == yaml.safe_load(out.read_text())[key]
     (tmp_path / "avro").mkdir()
     nullable = {"string_value": "string", "int_value": "long", "double_value": "double"}
     avro = {"type": "record", "name": "Row", "fields": [
