@@ -807,8 +807,8 @@ def infer_schema(
             draft.reasons.append((column, str(array.type), "left out", why))
             continue
         try:
-            named = sample.keyed.get(column, column)  # (a keyed value's field: its key's)
-            line, kind, why = _feature(fields[column], array, len(table), items, keyed, named)
+            told_by = sample.keyed.get(column)  # (a keyed value's field: by its key's name)
+            line, kind, why = _feature(fields[column], array, len(table), items, keyed, told_by)
             if line and fields[column] != column:  # read from the column named otherwise
                 made = f"{{name: {fields[column]}, "
                 line = line.replace(made, f"{made}from: {quoted(column)}, ", 1)
@@ -862,11 +862,11 @@ def _feature(
     rows: int,
     items: str | None,
     keys: dict[str, str],
-    named: str | None = None,
+    told_by: str | None = None,
 ) -> tuple[str | None, str, str]:
-    """A column's feature line (None: left out), its kind and why; ``named``: the name its
-    kind is told by (an id's, a category's), where not its own."""
-    named = named or column
+    """A column's feature line (None: left out), its kind and why; ``told_by``: the name
+    its kind is told by (an id's, a category's), where not its own."""
+    told_by = told_by or column
     kind = array.type
     side = ", side: request" if column == keys.get("user") else ""
     if keyed_parts(kind):
@@ -901,9 +901,9 @@ def _feature(
     integers = pa.types.is_integer(kind)
     named = (
         distinct <= FEW_VALUES
-        or ID_NAME.search(named)
-        or ITEM_NAME.search(named)
-        or CATEGORY_NAME.search(named)
+        or ID_NAME.search(told_by)
+        or ITEM_NAME.search(told_by)
+        or CATEGORY_NAME.search(told_by)
         or column in keys.values()
     )
     if numbers and not (integers and named):
