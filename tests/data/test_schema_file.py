@@ -2674,6 +2674,33 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     assert "holds no file of a known format" in " ".join(capsys.readouterr().err.split())
 
 
+def logs_avro_fields(frame: pd.DataFrame) -> list[dict]:
+    """Avro's fields of ``logs()``'s columns: its numbers and text nullable, its lists of
+    text."""
+    lists = ("genres", "hist")
+    kinds = {"click": "long", "like": "long", "ts": "long", "count": "double", "price": "double"}
+    return [
+        *({"name": c, "type": ["null", kinds.get(c, "string")]} for c in frame if c not in lists),
+        *({"name": c, "type": {"type": "array", "items": "string"}} for c in lists),
+    ]
+
+
+def prepared_twins(tmp_path: Path, draft: Path, drafted: str, twins: dict[str, str]) -> dict:
+    """The draft ``draft`` of the folder ``drafted``'s Parquet files prepared from each twin
+    folder (its name: its files' format), each its own dataset ``x`` in a cache of its own."""
+    prepared = {}
+    for name, fmt in twins.items():
+        path = tmp_path / f"{name}.schema.yaml"
+        path.write_text(
+            draft.read_text()
+            .replace("format: parquet", f"format: {fmt}")
+            .replace(f"{drafted}/**/*.parquet", f"{name}/*.{fmt}")
+            .replace(f"name: {drafted}", "name: x")
+        )
+        prepared[name], _ = prepare_dataset(str(path), tmp_path / f"cache-{name}")
+    return prepared
+
+
 def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     """Ranking logs keep features by name in a map column (Parquet's, ORC's and Avro's
     ``map``: ``{"country": "DE", "os": "ios"}``, ``{"ctr_7d": 0.12}``), each row its own
@@ -2752,11 +2779,7 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     avro = {"type": "record", "name": "Row", "fields": [
         {"name": "attrs", "type": {"type": "map", "values": "string"}},
         {"name": "scores", "type": {"type": "map", "values": "double"}},
-        *({"name": c, "type": ["null", "long" if c in ("click", "like", "ts") else "double"
-                               if c in ("count", "price") else "string"]}
-          for c in frame.columns if c not in ("genres", "hist")),
-        {"name": "genres", "type": {"type": "array", "items": "string"}},
-        {"name": "hist", "type": {"type": "array", "items": "string"}},
+        *logs_avro_fields(frame),
     ]}  # fmt: skip
     records = [
         {**r, "attrs": a, "scores": x}
@@ -2764,13 +2787,7 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     ]
     with (tmp_path / "avro" / "part-0.avro").open("wb") as file:
         fastavro.writer(file, fastavro.parse_schema(avro), records)
-    path = tmp_path / "avro.schema.yaml"
-    path.write_text(
-        out.read_text()
-        .replace("format: parquet", "format: avro")
-        .replace("maps/**/*.parquet", "avro/*.avro")
-    )
-    from_avro, _ = prepare_dataset(str(path), tmp_path / "cache-avro")
+    from_avro = prepared_twins(tmp_path, out, "maps", {"avro": "avro"})["avro"]
     assert_same_dataset(prepared["maps"], from_avro)
 
     dataset = prepared["maps"]
@@ -2890,11 +2907,7 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
         {"name": "tags", "type": ["null", {"type": "array", "items": {
             "type": "record", "name": "Tag", "fields": [
                 {"name": "Key", "type": "string"}, {"name": "Value", "type": "string"}]}}]},
-        *({"name": c, "type": ["null", "long" if c in ("click", "like", "ts") else "double"
-                               if c in ("count", "price") else "string"]}
-          for c in frame.columns if c not in ("genres", "hist")),
-        {"name": "genres", "type": {"type": "array", "items": "string"}},
-        {"name": "hist", "type": {"type": "array", "items": "string"}},
+        *logs_avro_fields(frame),
     ]}  # fmt: skip
     with (tmp_path / "avro" / "part-0.avro").open("wb") as file:
         rows = [
@@ -2902,16 +2915,8 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
             for r, p, t in zip(base.to_pylist(), params, tiers, strict=True)
         ]
         fastavro.writer(file, fastavro.parse_schema(avro), rows)  # fmt: skip
-    prepared = {}
-    for name, fmt in (("ga4", "parquet"), ("flat", "parquet"), ("json", "jsonl"), ("avro", "avro")):
-        path = tmp_path / f"{name}.schema.yaml"
-        path.write_text(
-            out.read_text()
-            .replace("format: parquet", f"format: {fmt}")
-            .replace("ga4/**/*.parquet", f"{name}/*.{'jsonl' if fmt == 'jsonl' else fmt}")
-            .replace("name: ga4", "name: x")
-        )
-        prepared[name], _ = prepare_dataset(str(path), tmp_path / f"cache-{name}")
+    twins = {"ga4": "parquet", "flat": "parquet", "json": "jsonl", "avro": "avro"}
+    prepared = prepared_twins(tmp_path, out, "ga4", twins)
     for name in ("ga4", "json", "avro"):
         assert_same_dataset(prepared["flat"], prepared[name])
     for wrong in ("event_params.pages.string_value", "event_params.page.int_value"):
@@ -3011,25 +3016,12 @@ def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys)
                 {"name": "price", "type": "double"},
                 {"name": "brand", "type": ["null", {"type": "record", "name": "Brand", "fields": [
                     {"name": "name", "type": "string"}]}]}]}}]},
-        *({"name": c, "type": ["null", "long" if c in ("click", "like", "ts") else "double"
-                               if c in ("count", "price") else "string"]}
-          for c in frame.columns if c not in ("genres", "hist")),
-        {"name": "genres", "type": {"type": "array", "items": "string"}},
-        {"name": "hist", "type": {"type": "array", "items": "string"}},
+        *logs_avro_fields(frame),
     ]}  # fmt: skip
     with (tmp_path / "avro" / "part-0.avro").open("wb") as file:
         fastavro.writer(file, fastavro.parse_schema(avro), rows)
-    prepared = {}
-    for name, fmt in (("nested", "parquet"), ("flat", "parquet"), ("json", "jsonl"),
-                      ("mixed", "jsonl"), ("avro", "avro")):  # fmt: skip
-        path = tmp_path / f"{name}.schema.yaml"
-        path.write_text(
-            out.read_text()
-            .replace("format: parquet", f"format: {fmt}")
-            .replace("nested/**/*.parquet", f"{name}/*.{'jsonl' if fmt == 'jsonl' else fmt}")
-            .replace("name: nested", "name: x")
-        )
-        prepared[name], _ = prepare_dataset(str(path), tmp_path / f"cache-{name}")
+    twins = {"nested": "parquet", "flat": "parquet", "json": "jsonl", "mixed": "jsonl"}
+    prepared = prepared_twins(tmp_path, out, "nested", {**twins, "avro": "avro"})
     for name in ("nested", "json", "mixed", "avro"):
         assert_same_dataset(prepared["flat"], prepared[name])
 
