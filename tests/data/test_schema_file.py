@@ -62,6 +62,12 @@ def logs(rows: int = ROWS, seed: int = 0) -> pd.DataFrame:
     return frame
 
 
+def stored_as_read(dataset) -> Features:
+    """A prepared dataset's stored rows as features, in the order prepare read them."""
+    order = np.argsort(np.asarray(dataset.array("source_row")))
+    return Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), dataset.schema)
+
+
 SCHEMA = """\
 name: {name}
 source: {source}
@@ -786,7 +792,6 @@ def test_hive_partition_folders_are_columns_of_their_files_rows(tmp_path: Path, 
 
     from nas.data.raw_table import table_features
     from nas.data.row_files import RowFiles
-    from nas.data.schema import Features
 
     frame = logs()
     days = ["2020-09-14", "2020-09-15"]
@@ -825,10 +830,7 @@ def test_hive_partition_folders_are_columns_of_their_files_rows(tmp_path: Path, 
     assert (country == 0).sum() == held.count(HIVE_NULL) > 0  # missing: the unknown id 0
     assert len(set(country[np.asarray(held) == "US"])) == 1 and len(set(country)) == 3
     # served: the folder's rows as `nas predict` reads them, encoded as prepare stored them
-    order = np.argsort(np.asarray(dataset.array("source_row")))
-    stored = Features.from_arrays(
-        dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
-    )
+    stored = stored_as_read(dataset)
     batches = list(RowFiles(tmp_path / "data").batches())
     assert [b.table.column("country")[0].as_py() for b in batches] == [
         f.parent.name.removeprefix("country=").replace(HIVE_NULL, "") or None for f in files
@@ -1304,8 +1306,7 @@ def test_damaged_rows_prepare_or_fail_naming_the_file(tmp_path_factory, fmt, dam
     except RawInputError as err:  # no model scores other features than it learnt
         assert err.row - 1 in {row for row, _, _ in damage}, err
         return
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     assert torch.equal(served.categorical, stored.categorical)
     assert torch.equal(served.multi_hot, stored.multi_hot)
     assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
@@ -1439,8 +1440,7 @@ def test_a_parquet_file_of_any_column_types_serves_as_it_prepared(
     dataset, _ = prepare_dataset(str(path), folder / "cache")
     form, schema = dataset.raw_form(), dataset.schema
     source = pq.read_table(folder / "data" / "logs.parquet")
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     by_columns = table_features(form, source, schema)
     assert by_columns is not None, "every column read by column"
     for served in (form.features(source.to_pylist(), schema), by_columns):
@@ -1497,8 +1497,7 @@ def test_a_history_column_of_events_keeps_each_events_action_and_time(tmp_path: 
         assert event_time[start[i] : end[i]].tolist() == [e["time"] for e in kept]
     # the source's rows, as a served model reads them, are the stored features
     source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     records = source.to_pandas().to_dict("records")  # lists as numpy arrays, as pandas has them
     assert isinstance(records[1]["hist"], np.ndarray)
     for encoded in (
@@ -1606,8 +1605,7 @@ def test_a_history_of_events_reads_as_json_text_and_as_triples(tmp_path: Path) -
     form, schema = csv_.raw_form(), csv_.schema
     with open(tsv, newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))  # text, as `nas predict` reads a CSV
-    order = np.argsort(np.asarray(csv_.array("source_row")))
-    stored = Features.from_arrays(csv_._row_arrays(order), csv_.event_arrays(), schema)
+    stored = stored_as_read(csv_)
     for served in (
         form.features(rows, schema),
         table_features(form, rows_table(form, rows), schema),
@@ -1670,8 +1668,7 @@ def test_an_empty_value_in_a_list_is_no_value_as_in_a_served_row(tmp_path: Path,
         rows = [
             json.loads(line) for line in (tmp_path / "data" / "logs.jsonl").read_text().splitlines()
         ]
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     by_columns = table_features(form, rows_table(form, rows), schema)
     for served in (form.features(rows, schema), by_columns):
         assert torch.equal(served.multi_hot, stored.multi_hot)
@@ -1699,8 +1696,7 @@ def test_a_history_of_events_reads_the_fields_its_schema_names(tmp_path: Path) -
     form, schema = dataset.raw_form(), dataset.schema
     assert form.columns["hist"]["fields"] == ["id", "kind", "at"]
     source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     rows = source.to_pylist()
     from_text = table_features(form, rows_table(form, rows), schema)  # JSON lines' objects
     for served in (table_features(form, source, schema), form.features(rows, schema), from_text):
@@ -1767,8 +1763,7 @@ def test_a_history_of_events_without_an_action_is_one_kind_of_action(tmp_path: P
         assert event_action[start[i] : end[i]].tolist() == [1] * len(kept)
         assert event_time[start[i] : end[i]].tolist() == [e["time"] for e in kept]
     source = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "data").iterdir()))
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     rows = source.to_pylist()
     pairs = [{**r, "hist": [[e["item"], e["time"]] for e in r["hist"] or []]} for r in rows]
     texts = [{**r, "hist": json.dumps(r["hist"])} for r in pairs]  # a CSV cell's JSON
@@ -1858,8 +1853,7 @@ def test_times_in_a_finer_unit_prepare_and_serve_as_their_seconds(
         source = pa.concat_tables(pq.read_table(p) for p in files)
     else:
         source = pa.Table.from_pylist([json.loads(x) for x in files[0].read_text().splitlines()])
-    order = np.argsort(np.asarray(dataset.array("source_row")))
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     for served in (form.features(source.to_pylist(), schema), table_features(form, source, schema)):
         assert torch.equal(served.categorical, stored.categorical)
         assert torch.equal(served.history.tensor(), stored.history.tensor())
@@ -2792,8 +2786,7 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
 
     dataset = prepared["maps"]
     form, schema = dataset.raw_form(), dataset.schema
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     (batch,) = list(RowFiles(tmp_path / "maps").batches())
     objects = [
         {**r, "attrs": a, "scores": x}
@@ -2936,8 +2929,7 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
 
     dataset = prepared["ga4"]
     form, schema = dataset.raw_form(), dataset.schema
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     (batch,) = list(RowFiles(tmp_path / "ga4").batches())
     for served in (
         table_features(form, with_fields(batch.table, form.columns), schema),
@@ -3027,8 +3019,7 @@ def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys)
 
     dataset = prepared["nested"]
     form, schema = dataset.raw_form(), dataset.schema
-    order = np.argsort(np.asarray(dataset.array("source_row")))  # stored rows, as read
-    stored = Features.from_arrays(dataset._row_arrays(order), dataset.event_arrays(), schema)
+    stored = stored_as_read(dataset)
     (batch,) = list(RowFiles(tmp_path / "nested").batches())
     for served in (
         table_features(form, with_fields(batch.table, form.columns), schema),
@@ -3327,10 +3318,7 @@ def test_mysql_and_hive_null_in_a_number_column_is_missing(tmp_path: Path, capsy
     rows = [row for batch in RowFiles(tmp_path / "hive" / "data").batches() for row in batch.rows]
     assert sum(row["price"] == "\\N" for row in rows) == len(range(1, ROWS + 1, 7))
     served = dataset.raw_form().features(rows, dataset.schema)
-    order = np.argsort(np.asarray(dataset.array("source_row")))
-    stored = Features.from_arrays(
-        dataset._row_arrays(order), dataset.event_arrays(), dataset.schema
-    )
+    stored = stored_as_read(dataset)
     assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6)
     drafts = []  # `nas data schema`: a column of numbers, some \\N, drafted as numbers
     for form in ("blank", "hive"):
