@@ -2668,6 +2668,30 @@ def test_excel_csv_of_decimal_commas_and_hive_text_tables_read_as_their_tsv_twin
     assert "holds no file of a known format" in " ".join(capsys.readouterr().err.split())
 
 
+def assert_served_as_stored(dataset, folder: Path, objects: list[dict]) -> None:
+    """The rows of ``folder``'s one file, served by its columns and by its rows (as Arrow
+    gives them), and ``objects`` (the same rows as JSON's objects), as `nas predict` reads
+    them (``serving._with_fields``), encode to the features prepare stored."""
+    from nas.data.raw_table import table_features
+    from nas.data.row_files import RowFiles, with_fields, with_fields_of, with_list_fields_of
+
+    form, schema = dataset.raw_form(), dataset.schema
+    stored = stored_as_read(dataset)
+    (batch,) = list(RowFiles(folder).batches())
+
+    def read(rows: list[dict]) -> list[dict]:
+        return [with_list_fields_of(with_fields_of(row), form.columns) for row in rows]
+
+    for served in (
+        table_features(form, with_fields(batch.table, form.columns), schema),
+        form.features(read(batch.rows), schema),
+        form.features(read(objects), schema),
+    ):
+        assert torch.equal(served.categorical, stored.categorical)
+        assert torch.equal(served.multi_hot, stored.multi_hot)
+        assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
 def logs_avro_fields(frame: pd.DataFrame) -> list[dict]:
     """Avro's fields of ``logs()``'s columns: its numbers and text nullable, its lists of
     text."""
@@ -2705,9 +2729,6 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     by rows and by columns, from Parquet or JSON lines' objects, its rows encode to the
     very features prepare stored."""
     import yaml
-
-    from nas.data.raw_table import table_features
-    from nas.data.row_files import RowFiles, with_fields, with_fields_of
 
     frame = logs()
     rng = np.random.default_rng(5)
@@ -2784,21 +2805,11 @@ def test_a_maps_keys_are_columns_of_their_own(tmp_path: Path, capsys) -> None:
     from_avro = prepared_twins(tmp_path, out, "maps", {"avro": "avro"})["avro"]
     assert_same_dataset(prepared["maps"], from_avro)
 
-    dataset = prepared["maps"]
-    form, schema = dataset.raw_form(), dataset.schema
-    stored = stored_as_read(dataset)
-    (batch,) = list(RowFiles(tmp_path / "maps").batches())
-    objects = [
+    objects = [  # JSON's objects (Arrow gives a map as pairs)
         {**r, "attrs": a, "scores": x}
         for r, a, x in zip(base.to_pylist(), attrs, scores, strict=True)
     ]
-    for served in (
-        table_features(form, with_fields(batch.table, form.columns), schema),
-        form.features([with_fields_of(row) for row in batch.rows], schema),  # Arrow's pairs
-        form.features([with_fields_of(row) for row in objects], schema),  # JSON's objects
-    ):
-        assert torch.equal(served.categorical, stored.categorical)
-        assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
+    assert_served_as_stored(prepared["maps"], tmp_path / "maps", objects)
 
 
 def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_them(
@@ -2817,8 +2828,6 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
     import yaml
 
     from nas.data.infer import _keyed_names
-    from nas.data.raw_table import table_features
-    from nas.data.row_files import RowFiles, with_fields, with_fields_of
 
     frame = logs()
     rng = np.random.default_rng(9)
@@ -2927,17 +2936,7 @@ def test_lists_of_key_value_objects_are_read_as_google_analytics_exports_write_t
             prepare_dataset(str(path), tmp_path / "cache-wrong")  # fmt: skip
         assert not (tmp_path / "cache-wrong" / "x").exists()
 
-    dataset = prepared["ga4"]
-    form, schema = dataset.raw_form(), dataset.schema
-    stored = stored_as_read(dataset)
-    (batch,) = list(RowFiles(tmp_path / "ga4").batches())
-    for served in (
-        table_features(form, with_fields(batch.table, form.columns), schema),
-        form.features([with_fields_of(row) for row in batch.rows], schema),  # Arrow's objects
-        form.features([with_fields_of(row) for row in objects], schema),  # BigQuery's JSON
-    ):
-        assert torch.equal(served.categorical, stored.categorical)
-        assert torch.allclose(served.dense, stored.dense, rtol=1e-6, atol=1e-6, equal_nan=True)
+    assert_served_as_stored(prepared["ga4"], tmp_path / "ga4", objects)  # BigQuery's JSON
 
 
 def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys) -> None:
@@ -2951,9 +2950,6 @@ def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys)
     their own; served rows encode to the stored features."""
     import fastavro
     import yaml
-
-    from nas.data.raw_table import table_features
-    from nas.data.row_files import RowFiles, with_fields, with_fields_of, with_list_fields_of
 
     frame = logs()
     rng = np.random.default_rng(4)
@@ -3017,18 +3013,7 @@ def test_a_list_of_objects_fields_are_lists_of_their_own(tmp_path: Path, capsys)
     for name in ("nested", "json", "mixed", "avro"):
         assert_same_dataset(prepared["flat"], prepared[name])
 
-    dataset = prepared["nested"]
-    form, schema = dataset.raw_form(), dataset.schema
-    stored = stored_as_read(dataset)
-    (batch,) = list(RowFiles(tmp_path / "nested").batches())
-    for served in (
-        table_features(form, with_fields(batch.table, form.columns), schema),
-        form.features(
-            [with_list_fields_of(with_fields_of(row), form.columns) for row in rows], schema
-        ),
-    ):
-        assert torch.equal(served.categorical, stored.categorical)
-        assert torch.equal(served.multi_hot, stored.multi_hot)
+    assert_served_as_stored(prepared["nested"], tmp_path / "nested", rows)
 
 
 def test_a_json_array_is_refused_saying_to_write_it_as_json_lines(tmp_path: Path, capsys) -> None:
