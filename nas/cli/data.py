@@ -353,7 +353,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
     from nas.core.disk import new_file as new_path
     from nas.core.names import is_name
     from nas.data.infer import found_source, infer_schema, quoted, read_sample
-    from nas.data.row_files import pattern_root
+    from nas.data.row_files import HIVE_DELIMITER, pattern_root
     from nas.data.schema_file import load_schema_file, not_a_zone, time_zone
 
     name = args.name or args.out.stem
@@ -371,11 +371,16 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         root=root,
         decimal=source.decimal,
         thousands=source.thousands,
+        escape=source.escape,
     )
     path = os.path.relpath(source.pattern, args.out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
         declared += f", delimiter: {json.dumps(source.delimiter)}"
+    if source.delimiter == HIVE_DELIMITER:  # (its fields are never quoted: a '"' is text)
+        declared += ", quoting: false"
+    if source.escape is not None:
+        declared += f", escape: {json.dumps(source.escape)}"
     if source.decimal != ".":
         declared += f', decimal: "{source.decimal}"'
     if source.thousands is not None:

@@ -44,6 +44,7 @@ from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
 from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
+    HIVE_DELIMITER,
     ColumnarFile,
     binary_as_text,
     file_kind,
@@ -53,6 +54,7 @@ from nas.data.row_files import (
     partitions,
     sniffed_delimiter,
     text_fault,
+    told_dialect,
     with_fields,
     with_partitions,
 )
@@ -142,6 +144,7 @@ class Source:
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
     thousands: str | None = None  # CSV: its numbers' thousands separator (``thousands_mark``)
+    escape: str | None = None  # CSV: the character that makes the next one text (``escape_mark``)
 
 
 def found_source(given: str) -> Source:
@@ -191,7 +194,7 @@ def _json_arrays(files: list[Path]) -> str:
 
 def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
     fmt, delimiter = FORMATS[kind[0]], "\t" if kind[0] == ".tsv" else ","
-    columns, decimal, thousands = None, ".", None
+    columns, decimal, thousands, escape = None, ".", None, None
     if fmt == "csv":
         lines = _first_lines(files)
         if kind[0] != ".tsv":  # (Excel's ";", Hive's Ctrl-A)
@@ -199,7 +202,15 @@ def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
         columns = _headerless_names(lines, delimiter)
         decimal = decimal_mark(lines, delimiter)
         thousands = thousands_mark(lines, delimiter, decimal)
-    return Source(pattern, files, fmt, delimiter, columns, decimal, thousands)
+        escape = escape_mark(lines, delimiter)
+    return Source(pattern, files, fmt, delimiter, columns, decimal, thousands, escape)
+
+
+def escape_mark(lines: list[str], delimiter: str) -> str | None:
+    """A CSV file's escape character, by its first lines: a backslash before a delimiter
+    (Hive's ESCAPED BY '\\\\', MySQL's SELECT INTO OUTFILE: a delimiter in a value
+    written ``\\,``); else none."""
+    return "\\" if any("\\" + delimiter in line for line in lines) else None
 
 
 def decimal_mark(lines: list[str], delimiter: str) -> str:
@@ -210,7 +221,7 @@ def decimal_mark(lines: list[str], delimiter: str) -> str:
     if delimiter == ",":
         return "."
     try:
-        rows = list(csv.reader(lines[1:], delimiter=delimiter))
+        rows = list(csv.reader(lines[1:], delimiter=delimiter, **told_dialect(delimiter)))
     except csv.Error:  # (a NUL byte, a field past csv's limit: the sample's reader says so)
         return "."
     # 1.234,5 and 1 234,5: thousands separated (by anything but the comma)
@@ -231,7 +242,7 @@ def thousands_mark(lines: list[str], delimiter: str, decimal: str) -> str | None
     its first ``lines`` (past the first) holds numbers grouped by it (its other values plain
     numbers or missing); else None."""
     try:
-        rows = list(csv.reader(lines[1:], delimiter=delimiter))
+        rows = list(csv.reader(lines[1:], delimiter=delimiter, **told_dialect(delimiter)))
     except csv.Error:
         return None
     for separator in THOUSANDS_SEPARATORS:
@@ -329,7 +340,7 @@ def _headerless_names(lines: list[str], delimiter: str) -> list[str] | None:
             return None
     except csv.Error:
         return None
-    first, *rest = csv.reader(lines, delimiter=delimiter)
+    first, *rest = csv.reader(lines, delimiter=delimiter, **told_dialect(delimiter))
     cells = [(i, cell) for i, cell in enumerate(first) if cell.strip()]
     again = sum(any(i < len(row) and row[i] == cell for row in rest) for i, cell in cells)
     if not (any(numeric(cell) for cell in first) or (len(cells) > 1 and 2 * again >= len(cells))):
@@ -378,6 +389,7 @@ def read_sample(
     root: Path | None = None,
     decimal: str = ".",
     thousands: str | None = None,
+    escape: str | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
@@ -385,7 +397,8 @@ def read_sample(
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
     files are under, whose Hive-style partition folders below it are columns. ``decimal``,
-    ``thousands``: a CSV file's decimal mark and thousands separator."""
+    ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
+    character (Hive's Ctrl-A files: never quoted)."""
     if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
@@ -394,7 +407,7 @@ def read_sample(
     skipped, tables = Skipped(), []
     for path in chosen:
         passed = Skipped()
-        table = _file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal)
+        table = _file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal, escape)
         tables.append(_unseparated(table, thousands, decimal) if thousands else table)
         if passed.lines:
             skipped.lines += passed.lines
@@ -539,6 +552,7 @@ def _file_sample(
     passed: Skipped,
     encoding: str = "utf-8",
     decimal: str = ".",
+    escape: str | None = None,
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
     ``encoding``, its numbers by their ``decimal`` mark), from ``SAMPLE_PARTS`` places spread
@@ -552,9 +566,12 @@ def _file_sample(
             return _columnar_sample(path, fmt, rows)
         names = header_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
-            parts = spread_parts(path, rows, quoted=fmt == "csv")  # a CSV file's header first
+            quoted = fmt == "csv" and delimiter != HIVE_DELIMITER  # (Hive's: never quoted)
+            parts = spread_parts(path, rows, quoted)  # a CSV file's header first
             if fmt == "csv":
-                sample = _csv_sample(parts, delimiter, columns, passed, names, encoding, decimal)
+                sample = _csv_sample(
+                    parts, delimiter, columns, passed, names, encoding, decimal, escape
+                )
                 return _untrailed(sample)
             lines = [line for part in parts for line in part if line.strip()]
             return _json_sample(lines, passed)
@@ -570,7 +587,7 @@ def _file_sample(
             reader = pacsv.open_csv(
                 path,
                 read_options=read,
-                parse_options=csv_parsing(delimiter, passed),
+                parse_options=csv_parsing(delimiter, passed, delimiter != HIVE_DELIMITER, escape),
                 convert_options=_csv_nulls(decimal),
             )
             return _untrailed(_first_rows(reader, rows))
@@ -615,6 +632,7 @@ def _csv_sample(
     names: list[str] | None = None,
     encoding: str = "utf-8",
     decimal: str = ".",
+    escape: str | None = None,
 ) -> pa.Table:
     """A CSV file's parts, the header first (else ``columns`` name them; or ``names``, its
     ``header_names``), each as Arrow reads it under the header (as one block: each
@@ -642,7 +660,9 @@ def _csv_sample(
                     read_options=pacsv.ReadOptions(
                         block_size=len(text) + 1, column_names=columns, encoding=encoding
                     ),
-                    parse_options=csv_parsing(delimiter, passed if i == 0 else None),
+                    parse_options=csv_parsing(
+                        delimiter, passed if i == 0 else None, delimiter != HIVE_DELIMITER, escape
+                    ),
                     convert_options=_csv_nulls(decimal),
                 )
             )

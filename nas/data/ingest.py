@@ -137,6 +137,10 @@ def _prepare(
         extra["csv_decimal"] = schema.source.decimal
     if schema.source.thousands is not None:  # (csv) served files read so
         extra["csv_thousands"] = schema.source.thousands
+    if not schema.source.quoting:  # (csv) served files read so
+        extra["csv_quoting"] = False
+    if schema.source.escape is not None:  # (csv) served files read so
+        extra["csv_escape"] = schema.source.escape
     _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
 
 

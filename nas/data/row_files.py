@@ -46,6 +46,7 @@ TEXT_NAMES = ("", ".txt", ".dat")  # files whose names say no layout: known by t
 # the delimiters a CSV file's lines are told apart by (sniffed_delimiter): Excel's two (";"
 # where the decimal mark is a comma), TSV's, pipes, and Hive's text tables' Ctrl-A
 DELIMITER_CHOICES = (",", ";", "\t", "|", "\x01")
+HIVE_DELIMITER = "\x01"  # Hive's text tables' (Ctrl-A), whose fields are never quoted
 # parts a job writes without a format's suffix: Hive's 000000_0 (and 000000_0_copy_1), Spark's
 # and MapReduce's part-00000 and part-r-00000; such a file is read by its bytes (by_magic)
 PART_NAME = re.compile(r"\d+_\d+(_copy_\d+)?|part-[\w.-]+")
@@ -109,6 +110,8 @@ class RowFiles:
         self.delimiter: str | None = None  # a model's CSV source's, where not "," (read_as)
         self.decimal_commas: set[str] = set()  # number columns written 3,14 (read_as)
         self.thousands: str | None = None  # their thousands separator, passed by (read_as)
+        # Python's csv reading of a model's CSV source's quoting and escape (read_as)
+        self.dialect: dict[str, Any] = {}
         self.numbers: set[str] = set()  # the number columns a model reads (read_as)
         kinds = _named_files(self.given, flag)
         self.paths = list(kinds)
@@ -143,6 +146,10 @@ class RowFiles:
         self.encoding = info.get("csv_encoding") or "utf-8"
         self.delimiter = info.get("csv_delimiter")
         self.thousands = info.get("csv_thousands")
+        self.dialect = {
+            "quoting": csv.QUOTE_MINIMAL if info.get("csv_quoting", True) else csv.QUOTE_NONE,
+            "escapechar": info.get("csv_escape"),
+        }
         columns = info.get("raw_form", {}).get("columns", {})
         self.numbers = {c for c, form in columns.items() if form["type"] == "number"}
         self.numbers |= {  # a label's by a threshold too
@@ -269,7 +276,7 @@ class RowFiles:
             first = next(lines, None)
         if first is None:
             return
-        header = next(csv.reader([first], delimiter=delimiter), [])
+        header = next(csv.reader([first], delimiter=delimiter, **self.dialect), [])
         names, sample = None, first_lines
         if self.columns is not None:
             names = None if header == self.columns else self.columns
@@ -282,7 +289,7 @@ class RowFiles:
         # thousands passed by: "." only in a file that writes decimal commas (another writes
         # 3.14), any other in every number column
         separated = commas if self.thousands == "." else self.numbers if self.thousands else ()
-        reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True)
+        reader = csv.DictReader(lines, names, delimiter=delimiter, strict=True, **self.dialect)
         try:
             for row in reader:
                 if row.get(None) == [""]:  # a delimiter ending the line (source_rows.TRAILING)
@@ -313,7 +320,7 @@ class RowFiles:
         if not self.decimal_commas or delimiter == ",":
             return set()
         try:
-            rows = list(csv.DictReader(lines, names, delimiter=delimiter))
+            rows = list(csv.DictReader(lines, names, delimiter=delimiter, **self.dialect))
         except csv.Error:  # (its reader names the line)
             return self.decimal_commas
         values = [str(row.get(c) or "") for row in rows for c in self.decimal_commas]
@@ -720,16 +727,17 @@ def sniffed_delimiter(lines: list[str], default: str) -> str:
     into the same number of fields, two or more: the first line and nine in ten of the
     others (a line that is not a row may be among them), lines that all end with the
     delimiter read without the empty field past it. Of several, the one of the most fields;
-    ``default`` on a tie, or where none does. (Python's ``csv.Sniffer`` judges by how
-    evenly each character recurs and takes the decimal comma of a file without a header,
-    ``1;3,14;...``, for its delimiter.)"""
+    ``default`` on a tie, or where none does. A delimiter after a backslash is text (an
+    escaped one: ``escape``); Hive's Ctrl-A fields are never quoted. (Python's
+    ``csv.Sniffer`` judges by how evenly each character recurs and takes the decimal comma
+    of a file without a header, ``1;3,14;...``, for its delimiter.)"""
     lines = [line for line in lines if line.strip()]
     if len(lines) > 2:
         lines = lines[:-1]  # (the last may be cut short, or open a quote the next closes)
     best, most = default, 1
     for delimiter in sorted(DELIMITER_CHOICES, key=lambda d: d != default):
         try:
-            rows = list(csv.reader(lines, delimiter=delimiter))
+            rows = list(csv.reader(lines, delimiter=delimiter, **told_dialect(delimiter)))
         except csv.Error:
             continue
         if len(rows) > 1 and all(len(row) > 1 and row[-1] == "" for row in rows[1:]):
@@ -739,6 +747,14 @@ def sniffed_delimiter(lines: list[str], default: str) -> str:
         if width > most and same >= 0.9 * (len(rows) - 1):
             best, most = delimiter, width
     return best
+
+
+def told_dialect(delimiter: str) -> dict[str, Any]:
+    """How Python's csv splits a file's first lines to tell its delimiter, header and
+    marks: a character after a backslash is text (an escaped delimiter: ``source.escape``),
+    and Hive's Ctrl-A fields are never quoted (``source.quoting``)."""
+    quoting = csv.QUOTE_NONE if delimiter == HIVE_DELIMITER else csv.QUOTE_MINIMAL
+    return {"escapechar": "\\", "quoting": quoting}
 
 
 def pattern_root(pattern: str | Path) -> Path:

@@ -106,6 +106,13 @@ class Source(_Strict):
     # csv: the numbers' thousands separator, passed by (1,234.5; 1.234,5 with decimal ","; a
     # space, an apostrophe or French Excel's narrow no-break space), as pandas' thousands
     thousands: Literal[THOUSANDS_SEPARATORS] | None = None
+    # csv: false where no field is quoted, a '"' being text like any other (Hive's text
+    # tables, which `nas data schema` drafts so; a field opening with '"' would otherwise be
+    # read as quoted, its quotes dropped, or run on to the next '"' lines later)
+    quoting: bool = True
+    # csv: the character that makes the next one text, a delimiter too (Hive's ESCAPED BY
+    # '\\': a Ctrl-A in a value written \^A; pandas' escapechar)
+    escape: Annotated[str, Field(min_length=1, max_length=1)] | None = None
 
     @property
     def text(self) -> bool:
@@ -133,6 +140,10 @@ class Source(_Strict):
             raise ValueError(
                 "thousands applies to format csv only (other formats' numbers are typed)"
             )
+        if self.format != "csv" and (not self.quoting or self.escape is not None):
+            raise ValueError("quoting and escape apply to format csv only")
+        if self.escape is not None and self.escape in (self.delimiter, '"'):
+            raise ValueError(f"escape is {json.dumps(self.escape)}, a delimiter or a quote")
         if self.thousands is not None and self.thousands == self.decimal:
             raise ValueError(f'thousands and decimal are both "{self.thousands}"')
         if self.decimal == self.delimiter:

@@ -53,6 +53,7 @@ from nas.data.row_files import (
     root_column,
     sniffed_delimiter,
     text_fault,
+    told_dialect,
     with_fields,
     with_fields_of,
     with_list_fields_of,
@@ -488,7 +489,9 @@ class Rows:
             skip_rows=1 if names and source.header else 0,  # (the header: read as names)
             encoding=source.encoding,  # (Arrow transcodes all but UTF-8 in Python's codecs)
         )
-        parse = csv_parsing(source.delimiter, passed if self.skip else None)
+        parse = csv_parsing(
+            source.delimiter, passed if self.skip else None, source.quoting, source.escape
+        )
         # Declared text stays text (an id column of digits in one block and letters in the
         # next would otherwise change type mid-file); numbers are parsed by _convert.
         types = {c: pa.string() for c in (columns or []) if self._kinds[c] != "timestamp"}
@@ -574,18 +577,23 @@ def blank(path: Path, block: int = 1 << 16) -> bool:
     return True
 
 
-def csv_parsing(delimiter: str, passed: Skipped | None = None):
+def csv_parsing(
+    delimiter: str, passed: Skipped | None = None, quoting: bool = True, escape: str | None = None
+):
     """CSV as prepare (and a draft's sample) parses it: a quoted text may break lines (a
     comment, a title), so Arrow's chunker finds rows' ends by their quotes, at no cost
-    measured (1M rows: 0.23-0.25 s either way). ``passed``: where a row of too many or too
-    few fields is counted and passed by (else refused)."""
+    measured (1M rows: 0.23-0.25 s either way); without ``quoting``, a '"' is text (Hive's
+    tables); ``escape``: the character that makes the next one text. ``passed``: where a
+    row of too many or too few fields is counted and passed by (else refused)."""
     import pyarrow.csv as pacsv
 
     if passed is not None:
         _quiet_undecodable_rows()
     return pacsv.ParseOptions(
         delimiter=delimiter,
-        newlines_in_values=True,
+        quote_char='"' if quoting else False,
+        escape_char=escape or False,
+        newlines_in_values=quoting or escape is not None,
         invalid_row_handler=passed.csv_row if passed is not None else None,
     )
 
@@ -603,7 +611,7 @@ def header_names(
         with io.BufferedReader(pa.input_stream(path, compression="detect")) as raw:
             encoding = "utf-8-sig" if encoding == "utf-8" else encoding
             text = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline="")
-            rows = csv.reader(text, delimiter=delimiter)
+            rows = csv.reader(text, delimiter=delimiter, **told_dialect(delimiter))
             first = list(itertools.islice((row for row in rows if row), 1 + (columns is None)))
     except (csv.Error, pa.ArrowException, OSError):
         return None  # (its reader names what is wrong)

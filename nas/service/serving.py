@@ -349,6 +349,8 @@ def register_retrain(registry, search, name: str, alias: str = "champion") -> Re
         "csv_delimiter": dataset.manifest.get("csv_delimiter"),  # (None: ",")
         "csv_decimal": dataset.manifest.get("csv_decimal"),  # (None: ".")
         "csv_thousands": dataset.manifest.get("csv_thousands"),  # (None: none)
+        "csv_quoting": dataset.manifest.get("csv_quoting", True),
+        "csv_escape": dataset.manifest.get("csv_escape"),  # (None: none)
         "train_rates": dict(zip(dataset.label_names, dataset.positive_rates("train"), strict=True)),
     }
     trial = next((t for t in trials if t.arch_id == f"{best.arch_id}-s{seed}"), None)

@@ -3154,6 +3154,69 @@ features:
         assert scored == pytest.approx(want["probability"], abs=1e-6)
 
 
+def test_hive_text_of_quotes_and_escaped_delimiters_reads_as_its_parquet_twin(
+    tmp_path: Path,
+) -> None:
+    """Hive's text tables never quote a field, and under ESCAPED BY '\\\\' write a Ctrl-A
+    in a value as \\^A (a backslash as \\\\). Read as CSV, a title opening with '"' lost
+    its quotes (`"Weird Al" Yankovic`) or ran on to the next '"' lines later, and an
+    escaped Ctrl-A split its value in two, the row refused. Now `nas data schema` drafts
+    such files `quoting: false, escape: "\\\\"`; prepare reads them byte for byte as the
+    same values in Parquet, and `nas predict`'s reader reads them as prepare did."""
+    import yaml
+
+    from nas.data.row_files import RowFiles
+
+    rng = np.random.default_rng(3)
+    titles = ['"Weird Al" Yankovic', '"an open quote', '12" vinyl', "plain", "C:\\dir"]
+    notes = ["a\x01b", "plain", "back\\slash", "x"]
+    rows = [
+        {"click": int(rng.integers(0, 2)), "title": str(rng.choice(titles)),
+         "note": str(rng.choice(notes)), "ts": 1_600_000_000 + i}
+        for i in range(ROWS)
+    ]  # fmt: skip
+    (tmp_path / "pq").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "pq" / "part-0.parquet")
+    hive = tmp_path / "hive"
+    hive.mkdir()
+
+    def escaped(value) -> str:
+        return str(value).replace("\\", "\\\\").replace("\x01", "\\\x01")
+
+    text = "".join("\x01".join(escaped(v) for v in row.values()) + "\n" for row in rows)
+    (hive / "000000_0").write_text(text)
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(hive), "--labels", "c1", "--out", str(out)]) == 0
+    source = yaml.safe_load(out.read_text())["source"]
+    assert source["quoting"] is False and source["escape"] == "\\"
+    assert source["delimiter"] == "\x01" and source["columns"] == ["c1", "c2", "c3", "c4"]
+    body = """\
+name: x
+source: {source}
+labels: [click]
+split: {{method: random, valid: 0.1, test: 0.1}}
+features:
+  - {{name: title, type: categorical, min_freq: 1}}
+  - {{name: note, type: categorical, min_freq: 1}}
+"""
+    hive_source = (
+        '{format: csv, path: hive/*, delimiter: "\\u0001", header: false, '
+        'columns: [click, title, note, ts], quoting: false, escape: "\\\\"}'
+    )
+    prepared = {}
+    for name, declared in (("pq", "{format: parquet, path: pq/*.parquet}"), ("hive", hive_source)):
+        (tmp_path / f"{name}.yaml").write_text(body.format(source=declared))
+        prepared[name], _ = prepare_dataset(str(tmp_path / f"{name}.yaml"), tmp_path / f"c-{name}")
+    assert_same_dataset(prepared["pq"], prepared["hive"], exact=True)
+    served = RowFiles(hive)
+    served.read_as(
+        {"csv_columns": ["click", "title", "note", "ts"], "csv_delimiter": "\x01",
+         "csv_quoting": False, "csv_escape": "\\"}
+    )  # fmt: skip
+    read = [row for batch in served.batches() for row in batch.rows]
+    assert read == [{k: str(v) for k, v in row.items()} for row in rows]
+
+
 def test_orc_files_as_hive_writes_them_read_as_their_parquet_twins(tmp_path: Path) -> None:
     """Hive and Spark write ORC as often as Parquet (Hive names its files 000000_0): recnas
     read neither ("use .parquet, .csv, .tsv or .jsonl files"). An ORC source (``format:
