@@ -797,14 +797,13 @@ def nested_names(schema, wanted: Collection[str] = ()) -> list[str]:
     of a list of objects' (``column.field``: a list of the field's values): the names a
     declared column may take (``with_fields``)."""
     kinds = _nested_kinds(schema)
-    return [*kinds, *key_names(schema, wanted), *list_field_names(schema, wanted)]
+    return [*kinds, *_key_names(kinds, wanted), *_list_field_names(kinds, wanted)]
 
 
-def list_field_names(schema, wanted: Collection[str]) -> list[str]:
+def _list_field_names(kinds: dict[str, Any], wanted: Collection[str]) -> list[str]:
     """Each ``wanted`` name that is a field of a column of lists of objects (``items``'
     ``items.item_id``: each row's list of its objects' ``item_id``, as Spark names it): one
-    whose objects hold that field (``list_field_path``)."""
-    kinds = _nested_kinds(schema)
+    whose objects hold that field (``list_field_path``). ``kinds``: ``_nested_kinds``."""
     roots = {n: root_column(n, list(kinds)) for n in wanted if n not in kinds}
     return [
         name
@@ -834,7 +833,11 @@ def list_field_path(kind, text: str) -> list[int] | None:
 def key_names(schema, wanted: Collection[str]) -> dict[str, str]:
     """Each ``wanted`` name a keyed column (``keyed_parts``) of a schema is read for
     (``column.key``, ``column.key.field``), with that column's name."""
-    kinds = _nested_kinds(schema)
+    return _key_names(_nested_kinds(schema), wanted)
+
+
+def _key_names(kinds: dict[str, Any], wanted: Collection[str]) -> dict[str, str]:
+    """``key_names`` of a schema's ``_nested_kinds``."""
     roots = {n: root_column(n, list(kinds)) for n in wanted if n not in kinds}
     return {name: root for name, root in roots.items() if root != name and keyed_parts(kinds[root])}
 
@@ -1068,7 +1071,7 @@ def with_fields_of(row: dict) -> dict:
 
 def with_list_fields_of(row: dict, wanted: Collection[str]) -> dict:
     """A JSON object (``with_fields_of``'s) with each ``wanted`` name that is a field of a
-    list of objects it holds (``items.item_id``: ``list_field_names``) as a list of its
+    list of objects it holds (``items.item_id``: ``_list_field_names``) as a list of its
     own: each object's value of it, in order (None where an object lacks it). An empty
     list is left be (a keyed column's too: its key then missing, as a field's list is)."""
     found, held = None, None

@@ -415,6 +415,9 @@ class Rows:
                 f"{reason} (its first lines are split by {sniffed!r}, not {declared!r}: say "
                 f"delimiter: {json.dumps(sniffed)} in the source)"
             )
+        if self.schema.source.escape is None and "\\" + declared in reason:
+            escaped = 'a delimiter after a backslash, escaped: say escape: "\\\\" in the source'
+            return f"{reason} ({escaped})"
         return reason if self.skip else f"{reason} ({BAD_LINES_HINT})"
 
     def _json(

@@ -3208,6 +3208,10 @@ features:
         (tmp_path / f"{name}.yaml").write_text(body.format(source=declared))
         prepared[name], _ = prepare_dataset(str(tmp_path / f"{name}.yaml"), tmp_path / f"c-{name}")
     assert_same_dataset(prepared["pq"], prepared["hive"], exact=True)
+    unescaped = tmp_path / "unescaped.yaml"  # undeclared, the escape is told
+    unescaped.write_text(body.format(source=hive_source.replace(', escape: "\\\\"', "")))
+    with pytest.raises(DataError, match=re.escape('say escape: "\\\\" in the source')):
+        prepare_dataset(str(unescaped), tmp_path / "c-unescaped")
     served = RowFiles(hive)
     served.read_as(
         {"csv_columns": ["click", "title", "note", "ts"], "csv_delimiter": "\x01",
