@@ -820,13 +820,21 @@ def list_field_path(kind, text: str) -> list[int] | None:
 
     if keyed_parts(kind) or not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
         return None
-    inner, path = kind.value_type, []
+    return field_path(kind.value_type, text)
+
+
+def field_path(kind, text: str) -> list[int] | None:
+    """The indices of the field ``text`` names in objects of Arrow type ``kind``
+    (``geo.country``: ``geo``'s, then its ``country``'s); None where there is none."""
+    import pyarrow as pa
+
+    path = []
     for part in text.split("."):
-        index = inner.get_field_index(part) if pa.types.is_struct(inner) else -1
+        index = kind.get_field_index(part) if pa.types.is_struct(kind) else -1
         if index < 0:
             return None
         path.append(index)
-        inner = inner.field(index).type
+        kind = kind.field(index).type
     return path
 
 
@@ -973,14 +981,7 @@ def key_and_path(text: str, kind) -> tuple[str, list[int]]:
 
     start = 0
     while pa.types.is_struct(kind) and (dot := text.find(".", start)) > 0:
-        path, inner = [], kind
-        for part in text[dot + 1 :].split("."):
-            index = inner.get_field_index(part) if pa.types.is_struct(inner) else -1
-            if index < 0:
-                break
-            path.append(index)
-            inner = inner.field(index).type
-        else:
+        if (path := field_path(kind, text[dot + 1 :])) is not None:
             return text[:dot], path
         start = dot + 1
     return text, []
