@@ -281,10 +281,10 @@ def test_scored_csv_writes_times_dates_and_decimals_as_their_text(tmp_path) -> N
 def test_rows_some_of_which_lack_their_label_are_scored_and_said_unmeasured(capsys) -> None:
 
     from nas.cli.predict import print_measured
-    from nas.data.raw import raw_labels
+    from nas.data.labels import LabelRule, raw_labels
     from nas.service.scoring import Measured
 
-    label = {"name": "like", "column": "rating", "at_least": 4}
+    label = LabelRule("like", "rating", at_least=4)
     labels = raw_labels([{"rating": 5}, {"rating": 3}, {"item": "a"}], [label])
     print_measured(Measured(unmeasured=labels.unmeasured), 3)
     said = " ".join(capsys.readouterr().out.split())

@@ -68,9 +68,12 @@ def add_commands(commands) -> None:
     schema.add_argument("--name", help="the dataset's name (default: the file's name)")
     schema.add_argument(
         "--labels",
-        help="the labels, joined by commas: a 0/1 column (click), or NAME=COLUMN>=NUMBER "
-        "(like=rating>=4) (default: the 0/1 columns named as labels are: click, label, like, "
-        "conversion, ...); a CSV file without a header has its columns named c1, c2, ...",
+        action="append",
+        help="the labels, joined by commas or each its own --labels: a 0/1 column (click), "
+        "NAME=COLUMN>=NUMBER (like=rating>=4), or NAME=COLUMN==VALUE|VALUE... "
+        "(purchase=event_name==purchase) (default: the 0/1 columns named as labels are: "
+        "click, label, like, conversion, ...); a CSV file without a header has its columns "
+        "named c1, c2, ...",
     )
     schema.add_argument(
         "--tz",
@@ -392,9 +395,9 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         declared += ", on_bad_lines: skip"
     if sample.encoding != "utf-8":  # text that is not UTF-8: prepare would refuse it
         declared += f", encoding: {sample.encoding}"
-    labels = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels else None
+    labels = [x.strip() for given in args.labels or () for x in given.split(",") if x.strip()]
     try:
-        draft = infer_schema(sample, name, declared, labels, args.tz)
+        draft = infer_schema(sample, name, declared, labels or None, args.tz)
     except ConfigError as err:
         if not (source.columns and err.field == "--labels"):
             raise

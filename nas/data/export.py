@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 
 from nas.core.disk import new_file
 from nas.core.errors import ConfigError
+from nas.data.labels import LabelRule, column_value
 from nas.data.prepared import SPLITS, PreparedDataset
 from nas.data.raw import EVENT_KEYS, RawForm, event_fields
 from nas.data.raw_table import events_type
@@ -130,22 +131,25 @@ def export_raw_rows(
 ) -> Exported:
     """The first ``count`` rows of ``split`` (all: None) in the raw form, as JSON lines or
     (``path`` NAME.parquet) Parquet (``raw_rows_schema``: a history of events as structs),
-    each with its labels' columns: a label read as 0 or 1 as such, one read by a threshold
-    (MovieLens's ``rating >= 4``) at the threshold when positive and one below it when not
-    (the source's value is not kept). A hashed field's column holds a value seen with its
-    id, or is written empty in a dataset prepared before they were kept (``hashed_columns``)."""
-    recipes = dataset.manifest.get("label_columns")
-    if not recipes:
+    each with its labels' columns, a value each that reads back as its labels
+    (``column_value``: the source's value is not kept). A hashed field's column holds a
+    value seen with its id, or is written empty in a dataset prepared before they were
+    kept (``hashed_columns``)."""
+    rules = [LabelRule.of(r) for r in dataset.manifest.get("label_columns") or ()]
+    if not rules:
         raise ConfigError(
             "",
             f"{dataset.name} was prepared before recnas recorded how its labels are read: "
             f"prepare it again with: nas data prepare {dataset.name} --force",
         )
+    by_column: dict[str, list[int]] = {}  # each label column's rules (they read it alike)
+    for j, rule in enumerate(rules):
+        by_column.setdefault(rule.column, []).append(j)
     order = dataset.split_rows(split)
     total = len(order) if count is None else min(count, len(order))
     labels = dataset.label_array()
     form = dataset.raw_form()
-    schema = raw_rows_schema(form, recipes) if path.suffix.lower() == ".parquet" else None
+    schema = raw_rows_schema(form, rules) if path.suffix.lower() == ".parquet" else None
     with new_file(path) as tmp, contextlib.ExitStack() as stack:
         if schema is None:
             file = stack.enter_context(open(tmp, "w"))
@@ -154,10 +158,10 @@ def export_raw_rows(
         for start in range(0, total, RAW_ROWS):
             rows = dataset.raw_rows(split, min(RAW_ROWS, total - start), start)
             values = np.asarray(labels[order[start : start + len(rows)]])
-            values = values.reshape(len(rows), len(recipes))
+            values = values.reshape(len(rows), len(rules)).astype(bool)
             for row, value in zip(rows, values, strict=True):
-                for recipe, label in zip(recipes, value, strict=True):
-                    row[recipe["column"]] = _label_value(recipe, bool(label))
+                for column, held in by_column.items():
+                    row[column] = column_value([rules[j] for j in held], list(value[held]))
             if schema is None:
                 file.writelines(json.dumps(row, default=str) + "\n" for row in rows)
             else:
@@ -165,15 +169,16 @@ def export_raw_rows(
             dataset.release()
             if progress is not None:
                 progress(len(rows))
-    columns = [*form.columns, *(r["column"] for r in recipes)]
+    columns = [*form.columns, *by_column]
     return Exported(path, {split: total}, columns, path.stat().st_size)
 
 
-def raw_rows_schema(form: RawForm, recipes: list[dict]) -> pa.Schema:
+def raw_rows_schema(form: RawForm, rules: list[LabelRule]) -> pa.Schema:
     """The Parquet columns of raw rows as ``RawForm.decode`` makes them: text, int64 times
     and integers, float64 numbers, a multi-hot column as its joined text, a history of items
     as a list of text and one of events as a list of ``{item, action, time}`` structs (by
-    the column's field names), then the labels (int64, or float64 read by a threshold)."""
+    the column's field names), then the labels' columns (int64 0/1, float64 read by a
+    threshold, text read by values)."""
     history = form.history or {}
     fields = []
     for name, column in form.columns.items():
@@ -186,9 +191,9 @@ def raw_rows_schema(form: RawForm, recipes: list[dict]) -> pa.Schema:
         else:
             types = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64()}
             fields.append(pa.field(name, types[kind]))
-    for recipe in recipes:
-        kind = pa.int64() if recipe["at_least"] is None else pa.float64()
-        fields.append(pa.field(recipe["column"], kind))
+    types = {"label": pa.int64(), "number": pa.float64(), "text": pa.string()}
+    for rule in {rule.column: rule for rule in rules}.values():
+        fields.append(pa.field(rule.column, types[rule.reads]))
     return pa.schema(fields)
 
 
@@ -209,12 +214,6 @@ def hashed_columns(dataset: PreparedDataset) -> list[str]:
     recipes = form.categorical + form.multi_hot
     kept = dataset.hashed_values
     return sorted({r["column"] for r in recipes if "hash" in r and r["field"] not in kept})
-
-
-def _label_value(recipe: dict, positive: bool) -> int | float:
-    if recipe["at_least"] is None:
-        return int(positive)
-    return recipe["at_least"] if positive else recipe["at_least"] - 1
 
 
 def _chunks(dataset: PreparedDataset, split: str, chunk_rows: int):

@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
+from nas.data.labels import LabelRule, common_values
 from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
     HIVE_DELIMITER,
@@ -763,19 +764,23 @@ def infer_schema(
     whole = {c: a for c, a in columns.items() if c not in sample.absent}
     binary = [c for c, a in whole.items() if _binary(a)]
     chosen = _labels(labels, whole, binary, fields)
-    labels = [column for _, column, _ in chosen]
+    labels = list(dict.fromkeys(rule.column for rule in chosen))
     entries = []
-    for label, column, at_least in chosen:
-        kind = str(columns[column].type)
-        if at_least is None:
-            entries.append(
-                column if label == column else f"{{name: {label}, column: {quoted(column)}}}"
-            )
-            draft.reasons.append((column, kind, "label", "0/1 values"))
+    for rule in chosen:
+        column, kind = rule.column, str(columns[rule.column].type)
+        named = f"name: {rule.name}, column: {quoted(column)}"
+        if rule.at_least is not None:
+            entries.append(f"{{{named}, at_least: {rule.at_least:g}}}")
+            why = f"1 where >= {rule.at_least:g}"
+        elif rule.one_of:
+            entries.append(f"{{{named}, one_of: [{', '.join(map(quoted, rule.one_of))}]}}")
+            share = _share_of(columns[column], rule.one_of)
+            why = f"1 where it is {' or '.join(rule.one_of)}: {share:.2%} of the rows"
         else:
-            threshold = f"column: {quoted(column)}, at_least: {at_least:g}"
-            entries.append(f"{{name: {label}, {threshold}}}")
-            draft.reasons.append((column, kind, f"label {label}", f"1 where >= {at_least:g}"))
+            entries.append(column if rule.name == column else f"{{{named}}}")
+            draft.reasons.append((column, kind, "label", "0/1 values"))
+            continue
+        draft.reasons.append((column, kind, f"label {rule.name}", why))
     keys: dict[str, str] = {}
     units = {c: u for c, a in whole.items() if c not in labels and (u := _time_unit(fields[c], a))}
     unit = "s"  # the source's numeric times': the key's
@@ -973,76 +978,126 @@ def _lists(
             f"a list{split} of ids, {width} kept (the 99th percentile)")  # fmt: skip
 
 
-LABEL_FLAG = re.compile(r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:>=(?P<at_least>.+))?")
+LABEL_FLAG = re.compile(
+    r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:(?P<op>>=|==)(?P<operand>.+))?"
+)
+LABEL_FORMS = "COLUMN, NAME=COLUMN>=NUMBER or NAME=COLUMN==VALUE|VALUE..."
+EVENT_KINDS = ("event", "action", "outcome", "result", "status", "type")  # most telling first
 
 
 def _labels(
     given: list[str] | None, columns: dict[str, pa.Array], binary: list[str], fields: dict
-) -> list[tuple[str, str, float | None]]:
-    """Each label's name, column and threshold (None: a 0/1 column): as ``--labels`` gives
-    them (``click``, ``like=rating>=4``), else the 0/1 columns named as labels are; a label
+) -> list[LabelRule]:
+    """How each label is read: as ``--labels`` gives them (``click``, ``like=rating>=4``,
+    ``purchase=event_name==purchase``), else the 0/1 columns named as labels are; a label
     of a column whose header is no name is named as its field (``fields``)."""
     if not given:
-        found = [(fields[c], c, None) for c in binary if fields[c].lower() in LABEL_NAMES]
+        found = [LabelRule(fields[c], c) for c in binary if fields[c].lower() in LABEL_NAMES]
         if not found:
             have = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
             raise ConfigError(
                 "--labels", f"name the label column(s) ({have}; a label from a number: "
-                "--labels like=rating>=4)"
+                f"--labels like=rating>=4; {_text_label_hint(columns)})"
             )  # fmt: skip
         return found
     out = []
     for text in given:
         read = _label_flag(text, columns)
-        name, column, threshold = read or ("", "", None)
+        name, column, op, operand = read or ("", "", None, None)
         name = name or fields.get(column, column)
         if read is None or not is_name(name):
-            raise ConfigError("--labels", f"{shown(text)} is not COLUMN or NAME=COLUMN>=NUMBER")
+            raise ConfigError("--labels", f"{shown(text)} is not {LABEL_FORMS}")
         if column not in columns:
             raise ConfigError(
                 "--labels", f"{column!r} is not a column; its columns: {', '.join(columns)}"
             )
-        if threshold is None:
+        if op is None:
             if column not in binary:
                 raise ConfigError(
                     "--labels", f"{column!r} holds values other than 0 and 1 (a threshold: "
-                    f"--labels NAME={column}>=NUMBER)"
+                    f"--labels NAME={column}>=NUMBER; values: --labels NAME={column}==VALUE)"
                 )  # fmt: skip
-            out.append((name, column, None))
-            continue
-        try:
-            at_least = float(threshold)
-        except ValueError:
-            at_least = math.nan
-        kind = columns[column].type
-        if not math.isfinite(at_least) or not (
-            pa.types.is_integer(kind) or pa.types.is_floating(kind)
-        ):
-            raise ConfigError(
-                "--labels", f"{shown(text)}: a threshold is a number on a numeric column"
-            )
-        out.append((name, column, at_least))
+            out.append(LabelRule(name, column))
+        elif op == "==":
+            out.append(_text_label(text, name, column, operand, columns[column]))
+        else:
+            out.append(LabelRule(name, column, _threshold(text, operand, columns[column])))
     return out
 
 
-def _label_flag(text: str, columns: dict) -> tuple[str, str, str | None] | None:
-    """``--labels``' ``text`` as its name ("" where it gives none), column and threshold
-    (None: a 0/1 column): of its readings as COLUMN, COLUMN>=NUMBER, NAME=COLUMN and
-    NAME=COLUMN>=NUMBER, the first whose column is one of ``columns`` (a header may hold "="
-    or ">="), else as ``LABEL_FLAG`` reads it; None where that does not."""
+def _threshold(text: str, operand: str, array: pa.Array) -> float:
+    try:
+        at_least = float(operand)
+    except ValueError:
+        at_least = math.nan
+    kind = array.type
+    if not math.isfinite(at_least) or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        raise ConfigError("--labels", f"{shown(text)}: a threshold is a number on a numeric column")
+    return at_least
+
+
+def _text_label(text: str, name: str, column: str, operand: str, array: pa.Array) -> LabelRule:
+    """A label 1 where ``column``'s value is one of ``operand``'s (``|`` between them),
+    refused where the sample holds none of them (a misspelling, most likely)."""
+    values = tuple(dict.fromkeys(v for v in operand.split("|") if v))
+    if not values or not _is_text_or_integer(array):
+        raise ConfigError(
+            "--labels", f"{shown(text)}: values (==VALUE|VALUE...) are of a column of text "
+            f"or integers; {column!r} is of {array.type}"
+        )  # fmt: skip
+    if _share_of(array, values) == 0:
+        raise ConfigError(
+            "--labels", f"no row of the sample has {column} {' or '.join(map(shown, values))}; "
+            f"its values, the most held first: {common_values(array)}"
+        )  # fmt: skip
+    return LabelRule(name, column, one_of=values)
+
+
+def _share_of(array: pa.Array, values: tuple[str, ...]) -> float:
+    """The share of the rows whose value (as text) is one of ``values``."""
+    if not len(array):
+        return 0.0
+    found = pc.is_in(pc.cast(array, pa.string()), value_set=pa.array(values, pa.string()))
+    return pc.sum(pc.fill_null(found, False).cast(pa.int64())).as_py() / len(array)
+
+
+def _text_label_hint(columns: dict[str, pa.Array]) -> str:
+    """How to make a label of a column of events' kinds, where one is: GA4's event_name."""
+    kinds = [
+        c
+        for word in EVENT_KINDS
+        for c, a in columns.items()
+        if word in c.lower() and _is_text_or_integer(a) and 2 <= len(pc.unique(a)) <= 100
+    ]
+    if not kinds:
+        return "a label from values: --labels NAME=COLUMN==VALUE"
+    column = kinds[0]
+    return (
+        f"a label from values: --labels NAME={column}==VALUE, its values the most held first: "
+        f"{common_values(columns[column])}"
+    )
+
+
+def _label_flag(text: str, columns: dict) -> tuple[str, str, str | None, str | None] | None:
+    """``--labels``' ``text`` as its name ("" where it gives none), column, and operator
+    (``>=``, ``==`` or None: a 0/1 column) with its operand: of its readings as COLUMN,
+    COLUMN>=NUMBER, COLUMN==VALUE and those with NAME= first, the first whose column is one
+    of ``columns`` (a header may hold "=" or ">="), else as ``LABEL_FLAG`` reads it; None
+    where that does not."""
     named = [("", text)]
     if "=" in text and is_name(text.split("=", 1)[0]):  # a name holds no "="
         named.append(tuple(text.split("=", 1)))
     readings = []
     for name, rest in named:
-        readings.append((name, rest, None))
-        if ">=" in rest:
-            column, at_least = rest.rsplit(">=", 1)
-            readings.append((name, column, at_least))
+        readings.append((name, rest, None, None))
+        for op in ("==", ">="):
+            if op in rest:
+                column, operand = rest.split(op, 1) if op == "==" else rest.rsplit(op, 1)
+                readings.append((name, column, op, operand))
     if found := next((r for r in readings if r[1] in columns), None):
         return found
     match = LABEL_FLAG.fullmatch(text)
-    return (match["name"] or "", match["column"], match["at_least"]) if match else None
+    return (match["name"] or "", match["column"], match["op"], match["operand"]) if match else None
 
 
 def _readable(array: pa.Array) -> pa.Array:

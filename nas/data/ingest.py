@@ -44,6 +44,7 @@ from nas.data.encoding import (
     padded,
     stored_dense,
 )
+from nas.data.labels import common_values
 from nas.data.prepared import SPLITS, PreparedWriter, scratch_folder, unlearnable
 from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
 from nas.data.schema import LABEL, Field
@@ -114,7 +115,9 @@ def _prepare(
         raise DataError(files[0], "has no rows")
     plan = _fit(schema, reader, split, progress)  # every column checked: malformed rows first
     reader.check_keys()
-    _check_learnable(schema, split, labels, files[0] if len(files) == 1 else schema.source.path)
+    where = files[0] if len(files) == 1 else schema.source.path
+    _check_values_held(schema, reader, labels, where)
+    _check_learnable(schema, split, labels, where)
     absent: dict[str, list[str]] = {}  # a feature column: the files that lack it
     for path, columns in reader.absent.items():
         for column in columns:
@@ -150,19 +153,19 @@ def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
 
 
 def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
-    """Each label of the batch's rows as 0/1 (a label by a threshold: its column checked)."""
+    """Each label of the batch's rows as 0/1, by its rule (its column read as the rule
+    reads it: a 0/1 column's values checked as it was read)."""
     out = []
-    for name, column, at_least in schema.label_columns():
-        values = batch.columns[column].to_numpy(zero_copy_only=False)
-        if at_least is not None:
-            empty = np.isnan(values)
-            if empty.any():
-                raise batch.bad(
-                    column,
-                    first_row(empty),
-                    f"is empty; label {name!r} needs a number on every row",
-                )
-            values = values >= at_least
+    for rule in schema.label_rules():
+        values, empty = rule.of_array(batch.columns[rule.column])
+        if empty.any():
+            wants = "a number" if rule.at_least is not None else "a value"
+            fill = " (fill the empty values, none for instance)" if rule.one_of else ""
+            raise batch.bad(
+                rule.column,
+                first_row(empty),
+                f"is empty; label {rule.name!r} ({rule}) needs {wants} on every row{fill}",
+            )
         out.append(values.astype(np.int8))
     return out
 
@@ -177,6 +180,20 @@ def _split_values(batch: Batch, column: str) -> np.ndarray:
         found = "is empty" if value is None else f"is {shown(value)}"
         raise batch.bad(column, index, f"{found}; split.column's values are {', '.join(SPLITS)}")
     return codes.to_numpy(zero_copy_only=False).astype(np.int8)
+
+
+def _check_values_held(schema: SchemaFile, reader: Rows, labels: np.ndarray, where) -> None:
+    """A label by values that no row holds (misspelt, most likely) refused, naming the
+    values its column holds (in the first batch of rows: read again only to say so)."""
+    for j, rule in enumerate(schema.label_rules()):
+        if rule.one_of and not labels[:, j].any():
+            batch = next(reader.batches([rule.column]))
+            raise DataError(
+                where,
+                f"no row has {rule.column} {' or '.join(map(shown, rule.one_of))} (label "
+                f"{rule.name!r}); its values in the first {len(batch):,} rows, the most held "
+                f"first: {common_values(batch.columns[rule.column])}",
+            )
 
 
 def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, where) -> None:
@@ -201,7 +218,7 @@ def _first_pass(
     from_rows = schema.history is not None and schema.history.from_rows
     time_key = keys.timestamp if method in ("time", "user_time") or from_rows else None
     user_key = keys.user if method in ("hash", "user_time") or from_rows else None
-    label_columns = [column for _, column, _ in schema.label_columns()]
+    label_columns = list(dict.fromkeys(rule.column for rule in schema.label_rules()))
     given = schema.split.column
     columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key, given) if k)]))
     times, users, labels, codes, rows = [], [], [], [], 0
@@ -446,7 +463,7 @@ def _write(
     """Encode every row into the prepared files at ``root``; ``manifest``: extra entries."""
     rows, labels, keys = len(split), list(schema.label_names), schema.keys
     n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
-    columns = [c for _, c, _ in schema.label_columns()]
+    columns = list(dict.fromkeys(rule.column for rule in schema.label_rules()))
     columns += [e.column for e in plan.categorical + plan.multi_hot + plan.dense]
     sequence = plan.sequence
     action = sequence.feature.action if sequence is not None else None
@@ -587,8 +604,7 @@ def _write(
                 },
                 "label_rule": _label_rule(schema),
                 "label_columns": [  # how raw rows carry each label (a model measures on them)
-                    {"name": name, "column": column, "at_least": at_least}
-                    for name, column, at_least in schema.label_columns()
+                    rule.to_dict() for rule in schema.label_rules()
                 ],
                 "raw_form": raw_form(plan, keys, schema.source.per_second).to_dict(),
                 "hashed_values": {
@@ -603,10 +619,7 @@ def _write(
 
 
 def _label_rule(schema: SchemaFile) -> str:
-    rules = [
-        f"{column} >= {at_least:g}" if at_least is not None else f"column {column}"
-        for _, column, at_least in schema.label_columns()
-    ]
+    rules = [str(rule) for rule in schema.label_rules()]
     return rules[0] if len(rules) == 1 else f"{', '.join(rules)} (one head each)"
 
 

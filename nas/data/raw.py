@@ -222,7 +222,7 @@ class RawForm:
         for name, column in self.columns.items():
             kind = "time" if column["type"] == "integer" else column["type"]
             value = row.get(name)
-            if _missing(value):
+            if is_missing(value):
                 if not column["optional"]:
                     raise RawInputError(number, name, f"is missing; expected {_wants(kind)}")
                 value = None
@@ -293,31 +293,6 @@ class RawForm:
         return rows
 
 
-@dataclass(frozen=True)
-class RawLabels:
-    """Raw rows' labels as the dataset's prepare read them."""
-
-    values: np.ndarray  # [R, K] float32; 0 where a row lacks the label
-    lacking: tuple[int, str] | None  # the first row without a label: its number, the column
-    carried: bool  # whether any row carries a label
-
-    @classmethod
-    def joined(cls, parts: list[RawLabels]) -> RawLabels:
-        """The labels of consecutive batches of rows, as those of all of them."""
-        return cls(
-            np.concatenate([p.values for p in parts]),
-            next((p.lacking for p in parts if p.lacking), None),
-            any(p.carried for p in parts),
-        )
-
-    @property
-    def unmeasured(self) -> str | None:
-        """Why these rows cannot be measured though some carry labels (else None)."""
-        if self.lacking is None or not self.carried:
-            return None
-        return f"row {self.lacking[0]} has no {self.lacking[1]!r}"
-
-
 def encoded(schema: Schema, categorical, multi_hot, dense, history=None) -> Features:
     """Rows' encoded fields as a model's input (labels 0). ``history``, where the schema has
     one: a function giving each row's ``(start, end, now)`` into its events laid end to end,
@@ -338,45 +313,6 @@ def encoded(schema: Schema, categorical, multi_hot, dense, history=None) -> Feat
         names = ("item", "action", "time")
         events = {k: np.asarray(v, dtype=np.int64) for k, v in zip(names, found, strict=True)}
     return Features.from_arrays(arrays, events, schema)
-
-
-def raw_labels(
-    rows: list[Mapping[str, Any]], label_columns: list[dict[str, Any]], first: int = 1
-) -> RawLabels:
-    """Each raw row's labels (``label_columns``: each label's ``column``, 0/1, or a number
-    ``at_least`` a threshold). Rows a serving system sends carry none; a day of logs scored
-    after the fact carries them all, and rows some of which lack them cannot be measured
-    together. A value that is there but not a label raises ``RawInputError``; ``first``: the
-    first row's number."""
-    out = np.zeros((len(rows), len(label_columns)), dtype=np.float32)
-    lacking, carried = None, False
-    for i, row in enumerate(rows):
-        for j, label in enumerate(label_columns):
-            value = row.get(label["column"]) if isinstance(row, Mapping) else None
-            if _missing(value) or (isinstance(value, str) and not value.strip()):
-                lacking = lacking or (first + i, label["column"])
-                continue
-            carried = True
-            out[i, j] = _label(first + i, label, value)
-    return RawLabels(out, lacking, carried)
-
-
-def _label(row: int, label: dict[str, Any], value: Any) -> float:
-    """One raw value of a label's column as the label (1.0 or 0.0)."""
-    if label["at_least"] is not None:
-        try:
-            number = convert(row, label["column"], "number", value)
-        except RawInputError as err:
-            rule = f"the label {label['name']!r}: {label['column']} >= {label['at_least']:g}"
-            raise RawInputError(row, label["column"], f"{err.problem} ({rule})") from None
-        return float(number >= label["at_least"])
-    if isinstance(value, bool):
-        return float(value)
-    if str(value).strip() in ("0", "1", "0.0", "1.0"):
-        return float(float(value) == 1)
-    raise RawInputError(
-        row, label["column"], f"must be 0 or 1 (the label {label['name']!r}), got {shown(value)}"
-    )
 
 
 def lookup(recipe: dict, value: str) -> int:
@@ -447,7 +383,7 @@ def event_fields(keys: tuple) -> tuple[str, ...]:
     return tuple(key for key in keys if key is not None)
 
 
-def _missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
     """None, NaN, or pandas' NA and NaT (a nullable column's missing value)."""
     return (
         value is None
@@ -488,7 +424,7 @@ def convert(
     wants = _wants(kind, keys)
     if isinstance(value, np.ndarray):  # a list as pandas holds one (read from Parquet)
         value = value.tolist()
-    elif _missing(value):  # NaN, pandas' NA: as None
+    elif is_missing(value):  # NaN, pandas' NA: as None
         value = None
 
     def bad() -> RawInputError:  # made only when raised: most values are fine

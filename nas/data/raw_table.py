@@ -39,7 +39,6 @@ from nas.data.raw import (
     NO_ACTION,
     RawForm,
     RawInputError,
-    RawLabels,
     convert,
     encoded,
     event_fields,
@@ -447,47 +446,6 @@ def _number(name: str, value: Any) -> float:
     """A "number" value of text; NaN where it is missing."""
     x = _converted(name, "number", value)
     return math.nan if x is None else x
-
-
-def table_labels(
-    table: pa.Table, label_columns: list[dict[str, Any]], first: int = 1
-) -> RawLabels | None:
-    """``raw_labels(table.to_pylist(), label_columns, first)`` for label columns of numbers
-    (or booleans); None where the rows must decide (text, a value that is not a label)."""
-    n = table.num_rows
-    values = np.zeros((n, len(label_columns)), dtype=np.float32)
-    missing = np.ones((n, len(label_columns)), dtype=bool)
-    for j, label in enumerate(label_columns):
-        if label["column"] not in table.column_names:
-            continue
-        array = table.column(label["column"]).combine_chunks()
-        if pa.types.is_dictionary(array.type):
-            array = array.dictionary_decode()
-        if pa.types.is_null(array.type):
-            continue
-        is_bool = pa.types.is_boolean(array.type)
-        if not (is_bool or pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
-            return None
-        if is_bool and label["at_least"] is not None:
-            return None  # a threshold on a boolean: the rows refuse it
-        x = array.cast(pa.float64(), safe=False).fill_null(math.nan).to_numpy()
-        missing[:, j] = np.isnan(x)
-        x = x[~missing[:, j]]
-        if label["at_least"] is None:
-            negative_zero = np.signbit(x) & (x == 0)  # "-0.0" is not a label's text
-            if not np.isin(x, (0.0, 1.0)).all() or negative_zero.any():
-                return None
-            values[~missing[:, j], j] = x
-        else:
-            if np.isinf(x).any():
-                return None
-            values[~missing[:, j], j] = x >= label["at_least"]
-    lacking = None
-    if missing.any():
-        row = int(np.argmax(missing.any(axis=1)))
-        column = label_columns[int(np.argmax(missing[row]))]["column"]
-        lacking = (first + row, column)
-    return RawLabels(values, lacking, bool((~missing).any()))
 
 
 def _int64(array: pa.Array) -> np.ndarray:

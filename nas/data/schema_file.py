@@ -18,6 +18,7 @@ Fields may also be made from other columns (``from:``), so the built-in MovieLen
 file too (``builtin/movielens.yaml``):
 
     labels: [{name: like, column: rating, at_least: 4}]        # 1 where rating >= 4
+    labels: [{name: purchase, column: event_name, one_of: [purchase]}]   # 1 where it is
       - {name: hour, type: categorical, from: ts, derive: hour}   # or weekday; year: of text
       - {name: zip_prefix, type: categorical, from: zip, prefix: 3}
       - {name: history, type: sequence, from: rows, vocab_of: item, action: rating}
@@ -58,6 +59,7 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
+from nas.data.labels import LabelRule
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import pattern_root
 
@@ -165,12 +167,14 @@ class Source(_Strict):
 
 class Label(_Strict):
     """A 0/1 column (written as its name, or ``{name, column}``), or a label made from a
-    numeric column: 1 where it is at least ``at_least``, else 0. Its name names metrics
-    (``ne:click``, ``auc:click``) and the model's outputs (``probability_click``)."""
+    column: 1 where its number is at least ``at_least``, or where its value is ``one_of``
+    some values, else 0 (``nas/data/labels.py``). Its name names metrics (``ne:click``,
+    ``auc:click``) and the model's outputs (``probability_click``)."""
 
     name: Name
     column: Name | None = None  # default: the column of that name
     at_least: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    one_of: Annotated[list[Name], Field(min_length=1, max_length=1000)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -187,6 +191,41 @@ class Label(_Strict):
                 f"{{name: click, column: {shown(name)}}}"
             )
         return name
+
+    @field_validator("one_of", mode="before")
+    @classmethod
+    def _values_as_text(cls, values):
+        """Each value as text, as prepare reads the column: YAML's ``yes`` or ``true`` is a
+        boolean, which the column's text would never equal."""
+        if not isinstance(values, list):
+            return values
+        for value in values:
+            if isinstance(value, bool):
+                raise ValueError(
+                    f"holds {value}, a boolean: YAML reads an unquoted yes, no, true, false, "
+                    f"on or off so; quote the value as the column writes it (one_of: "
+                    f'["yes"]): it is compared to the column\'s text'
+                )
+            if not isinstance(value, str | int):
+                hint = f' (quote it: "{value}")' if isinstance(value, float) else ""
+                raise ValueError(
+                    f"{shown(value)} is not text or an integer: a label's one_of values are "
+                    f"compared to the column's text{hint}"
+                )
+        return [str(value) for value in values]
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> Label:
+        if self.at_least is not None and self.one_of is not None:
+            raise ValueError(
+                "give at_least (1 where a number is at least it) or one_of (1 where the "
+                "value is one of them), not both"
+            )
+        return self
+
+    def rule(self) -> LabelRule:
+        one_of = tuple(self.one_of or ())
+        return LabelRule(self.name, self.column or self.name, self.at_least, one_of)
 
 
 class Keys(_Strict):
@@ -481,7 +520,7 @@ class SchemaFile(_Strict):
         for key in needs.get(self.split.method, ()):
             if getattr(self.keys, key) is None:
                 raise ValueError(f"split method {self.split.method} needs keys.{key}")
-        label_columns = {column for _, column, _ in self.label_columns()}
+        label_columns = {rule.column for rule in self.label_rules()}
         for i, feature in enumerate(self.features):
             leaked = label_columns & set(feature.columns)
             if leaked:
@@ -523,9 +562,9 @@ class SchemaFile(_Strict):
     def label_names(self) -> tuple[str, ...]:
         return tuple(label.name for label in self.labels)
 
-    def label_columns(self) -> list[tuple[str, str, float | None]]:
-        """Each label's name, its column, and its threshold (None: the column is 0/1)."""
-        return [(x.name, x.column or x.name, x.at_least) for x in self.labels]
+    def label_rules(self) -> list[LabelRule]:
+        """How each label is read from its column."""
+        return [label.rule() for label in self.labels]
 
     @property
     def history(self) -> Feature | None:
@@ -544,8 +583,8 @@ class SchemaFile(_Strict):
                 )
             kinds[column] = (kind, owner)
 
-        for name, column, at_least in self.label_columns():
-            read(column, "label" if at_least is None else "number", f"label {name}")
+        for rule in self.label_rules():
+            read(rule.column, rule.reads, f"label {rule.name}")
         for key in ("user", "request"):
             if getattr(self.keys, key):
                 read(getattr(self.keys, key), "text", f"keys.{key}")
@@ -570,14 +609,14 @@ class SchemaFile(_Strict):
     def required_columns(self) -> list[str]:
         """The columns every file must hold: the labels', the keys' and the split's."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
-        found = [c for _, c, _ in self.label_columns()] + [k for k in keys if k]
+        found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
         return list(dict.fromkeys(found))
 
     def columns(self) -> list[str]:
         """Every column the dataset reads: labels, keys, the split's, features (and a
         history's action)."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
-        found = [c for _, c, _ in self.label_columns()] + [k for k in keys if k]
+        found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
         found += [c for f in self.features for c in (*f.columns, *([f.action] if f.action else []))]
         return list(dict.fromkeys(found))
 

@@ -990,6 +990,11 @@ def _numbers(
                     )
                 elif decimal == "." and DECIMAL_COMMA.fullmatch(text.strip()):
                     hint = ' (a decimal comma: say decimal: "," in the source)'
+                elif kind == "label":
+                    hint = (
+                        f" (a label 1 where the value is one of some: {{name: {column}, "
+                        f"column: {column}, one_of: [{shown(text)}]}})"
+                    )
                 raise batch.bad(column, i, f"must be {wants}, got {shown(text)}{hint}") from None
         raise batch.bad(column, 0, f"must be {wants}, got type {array.type}") from None
     numbers = values.to_numpy(zero_copy_only=False)

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from nas.core.errors import ConfigError, NasError, shown
-from nas.data.raw import RawInputError, RawLabels, raw_labels
-from nas.data.raw_table import table_labels
+from nas.data.labels import LabelRule, RawLabels, raw_labels, table_labels
+from nas.data.raw import RawInputError
 from nas.data.row_files import RowBatch
 from nas.service.serving import open_model
 
@@ -40,9 +40,9 @@ class Scoring:
     def __init__(self, tracking_uri: str, model_uri: str):
         self.model_uri = model_uri
         _, self.loaded = open_model(tracking_uri, model_uri)
-        self._recipes = self.loaded.info.get("labels")
+        self.rules = [LabelRule.of(r) for r in self.loaded.info.get("labels") or ()]
         self._labels: list[RawLabels] = []
-        self._scores: list[dict[str, np.ndarray]] | None = [] if self._recipes else None
+        self._scores: list[dict[str, np.ndarray]] | None = [] if self.rules else None
         self._lacking_in: Path | None = None  # the file of the first row without its labels
 
     @property
@@ -53,7 +53,7 @@ class Scoring:
         """Each output column's probability for each row of ``batch`` (``RawInputError``
         names a bad row, its file and its column)."""
         try:
-            if self._recipes:
+            if self.rules:
                 self._labels.append(self._labels_of(batch))
             scores = self.loaded.scored(self.loaded.features_of(batch))
         except RawInputError as err:
@@ -66,13 +66,13 @@ class Scoring:
         return scores
 
     def _labels_of(self, batch: RowBatch) -> RawLabels:
-        """The batch's labels: a Parquet batch's by its columns where they hold numbers."""
+        """The batch's labels: a Parquet batch's by its columns where their types allow."""
         if batch.table is not None:
-            labels = table_labels(batch.table, self._recipes, batch.first)
+            labels = table_labels(batch.table, self.rules, batch.first)
             if labels is not None:
                 return labels
-        rows = batch.rows_of([recipe["column"] for recipe in self._recipes])
-        return raw_labels(rows, self._recipes, batch.first)
+        rows = batch.rows_of(list(dict.fromkeys(rule.column for rule in self.rules)))
+        return raw_labels(rows, self.rules, batch.first)
 
     def measured(self) -> Measured:
         """The rows scored so far, measured by their labels where every one carries them."""
@@ -86,12 +86,12 @@ class Scoring:
             )
         scores = {name: np.concatenate([s[name] for s in self._scores]) for name in self.outputs}
         rates = self.loaded.info["train_rates"]
-        return Measured(_measured(scores, labels.values, self._recipes, rates))
+        return Measured(_measured(scores, labels.values, self.rules, rates))
 
     def labelled(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Every row's labels [R, K] and probabilities so far; ``NasError`` where the model
         has no labels to read or a row lacks its own."""
-        if not self._recipes:
+        if not self.rules:
             raise NasError(
                 f"{self.model_uri} does not say how its labels are read (registered from a "
                 "dataset prepared before 2026-12-06: prepare it again with --force and "
@@ -168,21 +168,20 @@ def compare(
     from workers.metrics import paired_auc_difference, paired_ne_difference
 
     first = scorings[0]
-    rules = [(r["name"], r["column"], r["at_least"]) for r in first.loaded.info.get("labels") or []]
+    rules = first.rules
     for other in scorings[1:]:
-        theirs = [
-            (r["name"], r["column"], r["at_least"]) for r in other.loaded.info.get("labels") or []
-        ]
-        if rules and theirs and theirs != rules:
+        if rules and other.rules and other.rules != rules:
+            theirs = ", ".join(f"{r.name}: {r}" for r in other.rules)
+            ours = ", ".join(f"{r.name}: {r}" for r in rules)
             raise NasError(
                 f"{other.model_uri} reads its labels as {theirs}, {first.model_uri} as "
-                f"{rules}: they are measured on different labels"
+                f"{ours}: they are measured on different labels"
             )
     labels, base = first.labelled()
     each = [(first, base, first.measured().figures)]  # each once: the rows may be millions
     each += [(s, s.labelled()[1], s.measured().figures) for s in scorings[1:]]
     compared: dict[str, list[dict[str, Any]]] = {}
-    for j, name in enumerate(rule[0] for rule in rules):
+    for j, name in enumerate(rule.name for rule in rules):
         rows = []
         for scoring, scores, figures in each:
             row = {"model_uri": scoring.model_uri} | {
@@ -204,18 +203,14 @@ def _interval(mean: float, error: float) -> dict[str, float]:
     return {"mean": mean, "low": mean - 1.96 * error, "high": mean + 1.96 * error}
 
 
-def _measured(scores: dict, labels: np.ndarray, recipes: list[dict], rates: dict) -> dict:
+def _measured(scores: dict, labels: np.ndarray, rules: list[LabelRule], rates: dict) -> dict:
     """Each label's figures from its probabilities (as logits: the pyfunc returns those)."""
     from workers.metrics import binary_metrics
 
     measured = {}
-    for j, (recipe, output) in enumerate(zip(recipes, scores, strict=True)):
+    for j, (rule, output) in enumerate(zip(rules, scores, strict=True)):
         p = np.clip(scores[output].astype(np.float64), 1e-12, 1 - 1e-12)
         logits = torch.from_numpy(np.log(p) - np.log1p(-p))
-        name = recipe["name"]
-        figures = binary_metrics(torch.from_numpy(labels[:, j]), logits, rates[name])
-        rule = recipe["column"] + (
-            f" >= {recipe['at_least']:g}" if recipe["at_least"] is not None else ""
-        )
-        measured[name] = {**figures, "rule": rule, "train_rate": rates[name]}
+        figures = binary_metrics(torch.from_numpy(labels[:, j]), logits, rates[rule.name])
+        measured[rule.name] = {**figures, "rule": str(rule), "train_rate": rates[rule.name]}
     return measured

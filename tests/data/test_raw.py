@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nas.data.labels import LabelRule, RawLabels, raw_labels
 from nas.data.raw import RawInputError
 
 
@@ -134,13 +136,12 @@ def test_any_row_encodes_or_raises_a_named_error(ml100k, change) -> None:
     assert np.isfinite(encoded.dense.numpy()).all()
 
 
-CLICK = {"name": "click", "column": "click", "at_least": None}
-LIKE = {"name": "like", "column": "rating", "at_least": 4}
+CLICK = LabelRule("click", "click")
+LIKE = LabelRule("like", "rating", at_least=4)
+PURCHASE = LabelRule("purchase", "event", one_of=("purchase", "refund", "7"))
 
 
 def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
-    from nas.data.raw import RawLabels, raw_labels
-
     rows = [
         {"click": 1, "rating": 5},
         {"click": "0", "rating": "3.5"},
@@ -159,6 +160,11 @@ def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
     joined = RawLabels.joined([labels, raw_labels([{"click": 1, "rating": 2}], [CLICK, LIKE])])
     assert joined.lacking is None and joined.values.tolist()[-2:] == [[0, 0], [1, 0]]
     assert RawLabels.joined([labels, none]).unmeasured == "row 5 has no 'click'"
+    # a label by values: each value as prepare reads it as text (an integer's digits, a
+    # float's shortest text, a boolean's true/false); a blank one is no label
+    events = [{"event": v} for v in ("purchase", "page_view", 7, 7.0, True, "refund", " ")]
+    read = raw_labels(events, [PURCHASE], first=1)
+    assert read.values[:, 0].tolist() == [1, 0, 1, 1, 0, 1, 0] and read.lacking == (7, "event")
 
 
 @pytest.mark.parametrize(
@@ -171,13 +177,17 @@ def test_rows_that_carry_their_labels_are_read_as_prepare_reads_them() -> None:
             LIKE,
             "row 1: 'rating' must be a number, got 'five' (the label 'like': rating >= 4)",
         ),
+        (
+            ["purchase"],
+            PURCHASE,
+            "row 1: 'event' must be a string, got ['purchase'] (the label 'purchase': event "
+            "in ('purchase', 'refund', '7'))",
+        ),
     ],
 )
 def test_a_label_value_that_is_not_one_is_named(value, label, words) -> None:
-    from nas.data.raw import raw_labels
-
-    with pytest.raises(RawInputError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        raw_labels([{label["column"]: value}], [label])
+    with pytest.raises(RawInputError, match=re.escape(words)):
+        raw_labels([{label.column: value}], [label])
 
 
 def test_a_release_year_that_is_no_year_reads_as_missing(ml100k) -> None:

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from nas.data import prepare_dataset
-from nas.data.raw import RawForm, RawInputError, raw_labels
-from nas.data.raw_table import EVENTS, rows_table, table_features, table_labels
+from nas.data.labels import LabelRule, raw_labels, table_labels
+from nas.data.raw import RawForm, RawInputError
+from nas.data.raw_table import EVENTS, rows_table, table_features
 from tests.data.test_schema_file import logs, schema_file
 
 
@@ -325,8 +326,8 @@ def test_any_table_encodes_as_its_rows_do_or_is_left_to_them(request, dataset, d
     prepared = request.getfixturevalue(dataset.split()[0])
     form, schema = prepared.raw_form(), prepared.schema
     form = varied(form) if dataset.endswith("varied") else form
-    recipes = prepared.manifest["label_columns"]
-    table = data.draw(tables(form.columns, [r["column"] for r in recipes]))
+    recipes = [LabelRule.of(r) for r in prepared.manifest["label_columns"]]
+    table = data.draw(tables(form.columns, [r.column for r in recipes]))
     rows = table.to_pylist()
     agrees_with_rows(table_features(form, table, schema), form, schema, rows)
     labels = table_labels(table, recipes, first=3)
@@ -341,10 +342,7 @@ def test_any_table_encodes_as_its_rows_do_or_is_left_to_them(request, dataset, d
 
 
 def test_label_columns_of_numbers_read_as_the_rows_read_them() -> None:
-    recipes = [
-        {"name": "click", "column": "click", "at_least": None},
-        {"name": "like", "column": "rating", "at_least": 4},
-    ]
+    recipes = [LabelRule("click", "click"), LabelRule("like", "rating", at_least=4)]
     table = pa.table({"click": [1, 0, True and 1], "rating": [5.0, 3.5, 4]})
     labels = table_labels(table, recipes, first=10)
     assert labels.values.tolist() == [[1, 1], [0, 0], [1, 1]] and labels.lacking is None
@@ -354,6 +352,34 @@ def test_label_columns_of_numbers_read_as_the_rows_read_them() -> None:
                                             first=10).unmeasured  # fmt: skip
     assert table_labels(pa.table({"click": [2], "rating": [1]}), recipes) is None
     assert table_labels(pa.table({"click": ["1"], "rating": [1]}), recipes) is None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kind=st.sampled_from(list(VALUES)), data=st.data())
+def test_a_label_by_values_reads_any_column_as_its_rows_do(kind, data) -> None:
+    """A label 1 where the value is one of some (GA4's event_name is purchase): a column of
+    any kind read as its rows read it, or left to them."""
+    values = data.draw(st.lists(VALUES[kind], min_size=1, max_size=6))
+    try:
+        array = pa.array(values, TYPES[kind])
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        assume(False)
+    if data.draw(st.booleans()) and pa.types.is_string(array.type):
+        array = array.dictionary_encode()
+    held = [str(v).lower() if isinstance(v, bool) else str(v) for v in values if v is not None]
+    one_of = data.draw(st.lists(st.sampled_from([*held, "3", "purchase"]), min_size=1))
+    rules = [LabelRule("bought", "event", one_of=tuple(one_of))]
+    table = pa.table({"event": array})
+    labels = table_labels(table, rules, first=4)
+    try:
+        want = raw_labels(table.to_pylist(), rules, first=4)
+    except RawInputError:
+        assert labels is None
+        return
+    assert labels is not None or kind not in ("text", "integer", "float", "bool")
+    if labels is not None:
+        assert np.array_equal(labels.values, want.values), (values, one_of)
+        assert (labels.lacking, labels.carried) == (want.lacking, want.carried)
 
 
 @st.composite

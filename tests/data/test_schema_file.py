@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -252,6 +253,72 @@ def test_a_label_reads_a_column_of_another_name(tmp_path: Path) -> None:
     dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
     assert dataset.schema.labels == ("click", "like")
     assert (by_source(dataset, "labels") == frame[["clicked?", "like"]].to_numpy()).all()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_labels_of_an_events_name_are_read_by_its_values(tmp_path: Path, fmt, capsys) -> None:
+    """GA4's export: one row per event, event_name saying which (page_view, purchase); its
+    labels 1 where the name is one of some values, two of the same column, one of a column
+    of integers; drafted, prepared, written back as raw rows that read as the same labels."""
+    from nas.data.export import export_raw_rows
+    from nas.data.labels import LabelRule, raw_labels, table_labels
+
+    frame = logs().drop(columns=["click", "like"])
+    rng = np.random.default_rng(1)
+    frame["event_name"] = rng.choice(["page_view", "add_to_cart", "purchase"], len(frame))
+    frame["status"] = rng.choice([200, 404, 500], len(frame))
+    write_source(tmp_path / "data", frame, fmt)
+    source = tmp_path / "data" / ("*.parquet" if fmt == "parquet" else "logs.tsv")
+    out = tmp_path / "events.yaml"
+    assert main(["data", "schema", str(source), "--out", str(out)]) == 2  # no 0/1 label
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--labels NAME=event_name==VALUE, its values the most held first: '" in said
+    flags = ["--labels", "purchase=event_name==purchase", "--labels"]
+    flags += ["cart=event_name==add_to_cart|purchase,ok=status==200"]
+    assert main(["data", "schema", str(source), "--out", str(out), *flags]) == 0
+    drafted = yaml.safe_load(out.read_text())
+    assert drafted["labels"] == [
+        {"name": "purchase", "column": "event_name", "one_of": ["purchase"]},
+        {"name": "cart", "column": "event_name", "one_of": ["add_to_cart", "purchase"]},
+        {"name": "ok", "column": "status", "one_of": ["200"]},  # (as its text is)
+    ]
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    events = frame["event_name"]
+    expected = np.stack(
+        [events == "purchase", events.isin(["add_to_cart", "purchase"]), frame["status"] == 200],
+        axis=1,
+    )
+    assert (by_source(dataset, "labels") == expected).all()
+    assert dataset.manifest["label_rule"] == (
+        "event_name == 'purchase', event_name in ('add_to_cart', 'purchase'), status == '200' "
+        "(one head each)"
+    )
+    # raw rows written back: a value each column's labels read as they were prepared
+    rules = [LabelRule.of(r) for r in dataset.manifest["label_columns"]]
+    stored = np.asarray(dataset.label_array())[dataset.split_rows("test")]
+    for name in ("rows.parquet", "rows.jsonl"):
+        export_raw_rows(dataset, "test", tmp_path / name, None)
+        if name.endswith(".parquet"):
+            read = table_labels(pq.read_table(tmp_path / name), rules)
+        else:
+            lines = (tmp_path / name).read_text().splitlines()
+            read = raw_labels([json.loads(line) for line in lines], rules)
+        assert read.lacking is None and np.array_equal(read.values, stored)
+    # a value no row holds (misspelt): refused, naming those the column holds
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(out.read_text().replace("one_of: [purchase]", "one_of: [purchse]"))
+    with pytest.raises(DataError, match="no row has event_name 'purchse' .label 'purchase'.; its"):
+        prepare_dataset(str(bad), tmp_path / "bad_cache")
+    assert not (tmp_path / "bad_cache").exists() or not any((tmp_path / "bad_cache").iterdir())
+    # YAML's yes is a boolean, which no column's text equals
+    bad.write_text(out.read_text().replace("one_of: [purchase]", "one_of: [yes]"))
+    with pytest.raises(ConfigError, match="a boolean: YAML reads an unquoted yes"):
+        prepare_dataset(str(bad), tmp_path / "bad_cache")
+    # an event without a name is no label
+    frame.loc[7, "event_name"] = None
+    write_source(tmp_path / "data", frame, fmt)
+    with pytest.raises(DataError, match="needs a value on every row"):
+        prepare_dataset(str(out), tmp_path / "cache", force=True)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
