@@ -39,8 +39,7 @@ import numpy as np
 from nas.arch.model import build_model
 from nas.arch.spec import ArchSpec
 from nas.data import load_dataset
-from nas.data.raw import raw_labels
-from nas.data.raw_table import table_labels
+from nas.data.labels import LabelRule, raw_labels, table_labels
 from nas.data.row_files import RowBatch, RowFiles
 from nas.service.serving import LoadedModel
 import torch
@@ -48,7 +47,7 @@ torch.manual_seed(0)
 dataset = load_dataset(sys.argv[1], None)
 model = build_model(ArchSpec.load(sys.argv[2]), dataset.schema).eval()
 loaded = LoadedModel(model, dataset.schema, dataset.raw_form(), {})
-recipes = dataset.manifest["label_columns"]
+recipes = [LabelRule.of(r) for r in dataset.manifest["label_columns"]]
 way, rows = sys.argv[4], RowFiles(sys.argv[3])
 start = time.perf_counter()
 if way == "whole, by rows":
