@@ -29,7 +29,6 @@ from nas.data.schema_file import (
     is_schema_path,
     load_schema_file,
     source_files,
-    source_root,
 )
 
 __all__ = [
@@ -276,7 +275,8 @@ def _prepare_schema_file(
     path_text: str, cache_dir: Path, force: bool, progress
 ) -> tuple[PreparedDataset, bool]:
     path, schema = _schema_at(path_text)
-    files = source_files(schema, path)
+    listed = source_files(schema, path)
+    files = listed.files
     key = fingerprint(schema, files)
     root = cache_dir / schema.name
     if found := _schema_cache_ready(path, root, key, force):
@@ -293,8 +293,9 @@ def _prepare_schema_file(
             "format": schema.source.format,
             "ingest": INGEST_VERSION,
         }
-        base = source_root(schema, path)
-        prepare_schema_file(schema, files, root, source, progress, base=base)
+        if listed.version is not None:
+            source["delta_version"] = listed.version
+        prepare_schema_file(schema, files, root, source, progress, partitions=listed.partitions)
         return open_prepared(root), False
 
 

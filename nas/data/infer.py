@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
+from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
 from nas.data.labels import LabelRule, common_values
 from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
@@ -53,6 +54,7 @@ from nas.data.row_files import (
     keyed_pairs,
     keyed_parts,
     partitions,
+    pattern_root,
     sniffed_delimiter,
     text_fault,
     told_dialect,
@@ -136,11 +138,14 @@ WHOLE = re.compile(r"[+-]?\d+")
 @dataclass(frozen=True)
 class Source:
     """A team's files: the schema's ``source.path`` (absolute; a folder's files of one
-    format under it), the files it matches, their format and CSV delimiter."""
+    format under it, or a Delta table's folder), the files it matches, their format and CSV
+    delimiter."""
 
     pattern: str
     files: list[Path]
     format: str
+    # each file's partition columns' values: its Hive-style folders', or a Delta table's log's
+    partitions: dict[Path, dict[str, str | None]] = field(default_factory=dict)
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
@@ -149,9 +154,18 @@ class Source:
 
 
 def found_source(given: str) -> Source:
-    """A file, a folder of files of one format, or a glob: its files (``ConfigError``
-    where none, or a folder's files of several formats)."""
+    """A file, a folder of files of one format, a Delta table's folder, or a glob: its
+    files (``ConfigError`` where none, or a folder's files of several formats, or files of
+    a Delta table named otherwise than by its folder)."""
     place = Path(given).expanduser()
+    if is_delta_table(place):
+        table = delta_files(place, None, "SOURCE")
+        if not table.files:
+            raise ConfigError("SOURCE", f"the Delta table {given} has no files")
+        where = str(place.absolute())
+        return Source(where, table.files, "delta", partitions=table.partitions)
+    if table := delta_table_above(pattern_root(str(place))):
+        raise ConfigError("SOURCE", inside_table(given, table, f"name its folder, {table}"))
     if place.is_dir():
         files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
         kinds = {_suffixes(p) for p in files} - {None}
@@ -204,7 +218,9 @@ def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
         decimal = decimal_mark(lines, delimiter)
         thousands = thousands_mark(lines, delimiter, decimal)
         escape = escape_mark(lines, delimiter)
-    return Source(pattern, files, fmt, delimiter, columns, decimal, thousands, escape)
+    root = pattern_root(pattern)  # Hive-style folders below it: columns of their files' rows
+    found = {path: partitions(path, root) for path in files}
+    return Source(pattern, files, fmt, found, delimiter, columns, decimal, thousands, escape)
 
 
 def escape_mark(lines: list[str], delimiter: str) -> str | None:
@@ -387,7 +403,7 @@ def read_sample(
     delimiter: str = ",",
     rows: int = SAMPLE_ROWS,
     columns: list[str] | None = None,
-    root: Path | None = None,
+    partitions: dict[Path, dict[str, str | None]] | None = None,
     decimal: str = ".",
     thousands: str | None = None,
     escape: str | None = None,
@@ -396,10 +412,11 @@ def read_sample(
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
-    so). ``columns``: a CSV file's names, where it has no header. ``root``: the folder the
-    files are under, whose Hive-style partition folders below it are columns. ``decimal``,
+    so). ``columns``: a CSV file's names, where it has no header. ``partitions``: each
+    file's partition columns' values (``Source.partitions``). ``decimal``,
     ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
     character (Hive's Ctrl-A files: never quoted)."""
+    fmt = "parquet" if fmt == "delta" else fmt  # (a Delta table's files)
     if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]
@@ -421,7 +438,7 @@ def read_sample(
     tables = [
         with_fields(
             with_partitions(
-                binary_as_text(table, valid_only=True), partitions(path, root) if root else {}
+                binary_as_text(table, valid_only=True), (partitions or {}).get(path, {})
             )
         )
         for path, table in zip(chosen, tables, strict=True)

@@ -83,14 +83,15 @@ def prepare_schema_file(
     source: dict,
     progress=None,
     extra: dict | None = None,
-    base: Path | None = None,
+    partitions: dict[Path, dict[str, str | None]] | None = None,
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
-    ``extra`` entries in its manifest). ``base``: the folder the files are under, whose
-    Hive-style partition folders below it are columns (None: none are)."""
+    ``extra`` entries in its manifest). ``partitions``: each file's partition columns'
+    values (``SourceFiles``; None: none)."""
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
-        _prepare(schema, Rows(schema, files, base, scratch), files, root, source, progress, extra)
+        rows = Rows(schema, files, partitions, scratch)
+        _prepare(schema, rows, files, root, source, progress, extra)
 
 
 def _prepare(

@@ -34,6 +34,7 @@ from typing import Any
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 from nas.data.avro_file import is_avro
+from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc", ".avro")
 # files of typed columns, by their names (Avro's rows are records, but typed alike)
@@ -113,11 +114,20 @@ class RowFiles:
         # Python's csv reading of a model's CSV source's quoting and escape (read_as)
         self.dialect: dict[str, Any] = {}
         self.numbers: set[str] = set()  # the number columns a model reads (read_as)
-        kinds = _named_files(self.given, flag)
-        self.paths = list(kinds)
-        # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
         root = pattern_root(self.given)
-        self.partitions = {path: partitions(path, root) for path in self.paths}
+        if is_delta_table(Path(self.given)):  # the files its log names, its partitions'
+            table = delta_files(Path(self.given), None, flag)
+            kinds = dict.fromkeys(table.files, ".parquet")
+            self.partitions = table.partitions
+        elif table := delta_table_above(root):
+            raise ConfigError(flag, inside_table(given, table, f"name its folder, {table}"))
+        else:
+            kinds = _named_files(self.given, flag)
+            # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
+            self.partitions = {path: partitions(path, root) for path in kinds}
+        self.paths = list(kinds)
+        if not self.paths:
+            raise ConfigError(flag, f"the Delta table {given} has no files")
         suffixes = sorted(set(kinds.values()))
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
@@ -495,6 +505,9 @@ class ColumnarFile:
             self._file = pq.ParquetFile(path)
             self.schema = self._file.schema_arrow
             self.rows, self.groups = self._file.metadata.num_rows, self._file.num_row_groups
+        # text as Arrow's string views where the writer's Arrow schema says so (delta-rs,
+        # DataFusion): read as plain text, as every reader of the rows expects
+        self._stored, self.schema = self.schema, _without_views(self.schema)
 
     def batches(self, size: int, columns: list[str] | None = None, groups=None) -> Iterator:
         """The rows of ``groups`` (default: all), ``size`` at a time, of ``columns``."""
@@ -503,12 +516,42 @@ class ColumnarFile:
             return
         groups = range(self.groups) if groups is None else groups
         if self.kind != "orc":
-            yield from self._file.iter_batches(size, row_groups=list(groups), columns=columns)
+            batches = self._file.iter_batches(size, row_groups=list(groups), columns=columns)
+            if self._stored == self.schema:
+                yield from batches
+                return
+            import pyarrow as pa
+
+            for batch in batches:
+                yield batch.cast(pa.schema([self.schema.field(n) for n in batch.schema.names]))
             return
         for group in groups:  # (a stripe read whole, then cut)
             stripe = self._file.read_stripe(group, columns=columns)
             for start in range(0, stripe.num_rows, size):
                 yield stripe.slice(start, size)
+
+
+def _without_views(schema):
+    """``schema`` with Arrow's string and binary views (at any depth) as plain ones."""
+    import pyarrow as pa
+
+    def plain(kind):
+        if pa.types.is_string_view(kind):
+            return pa.string()
+        if pa.types.is_binary_view(kind):
+            return pa.binary()
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            field = kind.value_field.with_type(plain(kind.value_type))
+            return pa.list_(field) if pa.types.is_list(kind) else pa.large_list(field)
+        if pa.types.is_struct(kind):
+            return pa.struct([f.with_type(plain(f.type)) for f in kind])
+        if pa.types.is_map(kind):
+            return pa.map_(plain(kind.key_type), kind.item_field.with_type(plain(kind.item_type)))
+        if pa.types.is_dictionary(kind):
+            return pa.dictionary(kind.index_type, plain(kind.value_type), kind.ordered)
+        return kind
+
+    return pa.schema([f.with_type(plain(f.type)) for f in schema], schema.metadata)
 
 
 def binary_as_text(table, valid_only: bool = False):

@@ -2,7 +2,7 @@
 columns are labels, keys and features, and how rows are split.
 
     name: my_ctr
-    source: {format: parquet, path: data/*.parquet}    # parquet | orc | avro | csv | jsonl
+    source: {format: parquet, path: data/*.parquet}    # parquet | orc | avro | csv | jsonl | delta
     labels: [click]                                     # one or more binary labels
     keys: {user: user_id, request: request_id, timestamp: ts}      # each optional
     split: {method: time, valid: 0.1, test: 0.1}
@@ -42,6 +42,8 @@ import datetime
 import glob
 import hashlib
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -59,9 +61,10 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
+from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
 from nas.data.labels import LabelRule
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
-from nas.data.row_files import pattern_root
+from nas.data.row_files import partitions, pattern_root
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 # a CSV source's thousands separators (pandas' thousands): Excel's by its locale, Swiss
@@ -86,8 +89,11 @@ def _encoding(name: str) -> str:
 
 
 class Source(_Strict):
-    format: Literal["parquet", "orc", "avro", "csv", "jsonl"]
+    # delta: a Delta Lake table, path its folder: the Parquet files its log names
+    # (``nas/data/delta_table.py``), at its latest version or at ``version``
+    format: Literal["parquet", "orc", "avro", "csv", "jsonl", "delta"]
     path: Name
+    version: Annotated[int, Field(ge=0)] | None = None  # delta: the table's version read
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
     columns: tuple[Name, ...] | None = None  # csv without a header: the columns' names
@@ -120,6 +126,11 @@ class Source(_Strict):
     def text(self) -> bool:
         """Whether its files are text, of lines (CSV, JSON lines), not typed columns."""
         return self.format in ("csv", "jsonl")
+
+    @property
+    def file_format(self) -> str:
+        """The format its files are read as (a Delta table's: Parquet)."""
+        return "parquet" if self.format == "delta" else self.format
 
     @property
     def per_second(self) -> int:
@@ -157,6 +168,13 @@ class Source(_Strict):
             raise ValueError(
                 "on_bad_lines applies to formats csv and jsonl (Parquet, ORC and Avro have no "
                 "lines)"
+            )
+        if self.version is not None and self.format != "delta":
+            raise ValueError("version applies to format delta only (a Delta table's version)")
+        if self.format == "delta" and glob.has_magic(self.path):
+            raise ValueError(
+                f"a Delta table's path is its folder (the one holding _delta_log), not a "
+                f"pattern: {shown(self.path)}"
             )
         if self.format == "csv" and not self.header and not self.columns:
             raise ValueError("a csv file without a header needs columns: [its column names]")
@@ -644,23 +662,49 @@ def load_schema_file(path: Path) -> SchemaFile:
         raise config_error_from_pydantic(err, source, model=SchemaFile) from None
 
 
-def source_files(schema: SchemaFile, schema_path: Path) -> list[Path]:
-    """The source's files, sorted, but for bookkeeping ones a pattern matches (Spark's
-    ``_SUCCESS``, as ``row_files`` passes them by); ``ConfigError`` when the path matches
-    none."""
+@dataclass(frozen=True)
+class SourceFiles:
+    """The source's files, sorted, and each one's partition columns' values: those of the
+    Hive-style folders it is in below the source's (``date=2024-05-07/``), or those a
+    Delta table's log records; ``version``: a Delta table's version read."""
+
+    files: list[Path]
+    partitions: dict[Path, dict[str, str | None]]
+    version: int | None = None
+
+
+def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
+    """The source's files, but for bookkeeping ones a pattern matches (Spark's
+    ``_SUCCESS``, as ``row_files`` passes them by); a Delta table's, those its log names;
+    ``ConfigError`` when the path matches none, or is (in) a Delta table not declared so."""
+    where = str(schema_path)
     pattern = _source_pattern(schema, schema_path)
+    if schema.source.format == "delta":
+        if not is_delta_table(pattern):
+            raise ConfigError(
+                "source.path",
+                f"{pattern} is not a Delta table (a folder holding _delta_log)",
+                where,
+            )
+        table = delta_files(pattern, schema.source.version, "source.path", where)
+        if not table.files:
+            raise ConfigError("source.path", f"the Delta table {pattern} has no files", where)
+        return SourceFiles(table.files, table.partitions, table.version)
+    if table := delta_table_above(pattern_root(pattern)):
+        instead = f"declare format: delta, path: {quoted_path(table, schema_path)}"
+        raise ConfigError("source.path", inside_table(pattern, table, instead), where)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
     named = not glob.has_magic(str(pattern))  # one file, by its name: whatever its name
     files = [p for p in found if p.is_file() and (named or not p.name.startswith(("_", ".")))]
     if not files:
-        raise ConfigError("source.path", f"matches no file ({pattern})", str(schema_path))
-    return files
+        raise ConfigError("source.path", f"matches no file ({pattern})", where)
+    root = pattern_root(pattern)
+    return SourceFiles(files, {path: partitions(path, root) for path in files})
 
 
-def source_root(schema: SchemaFile, schema_path: Path) -> Path:
-    """The folder the source's files are under: Hive-style partition folders below it
-    (``date=2024-05-07/``) are columns of their files' rows (``row_files.partitions``)."""
-    return pattern_root(_source_pattern(schema, schema_path))
+def quoted_path(path: Path, schema_path: Path) -> str:
+    """``path`` as a schema file's source.path may give it: relative to its folder."""
+    return json.dumps(os.path.relpath(path, schema_path.resolve().parent))
 
 
 def _source_pattern(schema: SchemaFile, schema_path: Path) -> Path:

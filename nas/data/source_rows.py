@@ -49,7 +49,6 @@ from nas.data.row_files import (
     keyed_parts,
     nested_names,
     numbered,
-    partitions,
     root_column,
     sniffed_delimiter,
     text_fault,
@@ -130,7 +129,7 @@ class Rows:
         self,
         schema: SchemaFile,
         files: list[Path],
-        base: Path | None = None,
+        partitions: dict[Path, dict[str, str | None]] | None = None,
         scratch: Path | None = None,
     ):
         self.schema, self.files = schema, files
@@ -139,8 +138,9 @@ class Rows:
         # record into Python objects, several times slower than reading them back)
         self.scratch = scratch
         self._decoded: dict[Path, tuple[Path, list[str]]] = {}  # the copy, its columns
-        # per file, its Hive-style partition columns (date=2024-05-07/) below ``base``
-        self.partitions = {path: partitions(path, base) if base else {} for path in files}
+        # per file, its partition columns' values (Hive-style folders, date=2024-05-07/, or
+        # a Delta table's log: ``SourceFiles``)
+        self.partitions = {path: (partitions or {}).get(path, {}) for path in files}
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         # per file, its top-level columns (those of _holds that are no object's field)
         self._tops: dict[Path, list[str]] = {}
@@ -181,7 +181,7 @@ class Rows:
         wanted = self.schema.columns()
         checked = [p for p in self.files if p not in self._blank]
         present = {path: self._file_columns(path) for path in checked}
-        jsonl = self.schema.source.format == "jsonl"
+        jsonl = self.schema.source.file_format == "jsonl"
         held = {c for found in present.values() for c in found}  # by some file
         for path, found in present.items():
             have = set(found)
@@ -205,7 +205,7 @@ class Rows:
         read = [p for p in self.files if p not in self._blank]
         if never := sorted(set(self._keyed) - self._keyed_held):
             self._no_key(never[0], read)
-        if self.schema.source.format != "jsonl":
+        if self.schema.source.file_format != "jsonl":
             return
         held = set().union(*(self._keys_seen.get(p, set()) for p in read))
         if never := sorted(self._asked - held):
@@ -273,7 +273,7 @@ class Rows:
 
     def _held_columns(self, path: Path) -> list[str]:
         """The file's columns, and its objects' fields as columns (``nested_names``)."""
-        fmt = self.schema.source.format
+        fmt = self.schema.source.file_format
         try:
             if not self.schema.source.text:
                 schema = ColumnarFile(path, fmt).schema
@@ -308,7 +308,7 @@ class Rows:
             raise DataError(path, f"is not readable as {fmt}: {arrow_reason(err)}") from None
 
     def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        fmt = self.schema.source.format
+        fmt = self.schema.source.file_format
         absent = self.absent.get(path, ())
         found = self.partitions[path]  # its folders' columns, added to each batch
         # the columns it holds (a label's, which every file holds, where it holds none of

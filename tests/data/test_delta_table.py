@@ -1,0 +1,163 @@
+"""A Delta Lake table as a source (`format: delta`), as Databricks, Spark and delta-rs write
+one: the rows of the files its log names at a version, each with its partition columns'
+values, never those of the files later commits removed (which stay in its folder until a
+VACUUM); tables recnas would read wrongly refused. Real tables, written by `deltalake`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import yaml
+
+from nas.cli import main
+from nas.core.errors import ConfigError
+from nas.data import prepare_dataset
+from nas.data.row_files import RowFiles
+
+SCHEMA = """\
+name: {name}
+source: {{format: delta, path: {path}{version}}}
+labels: [click]
+keys: {{user: user_id, timestamp: ts}}
+split: {{method: time, valid: 0.1, test: 0.1}}
+features:
+  - {{name: item_id, type: categorical}}
+  - {{name: country, type: categorical}}
+  - {{name: price, type: dense}}
+"""
+
+
+def events(rows: int, start: int, seed: int) -> pa.Table:
+    """Click logs, each row's time its own (``ts``: ``start`` on), partitioned by country
+    (a null country: Hive's default partition; one holding a space and a slash)."""
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "ts": np.arange(start, start + rows, dtype=np.int64),
+            "click": rng.integers(0, 2, rows),
+            "user_id": [f"u{i}" for i in rng.integers(0, 30, rows)],
+            "item_id": [f"i{i}" for i in rng.integers(0, 20, rows)],
+            "price": rng.gamma(2.0, 10.0, rows),
+            "country": rng.choice(np.array(["US", "DE", "a b/c", None], dtype=object), rows),
+        }
+    )
+
+
+def schema(folder: Path, name: str = "clicks", version: int | None = None) -> Path:
+    path = folder / f"{name}.yaml"
+    pinned = "" if version is None else f", version: {version}"
+    path.write_text(SCHEMA.format(name=name, path="table", version=pinned))
+    return path
+
+
+def rows_of(dataset) -> dict[int, tuple[int, str | None]]:
+    """Each prepared row's time, with its label and its country as prepared (raw rows)."""
+    out = {}
+    labels, times = np.asarray(dataset.label_array()), np.asarray(dataset.array("timestamp"))
+    for split in ("train", "valid", "test"):
+        order = dataset.split_rows(split)
+        rows = dataset.raw_rows(split, len(order))
+        for row, label, ts in zip(rows, labels[order], times[order], strict=True):
+            out[int(ts)] = (int(label), row["country"] or None)
+    return out
+
+
+def count(dataset) -> int:
+    return dataset.manifest["split_ranges"]["test"][1]
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> tuple[Path, pa.Table]:
+    """A table of two writes, then a DELETE and a compaction: its folder holds the files
+    of every version; the rows it holds now, as a table."""
+    from deltalake import DeltaTable, write_deltalake
+
+    folder = tmp_path / "table"
+    first, second = events(300, 1_700_000_000, 0), events(300, 1_700_000_300, 1)
+    write_deltalake(folder, first, partition_by=["country"])
+    write_deltalake(folder, second, partition_by=["country"], mode="append")
+    DeltaTable(folder).delete("item_id = 'i3' OR item_id = 'i7'")
+    DeltaTable(folder).optimize.compact()
+    both = pa.concat_tables([first, second])
+    kept = [i not in ("i3", "i7") for i in both.column("item_id").to_pylist()]
+    return folder, both.filter(pa.array(kept))
+
+
+def test_a_delta_table_prepares_the_rows_its_log_holds_not_its_folders(tmp_path, table) -> None:
+    folder, now = table
+    on_disk = list(folder.rglob("*.parquet"))
+    dataset, _ = prepare_dataset(str(schema(tmp_path)), tmp_path / "cache")
+    assert count(dataset) == now.num_rows < 600
+    assert len(on_disk) > dataset.manifest["source"]["files"]  # (removed files kept)
+    expected = {
+        ts: (click, country)
+        for ts, click, country in zip(
+            *(now.column(c).to_pylist() for c in ("ts", "click", "country")), strict=True
+        )
+    }
+    assert rows_of(dataset) == expected  # the partition column as the log records it
+    from deltalake import DeltaTable
+
+    latest = DeltaTable(folder).version()
+    assert dataset.manifest["source"]["delta_version"] == latest > 1
+    # a version of the table: its first write's rows
+    first, _ = prepare_dataset(str(schema(tmp_path, "first", version=0)), tmp_path / "cache")
+    assert sorted(rows_of(first)) == list(range(1_700_000_000, 1_700_000_300))
+    with pytest.raises(ConfigError, match=f"has no version 9; its latest is {latest}"):
+        prepare_dataset(str(schema(tmp_path, "later", version=9)), tmp_path / "cache")
+
+
+def test_files_named_inside_a_delta_table_are_refused_by_every_reader(tmp_path, table, capsys):
+    folder, now = table
+    path = schema(tmp_path)
+    globbed = '{format: parquet, path: "table/**/*.parquet"}'
+    path.write_text(path.read_text().replace("{format: delta, path: table}", globbed))
+    with pytest.raises(ConfigError, match='declare format: delta, path: "table"'):
+        prepare_dataset(str(path), tmp_path / "cache")
+    for argv in (
+        ["data", "schema", str(folder / "country=US"), "--out", str(tmp_path / "x.yaml")],
+        ["predict", "models:/m/1", "--input", str(folder / "country=US")],
+    ):
+        assert main(argv) == 2
+        said = " ".join(capsys.readouterr().err.split())
+        assert f"is in the Delta table {folder}" in said and "name its folder" in said
+    # the table itself, served: its current rows, partitions and all
+    served = [row for batch in RowFiles(folder).batches() for row in batch.rows]
+    assert sorted((r["ts"], r["country"]) for r in served) == sorted(
+        zip(now.column("ts").to_pylist(), now.column("country").to_pylist(), strict=True)
+    )
+
+
+def test_a_delta_table_is_drafted_as_one(tmp_path, table) -> None:
+    folder, now = table
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(folder), "--out", str(out)]) == 0
+    drafted = yaml.safe_load(out.read_text())
+    assert drafted["source"] == {"format": "delta", "path": "table"}
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert count(dataset) == now.num_rows
+
+
+def test_delta_tables_recnas_would_read_wrongly_are_refused(tmp_path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    rows = events(100, 1_700_000_000, 2)
+    # columns stored under other names (a rename's): refused, nothing written
+    write_deltalake(tmp_path / "table", rows, configuration={"delta.columnMapping.mode": "name"})
+    with pytest.raises(ConfigError, match="stores its columns under other names"):
+        prepare_dataset(str(schema(tmp_path)), tmp_path / "cache")
+    assert not (tmp_path / "cache" / "clicks").exists()
+    # deletion vectors allowed (Databricks' default) but none in use: read
+    other = tmp_path / "dv"
+    other.mkdir()
+    write_deltalake(other / "table", rows, configuration={"delta.enableDeletionVectors": "true"})
+    DeltaTable(other / "table").delete("item_id = 'i3'")
+    dataset, _ = prepare_dataset(str(schema(other)), other / "cache")
+    assert count(dataset) == sum(i != "i3" for i in rows.column("item_id").to_pylist())
+    # not a table
+    (tmp_path / "plain" / "table").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="is not a Delta table"):
+        prepare_dataset(str(schema(tmp_path / "plain")), tmp_path / "cache")
