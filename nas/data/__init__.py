@@ -295,7 +295,9 @@ def _prepare_schema_file(
         }
         if listed.version is not None:
             source["delta_version"] = listed.version
-        prepare_schema_file(schema, files, root, source, progress, partitions=listed.partitions)
+        prepare_schema_file(
+            schema, files, root, source, progress, partitions=listed.partitions, kept=listed.kept
+        )
         return open_prepared(root), False
 
 

@@ -7,10 +7,12 @@ replays the log, checkpoints and all; recnas reads the files it names as Parquet
 with its partition columns' values as the log records them (not as its folders' names
 say: a writer may name them otherwise).
 
-Refused, as rows recnas would read wrongly: deletion vectors in use (rows a DELETE marked
-gone inside a file that stays: Databricks' default since 2024), column mapping (columns
-stored under other names: renamed or dropped ones), and files outside the table's folder
-(a shallow clone's, or in object storage)."""
+A DELETE, UPDATE or MERGE of a table with deletion vectors (Databricks' default since
+2024) marks rows gone inside a file that stays: each such file's rows kept are read, as a
+boolean array per file (``kept``) that ``row_files.ColumnarFile`` passes the others by.
+Refused, as rows recnas would read wrongly: column mapping (columns stored under other
+names: renamed or dropped ones), and files outside the table's folder (a shallow clone's,
+or in object storage)."""
 
 from __future__ import annotations
 
@@ -57,15 +59,19 @@ class DeltaFiles:
     version: int
     files: list[Path]
     partitions: dict[Path, dict[str, str | None]]
+    kept: dict  # Path -> np.ndarray of bool: a file's rows kept, where a DELETE marked some
 
 
 def delta_files(folder: Path, version: int | None, field: str, source: str | None = None):
     """The files of the Delta table at ``folder``, at ``version`` (None: its latest);
     ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be read so."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
+
+    folder = folder.absolute()  # (the deletion vectors name their files so)
 
     def refused(problem: str) -> ConfigError:
         return ConfigError(field, f"the Delta table {folder}: {problem}", source)
@@ -73,7 +79,7 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
     try:
         table = DeltaTable(str(folder), version=version)
         actions = pa.table(table.get_add_actions(flatten=True))
-        marked = sum(batch.num_rows for batch in table.deletion_vectors())
+        vectors = pa.table(table.deletion_vectors())
     except (DeltaError, OSError) as err:
         problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         latest = _latest_version(folder)
@@ -87,12 +93,10 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
             "renamed or dropped), which recnas does not read; write the table to Parquet "
             "files (Spark: df.write.parquet) and declare format: parquet"
         )
-    if marked:
-        raise refused(
-            f"marks rows deleted inside {marked} of its files (deletion vectors), which "
-            "recnas does not read; rewrite those files (Databricks: REORG TABLE ... APPLY "
-            "(PURGE)), or write the table to Parquet files and declare format: parquet"
-        )
+    kept = {}
+    uris, masks = vectors.column("filepath"), vectors.column("selection_vector")
+    for uri, mask in zip(uris.to_pylist(), masks.to_pylist(), strict=True):
+        kept[_local(folder, uri)] = np.asarray(mask, dtype=bool)
     files, partitions = [], {}
     named = [c for c in actions.column_names if c.startswith("partition.")]
     texts = {c: pc.cast(actions.column(c), pa.string()).to_pylist() for c in named}
@@ -106,7 +110,7 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
         files.append(path)
         partitions[path] = {c.removeprefix("partition."): texts[c][i] for c in named}
     files.sort()
-    return DeltaFiles(folder, table.version(), files, partitions)
+    return DeltaFiles(folder, table.version(), files, partitions, kept)
 
 
 def _local(folder: Path, path: str) -> Path | None:

@@ -146,6 +146,7 @@ class Source:
     format: str
     # each file's partition columns' values: its Hive-style folders', or a Delta table's log's
     partitions: dict[Path, dict[str, str | None]] = field(default_factory=dict)
+    kept: dict = field(default_factory=dict)  # a Delta table's file: its rows kept
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
@@ -163,7 +164,7 @@ def found_source(given: str) -> Source:
         if not table.files:
             raise ConfigError("SOURCE", f"the Delta table {given} has no files")
         where = str(place.absolute())
-        return Source(where, table.files, "delta", partitions=table.partitions)
+        return Source(where, table.files, "delta", table.partitions, kept=table.kept)
     if table := delta_table_above(pattern_root(str(place))):
         raise ConfigError("SOURCE", inside_table(given, table, f"name its folder, {table}"))
     if place.is_dir():
@@ -220,7 +221,17 @@ def _found(pattern: str, files: list[Path], kind: tuple[str, ...]) -> Source:
         escape = escape_mark(lines, delimiter)
     root = pattern_root(pattern)  # Hive-style folders below it: columns of their files' rows
     found = {path: partitions(path, root) for path in files}
-    return Source(pattern, files, fmt, found, delimiter, columns, decimal, thousands, escape)
+    return Source(
+        pattern,
+        files,
+        fmt,
+        partitions=found,
+        delimiter=delimiter,
+        columns=columns,
+        decimal=decimal,
+        thousands=thousands,
+        escape=escape,
+    )
 
 
 def escape_mark(lines: list[str], delimiter: str) -> str | None:
@@ -407,13 +418,15 @@ def read_sample(
     decimal: str = ".",
     thousands: str | None = None,
     escape: str | None = None,
+    kept: dict | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``partitions``: each
-    file's partition columns' values (``Source.partitions``). ``decimal``,
+    file's partition columns' values (``Source.partitions``); ``kept``: a file's rows kept
+    (``Source.kept``). ``decimal``,
     ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
     character (Hive's Ctrl-A files: never quoted)."""
     fmt = "parquet" if fmt == "delta" else fmt  # (a Delta table's files)
@@ -425,7 +438,9 @@ def read_sample(
     skipped, tables = Skipped(), []
     for path in chosen:
         passed = Skipped()
-        table = _file_sample(path, fmt, delimiter, each, columns, passed, encoding, decimal, escape)
+        table = _file_sample(
+            path, fmt, delimiter, each, columns, passed, encoding, decimal, escape, kept
+        )
         tables.append(_unseparated(table, thousands, decimal) if thousands else table)
         if passed.lines:
             skipped.lines += passed.lines
@@ -571,6 +586,7 @@ def _file_sample(
     encoding: str = "utf-8",
     decimal: str = ".",
     escape: str | None = None,
+    kept: dict | None = None,
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
     ``encoding``, its numbers by their ``decimal`` mark), from ``SAMPLE_PARTS`` places spread
@@ -578,10 +594,10 @@ def _file_sample(
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a
     line of CSV or JSON lines, as prepare reads them). A compressed file, read from its
     start: its first rows (at most 8 MiB of text). A line that is not a row: passed by into
-    ``passed``."""
+    ``passed``. ``kept``: a Delta table's files' rows kept, where some are marked gone."""
     try:
         if fmt in ("parquet", "orc", "avro"):
-            return _columnar_sample(path, fmt, rows)
+            return _columnar_sample(path, fmt, rows, (kept or {}).get(path))
         names = header_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             quoted = fmt == "csv" and delimiter != HIVE_DELIMITER  # (Hive's: never quoted)
@@ -627,11 +643,11 @@ def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
     return sorted(set(np.linspace(0, count - 1, parts).round().astype(int).tolist()))
 
 
-def _columnar_sample(path: Path, fmt: str, rows: int) -> pa.Table:
+def _columnar_sample(path: Path, fmt: str, rows: int, kept=None) -> pa.Table:
     """The first rows from up to ``SAMPLE_PARTS`` places spread over the file: row groups
     (Parquet), stripes (ORC) or blocks (Avro), each read on into the groups after it up to
-    the next place (Avro's blocks hold a few hundred rows)."""
-    file = ColumnarFile(path, fmt)
+    the next place (Avro's blocks hold a few hundred rows); ``kept``: its rows kept."""
+    file = ColumnarFile(path, fmt, kept)
     if file.groups == 0:
         return file.schema.empty_table()
     places = _spread(file.groups)

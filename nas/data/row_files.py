@@ -114,11 +114,12 @@ class RowFiles:
         # Python's csv reading of a model's CSV source's quoting and escape (read_as)
         self.dialect: dict[str, Any] = {}
         self.numbers: set[str] = set()  # the number columns a model reads (read_as)
+        self.kept: dict = {}  # a Delta table's file: its rows kept (``ColumnarFile``)
         root = pattern_root(self.given)
         if is_delta_table(Path(self.given)):  # the files its log names, its partitions'
             table = delta_files(Path(self.given), None, flag)
             kinds = dict.fromkeys(table.files, ".parquet")
-            self.partitions = table.partitions
+            self.partitions, self.kept = table.partitions, table.kept
         elif table := delta_table_above(root):
             raise ConfigError(flag, inside_table(given, table, f"name its folder, {table}"))
         else:
@@ -206,7 +207,7 @@ class RowFiles:
     def _columnar(self, path: Path) -> ColumnarFile:
         """The file's footer, its errors ``ConfigError`` on ``path``."""
         with _columnar_errors(self.flag, path, self.suffix):
-            return ColumnarFile(path, self.suffix[1:])
+            return ColumnarFile(path, self.suffix[1:], self.kept.get(path))
 
     def _one_schema(self, schemas: list):
         """The columns every part's rows are given with: the first part's, then any column
@@ -231,7 +232,7 @@ class RowFiles:
 
         first = 1
         with _columnar_errors(self.flag, path, self.suffix):
-            for batch in ColumnarFile(path, self.suffix[1:]).batches(size):
+            for batch in self._columnar(path).batches(size):
                 if batch.num_rows == 0:
                     continue
                 if fault := text_fault(batch, first):
@@ -479,11 +480,13 @@ class ColumnarFile:
     of its row groups (Parquet), stripes (ORC) or blocks (Avro) for a sample. Arrow's errors
     pass through (Avro's as Arrow's: ``AvroFile``)."""
 
-    def __init__(self, path: Path, fmt: str | None = None):
+    def __init__(self, path: Path, fmt: str | None = None, kept=None):
         """``fmt``: parquet, orc or avro (default: by the file's name; Hive names its files
-        000000_0)."""
+        000000_0); ``kept``: a Parquet file's rows kept, a boolean array (a Delta table's
+        deletion vector: its rows past the array's end kept too), its others passed by."""
         self.path = path
         self.kind = fmt or path.suffix.lower()[1:]
+        self.kept = kept
         if self.kind == "avro":
             from nas.data.avro_file import AvroFile
 
@@ -505,6 +508,8 @@ class ColumnarFile:
             self._file = pq.ParquetFile(path)
             self.schema = self._file.schema_arrow
             self.rows, self.groups = self._file.metadata.num_rows, self._file.num_row_groups
+            if kept is not None:
+                self.rows -= int((~kept[: self.rows]).sum())
         # text as Arrow's string views where the writer's Arrow schema says so (delta-rs,
         # DataFusion): read as plain text, as every reader of the rows expects
         self._stored, self.schema = self.schema, _without_views(self.schema)
@@ -515,20 +520,44 @@ class ColumnarFile:
             yield from self._file.batches(size, columns, groups)
             return
         groups = range(self.groups) if groups is None else groups
+        if self.kept is not None:
+            yield from self._kept_batches(size, columns, groups)
+            return
         if self.kind != "orc":
             batches = self._file.iter_batches(size, row_groups=list(groups), columns=columns)
-            if self._stored == self.schema:
-                yield from batches
-                return
-            import pyarrow as pa
-
-            for batch in batches:
-                yield batch.cast(pa.schema([self.schema.field(n) for n in batch.schema.names]))
+            yield from map(self._plain, batches)
             return
         for group in groups:  # (a stripe read whole, then cut)
             stripe = self._file.read_stripe(group, columns=columns)
             for start in range(0, stripe.num_rows, size):
                 yield stripe.slice(start, size)
+
+    def _kept_batches(self, size: int, columns: list[str] | None, groups) -> Iterator:
+        """A Parquet file's rows of ``groups`` but those ``kept`` passes by, a group at a
+        time (its first row's place in the file known)."""
+        import numpy as np
+        import pyarrow as pa
+
+        starts = np.cumsum(
+            [0] + [self._file.metadata.row_group(g).num_rows for g in range(self.groups)]
+        )
+        for group in groups:
+            start = int(starts[group])
+            for batch in self._file.iter_batches(size, row_groups=[group], columns=columns):
+                n = batch.num_rows
+                keep = np.ones(n, bool)
+                held = self.kept[start : start + n]
+                keep[: len(held)] = held
+                start += n
+                yield self._plain(batch.filter(pa.array(keep)))
+
+    def _plain(self, batch):
+        """A Parquet batch of its stored types as ``schema``'s (views as plain text)."""
+        if self._stored == self.schema:
+            return batch
+        import pyarrow as pa
+
+        return batch.cast(pa.schema([self.schema.field(c) for c in batch.schema.names]))
 
 
 def _without_views(schema):

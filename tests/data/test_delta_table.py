@@ -5,6 +5,7 @@ VACUUM); tables recnas would read wrongly refused. Real tables, written by `delt
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,62 @@ def test_a_delta_table_is_drafted_as_one(tmp_path, table) -> None:
     assert drafted["source"] == {"format": "delta", "path": "table"}
     dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
     assert count(dataset) == now.num_rows
+
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def mark_deleted(folder: Path, gone: list[int]) -> None:
+    """A commit marking rows (by their place) of the table's one file deleted with an inline
+    deletion vector, as Databricks' DELETE writes one (delta-rs reads them, writes none):
+    the Delta protocol's RoaringBitmapArray (its magic number, one 32-bit portable Roaring
+    bitmap of one array container), Z85-encoded."""
+    import struct
+    import time
+
+    gone = sorted(gone)
+    roaring = struct.pack("<IIHHI", 12346, 1, 0, len(gone) - 1, 16)
+    roaring += struct.pack(f"<{len(gone)}H", *gone)
+    data = struct.pack("<iqi", 1681511377, 1, 0) + roaring
+    padded = data + b"\0" * (-len(data) % 4)
+    words = [int.from_bytes(padded[i : i + 4], "big") for i in range(0, len(padded), 4)]
+    encoded = "".join(Z85[(w // 85**k) % 85] for w in words for k in range(4, -1, -1))
+    log = folder / "_delta_log"
+    commits = sorted(log.glob("*.json"))
+    lines = commits[0].read_text().splitlines()
+    (add,) = [json.loads(line)["add"] for line in lines if '"add"' in line]
+    now = int(time.time() * 1000)
+    vector = {"storageType": "i", "pathOrInlineDv": encoded, "sizeInBytes": len(data),
+              "cardinality": len(gone)}  # fmt: skip
+    actions = [
+        {"remove": {"path": add["path"], "deletionTimestamp": now, "dataChange": True}},
+        {"add": {**add, "deletionVector": vector, "modificationTime": now}},
+        {"commitInfo": {"timestamp": now, "operation": "DELETE"}},
+    ]
+    name = f"{len(commits):020d}.json"
+    (log / name).write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_rows_a_delete_marked_gone_in_a_file_that_stays_are_not_read(tmp_path, capsys) -> None:
+    """Deletion vectors (Databricks' default): a DELETE marks rows gone inside the file."""
+    from deltalake import DeltaTable, write_deltalake
+
+    rows = events(100, 1_700_000_000, 2)
+    folder = tmp_path / "table"
+    write_deltalake(folder, rows, configuration={"delta.enableDeletionVectors": "true"})
+    gone = [0, 5, 17, 64, 99]
+    mark_deleted(folder, gone)
+    assert DeltaTable(folder).version() == 1
+    kept = [t for i, t in enumerate(rows.column("ts").to_pylist()) if i not in gone]
+    dataset, _ = prepare_dataset(str(schema(tmp_path)), tmp_path / "cache")
+    assert sorted(rows_of(dataset)) == kept
+    served = [row["ts"] for batch in RowFiles(folder).batches(7) for row in batch.rows]
+    assert served == kept  # (batches of 7 rows: a vector's slices)
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(folder), "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["out"] == str(out)
+    drafted, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert count(drafted) == len(kept)
 
 
 def test_delta_tables_recnas_would_read_wrongly_are_refused(tmp_path) -> None:
