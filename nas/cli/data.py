@@ -372,7 +372,7 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         source.delimiter,
         columns=source.columns,
         partitions=source.partitions,
-        kept=source.kept,
+        views=source.views,
         decimal=source.decimal,
         thousands=source.thousands,
         escape=source.escape,

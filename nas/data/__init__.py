@@ -296,7 +296,7 @@ def _prepare_schema_file(
         if listed.version is not None:
             source["delta_version"] = listed.version
         prepare_schema_file(
-            schema, files, root, source, progress, partitions=listed.partitions, kept=listed.kept
+            schema, files, root, source, progress, partitions=listed.partitions, views=listed.views
         )
         return open_prepared(root), False
 

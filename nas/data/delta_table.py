@@ -7,17 +7,20 @@ replays the log, checkpoints and all; recnas reads the files it names as Parquet
 with its partition columns' values as the log records them (not as its folders' names
 say: a writer may name them otherwise).
 
-A DELETE, UPDATE or MERGE of a table with deletion vectors (Databricks' default since
-2024) marks rows gone inside a file that stays: each such file's rows kept are read, as a
-boolean array per file (``kept``) that ``row_files.ColumnarFile`` passes the others by.
-Refused, as rows recnas would read wrongly: column mapping (columns stored under other
-names: renamed or dropped ones), and files outside the table's folder (a shallow clone's,
-or in object storage)."""
+How each file is read is its ``FileView``, which ``row_files.ColumnarFile`` applies: a
+DELETE, UPDATE or MERGE of a table with deletion vectors (Databricks' default since 2024)
+marks rows gone inside a file that stays, and only the rows kept are read; a table with
+column mapping (a column renamed or dropped: Databricks turns it on so) stores its
+columns, and its objects' fields, under physical names (``col-5f2a...``), read under the
+table's names. Refused: files outside the table's folder (a shallow clone's, or in object
+storage)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from nas.core.errors import ConfigError
@@ -51,6 +54,46 @@ def inside_table(given: object, table: Path, instead: str) -> str:
 
 
 @dataclass(frozen=True)
+class FileView:
+    """How one of a Delta table's Parquet files is read: ``kept``, its rows kept (a
+    boolean array, rows past its end kept too; None: all); ``names``, each column it
+    stores under a physical name as the table names it, with its fields' likewise
+    (``Names``; None: as stored)."""
+
+    kept: Any = None  # np.ndarray of bool
+    names: Names | None = None
+
+
+# a struct's physical field names: each one's name in the table, and the names within it
+# (a list's or a map's values' fields: its own; a map's keys' under KEYS)
+Names = dict[str, tuple[str, "Names"]]
+KEYS = "\0keys"
+
+
+def column_names(schema: dict) -> Names:
+    """A Delta schema's (its log's JSON) physical names of every field, at any depth."""
+
+    def within(kind) -> Names:
+        if not isinstance(kind, dict):
+            return {}
+        if kind.get("type") == "struct":
+            out = {}
+            for f in kind["fields"]:
+                physical = f.get("metadata", {}).get("delta.columnMapping.physicalName", f["name"])
+                out[physical] = (f["name"], within(f["type"]))
+            return out
+        if kind.get("type") == "array":
+            return within(kind["elementType"])
+        if kind.get("type") == "map":
+            inner = within(kind["valueType"])
+            keys = within(kind["keyType"])
+            return {**inner, KEYS: ("", keys)} if keys else inner
+        return {}
+
+    return within(schema)
+
+
+@dataclass(frozen=True)
 class DeltaFiles:
     """A Delta table at a version: its Parquet files, sorted, and each one's partition
     columns' values as text (None: null), as a Hive-style folder's would read."""
@@ -59,7 +102,7 @@ class DeltaFiles:
     version: int
     files: list[Path]
     partitions: dict[Path, dict[str, str | None]]
-    kept: dict  # Path -> np.ndarray of bool: a file's rows kept, where a DELETE marked some
+    views: dict[Path, FileView]  # how a file is read, where not as any Parquet file is
 
 
 def delta_files(folder: Path, version: int | None, field: str, source: str | None = None):
@@ -87,12 +130,7 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
             problem = f"has no version {version}; its latest is {latest}"
         raise refused(f"cannot be read ({problem})") from None
     mode = table.metadata().configuration.get("delta.columnMapping.mode", "none")
-    if mode != "none":
-        raise refused(
-            f"stores its columns under other names (column mapping, mode {mode}: a column "
-            "renamed or dropped), which recnas does not read; write the table to Parquet "
-            "files (Spark: df.write.parquet) and declare format: parquet"
-        )
+    names = column_names(json.loads(table.schema().to_json())) if mode != "none" else None
     kept = {}
     uris, masks = vectors.column("filepath"), vectors.column("selection_vector")
     for uri, mask in zip(uris.to_pylist(), masks.to_pylist(), strict=True):
@@ -110,7 +148,10 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
         files.append(path)
         partitions[path] = {c.removeprefix("partition."): texts[c][i] for c in named}
     files.sort()
-    return DeltaFiles(folder, table.version(), files, partitions, kept)
+    views = {
+        path: FileView(kept.get(path), names) for path in files if names is not None or path in kept
+    }
+    return DeltaFiles(folder, table.version(), files, partitions, views)
 
 
 def _local(folder: Path, path: str) -> Path | None:

@@ -146,7 +146,7 @@ class Source:
     format: str
     # each file's partition columns' values: its Hive-style folders', or a Delta table's log's
     partitions: dict[Path, dict[str, str | None]] = field(default_factory=dict)
-    kept: dict = field(default_factory=dict)  # a Delta table's file: its rows kept
+    views: dict = field(default_factory=dict)  # how a Delta table's file is read
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
@@ -164,7 +164,7 @@ def found_source(given: str) -> Source:
         if not table.files:
             raise ConfigError("SOURCE", f"the Delta table {given} has no files")
         where = str(place.absolute())
-        return Source(where, table.files, "delta", table.partitions, kept=table.kept)
+        return Source(where, table.files, "delta", table.partitions, views=table.views)
     if table := delta_table_above(pattern_root(str(place))):
         raise ConfigError("SOURCE", inside_table(given, table, f"name its folder, {table}"))
     if place.is_dir():
@@ -418,15 +418,15 @@ def read_sample(
     decimal: str = ".",
     thousands: str | None = None,
     escape: str | None = None,
-    kept: dict | None = None,
+    views: dict | None = None,
 ) -> Sample:
     """Rows of up to ``SAMPLE_FILES`` files spread over ``files`` (the first, the last, and
     between; ``rows`` in all, from places spread in each file: ``_file_sample``), joined: a
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``partitions``: each
-    file's partition columns' values (``Source.partitions``); ``kept``: a file's rows kept
-    (``Source.kept``). ``decimal``,
+    file's partition columns' values (``Source.partitions``); ``views``: how a Delta table's
+    files are read (``Source.views``). ``decimal``,
     ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
     character (Hive's Ctrl-A files: never quoted)."""
     fmt = "parquet" if fmt == "delta" else fmt  # (a Delta table's files)
@@ -439,7 +439,7 @@ def read_sample(
     for path in chosen:
         passed = Skipped()
         table = _file_sample(
-            path, fmt, delimiter, each, columns, passed, encoding, decimal, escape, kept
+            path, fmt, delimiter, each, columns, passed, encoding, decimal, escape, views
         )
         tables.append(_unseparated(table, thousands, decimal) if thousands else table)
         if passed.lines:
@@ -586,7 +586,7 @@ def _file_sample(
     encoding: str = "utf-8",
     decimal: str = ".",
     escape: str | None = None,
-    kept: dict | None = None,
+    views: dict | None = None,
 ) -> pa.Table:
     """About ``rows`` rows of a file as Arrow reads them (a CSV file's text in
     ``encoding``, its numbers by their ``decimal`` mark), from ``SAMPLE_PARTS`` places spread
@@ -594,10 +594,10 @@ def _file_sample(
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a
     line of CSV or JSON lines, as prepare reads them). A compressed file, read from its
     start: its first rows (at most 8 MiB of text). A line that is not a row: passed by into
-    ``passed``. ``kept``: a Delta table's files' rows kept, where some are marked gone."""
+    ``passed``. ``views``: how a Delta table's files are read."""
     try:
         if fmt in ("parquet", "orc", "avro"):
-            return _columnar_sample(path, fmt, rows, (kept or {}).get(path))
+            return _columnar_sample(path, fmt, rows, (views or {}).get(path))
         names = header_names(path, delimiter, columns, encoding) if fmt == "csv" else None
         if not compressed(path) and not bare_returns(path):
             quoted = fmt == "csv" and delimiter != HIVE_DELIMITER  # (Hive's: never quoted)
@@ -643,11 +643,12 @@ def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
     return sorted(set(np.linspace(0, count - 1, parts).round().astype(int).tolist()))
 
 
-def _columnar_sample(path: Path, fmt: str, rows: int, kept=None) -> pa.Table:
+def _columnar_sample(path: Path, fmt: str, rows: int, view=None) -> pa.Table:
     """The first rows from up to ``SAMPLE_PARTS`` places spread over the file: row groups
     (Parquet), stripes (ORC) or blocks (Avro), each read on into the groups after it up to
-    the next place (Avro's blocks hold a few hundred rows); ``kept``: its rows kept."""
-    file = ColumnarFile(path, fmt, kept)
+    the next place (Avro's blocks hold a few hundred rows); ``view``: a Delta table's
+    file's (``FileView``)."""
+    file = ColumnarFile(path, fmt, view)
     if file.groups == 0:
         return file.schema.empty_table()
     places = _spread(file.groups)

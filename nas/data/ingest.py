@@ -84,14 +84,14 @@ def prepare_schema_file(
     progress=None,
     extra: dict | None = None,
     partitions: dict[Path, dict[str, str | None]] | None = None,
-    kept: dict | None = None,
+    views: dict | None = None,
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
     ``extra`` entries in its manifest). ``partitions``: each file's partition columns'
-    values; ``kept``: a file's rows kept, where some are marked deleted (``SourceFiles``)."""
+    values; ``views``: how a Delta table's files are read (``SourceFiles``)."""
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
-        rows = Rows(schema, files, partitions, scratch, kept)
+        rows = Rows(schema, files, partitions, scratch, views)
         _prepare(schema, rows, files, root, source, progress, extra)
 
 

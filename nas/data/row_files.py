@@ -34,7 +34,15 @@ from typing import Any
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 from nas.data.avro_file import is_avro
-from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
+from nas.data.delta_table import (
+    KEYS,
+    FileView,
+    Names,
+    delta_files,
+    delta_table_above,
+    inside_table,
+    is_delta_table,
+)
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc", ".avro")
 # files of typed columns, by their names (Avro's rows are records, but typed alike)
@@ -114,12 +122,12 @@ class RowFiles:
         # Python's csv reading of a model's CSV source's quoting and escape (read_as)
         self.dialect: dict[str, Any] = {}
         self.numbers: set[str] = set()  # the number columns a model reads (read_as)
-        self.kept: dict = {}  # a Delta table's file: its rows kept (``ColumnarFile``)
+        self.views: dict[Path, FileView] = {}  # how a Delta table's file is read
         root = pattern_root(self.given)
         if is_delta_table(Path(self.given)):  # the files its log names, its partitions'
             table = delta_files(Path(self.given), None, flag)
             kinds = dict.fromkeys(table.files, ".parquet")
-            self.partitions, self.kept = table.partitions, table.kept
+            self.partitions, self.views = table.partitions, table.views
         elif table := delta_table_above(root):
             raise ConfigError(flag, inside_table(given, table, f"name its folder, {table}"))
         else:
@@ -207,7 +215,7 @@ class RowFiles:
     def _columnar(self, path: Path) -> ColumnarFile:
         """The file's footer, its errors ``ConfigError`` on ``path``."""
         with _columnar_errors(self.flag, path, self.suffix):
-            return ColumnarFile(path, self.suffix[1:], self.kept.get(path))
+            return ColumnarFile(path, self.suffix[1:], self.views.get(path))
 
     def _one_schema(self, schemas: list):
         """The columns every part's rows are given with: the first part's, then any column
@@ -480,13 +488,14 @@ class ColumnarFile:
     of its row groups (Parquet), stripes (ORC) or blocks (Avro) for a sample. Arrow's errors
     pass through (Avro's as Arrow's: ``AvroFile``)."""
 
-    def __init__(self, path: Path, fmt: str | None = None, kept=None):
+    def __init__(self, path: Path, fmt: str | None = None, view: FileView | None = None):
         """``fmt``: parquet, orc or avro (default: by the file's name; Hive names its files
-        000000_0); ``kept``: a Parquet file's rows kept, a boolean array (a Delta table's
-        deletion vector: its rows past the array's end kept too), its others passed by."""
+        000000_0); ``view``: how a Delta table's Parquet file is read (its rows kept, its
+        columns' names in the table)."""
         self.path = path
         self.kind = fmt or path.suffix.lower()[1:]
-        self.kept = kept
+        view = view or FileView()
+        self.kept, self.names = view.kept, view.names
         if self.kind == "avro":
             from nas.data.avro_file import AvroFile
 
@@ -508,11 +517,18 @@ class ColumnarFile:
             self._file = pq.ParquetFile(path)
             self.schema = self._file.schema_arrow
             self.rows, self.groups = self._file.metadata.num_rows, self._file.num_row_groups
-            if kept is not None:
-                self.rows -= int((~kept[: self.rows]).sum())
+            if self.kept is not None:
+                self.rows -= int((~self.kept[: self.rows]).sum())
         # text as Arrow's string views where the writer's Arrow schema says so (delta-rs,
         # DataFusion): read as plain text, as every reader of the rows expects
-        self._stored, self.schema = self.schema, _without_views(self.schema)
+        self._stored, self._plain_schema = self.schema, _without_views(self.schema)
+        self.schema = self._plain_schema
+        self._physical = {}  # a column's physical name by its name in the table
+        if self.names:  # as the table names its columns and their fields; a dropped one not
+            self.schema = _named_schema(self._plain_schema, self.names)
+            self._physical = {
+                self.names[p][0]: p for p in self._plain_schema.names if p in self.names
+            }
 
     def batches(self, size: int, columns: list[str] | None = None, groups=None) -> Iterator:
         """The rows of ``groups`` (default: all), ``size`` at a time, of ``columns``."""
@@ -520,6 +536,8 @@ class ColumnarFile:
             yield from self._file.batches(size, columns, groups)
             return
         groups = range(self.groups) if groups is None else groups
+        if columns is not None and self.names:
+            columns = [self._physical.get(c, c) for c in columns]
         if self.kept is not None:
             yield from self._kept_batches(size, columns, groups)
             return
@@ -552,12 +570,43 @@ class ColumnarFile:
                 yield self._plain(batch.filter(pa.array(keep)))
 
     def _plain(self, batch):
-        """A Parquet batch of its stored types as ``schema``'s (views as plain text)."""
-        if self._stored == self.schema:
-            return batch
+        """A Parquet batch of its stored types as ``schema``'s: views as plain text, and
+        physical names as the table's (``view``'s names: Arrow's zero-copy views)."""
         import pyarrow as pa
 
-        return batch.cast(pa.schema([self.schema.field(c) for c in batch.schema.names]))
+        if self._stored != self._plain_schema:
+            batch = batch.cast(pa.schema([self._plain_schema.field(c) for c in batch.schema.names]))
+        if not self.names:
+            return batch
+        fields, columns = [], []
+        for physical, column in zip(batch.schema.names, batch.columns, strict=True):
+            if physical in self.names:  # (a dropped column's: not the table's)
+                fields.append(self.schema.field(self.names[physical][0]))
+                columns.append(column.view(fields[-1].type))
+        return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _named_schema(schema, names: Names):
+    """``schema`` with its columns and their fields (at any depth) named as ``names`` says
+    (a Delta table's column mapping: physical names as the table's)."""
+    import pyarrow as pa
+
+    def named(kind, within: Names):
+        if pa.types.is_struct(kind):
+            return pa.struct([renamed(f, within) for f in kind])
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            value = kind.value_field.with_type(named(kind.value_type, within))
+            return pa.list_(value) if pa.types.is_list(kind) else pa.large_list(value)
+        if pa.types.is_map(kind):
+            keys = named(kind.key_type, within.get(KEYS, ("", {}))[1])
+            return pa.map_(keys, kind.item_field.with_type(named(kind.item_type, within)))
+        return kind
+
+    def renamed(f, within: Names):
+        name, inner = within.get(f.name, (f.name, {}))
+        return pa.field(name, named(f.type, inner), f.nullable, f.metadata)
+
+    return pa.schema([renamed(f, names) for f in schema if f.name in names], schema.metadata)
 
 
 def _without_views(schema):

@@ -666,13 +666,13 @@ def load_schema_file(path: Path) -> SchemaFile:
 class SourceFiles:
     """The source's files, sorted, and each one's partition columns' values: those of the
     Hive-style folders it is in below the source's (``date=2024-05-07/``), or those a
-    Delta table's log records; ``version``: a Delta table's version read; ``kept``: each of
-    its files whose rows a DELETE marked gone, the rows kept (``DeltaFiles``)."""
+    Delta table's log records; ``version``: a Delta table's version read; ``views``: how
+    its files are read, where not as any Parquet file is (``DeltaFiles``)."""
 
     files: list[Path]
     partitions: dict[Path, dict[str, str | None]]
     version: int | None = None
-    kept: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
 
 
 def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
@@ -691,7 +691,7 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
         table = delta_files(pattern, schema.source.version, "source.path", where)
         if not table.files:
             raise ConfigError("source.path", f"the Delta table {pattern} has no files", where)
-        return SourceFiles(table.files, table.partitions, table.version, table.kept)
+        return SourceFiles(table.files, table.partitions, table.version, table.views)
     if table := delta_table_above(pattern_root(pattern)):
         instead = f"declare format: delta, path: {quoted_path(table, schema_path)}"
         raise ConfigError("source.path", inside_table(pattern, table, instead), where)

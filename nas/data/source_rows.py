@@ -131,7 +131,7 @@ class Rows:
         files: list[Path],
         partitions: dict[Path, dict[str, str | None]] | None = None,
         scratch: Path | None = None,
-        kept: dict | None = None,
+        views: dict | None = None,
     ):
         self.schema, self.files = schema, files
         # Avro: per file, the columns the schema reads decoded once into Arrow's IPC format in
@@ -142,7 +142,7 @@ class Rows:
         # per file, its partition columns' values (Hive-style folders, date=2024-05-07/, or
         # a Delta table's log: ``SourceFiles``)
         self.partitions = {path: (partitions or {}).get(path, {}) for path in files}
-        self.kept = kept or {}  # a Delta table's file: its rows kept (``ColumnarFile``)
+        self.views = views or {}  # how a Delta table's file is read (``ColumnarFile``)
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         # per file, its top-level columns (those of _holds that are no object's field)
         self._tops: dict[Path, list[str]] = {}
@@ -278,7 +278,7 @@ class Rows:
         fmt = self.schema.source.file_format
         try:
             if not self.schema.source.text:
-                schema = ColumnarFile(path, fmt).schema
+                schema = ColumnarFile(path, fmt, self.views.get(path)).schema
                 self._tops[path] = schema.names
                 self._keyed.update(key_names(schema, self.schema.columns()))
                 return nested_names(schema, self.schema.columns())  # (a map's keys declared)
@@ -328,7 +328,7 @@ class Rows:
             if self.scratch is not None:
                 batches = self._decoded_batches(path, roots)
             elif not self.schema.source.text:
-                batches = ColumnarFile(path, fmt, self.kept.get(path)).batches(BATCH_ROWS, roots)
+                batches = ColumnarFile(path, fmt, self.views.get(path)).batches(BATCH_ROWS, roots)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 batches = self._open_csv(path, columns, passed)
             else:

@@ -198,15 +198,71 @@ def test_rows_a_delete_marked_gone_in_a_file_that_stays_are_not_read(tmp_path, c
     assert count(drafted) == len(kept)
 
 
-def test_delta_tables_recnas_would_read_wrongly_are_refused(tmp_path) -> None:
+def rename_columns(folder: Path, renamed: dict[str, str], dropped: str) -> None:
+    """A commit renaming columns and dropping one, as Spark's ALTER TABLE writes one on a
+    table with column mapping: a new schema whose fields keep their physical names (the
+    files stay as they are)."""
+    import time
+
+    log = folder / "_delta_log"
+    commits = sorted(log.glob("*.json"))
+    actions = [json.loads(line) for line in commits[-1].read_text().splitlines()]
+    (meta,) = [a["metaData"] for a in actions if "metaData" in a]
+    schema = json.loads(meta["schemaString"])
+    schema["fields"] = [
+        {**f, "name": renamed.get(f["name"], f["name"])}
+        for f in schema["fields"]
+        if f["name"] != dropped
+    ]
+    meta = {**meta, "schemaString": json.dumps(schema)}
+    now = int(time.time() * 1000)
+    lines = [{"metaData": meta}, {"commitInfo": {"timestamp": now, "operation": "RENAME"}}]
+    (log / f"{len(commits):020d}.json").write_text("".join(json.dumps(a) + "\n" for a in lines))
+
+
+def test_a_table_whose_columns_are_stored_under_other_names_reads_by_its_own(tmp_path) -> None:
+    """Column mapping (Databricks turns it on to rename or drop a column): the files hold
+    physical names (col-5f2a...), their objects' fields too; read by the table's names,
+    a column renamed since by its new name, a dropped one not at all."""
+    from deltalake import write_deltalake
+
+    rows = events(200, 1_700_000_000, 3)
+    device = [{"os": os, "model": f"m{i % 3}"} for i, os in enumerate(["ios", "android"] * 100)]
+    rows = rows.append_column("device", pa.array(device))
+    folder = tmp_path / "table"
+    config = {"delta.columnMapping.mode": "name"}
+    write_deltalake(folder, rows, partition_by=["country"], configuration=config)
+    rename_columns(folder, {"item_id": "item"}, dropped="price")
+    path = schema(tmp_path)
+    path.write_text(
+        path.read_text()
+        .replace("{name: item_id,", "{name: item,")
+        .replace("{name: price, type: dense}", "{name: device.os, type: categorical}")
+    )
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert count(dataset) == 200
+    served = [row for batch in RowFiles(folder).batches() for row in batch.rows]
+    assert "price" not in served[0] and not any(c.startswith("col-") for c in served[0])
+    by_time = {row["ts"]: row for row in served}
+    for ts, item, country, os in zip(
+        *(rows.column(c).to_pylist() for c in ("ts", "item_id", "country")),
+        (d["os"] for d in device),
+        strict=True,
+    ):
+        assert (by_time[ts]["item"], by_time[ts]["country"], by_time[ts]["device"]["os"]) == (
+            item, country, os
+        )  # fmt: skip
+    assert {"item", "country", "device.os"} <= set(dataset.raw_rows("train", 1)[0])
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(folder), "--out", str(out)]) == 0
+    drafted = out.read_text()
+    assert "device.os" in drafted and "item" in drafted and "col-" not in drafted
+
+
+def test_tables_allowing_deletion_vectors_read_and_others_are_refused(tmp_path) -> None:
     from deltalake import DeltaTable, write_deltalake
 
     rows = events(100, 1_700_000_000, 2)
-    # columns stored under other names (a rename's): refused, nothing written
-    write_deltalake(tmp_path / "table", rows, configuration={"delta.columnMapping.mode": "name"})
-    with pytest.raises(ConfigError, match="stores its columns under other names"):
-        prepare_dataset(str(schema(tmp_path)), tmp_path / "cache")
-    assert not (tmp_path / "cache" / "clicks").exists()
     # deletion vectors allowed (Databricks' default) but none in use: read
     other = tmp_path / "dv"
     other.mkdir()
@@ -214,6 +270,21 @@ def test_delta_tables_recnas_would_read_wrongly_are_refused(tmp_path) -> None:
     DeltaTable(other / "table").delete("item_id = 'i3'")
     dataset, _ = prepare_dataset(str(schema(other)), other / "cache")
     assert count(dataset) == sum(i != "i3" for i in rows.column("item_id").to_pylist())
+    # a file outside the table's folder (a shallow clone's): refused, nothing written
+    elsewhere = tmp_path / "elsewhere"
+    write_deltalake(elsewhere, rows)
+    write_deltalake(tmp_path / "table", rows)
+    log = tmp_path / "table" / "_delta_log"
+    (add,) = [
+        json.loads(line)["add"]
+        for line in (elsewhere / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+        if '"add"' in line
+    ]
+    add["path"] = (elsewhere / add["path"]).as_uri()
+    (log / f"{1:020d}.json").write_text(json.dumps({"add": add}) + "\n")
+    with pytest.raises(ConfigError, match="holds a file outside its folder"):
+        prepare_dataset(str(schema(tmp_path)), tmp_path / "cache")
+    assert not (tmp_path / "cache" / "clicks").exists()
     # not a table
     (tmp_path / "plain" / "table").mkdir(parents=True)
     with pytest.raises(ConfigError, match="is not a Delta table"):
