@@ -108,7 +108,6 @@ class DeltaFiles:
 def delta_files(folder: Path, version: int | None, field: str, source: str | None = None):
     """The files of the Delta table at ``folder``, at ``version`` (None: its latest);
     ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be read so."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
@@ -131,10 +130,11 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
         raise refused(f"cannot be read ({problem})") from None
     mode = table.metadata().configuration.get("delta.columnMapping.mode", "none")
     names = column_names(json.loads(table.schema().to_json())) if mode != "none" else None
-    kept = {}
-    uris, masks = vectors.column("filepath"), vectors.column("selection_vector")
-    for uri, mask in zip(uris.to_pylist(), masks.to_pylist(), strict=True):
-        kept[_local(folder, uri)] = np.asarray(mask, dtype=bool)
+    kept = {}  # (a byte a row of each file a DELETE marked: no Python object a row)
+    masks = vectors.column("selection_vector").combine_chunks()
+    flat, ends = masks.flatten().to_numpy(zero_copy_only=False), masks.offsets.to_numpy()
+    for i, uri in enumerate(vectors.column("filepath").to_pylist()):
+        kept[_local(folder, uri)] = flat[ends[i] : ends[i + 1]].astype(bool)
     files, partitions = [], {}
     named = [c for c in actions.column_names if c.startswith("partition.")]
     texts = {c: pc.cast(actions.column(c), pa.string()).to_pylist() for c in named}
