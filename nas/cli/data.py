@@ -435,8 +435,8 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
             f"{args.out}: from rows of {some} of its {len(source.files)} files "
             f"({_below(read[0], root)} to {_below(read[-1], root)}), {rows:,} in all"
         )
-    if source.format == "delta":
-        title += "; a Delta table: the files its log names now, not those it removed"
+    if source.format in ("delta", "iceberg"):
+        title += f"; a {source.format.title()} table: its current files, not those it removed"
     if source.delimiter not in (",", "\t"):
         title += f"; its fields are split by {DELIMITER_NAMES[source.delimiter]}"
     if source.decimal != ".":

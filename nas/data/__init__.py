@@ -294,7 +294,8 @@ def _prepare_schema_file(
             "ingest": INGEST_VERSION,
         }
         if listed.version is not None:
-            source["delta_version"] = listed.version
+            key = "delta_version" if schema.source.format == "delta" else "iceberg_snapshot"
+            source[key] = listed.version
         prepare_schema_file(
             schema, files, root, source, progress, partitions=listed.partitions, views=listed.views
         )

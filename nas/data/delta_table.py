@@ -7,7 +7,7 @@ replays the log, checkpoints and all; recnas reads the files it names as Parquet
 with its partition columns' values as the log records them (not as its folders' names
 say: a writer may name them otherwise).
 
-How each file is read is its ``FileView``, which ``row_files.ColumnarFile`` applies: a
+How each file is read is its ``FileView`` (``table_files.py``): a
 DELETE, UPDATE or MERGE of a table with deletion vectors (Databricks' default since 2024)
 marks rows gone inside a file that stays, and only the rows kept are read; a table with
 column mapping (a column renamed or dropped: Databricks turns it on so) stores its
@@ -18,56 +18,10 @@ storage)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlparse
 
 from nas.core.errors import ConfigError
-
-DELTA_LOG = "_delta_log"
-
-
-def is_delta_table(path: Path) -> bool:
-    """Whether ``path`` is a Delta table's folder (one holding ``_delta_log/``)."""
-    try:
-        return path.is_dir() and (path / DELTA_LOG).is_dir()
-    except OSError:
-        return False
-
-
-def delta_table_above(path: Path) -> Path | None:
-    """The Delta table whose folder holds ``path`` (a file or a folder in it), if any."""
-    for folder in (path, *path.absolute().parents):
-        if is_delta_table(folder):
-            return folder
-    return None
-
-
-def inside_table(given: object, table: Path, instead: str) -> str:
-    """Why files named in a Delta table's folder (``given``) are refused, and what to do
-    ``instead``."""
-    return (
-        f"{given} is in the Delta table {table}, whose log says which of its files are "
-        f"current (the folder keeps the files later commits removed): {instead}"
-    )
-
-
-@dataclass(frozen=True)
-class FileView:
-    """How one of a Delta table's Parquet files is read: ``kept``, its rows kept (a
-    boolean array, rows past its end kept too; None: all); ``names``, each column it
-    stores under a physical name as the table names it, with its fields' likewise
-    (``Names``; None: as stored)."""
-
-    kept: Any = None  # np.ndarray of bool
-    names: Names | None = None
-
-
-# a struct's physical field names: each one's name in the table, and the names within it
-# (a list's or a map's values' fields: its own; a map's keys' under KEYS)
-Names = dict[str, tuple[str, "Names"]]
-KEYS = "\0keys"
+from nas.data.table_files import DELTA_LOG, KEYS, FileView, Names, TableFiles, local_path, outside
 
 
 def column_names(schema: dict) -> Names:
@@ -93,27 +47,15 @@ def column_names(schema: dict) -> Names:
     return within(schema)
 
 
-@dataclass(frozen=True)
-class DeltaFiles:
-    """A Delta table at a version: its Parquet files, sorted, and each one's partition
-    columns' values as text (None: null), as a Hive-style folder's would read."""
-
-    folder: Path
-    version: int
-    files: list[Path]
-    partitions: dict[Path, dict[str, str | None]]
-    views: dict[Path, FileView]  # how a file is read, where not as any Parquet file is
-
-
-def delta_files(folder: Path, version: int | None, field: str, source: str | None = None):
+def delta_files(
+    folder: Path, version: int | None, field: str, source: str | None = None
+) -> TableFiles:
     """The files of the Delta table at ``folder``, at ``version`` (None: its latest);
     ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be read so."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
-
-    folder = folder.absolute()  # (the deletion vectors name their files so)
 
     def refused(problem: str) -> ConfigError:
         return ConfigError(field, f"the Delta table {folder}: {problem}", source)
@@ -134,39 +76,21 @@ def delta_files(folder: Path, version: int | None, field: str, source: str | Non
     masks = vectors.column("selection_vector").combine_chunks()
     flat, ends = masks.flatten().to_numpy(zero_copy_only=False), masks.offsets.to_numpy()
     for i, uri in enumerate(vectors.column("filepath").to_pylist()):
-        kept[_local(folder, uri)] = flat[ends[i] : ends[i + 1]].astype(bool)
+        kept[local_path(folder, uri)] = flat[ends[i] : ends[i + 1]].astype(bool)
     files, partitions = [], {}
     named = [c for c in actions.column_names if c.startswith("partition.")]
     texts = {c: pc.cast(actions.column(c), pa.string()).to_pylist() for c in named}
     for i, relative in enumerate(actions.column("path").to_pylist()):
-        path = _local(folder, relative)
+        path = local_path(folder, relative)
         if path is None:
-            raise refused(
-                f"holds a file outside its folder ({relative}): recnas reads a table whose "
-                "files are in its own folder"
-            )
+            raise ConfigError(field, outside(folder, "delta", relative), source)
         files.append(path)
         partitions[path] = {c.removeprefix("partition."): texts[c][i] for c in named}
     files.sort()
     views = {
         path: FileView(kept.get(path), names) for path in files if names is not None or path in kept
     }
-    return DeltaFiles(folder, table.version(), files, partitions, views)
-
-
-def _local(folder: Path, path: str) -> Path | None:
-    """A file the log names (a path relative to the table, URL-encoded, or an absolute
-    URI) as a path in the table's folder; None where it is elsewhere."""
-    parsed = urlparse(path)
-    if parsed.scheme in ("", "file") and not parsed.netloc:
-        found = Path(unquote(parsed.path))
-        found = found if found.is_absolute() else folder / found
-        try:
-            found.absolute().relative_to(folder.absolute())
-        except ValueError:
-            return None
-        return found
-    return None
+    return TableFiles(folder, table.version(), files, partitions, views)
 
 
 def _latest_version(folder: Path) -> int | None:

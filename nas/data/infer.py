@@ -42,8 +42,8 @@ import pyarrow.compute as pc
 
 from nas.core.errors import ConfigError, shown
 from nas.core.names import NAME_RULE, is_name
-from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
 from nas.data.labels import LabelRule, common_values
+from nas.data.lakehouse import table_files
 from nas.data.raw import EVENT_KEYS, MISSING_NUMBER_TEXTS, PER_SECOND, UNIT_NAMES, numeric
 from nas.data.row_files import (
     HIVE_DELIMITER,
@@ -84,6 +84,7 @@ from nas.data.source_rows import (
     json_object,
     spread_parts,
 )
+from nas.data.table_files import TABLE_FORMATS, inside_table, table_above, table_format
 
 SAMPLE_ROWS = 100_000
 SAMPLE_FILES = 8  # files sampled, spread over the source's
@@ -159,14 +160,13 @@ def found_source(given: str) -> Source:
     files (``ConfigError`` where none, or a folder's files of several formats, or files of
     a Delta table named otherwise than by its folder)."""
     place = Path(given).expanduser()
-    if is_delta_table(place):
-        table = delta_files(place, None, "SOURCE")
-        if not table.files:
-            raise ConfigError("SOURCE", f"the Delta table {given} has no files")
+    if fmt := table_format(place):
+        table = table_files(place, fmt, None, "SOURCE")
         where = str(place.absolute())
-        return Source(where, table.files, "delta", table.partitions, views=table.views)
-    if table := delta_table_above(pattern_root(str(place))):
-        raise ConfigError("SOURCE", inside_table(given, table, f"name its folder, {table}"))
+        return Source(where, table.files, fmt, table.partitions, views=table.views)
+    if found := table_above(pattern_root(str(place))):
+        table, fmt = found
+        raise ConfigError("SOURCE", inside_table(given, table, fmt, f"name its folder, {table}"))
     if place.is_dir():
         files = [p for p in sorted(place.rglob("*")) if p.is_file() and p.name[0] not in "._"]
         kinds = {_suffixes(p) for p in files} - {None}
@@ -429,7 +429,7 @@ def read_sample(
     files are read (``Source.views``). ``decimal``,
     ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
     character (Hive's Ctrl-A files: never quoted)."""
-    fmt = "parquet" if fmt == "delta" else fmt  # (a Delta table's files)
+    fmt = "parquet" if fmt in TABLE_FORMATS else fmt  # (a Delta or Iceberg table's files)
     if fmt in ("csv", "jsonl"):  # a day of no rows written as nothing (prepare passes it by)
         files = [p for p in files if not blank(p)] or files
     chosen = [files[i] for i in _spread(len(files), SAMPLE_FILES)]

@@ -34,14 +34,14 @@ from typing import Any
 from nas.core.errors import ConfigError, shown
 from nas.core.user_files import require_file
 from nas.data.avro_file import is_avro
-from nas.data.delta_table import (
+from nas.data.lakehouse import table_files
+from nas.data.table_files import (
     KEYS,
     FileView,
     Names,
-    delta_files,
-    delta_table_above,
     inside_table,
-    is_delta_table,
+    table_above,
+    table_format,
 )
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".orc", ".avro")
@@ -122,21 +122,20 @@ class RowFiles:
         # Python's csv reading of a model's CSV source's quoting and escape (read_as)
         self.dialect: dict[str, Any] = {}
         self.numbers: set[str] = set()  # the number columns a model reads (read_as)
-        self.views: dict[Path, FileView] = {}  # how a Delta table's file is read
+        self.views: dict[Path, FileView] = {}  # how a Delta or Iceberg table's file is read
         root = pattern_root(self.given)
-        if is_delta_table(Path(self.given)):  # the files its log names, its partitions'
-            table = delta_files(Path(self.given), None, flag)
+        if fmt := table_format(Path(self.given)):  # the files its log or metadata names
+            table = table_files(Path(self.given), fmt, None, flag)
             kinds = dict.fromkeys(table.files, ".parquet")
             self.partitions, self.views = table.partitions, table.views
-        elif table := delta_table_above(root):
-            raise ConfigError(flag, inside_table(given, table, f"name its folder, {table}"))
+        elif found := table_above(root):
+            table, fmt = found
+            raise ConfigError(flag, inside_table(given, table, fmt, f"name its folder, {table}"))
         else:
             kinds = _named_files(self.given, flag)
             # a folder's or a pattern's Hive-style partitions (date=2024-05-07/...), per file
             self.partitions = {path: partitions(path, root) for path in kinds}
         self.paths = list(kinds)
-        if not self.paths:
-            raise ConfigError(flag, f"the Delta table {given} has no files")
         suffixes = sorted(set(kinds.values()))
         if len(suffixes) > 1:
             example = Path(given) / f"*{suffixes[0]}"
@@ -525,6 +524,7 @@ class ColumnarFile:
         self.schema = self._plain_schema
         self._physical = {}  # a column's physical name by its name in the table
         if self.names:  # as the table names its columns and their fields; a dropped one not
+            self.names = _stored_names(self.names, list(self._plain_schema))
             self.schema = _named_schema(self._plain_schema, self.names)
             self._physical = {
                 self.names[p][0]: p for p in self._plain_schema.names if p in self.names
@@ -584,6 +584,32 @@ class ColumnarFile:
                 fields.append(self.schema.field(self.names[physical][0]))
                 columns.append(column.view(fields[-1].type))
         return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _stored_names(names: Names, fields) -> Names:
+    """``names`` by the names a file's ``fields`` store them under: the physical ones, or
+    the table's own where its writer kept those (delta-rs does so with some table
+    features); a field under neither is no longer the table's."""
+    import pyarrow as pa
+
+    def children(kind):
+        if pa.types.is_struct(kind):
+            return list(kind)
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return children(kind.value_type)
+        return children(kind.item_type) if pa.types.is_map(kind) else []
+
+    own = dict(names.values())
+    out: Names = {KEYS: names[KEYS]} if KEYS in names else {}
+    for f in fields:
+        if f.name in names:
+            name, inner = names[f.name]
+        elif f.name in own:
+            name, inner = f.name, own[f.name]
+        else:
+            continue
+        out[f.name] = (name, _stored_names(inner, children(f.type)) if inner else {})
+    return out
 
 
 def _named_schema(schema, names: Names):
@@ -888,7 +914,10 @@ def pattern_root(pattern: str | Path) -> Path:
             break
         parts.append(part)
     root = Path(*parts) if parts else Path(".")
-    return root if root.is_dir() else root.parent
+    try:
+        return root if root.is_dir() else root.parent
+    except OSError:  # a name too long: the reader names it
+        return root.parent
 
 
 def partitions(path: Path, root: Path) -> dict[str, str | None]:

@@ -2,7 +2,7 @@
 columns are labels, keys and features, and how rows are split.
 
     name: my_ctr
-    source: {format: parquet, path: data/*.parquet}    # parquet | orc | avro | csv | jsonl | delta
+    source: {format: parquet, path: data/*.parquet}    # parquet|orc|avro|csv|jsonl|delta|iceberg
     labels: [click]                                     # one or more binary labels
     keys: {user: user_id, request: request_id, timestamp: ts}      # each optional
     split: {method: time, valid: 0.1, test: 0.1}
@@ -61,10 +61,11 @@ from pydantic import (
 from nas.core.errors import ConfigError, config_error_from_pydantic, shown
 from nas.core.names import is_name, name_pattern
 from nas.core.user_files import parse_yaml, read_text
-from nas.data.delta_table import delta_files, delta_table_above, inside_table, is_delta_table
 from nas.data.labels import LabelRule
+from nas.data.lakehouse import table_files
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import partitions, pattern_root
+from nas.data.table_files import TABLE_FORMATS, inside_table, table_above, table_format
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 # a CSV source's thousands separators (pandas' thousands): Excel's by its locale, Swiss
@@ -89,11 +90,12 @@ def _encoding(name: str) -> str:
 
 
 class Source(_Strict):
-    # delta: a Delta Lake table, path its folder: the Parquet files its log names
-    # (``nas/data/delta_table.py``), at its latest version or at ``version``
-    format: Literal["parquet", "orc", "avro", "csv", "jsonl", "delta"]
+    # delta, iceberg: a Delta Lake or Apache Iceberg table, path its folder: the Parquet
+    # files its log or metadata names (``nas/data/table_files.py``), at its latest version
+    # or at ``version`` (Delta's version, Iceberg's snapshot id)
+    format: Literal["parquet", "orc", "avro", "csv", "jsonl", "delta", "iceberg"]
     path: Name
-    version: Annotated[int, Field(ge=0)] | None = None  # delta: the table's version read
+    version: Annotated[int, Field(ge=0)] | None = None  # delta, iceberg: the version read
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
     columns: tuple[Name, ...] | None = None  # csv without a header: the columns' names
@@ -130,7 +132,7 @@ class Source(_Strict):
     @property
     def file_format(self) -> str:
         """The format its files are read as (a Delta table's: Parquet)."""
-        return "parquet" if self.format == "delta" else self.format
+        return "parquet" if self.format in TABLE_FORMATS else self.format
 
     @property
     def per_second(self) -> int:
@@ -169,12 +171,14 @@ class Source(_Strict):
                 "on_bad_lines applies to formats csv and jsonl (Parquet, ORC and Avro have no "
                 "lines)"
             )
-        if self.version is not None and self.format != "delta":
-            raise ValueError("version applies to format delta only (a Delta table's version)")
-        if self.format == "delta" and glob.has_magic(self.path):
+        if self.version is not None and self.format not in TABLE_FORMATS:
             raise ValueError(
-                f"a Delta table's path is its folder (the one holding _delta_log), not a "
-                f"pattern: {shown(self.path)}"
+                "version applies to formats delta and iceberg only (a table's version)"
+            )
+        if self.format in TABLE_FORMATS and glob.has_magic(self.path):
+            raise ValueError(
+                f"a {TABLE_FORMATS[self.format]} table's path is its folder, not a pattern: "
+                f"{shown(self.path)}"
             )
         if self.format == "csv" and not self.header and not self.columns:
             raise ValueError("a csv file without a header needs columns: [its column names]")
@@ -677,24 +681,24 @@ class SourceFiles:
 
 def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
     """The source's files, but for bookkeeping ones a pattern matches (Spark's
-    ``_SUCCESS``, as ``row_files`` passes them by); a Delta table's, those its log names;
-    ``ConfigError`` when the path matches none, or is (in) a Delta table not declared so."""
+    ``_SUCCESS``, as ``row_files`` passes them by); a Delta or Iceberg table's, those its
+    log or metadata names; ``ConfigError`` when the path matches none, or is (in) such a
+    table not declared so."""
     where = str(schema_path)
     pattern = _source_pattern(schema, schema_path)
-    if schema.source.format == "delta":
-        if not is_delta_table(pattern):
+    fmt = schema.source.format
+    if fmt in TABLE_FORMATS:
+        if table_format(pattern) != fmt:
+            holds = "a folder holding _delta_log" if fmt == "delta" else "a folder of metadata/"
             raise ConfigError(
-                "source.path",
-                f"{pattern} is not a Delta table (a folder holding _delta_log)",
-                where,
+                "source.path", f"{pattern} is not a {TABLE_FORMATS[fmt]} table ({holds})", where
             )
-        table = delta_files(pattern, schema.source.version, "source.path", where)
-        if not table.files:
-            raise ConfigError("source.path", f"the Delta table {pattern} has no files", where)
+        table = table_files(pattern, fmt, schema.source.version, "source.path", where)
         return SourceFiles(table.files, table.partitions, table.version, table.views)
-    if table := delta_table_above(pattern_root(pattern)):
-        instead = f"declare format: delta, path: {quoted_path(table, schema_path)}"
-        raise ConfigError("source.path", inside_table(pattern, table, instead), where)
+    if found := table_above(pattern_root(pattern)):
+        table, kind = found
+        instead = f"declare format: {kind}, path: {quoted_path(table, schema_path)}"
+        raise ConfigError("source.path", inside_table(pattern, table, kind, instead), where)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
     named = not glob.has_magic(str(pattern))  # one file, by its name: whatever its name
     files = [p for p in found if p.is_file() and (named or not p.name.startswith(("_", ".")))]

@@ -257,6 +257,11 @@ def test_a_table_whose_columns_are_stored_under_other_names_reads_by_its_own(tmp
     assert main(["data", "schema", str(folder), "--out", str(out)]) == 0
     drafted = out.read_text()
     assert "device.os" in drafted and "item" in drafted and "col-" not in drafted
+    # a writer that kept the table's own names in the files (delta-rs with table features)
+    both = {**config, "delta.enableDeletionVectors": "true"}
+    write_deltalake(tmp_path / "own", rows, configuration=both)
+    served = [row for batch in RowFiles(tmp_path / "own").batches() for row in batch.rows]
+    assert [row["ts"] for row in served] == rows.column("ts").to_pylist()
 
 
 def test_tables_allowing_deletion_vectors_read_and_others_are_refused(tmp_path) -> None:

@@ -1,0 +1,148 @@
+"""An Apache Iceberg table's current files (Spark's, Trino's, Flink's, Snowflake's and
+PyIceberg's tables), read from its folder without a catalog: its metadata file
+(``metadata/*.metadata.json``: the one ``version-hint.text`` names, else the newest) and
+the manifests of its snapshot say which Parquet files make the table; the ``pyiceberg``
+package reads them. The folder keeps the files later snapshots removed until they expire.
+
+Iceberg finds a file's columns by their field ids, not their names: a file written
+before a column was renamed holds it under its old name, which its ``FileView`` reads by
+the table's (a dropped column not at all). A table copied from object storage (``aws s3
+sync``) reads as the same table: a file the metadata names under the table's location
+(``s3://bucket/events/data/...``) is that file in the folder. Refused: delete files (a
+merge-on-read DELETE's; rewrite them first: Spark's ``rewrite_position_delete_files``),
+data files other than Parquet, and files outside the table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nas.core.errors import ConfigError
+from nas.data.table_files import (
+    ICEBERG_METADATA,
+    METADATA_SUFFIX,
+    FileView,
+    Names,
+    TableFiles,
+    local_path,
+    outside,
+)
+
+
+def iceberg_files(
+    path: Path, snapshot: int | None, field: str, source: str | None = None
+) -> TableFiles:
+    """The files of the Iceberg table at ``path`` (its folder or a metadata file) at
+    ``snapshot`` (None: its current one); ``ConfigError`` on ``field`` (of the file
+    ``source``) where it cannot be read so."""
+    import pyarrow.parquet as pq
+    from pyiceberg.table import StaticTable
+
+    metadata = path if path.is_file() else current_metadata(path)
+    folder = metadata.parent.parent  # (metadata/ is in the table's folder)
+
+    def refused(problem: str) -> ConfigError:
+        return ConfigError(field, f"the Iceberg table {folder}: {problem}", source)
+
+    try:
+        table = StaticTable.from_metadata(str(metadata))
+        if snapshot is not None and table.metadata.snapshot_by_id(snapshot) is None:
+            held = ", ".join(str(s.snapshot_id) for s in table.metadata.snapshots[-5:])
+            raise refused(f"has no snapshot {snapshot}; its latest: {held or 'none'}")
+        tasks = list(table.scan(snapshot_id=snapshot).plan_files())
+    except ConfigError:
+        raise
+    except Exception as err:  # pyiceberg's errors have no common base (ValueError, OSError, ...)
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise refused(f"cannot be read ({text})") from None
+    location = table.metadata.location.rstrip("/")
+    ids = {f.field_id: f.name for f in _fields(table.schema())}
+    files, views = [], {}
+    for task in tasks:
+        named = task.file.file_path
+        if task.delete_files:
+            raise refused(
+                f"marks rows deleted in delete files ({len(task.delete_files)} for "
+                f"{Path(named).name}), which recnas does not read; rewrite them into the data "
+                "files first (Spark: CALL catalog.system.rewrite_position_delete_files, or "
+                "rewrite_data_files)"
+            )
+        if str(task.file.file_format).rsplit(".", 1)[-1].upper() != "PARQUET":
+            raise refused(f"holds a data file of {task.file.file_format} ({named}): read Parquet")
+        if named.startswith(location + "/"):  # (a table copied from where it was written)
+            named = named[len(location) + 1 :]
+        file = local_path(folder, named)
+        if file is None:
+            raise ConfigError(field, outside(folder, "iceberg", task.file.file_path), source)
+        files.append(file)
+        stored = pq.read_schema(file)
+        names = _names(stored, ids)
+        if any(name != physical or inner for physical, (name, inner) in names.items()) or (
+            len(names) != len(stored)
+        ):
+            views[file] = FileView(names=names)
+    files.sort()
+    version = snapshot if snapshot is not None else table.metadata.current_snapshot_id
+    return TableFiles(folder, version or 0, files, {file: {} for file in files}, views)
+
+
+def current_metadata(folder: Path) -> Path:
+    """The table's current metadata file: the version ``version-hint.text`` names (a
+    Hadoop catalog's), else the one of the highest number (``00003-uuid``, ``v3``)."""
+    found = folder / ICEBERG_METADATA
+    hint = found / "version-hint.text"
+    if hint.is_file():
+        named = found / f"v{hint.read_text().strip()}{METADATA_SUFFIX}"
+        if named.is_file():
+            return named
+
+    def number(path: Path) -> int:
+        match = re.match(r"v?(\d+)", path.name)
+        return int(match.group(1)) if match else -1
+
+    return max(found.glob(f"*{METADATA_SUFFIX}"), key=lambda p: (number(p), p.name))
+
+
+def _fields(schema):
+    """Every field of an Iceberg schema, at any depth."""
+    from pyiceberg.types import ListType, MapType, StructType
+
+    def walk(kind):
+        if isinstance(kind, StructType):
+            for f in kind.fields:
+                yield f
+                yield from walk(f.field_type)
+        elif isinstance(kind, ListType):
+            yield from walk(kind.element_type)
+        elif isinstance(kind, MapType):
+            yield from walk(kind.key_type)
+            yield from walk(kind.value_type)
+
+    yield from walk(schema.as_struct())
+
+
+def _names(stored, ids: dict[int, str]) -> Names:
+    """A Parquet file's columns and fields as the table names them now, by field id (a
+    column without one, as a Hive table migrated in left it: by its own name)."""
+    import pyarrow as pa
+
+    def within(fields) -> Names:
+        out: Names = {}
+        for f in fields:
+            raw = (f.metadata or {}).get(b"PARQUET:field_id")
+            if raw is not None and int(raw) not in ids:
+                continue  # dropped since
+            name = ids[int(raw)] if raw is not None else f.name
+            out[f.name] = (name, within(_children(f.type)))
+        return out
+
+    def _children(kind):
+        if pa.types.is_struct(kind):
+            return list(kind)
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return _children(kind.value_type)
+        if pa.types.is_map(kind):
+            return _children(kind.item_type)
+        return []
+
+    return within(stored)

@@ -1,0 +1,123 @@
+"""An Apache Iceberg table as a source (`format: iceberg`), read from its folder without a
+catalog, as Spark, Trino and PyIceberg write one: the rows of the files its current (or a
+named) snapshot holds, never those of the files later snapshots removed; columns by field
+id (a renamed column by its new name, a dropped one not at all); a table copied from where
+it was written reads the same. Real tables, written by `pyiceberg` into a SQLite catalog."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import yaml
+
+from nas.cli import main
+from nas.core.errors import ConfigError
+from nas.data import prepare_dataset
+from nas.data.row_files import RowFiles
+
+SCHEMA = """\
+name: {name}
+source: {{format: iceberg, path: {path}{version}}}
+labels: [click]
+keys: {{user: user_id, timestamp: ts}}
+split: {{method: time, valid: 0.1, test: 0.1}}
+features:
+  - {{name: item, type: categorical}}
+  - {{name: country, type: categorical}}
+"""
+
+
+def events(rows: int, start: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "ts": np.arange(start, start + rows, dtype=np.int64),
+            "click": rng.integers(0, 2, rows),
+            "user_id": [f"u{i}" for i in rng.integers(0, 30, rows)],
+            "item_id": [f"i{i}" for i in rng.integers(0, 20, rows)],
+            "price": rng.gamma(2.0, 10.0, rows),
+            "country": rng.choice(np.array(["US", "DE", None], dtype=object), rows),
+        }
+    )
+
+
+@pytest.fixture
+def table(tmp_path: Path):
+    """Two appends, a DELETE (copy-on-write: files rewritten), item_id renamed to item and
+    price dropped; the table's folder, its first snapshot's id, and its rows now."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    catalog = SqlCatalog("local", uri=f"sqlite:///{warehouse}/catalog.db",
+                         warehouse=warehouse.as_uri())  # fmt: skip
+    catalog.create_namespace("db")
+    first, second = events(300, 1_700_000_000, 0), events(300, 1_700_000_300, 1)
+    created = catalog.create_table("db.events", schema=first.schema)
+    created.append(first)
+    snapshot = created.metadata.current_snapshot_id
+    created.append(second)
+    created.delete("item_id == 'i3' or item_id == 'i7'")
+    with created.update_schema() as update:
+        update.rename_column("item_id", "item")
+        update.delete_column("price")
+    now = catalog.load_table("db.events").scan().to_arrow()
+    folder = Path(created.metadata.location.removeprefix("file://"))
+    return folder, snapshot, now
+
+
+def schema(folder: Path, table: Path, name: str = "clicks", version: int | None = None) -> Path:
+    path = folder / f"{name}.yaml"
+    pinned = "" if version is None else f", version: {version}"
+    path.write_text(SCHEMA.format(name=name, path=table, version=pinned))
+    return path
+
+
+def by_time(rows: list[dict]) -> dict[int, tuple]:
+    return {row["ts"]: (row["item"], row["country"]) for row in rows}
+
+
+def test_an_iceberg_table_reads_the_rows_of_its_snapshot_by_its_names(tmp_path, table) -> None:
+    folder, snapshot, now = table
+    assert len(list(folder.rglob("*.parquet"))) > 2  # (the files the DELETE rewrote, kept)
+    dataset, _ = prepare_dataset(str(schema(tmp_path, folder)), tmp_path / "cache")
+    assert dataset.manifest["split_ranges"]["test"][1] == now.num_rows < 600
+    served = [row for batch in RowFiles(folder).batches() for row in batch.rows]
+    assert "price" not in served[0] and "item_id" not in served[0]
+    assert by_time(served) == by_time(now.to_pylist())
+    assert dataset.manifest["source"]["iceberg_snapshot"] != snapshot
+    # its first snapshot: the first append's rows, read by today's names
+    first, _ = prepare_dataset(str(schema(tmp_path, folder, "first", snapshot)), tmp_path / "cache")
+    assert first.manifest["split_ranges"]["test"][1] == 300
+    with pytest.raises(ConfigError, match="has no snapshot 12345"):
+        prepare_dataset(str(schema(tmp_path, folder, "none", 12345)), tmp_path / "cache")
+    # copied from where it was written (as from object storage): the same table
+    copy = tmp_path / "copy" / "events"
+    shutil.copytree(folder, copy)
+    moved = [row for batch in RowFiles(copy).batches() for row in batch.rows]
+    assert by_time(moved) == by_time(served)
+
+
+def test_files_in_an_iceberg_table_are_refused_and_its_folder_is_drafted(
+    tmp_path, table, capsys
+) -> None:
+    folder, _, now = table
+    path = schema(tmp_path, folder)
+    path.write_text(
+        path.read_text().replace(f"{{format: iceberg, path: {folder}}}",
+                                 f'{{format: parquet, path: "{folder}/data/*.parquet"}}')
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="is in the Iceberg table .* declare format: iceberg"):
+        prepare_dataset(str(path), tmp_path / "cache")
+    assert main(["predict", "models:/m/1", "--input", str(folder / "data")]) == 2
+    assert "is in the Iceberg table" in " ".join(capsys.readouterr().err.split())
+    out = tmp_path / "draft.yaml"
+    assert main(["data", "schema", str(folder), "--out", str(out)]) == 0
+    drafted = yaml.safe_load(out.read_text())
+    assert drafted["source"]["format"] == "iceberg" and "price" not in out.read_text()
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.manifest["split_ranges"]["test"][1] == now.num_rows
