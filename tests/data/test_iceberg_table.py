@@ -9,8 +9,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pytest
 import yaml
 
@@ -18,6 +16,7 @@ from nas.cli import main
 from nas.core.errors import ConfigError
 from nas.data import prepare_dataset
 from nas.data.row_files import RowFiles
+from tests.data.test_delta_table import events
 
 SCHEMA = """\
 name: {name}
@@ -29,20 +28,6 @@ features:
   - {{name: item, type: categorical}}
   - {{name: country, type: categorical}}
 """
-
-
-def events(rows: int, start: int, seed: int) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    return pa.table(
-        {
-            "ts": np.arange(start, start + rows, dtype=np.int64),
-            "click": rng.integers(0, 2, rows),
-            "user_id": [f"u{i}" for i in rng.integers(0, 30, rows)],
-            "item_id": [f"i{i}" for i in rng.integers(0, 20, rows)],
-            "price": rng.gamma(2.0, 10.0, rows),
-            "country": rng.choice(np.array(["US", "DE", None], dtype=object), rows),
-        }
-    )
 
 
 @pytest.fixture
