@@ -728,15 +728,20 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     """The cache key: the schema's content and each source file's path, size and mtime (a
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
-    # time_unit, on_bad_lines, encoding, decimal, thousands and tz unsaid where they are the
-    # defaults, as before they existed: caches prepared before stay current
+    # fields added since (time_unit, on_bad_lines, encoding, decimal, thousands, quoting,
+    # escape, version, tz, a label's one_of) unsaid where they are the defaults, as before
+    # they existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
+    unsaid["labels"] = {i: {"one_of"} for i, x in enumerate(schema.labels) if x.one_of is None}
     defaults = {
         "time_unit": "s",
         "on_bad_lines": "error",
         "encoding": "utf-8",
         "decimal": ".",
         "thousands": None,
+        "quoting": True,
+        "escape": None,
+        "version": None,
     }
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(
