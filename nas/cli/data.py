@@ -57,8 +57,9 @@ def add_commands(commands) -> None:
         "source",
         metavar="SOURCE",
         help="a .parquet, .orc, .avro, .csv, .tsv or .jsonl file (text compressed: .gz, .bz2, "
-        ".zst), a folder of them (its partition folders, date=2024-05-07/, are columns) or a "
-        "quoted glob ('logs/*.parquet'); files whose names say no format (Hive's 000000_0, Spark's "
+        ".zst), a folder of them (its partition folders, date=2024-05-07/, are columns), a "
+        "Delta Lake or Iceberg table's folder (its current files) or a quoted glob "
+        "('logs/*.parquet'); files whose names say no format (Hive's 000000_0, Spark's "
         "part-00000, .txt, .dat) by their bytes, a CSV file's delimiter (, ; tab | Ctrl-A) and "
         "decimal comma by its first lines",
     )

@@ -42,8 +42,8 @@ def add_command(commands) -> None:
         "CSV (.csv; its delimiter by its first lines), TSV (.tsv), any of these compressed "
         "(.gz, .bz2, .zst), Parquet, ORC or Avro (.orc, .avro; without a suffix, Hive's "
         "000000_0, by its bytes): a file, a folder of files of one format (a day's parts; "
-        "partition folders, date=2024-05-07/, are columns) or a quoted glob pattern "
-        "('logs/2024-05-07/*.parquet')",
+        "partition folders, date=2024-05-07/, are columns), a Delta Lake or Iceberg table's "
+        "folder (its current rows) or a quoted glob pattern ('logs/2024-05-07/*.parquet')",
     )
     predict.add_argument(
         "--out",
