@@ -139,15 +139,15 @@ WHOLE = re.compile(r"[+-]?\d+")
 @dataclass(frozen=True)
 class Source:
     """A team's files: the schema's ``source.path`` (absolute; a folder's files of one
-    format under it, or a Delta table's folder), the files it matches, their format and CSV
-    delimiter."""
+    format under it, or a Delta or Iceberg table's folder), the files it matches, their
+    format and CSV delimiter."""
 
     pattern: str
     files: list[Path]
     format: str
-    # each file's partition columns' values: its Hive-style folders', or a Delta table's log's
+    # each file's partition columns' values: its Hive-style folders', or a table's log's
     partitions: dict[Path, dict[str, str | None]] = field(default_factory=dict)
-    views: dict = field(default_factory=dict)  # how a Delta table's file is read
+    views: dict = field(default_factory=dict)  # how a Delta or Iceberg table's file is read
     delimiter: str = ","
     columns: list[str] | None = None  # CSV without a header: its columns' names (c1, c2, ...)
     decimal: str = "."  # CSV: its numbers' decimal mark (``decimal_mark``)
@@ -156,9 +156,9 @@ class Source:
 
 
 def found_source(given: str) -> Source:
-    """A file, a folder of files of one format, a Delta table's folder, or a glob: its
+    """A file, a folder of files of one format, a Delta or Iceberg table's folder, or a glob: its
     files (``ConfigError`` where none, or a folder's files of several formats, or files of
-    a Delta table named otherwise than by its folder)."""
+    a table named otherwise than by its folder)."""
     place = Path(given).expanduser()
     if fmt := table_format(place):
         table = table_files(place, fmt, None, "SOURCE")
@@ -425,7 +425,7 @@ def read_sample(
     column empty in one file (a day without coupons) takes its type from the others; one
     whose types differ between files, as text where it can be (prepare reads declared text
     so). ``columns``: a CSV file's names, where it has no header. ``partitions``: each
-    file's partition columns' values (``Source.partitions``); ``views``: how a Delta table's
+    file's partition columns' values (``Source.partitions``); ``views``: how a lakehouse table's
     files are read (``Source.views``). ``decimal``,
     ``thousands``, ``escape``: a CSV file's decimal mark, thousands separator and escape
     character (Hive's Ctrl-A files: never quoted)."""
@@ -594,7 +594,7 @@ def _file_sample(
     later, is seen): Parquet's row groups, an uncompressed text file's bytes (a row is a
     line of CSV or JSON lines, as prepare reads them). A compressed file, read from its
     start: its first rows (at most 8 MiB of text). A line that is not a row: passed by into
-    ``passed``. ``views``: how a Delta table's files are read."""
+    ``passed``. ``views``: how a Delta or Iceberg table's files are read."""
     try:
         if fmt in ("parquet", "orc", "avro"):
             return _columnar_sample(path, fmt, rows, (views or {}).get(path))
@@ -646,7 +646,7 @@ def _spread(count: int, parts: int = SAMPLE_PARTS) -> list[int]:
 def _columnar_sample(path: Path, fmt: str, rows: int, view=None) -> pa.Table:
     """The first rows from up to ``SAMPLE_PARTS`` places spread over the file: row groups
     (Parquet), stripes (ORC) or blocks (Avro), each read on into the groups after it up to
-    the next place (Avro's blocks hold a few hundred rows); ``view``: a Delta table's
+    the next place (Avro's blocks hold a few hundred rows); ``view``: a lakehouse table's
     file's (``FileView``)."""
     file = ColumnarFile(path, fmt, view)
     if file.groups == 0:

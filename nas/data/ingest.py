@@ -88,7 +88,7 @@ def prepare_schema_file(
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
     ``extra`` entries in its manifest). ``partitions``: each file's partition columns'
-    values; ``views``: how a Delta table's files are read (``SourceFiles``)."""
+    values; ``views``: how a Delta or Iceberg table's files are read (``SourceFiles``)."""
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
         rows = Rows(schema, files, partitions, scratch, views)

@@ -489,7 +489,7 @@ class ColumnarFile:
 
     def __init__(self, path: Path, fmt: str | None = None, view: FileView | None = None):
         """``fmt``: parquet, orc or avro (default: by the file's name; Hive names its files
-        000000_0); ``view``: how a Delta table's Parquet file is read (its rows kept, its
+        000000_0); ``view``: how a Delta or Iceberg table's Parquet file is read (its rows kept, its
         columns' names in the table)."""
         self.path = path
         self.kind = fmt or path.suffix.lower()[1:]
@@ -614,7 +614,7 @@ def _stored_names(names: Names, fields) -> Names:
 
 def _named_schema(schema, names: Names):
     """``schema`` with its columns and their fields (at any depth) named as ``names`` says
-    (a Delta table's column mapping: physical names as the table's)."""
+    (a Delta table's column mapping, an Iceberg file's names by field id)."""
     import pyarrow as pa
 
     def named(kind, within: Names):

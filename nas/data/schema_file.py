@@ -131,7 +131,7 @@ class Source(_Strict):
 
     @property
     def file_format(self) -> str:
-        """The format its files are read as (a Delta table's: Parquet)."""
+        """The format its files are read as (a Delta or Iceberg table's: Parquet)."""
         return "parquet" if self.format in TABLE_FORMATS else self.format
 
     @property

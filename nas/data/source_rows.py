@@ -142,7 +142,7 @@ class Rows:
         # per file, its partition columns' values (Hive-style folders, date=2024-05-07/, or
         # a Delta table's log: ``SourceFiles``)
         self.partitions = {path: (partitions or {}).get(path, {}) for path in files}
-        self.views = views or {}  # how a Delta table's file is read (``ColumnarFile``)
+        self.views = views or {}  # how a Delta or Iceberg table's file is read (``ColumnarFile``)
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         # per file, its top-level columns (those of _holds that are no object's field)
         self._tops: dict[Path, list[str]] = {}
