@@ -289,11 +289,15 @@ def _grouped(separator: str, decimal: str) -> re.Pattern:
 
 def _separated(values: list[str], separator: str, decimal: str) -> bool:
     """Whether a column's ``values`` (missing ones left out) are numbers, some with their
-    thousands separated by ``separator``."""
+    thousands separated by ``separator``; not where every one of many is grouped and of one
+    width, as codes are (a phone number's 555 123), not quantities."""
     grouped, plain = (
         _grouped(separator, decimal),
         re.compile(rf"[+-]?\d+({re.escape(decimal)}\d+)?"),
     )
+    one_width = len(values) >= CODES_SEEN and len({len(v) for v in values}) == 1
+    if one_width and all(grouped.fullmatch(v) and decimal not in v for v in values):
+        return False
     return any(grouped.fullmatch(v) for v in values) and all(
         plain.fullmatch(v) or grouped.fullmatch(v) for v in values
     )
@@ -1012,6 +1016,7 @@ def _lists(
             f"a list{split} of ids, {width} kept (the 99th percentile)")  # fmt: skip
 
 
+CODES_SEEN = 10  # values of one width, each grouped, that make a column codes (555 123)
 LABEL_FLAG = re.compile(
     r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:(?P<op>>=|==)(?P<operand>.+))?"
 )

@@ -554,3 +554,23 @@ def test_headers_no_schema_name_holds_are_read_by_fields_named_after_them(tmp_pa
     assert {"Event Time", "User ID", "Country/Region"} <= set(rows[0])
     served = dataset.raw_form().features(rows, dataset.schema)
     assert torch.equal(served.categorical, dataset.features("test")[torch.arange(20)].categorical)
+
+
+def test_codes_grouped_like_thousands_are_ids_not_numbers(tmp_path: Path, capsys) -> None:
+    """Codes of one width written in groups (a phone number's 555 123, a customer number's
+    1,234,567 quoted) are ids: the draft declares no thousands separator for them, as it
+    does for amounts, whose widths vary (1 234, 56 789, 12)."""
+    rng = np.random.default_rng(0)
+    lines = ["click,phone,amount"]
+    for i in range(300):
+        amount = f"{int(rng.integers(1, 10**6)):,}".replace(",", " ") if i % 3 else "12"
+        lines.append(f"{i % 2},{rng.integers(100, 999)} {rng.integers(100, 999)},{amount}")
+    (tmp_path / "logs.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "x.yaml"
+    assert main(["data", "schema", str(tmp_path / "logs.csv"), "--out", str(out), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    taken = {c["column"]: c["as"] for c in said["columns"]}
+    assert said["thousands"] == " " and taken["phone"] == "categorical"
+    assert taken["amount"] == "dense"
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    assert dataset.raw_form().columns["phone"]["type"] == "string"  # (its text, an id)
