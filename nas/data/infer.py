@@ -1079,7 +1079,9 @@ def _text_label(text: str, name: str, column: str, operand: str, array: pa.Array
     """A label 1 where ``column``'s value is one of ``operand``'s (``|`` between them),
     refused where the sample holds none of them (a misspelling, most likely)."""
     values = tuple(dict.fromkeys(v for v in operand.split("|") if v))
-    if not values or not _is_text_or_integer(array):
+    if not values:
+        raise ConfigError("--labels", f"{shown(text)} names no value after == (VALUE|VALUE...)")
+    if not _is_text_or_integer(array):
         raise ConfigError(
             "--labels", f"{shown(text)}: values (==VALUE|VALUE...) are of a column of text "
             f"or integers; {column!r} is of {array.type}"

@@ -83,6 +83,7 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
         (["--labels", "x=price>=soon"], "a threshold is a number on a numeric column"),
         (["--labels", "a=b=c"], "is not COLUMN, NAME=COLUMN>=NUMBER or NAME=COLUMN==VALUE"),
         (["--labels", "x=site==nowhere"], "no row of the sample has site 'nowhere'; its values"),
+        (["--labels", "x=site=="], "'x=site==' names no value after == (VALUE|VALUE...)"),
         (["--labels", "x=price==3"], "are of a column of text or integers; 'price' is of double"),
         (["--labels", "clk", "--tz", "Mars/Olympus"], "--tz: 'Mars/Olympus' is not a time zone"),
     ]:
