@@ -48,10 +48,18 @@ def column_names(schema: dict) -> Names:
 
 
 def delta_files(
-    folder: Path, version: int | None, field: str, source: str | None = None
+    folder: Path,
+    version: int | None,
+    field: str,
+    source: str | None = None,
+    as_of: int | None = None,
 ) -> TableFiles:
-    """The files of the Delta table at ``folder``, at ``version`` (None: its latest);
-    ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be read so."""
+    """The files of the Delta table at ``folder``, at ``version`` (None: its latest) or at
+    the moment ``as_of`` (unix seconds: its last version then); ``ConfigError`` on
+    ``field`` (of the file ``source``) where it cannot be read so."""
+    import datetime
+    import math
+
     import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import DeltaTable
@@ -61,6 +69,13 @@ def delta_files(
         return ConfigError(field, f"the Delta table {folder}: {problem}", source)
 
     try:
+        if as_of is not None:  # its last version then, by its commits' times
+            commits = DeltaTable(str(folder)).history()
+            then = [c["version"] for c in commits if c.get("timestamp", math.inf) <= as_of * 1000]
+            if not then:
+                moment = datetime.datetime.fromtimestamp(as_of, datetime.UTC).isoformat()
+                raise refused(f"has no version as of {moment} (its first is later)")
+            version = max(then)
         table = DeltaTable(str(folder), version=version)
         actions = pa.table(table.get_add_actions(flatten=True))
         vectors = pa.table(table.deletion_vectors())

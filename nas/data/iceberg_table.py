@@ -14,6 +14,7 @@ data files other than Parquet, and files outside the table."""
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import Path
 
@@ -30,11 +31,16 @@ from nas.data.table_files import (
 
 
 def iceberg_files(
-    path: Path, snapshot: int | None, field: str, source: str | None = None
+    path: Path,
+    snapshot: int | None,
+    field: str,
+    source: str | None = None,
+    as_of: int | None = None,
 ) -> TableFiles:
     """The files of the Iceberg table at ``path`` (its folder or a metadata file) at
-    ``snapshot`` (None: its current one); ``ConfigError`` on ``field`` (of the file
-    ``source``) where it cannot be read so."""
+    ``snapshot`` (None: its current one) or at the moment ``as_of`` (unix seconds: its
+    last snapshot then); ``ConfigError`` on ``field`` (of the file ``source``) where it
+    cannot be read so."""
     import pyarrow.parquet as pq
     from pyiceberg.table import StaticTable
 
@@ -46,6 +52,12 @@ def iceberg_files(
 
     try:
         table = StaticTable.from_metadata(str(metadata))
+        if as_of is not None:
+            then = table.snapshot_as_of_timestamp(as_of * 1000)
+            if then is None:
+                moment = datetime.datetime.fromtimestamp(as_of, datetime.UTC).isoformat()
+                raise refused(f"has no snapshot as of {moment} (its first is later)")
+            snapshot = then.snapshot_id
         if snapshot is not None and table.metadata.snapshot_by_id(snapshot) is None:
             held = ", ".join(str(s.snapshot_id) for s in table.metadata.snapshots[-5:])
             raise refused(f"has no snapshot {snapshot}; its latest: {held or 'none'}")

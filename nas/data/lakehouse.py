@@ -12,15 +12,21 @@ from nas.data.table_files import TABLE_FORMATS, TableFiles
 
 
 def table_files(
-    path: Path, fmt: str, version: int | None, field: str, source: str | None = None
+    path: Path,
+    fmt: str,
+    version: int | None,
+    field: str,
+    source: str | None = None,
+    as_of: int | None = None,
 ) -> TableFiles:
-    """The files of the ``fmt`` table at ``path`` at ``version`` (None: its latest);
+    """The files of the ``fmt`` table at ``path`` at ``version`` (None: its latest), or as
+    it was at the moment ``as_of`` (unix seconds);
     ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be read so, or
     holds none."""
     if fmt == "delta":
-        found = delta_files(path.absolute(), version, field, source)
+        found = delta_files(path.absolute(), version, field, source, as_of)
     else:
-        found = iceberg_files(path.absolute(), version, field, source)
+        found = iceberg_files(path.absolute(), version, field, source, as_of)
     if not found.files:
         raise ConfigError(field, f"the {TABLE_FORMATS[fmt]} table {path} has no files", source)
     return found

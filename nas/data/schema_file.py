@@ -96,6 +96,9 @@ class Source(_Strict):
     format: Literal["parquet", "orc", "avro", "csv", "jsonl", "delta", "iceberg"]
     path: Name
     version: Annotated[int, Field(ge=0)] | None = None  # delta, iceberg: the version read
+    # delta, iceberg: the table as it was at a moment (its last version then; unix seconds,
+    # given as a date, a date-time or unix seconds, as split.at_moments takes them)
+    as_of: int | None = None
     delimiter: Annotated[str, Field(min_length=1, max_length=1)] = ","  # csv
     header: bool = True  # csv: the first line names the columns
     columns: tuple[Name, ...] | None = None  # csv without a header: the columns' names
@@ -139,6 +142,11 @@ class Source(_Strict):
         """Its numeric times' units in a second."""
         return PER_SECOND[self.time_unit]
 
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _a_moment(cls, value):
+        return None if value is None else unix_seconds(value)
+
     @model_validator(mode="after")
     def _csv_options(self) -> Source:
         if self.format != "csv" and (
@@ -171,10 +179,11 @@ class Source(_Strict):
                 "on_bad_lines applies to formats csv and jsonl (Parquet, ORC and Avro have no "
                 "lines)"
             )
-        if self.version is not None and self.format not in TABLE_FORMATS:
-            raise ValueError(
-                "version applies to formats delta and iceberg only (a table's version)"
-            )
+        for told in ("version", "as_of"):
+            if getattr(self, told) is not None and self.format not in TABLE_FORMATS:
+                raise ValueError(f"{told} applies to formats delta and iceberg only (a table's)")
+        if self.version is not None and self.as_of is not None:
+            raise ValueError("give version or as_of (the table at a moment), not both")
         if self.format in TABLE_FORMATS and glob.has_magic(self.path):
             raise ValueError(
                 f"a {TABLE_FORMATS[self.format]} table's path is its folder, not a pattern: "
@@ -693,7 +702,8 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
             raise ConfigError(
                 "source.path", f"{pattern} is not a {TABLE_FORMATS[fmt]} table ({holds})", where
             )
-        table = table_files(pattern, fmt, schema.source.version, "source.path", where)
+        source = schema.source
+        table = table_files(pattern, fmt, source.version, "source.path", where, source.as_of)
         return SourceFiles(table.files, table.partitions, table.version, table.views)
     if found := table_above(pattern_root(pattern)):
         table, kind = found
@@ -742,6 +752,7 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
         "quoting": True,
         "escape": None,
         "version": None,
+        "as_of": None,
     }
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(

@@ -111,6 +111,31 @@ def test_a_delta_table_prepares_the_rows_its_log_holds_not_its_folders(tmp_path,
         prepare_dataset(str(schema(tmp_path, "later", version=9)), tmp_path / "cache")
 
 
+def test_a_delta_table_as_it_was_at_a_moment(tmp_path) -> None:
+    """``as_of``: its last version then (a date-time, UTC unless it names its zone)."""
+    import datetime
+    import time
+
+    from deltalake import write_deltalake
+
+    folder = tmp_path / "table"
+    write_deltalake(folder, events(50, 1_700_000_000, 4))
+    time.sleep(1.1)
+    between = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    time.sleep(1.1)
+    write_deltalake(folder, events(70, 1_700_000_050, 5), mode="append")
+    path = schema(tmp_path)
+    path.write_text(path.read_text().replace("path: table}", f'path: table, as_of: "{between}"}}'))
+    then, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert count(then) == 50 and then.manifest["source"]["delta_version"] == 0
+    path.write_text(path.read_text().replace(str(between), "2001-01-01"))
+    with pytest.raises(ConfigError, match="has no version as of 2001-01-01T00:00:00"):
+        prepare_dataset(str(path), tmp_path / "cache")
+    path.write_text(path.read_text().replace('as_of: "2001-01-01"', "as_of: 5, version: 0"))
+    with pytest.raises(ConfigError, match="give version or as_of"):
+        prepare_dataset(str(path), tmp_path / "cache")
+
+
 def test_files_named_inside_a_delta_table_are_refused_by_every_reader(tmp_path, table, capsys):
     folder, now = table
     path = schema(tmp_path)

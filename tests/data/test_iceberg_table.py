@@ -7,6 +7,7 @@ it was written reads the same. Real tables, written by `pyiceberg` into a SQLite
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 from nas.cli import main
 from nas.core.errors import ConfigError
 from nas.data import prepare_dataset
+from nas.data.iceberg_table import current_metadata
 from nas.data.row_files import RowFiles
 from tests.data.test_delta_table import events
 
@@ -45,6 +47,7 @@ def table(tmp_path: Path):
     created = catalog.create_table("db.events", schema=first.schema)
     created.append(first)
     snapshot = created.metadata.current_snapshot_id
+    time.sleep(1.1)  # (as_of: a moment between the two appends, to the second)
     created.append(second)
     created.delete("item_id == 'i3' or item_id == 'i7'")
     with created.update_schema() as update:
@@ -78,6 +81,19 @@ def test_an_iceberg_table_reads_the_rows_of_its_snapshot_by_its_names(tmp_path, 
     # its first snapshot: the first append's rows, read by today's names
     first, _ = prepare_dataset(str(schema(tmp_path, folder, "first", snapshot)), tmp_path / "cache")
     assert first.manifest["split_ranges"]["test"][1] == 300
+    # as it was a moment after its first snapshot: that snapshot's rows
+    from pyiceberg.table import StaticTable
+
+    assert first.manifest["source"]["iceberg_snapshot"] == snapshot
+    log = StaticTable.from_metadata(str(current_metadata(folder))).metadata.snapshot_log
+    moment = next(e.timestamp_ms for e in log if e.snapshot_id == snapshot) // 1000 + 1
+    path = schema(tmp_path, folder, "then")
+    path.write_text(path.read_text().replace("}", f", as_of: {moment}}}", 1))
+    then, _ = prepare_dataset(str(path), tmp_path / "cache")
+    assert then.manifest["source"]["iceberg_snapshot"] == snapshot
+    path.write_text(path.read_text().replace(f"as_of: {moment}", "as_of: 2001-01-01"))
+    with pytest.raises(ConfigError, match="has no snapshot as of 2001-01-01"):
+        prepare_dataset(str(path), tmp_path / "cache")
     with pytest.raises(ConfigError, match="has no snapshot 12345"):
         prepare_dataset(str(schema(tmp_path, folder, "none", 12345)), tmp_path / "cache")
     # copied from where it was written (as from object storage): the same table
