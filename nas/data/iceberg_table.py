@@ -23,7 +23,6 @@ from nas.data.table_files import (
     ICEBERG_METADATA,
     METADATA_SUFFIX,
     FileView,
-    Names,
     TableFiles,
     local_path,
     outside,
@@ -41,7 +40,6 @@ def iceberg_files(
     ``snapshot`` (None: its current one) or at the moment ``as_of`` (unix seconds: its
     last snapshot then); ``ConfigError`` on ``field`` (of the file ``source``) where it
     cannot be read so."""
-    import pyarrow.parquet as pq
     from pyiceberg.table import StaticTable
 
     metadata = path if path.is_file() else current_metadata(path)
@@ -69,7 +67,7 @@ def iceberg_files(
         raise refused(f"cannot be read ({text})") from None
     location = table.metadata.location.rstrip("/")
     ids = {f.field_id: f.name for f in _fields(table.schema())}
-    files, views = [], {}
+    files = []
     for task in tasks:
         named = task.file.file_path
         if task.delete_files:
@@ -87,13 +85,8 @@ def iceberg_files(
         if file is None:
             raise ConfigError(field, outside(folder, "iceberg", task.file.file_path), source)
         files.append(file)
-        stored = pq.read_schema(file)
-        names = _names(stored, ids)
-        if any(name != physical or inner for physical, (name, inner) in names.items()) or (
-            len(names) != len(stored)
-        ):
-            views[file] = FileView(names=names)
     files.sort()
+    views = {file: FileView(ids=ids) for file in files}  # (names: by each file's footer)
     version = snapshot if snapshot is not None else table.metadata.current_snapshot_id
     return TableFiles(folder, version or 0, files, {file: {} for file in files}, views)
 
@@ -131,30 +124,3 @@ def _fields(schema):
             yield from walk(kind.value_type)
 
     yield from walk(schema.as_struct())
-
-
-def _names(stored, ids: dict[int, str]) -> Names:
-    """A Parquet file's columns and fields as the table names them now, by field id (a
-    column without one, as a Hive table migrated in left it: by its own name)."""
-    import pyarrow as pa
-
-    def within(fields) -> Names:
-        out: Names = {}
-        for f in fields:
-            raw = (f.metadata or {}).get(b"PARQUET:field_id")
-            if raw is not None and int(raw) not in ids:
-                continue  # dropped since
-            name = ids[int(raw)] if raw is not None else f.name
-            out[f.name] = (name, within(_children(f.type)))
-        return out
-
-    def _children(kind):
-        if pa.types.is_struct(kind):
-            return list(kind)
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-            return _children(kind.value_type)
-        if pa.types.is_map(kind):
-            return _children(kind.item_type)
-        return []
-
-    return within(stored)

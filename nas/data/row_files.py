@@ -39,7 +39,9 @@ from nas.data.table_files import (
     KEYS,
     FileView,
     Names,
+    children,
     inside_table,
+    names_by_id,
     table_above,
     table_format,
 )
@@ -523,6 +525,8 @@ class ColumnarFile:
         self._stored, self._plain_schema = self.schema, _without_views(self.schema)
         self.schema = self._plain_schema
         self._physical = {}  # a column's physical name by its name in the table
+        if view.ids is not None:  # (an Iceberg file's: by its fields' ids)
+            self.names = names_by_id(self._plain_schema, view.ids)
         if self.names:  # as the table names its columns and their fields; a dropped one not
             self.names = _stored_names(self.names, list(self._plain_schema))
             self.schema = _named_schema(self._plain_schema, self.names)
@@ -590,15 +594,6 @@ def _stored_names(names: Names, fields) -> Names:
     """``names`` by the names a file's ``fields`` store them under: the physical ones, or
     the table's own where its writer kept those (delta-rs does so with some table
     features); a field under neither is no longer the table's."""
-    import pyarrow as pa
-
-    def children(kind):
-        if pa.types.is_struct(kind):
-            return list(kind)
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-            return children(kind.value_type)
-        return children(kind.item_type) if pa.types.is_map(kind) else []
-
     own = dict(names.values())
     out: Names = {KEYS: names[KEYS]} if KEYS in names else {}
     for f in fields:

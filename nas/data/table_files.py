@@ -31,10 +31,42 @@ class FileView:
     """How one of a table's Parquet files is read: ``kept``, its rows kept (a boolean
     array, rows past its end kept too; None: all); ``names``, each column it stores under
     another name as the table names it, with its fields' likewise (None: as stored; a
-    column absent from them is no longer the table's, and is not read)."""
+    column absent from them is no longer the table's, and is not read), or ``ids``, the
+    table's names by field id, which the file's own footer gives its names by
+    (``names_by_id``)."""
 
     kept: Any = None  # np.ndarray of bool
     names: Names | None = None
+    ids: dict[int, str] | None = None  # (Iceberg) the table's name of each field id
+
+
+def children(kind) -> list:
+    """The fields within an Arrow type: a struct's, a list's values', a map's values'."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return list(kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return children(kind.value_type)
+    return children(kind.item_type) if pa.types.is_map(kind) else []
+
+
+def names_by_id(schema, ids: dict[int, str]) -> Names:
+    """A Parquet file's columns and fields as the table names them now, by their field ids
+    (``ids``: Iceberg's; a column without one, as a Hive table migrated in left it, by its
+    own name; one whose id the table no longer has, dropped since, left out)."""
+
+    def within(fields) -> Names:
+        out: Names = {}
+        for f in fields:
+            raw = (f.metadata or {}).get(b"PARQUET:field_id")
+            if raw is not None and int(raw) not in ids:
+                continue
+            name = ids[int(raw)] if raw is not None else f.name
+            out[f.name] = (name, within(children(f.type)))
+        return out
+
+    return within(schema)
 
 
 @dataclass(frozen=True)
