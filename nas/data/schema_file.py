@@ -65,7 +65,7 @@ from nas.data.labels import LabelRule
 from nas.data.lakehouse import table_files
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import partitions, pattern_root
-from nas.data.table_files import TABLE_FORMATS, inside_table, table_above, table_format
+from nas.data.table_files import A_TABLE, TABLE_FORMATS, inside_table, table_above, table_format
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
 # a CSV source's thousands separators (pandas' thousands): Excel's by its locale, Swiss
@@ -186,7 +186,7 @@ class Source(_Strict):
             raise ValueError("give version or as_of (the table at a moment), not both")
         if self.format in TABLE_FORMATS and glob.has_magic(self.path):
             raise ValueError(
-                f"a {TABLE_FORMATS[self.format]} table's path is its folder, not a pattern: "
+                f"{A_TABLE[self.format]} table's path is its folder, not a pattern: "
                 f"{shown(self.path)}"
             )
         if self.format == "csv" and not self.header and not self.columns:
@@ -700,7 +700,7 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
         if table_format(pattern) != fmt:
             holds = "a folder holding _delta_log" if fmt == "delta" else "a folder of metadata/"
             raise ConfigError(
-                "source.path", f"{pattern} is not a {TABLE_FORMATS[fmt]} table ({holds})", where
+                "source.path", f"{pattern} is not {A_TABLE[fmt]} table ({holds})", where
             )
         source = schema.source
         table = table_files(pattern, fmt, source.version, "source.path", where, source.as_of)

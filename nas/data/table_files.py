@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 TABLE_FORMATS = {"delta": "Delta", "iceberg": "Iceberg"}
+A_TABLE = {"delta": "a Delta", "iceberg": "an Iceberg"}  # (a message's words)
 DELTA_LOG = "_delta_log"
 ICEBERG_METADATA = "metadata"
 METADATA_SUFFIX = ".metadata.json"
