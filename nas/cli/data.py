@@ -273,6 +273,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
             f"{lines:,} line{'s' * (lines > 1)} passed by as not rows (source.on_bad_lines: "
             f"skip; {'; '.join(said)}): the first, {name}: {first}",
         )
+    if where := m.get("where"):  # source.where
+        table.add_row("rows read", _where_line(where))
     for column, lacking in m.get("absent_columns", {}).items():
         more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
         named = ", ".join(lacking[:3]) + more
@@ -285,6 +287,14 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
     table.add_row("source", ", ".join(f"{k}={v}" for k, v in source.items()))
     table.add_row("cache", str(dataset.root))
     out.print(table)
+
+
+def _where_line(where: dict) -> str:
+    """The rows a dataset read from its source (a manifest's ``where``)."""
+    from nas.data.row_filter import passed_by
+
+    passed = passed_by(where["rows_passed_by"], where["files_passed_by"])
+    return f"where {where['rule']} ({passed})"
 
 
 def _carries_nothing(field: dict) -> bool:
@@ -318,6 +328,7 @@ def _dataset_summary(dataset, span: tuple[int, int] | None) -> dict:
         "absent_columns",
         "read_by_line",
         "skipped_lines",
+        "where",
     )
     summary = {k: m[k] for k in keys if k in m}
     if span:
@@ -534,6 +545,8 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
 
     dataset = _loaded(args)
     figures = {**profile(dataset), "version": dataset.version}
+    if where := dataset.manifest.get("where"):  # source.where
+        figures["where"] = where
     if args.json:
         emit_json(figures)
         return
@@ -557,6 +570,8 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
         f"split: {figures['split_rule']} (checksum {figures['split_checksum'][:16]}); "
         f"version {figures['version']}"
     )
+    if where := figures.get("where"):
+        out.print(f"rows read {_where_line(where)}", highlight=False, soft_wrap=True)
     table = Table(title="fields", title_justify="left")
     for column in (
         "field",

@@ -11,8 +11,9 @@ A column per feature field and per label, in the prepared form (not the source's
                   a history given as a list of items has action 1 and time 0)
     labels        int8, 0 or 1, one column each
 
-and beside them ``split`` ("train", "valid", "test"), ``source_row`` (the row's line in its
-source file, header excluded: joins back to the user's own data), and where the dataset
+and beside them ``split`` ("train", "valid", "test"), ``source_row`` (the row's place in the
+source, over its files in the order read, header excluded: joins back to the user's own
+data), and where the dataset
 has them ``timestamp``, ``user_key`` and ``request_key`` (groups for GAUC). The file's
 metadata (key ``recnas``) holds the dataset's name, version, split rule and checksum, label
 rule and schema (each field's cardinality: the size of an embedding table).

@@ -47,6 +47,7 @@ from nas.data.encoding import (
 from nas.data.labels import common_values
 from nas.data.prepared import SPLITS, PreparedWriter, scratch_folder, unlearnable
 from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
+from nas.data.row_filter import described, passed_by
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import SchemaFile, utc_text
@@ -107,6 +108,13 @@ def _prepare(
     reader.check_columns()
     rows, split, chronology, labels = _first_pass(schema, reader, progress)
     if rows == 0:
+        if reader.filters and (reader.rows_passed_by or reader.files_passed_by):
+            passed = passed_by(reader.rows_passed_by, reader.files_passed_by)
+            raise DataError(
+                schema.source.path,
+                f"has no rows where {described(reader.filters)} (source.where): "
+                f"{'; '.join(filter(None, [passed, reader.unmet()]))}",
+            )
         if reader.skipped:  # (under on_bad_lines: skip)
             path, passed = next(iter(reader.skipped.items()))
             raise DataError(
@@ -125,6 +133,12 @@ def _prepare(
         for column in columns:
             absent.setdefault(column, []).append(path.name)
     extra = {**(extra or {}), **({"absent_columns": absent} if absent else {})}
+    if reader.filters:  # source.where: what it read, and what it passed by
+        extra["where"] = {
+            "rule": described(reader.filters),
+            "rows_passed_by": reader.rows_passed_by,
+            "files_passed_by": reader.files_passed_by,
+        }
     if reader.by_line:  # (a JSON writer's types mixed: said, so that it may be mended)
         extra["read_by_line"] = {path.name: why for path, why in reader.by_line.items()}
     if reader.skipped:  # on_bad_lines: skip
@@ -519,7 +533,7 @@ def _write(
                     count = int(chosen.sum())
                     at[chosen] = cursor[code] + np.arange(count)
                     cursor[code] += count
-            source_row[at] = batch.start + np.arange(n)
+            source_row[at] = batch.source_rows()
             for name, column in key_files.items():
                 values = batch.columns[column]
                 key_arrays[name][at] = (

@@ -4,7 +4,9 @@ Every dataset is written in the same layout, so trainers never care where it cam
 
     categorical [R, F] int32    multi_hot [R, M, L] int32    dense [R, Dn] float32
     label [R] int8              split [R] int8 (0 train, 1 valid, 2 test)
-    source_row [R] int64        the row's line in the source file (0-based, header excluded)
+    source_row [R] int64        the row's place in the source (0-based over its files in the
+                                order read, header excluded; rows source.where passed by
+                                counted, files it passed by not)
 
 plus what some datasets add: their keys (``timestamp``, ``user_key``, ``request_key``), and
 with a sequence field the events (``event_item``, ``event_action``, ``event_time``) with each

@@ -65,6 +65,7 @@ from nas.data.labels import LabelRule
 from nas.data.lakehouse import table_files
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import partitions, pattern_root
+from nas.data.row_filter import RowFilter
 from nas.data.table_files import A_TABLE, TABLE_FORMATS, inside_table, table_above, table_format
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
@@ -87,6 +88,121 @@ def _encoding(name: str) -> str:
             f"unknown encoding {shown(name)}; give one of Python's names, such as utf-8, "
             "cp1252 (Windows' Western European), latin-1, shift_jis or gbk"
         ) from None
+
+
+def unix_seconds(value: object) -> int:
+    """A moment a time split cuts at, in unix seconds: given as such, or as a date or a
+    date-time (YAML reads ``2024-05-01`` as a date; ISO text too), UTC unless it names its
+    zone (a date: its midnight)."""
+    if isinstance(value, str) and value.strip().removeprefix("-").isdigit() and len(value) < 30:
+        value = int(value)  # unix seconds, quoted
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = datetime.datetime.fromisoformat(value)
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        value = datetime.datetime.combine(value, datetime.time())
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return int(value.timestamp())
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
+        if value >= LATEST_SECONDS:  # (a source's time_unit is for its rows' times)
+            raise ValueError(
+                f"{value} is past the year 5000 as unix seconds: give a moment in seconds "
+                "or as a date (2024-05-01), whatever the source's time_unit"
+            )
+        return value
+    raise ValueError(
+        f"must be a date (2024-05-01), a date-time (2024-05-01 12:00:00, UTC unless it "
+        f"names its zone) or unix seconds, got {shown(value)}"
+    )
+
+
+def utc_text(seconds: int) -> str:
+    """Unix seconds as an ISO date-time in UTC (the seconds themselves beyond its range)."""
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds} (unix seconds)"
+
+
+Moment = Annotated[int, BeforeValidator(unix_seconds)]
+
+
+def _as_texts(values):
+    """A list of values each as text, as prepare reads a column compared to them: YAML's
+    ``yes`` or ``true`` is a boolean, which the column's text would never equal."""
+    if not isinstance(values, list):
+        return values
+    for value in values:
+        if isinstance(value, bool):
+            raise ValueError(
+                f"holds {value}, a boolean: YAML reads an unquoted yes, no, true, false, "
+                f"on or off so; quote the value as the column writes it (one_of: "
+                f'["yes"]): it is compared to the column\'s text'
+            )
+        if not isinstance(value, str | int):
+            hint = f' (quote it: "{value}")' if isinstance(value, float) else ""
+            raise ValueError(
+                f"{shown(value)} is not text or an integer: one_of and none_of values are "
+                f"compared to the column's text{hint}"
+            )
+    return [str(value) for value in values]
+
+
+# values a column's text is compared to (a label's one_of, a condition's one_of and none_of)
+Texts = Annotated[list[Name], BeforeValidator(_as_texts), Field(min_length=1, max_length=1000)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class Condition(_Strict):
+    """``source.where``'s condition on one column (``nas/data/row_filter.py``): its value
+    ``one_of`` or ``none_of`` some, a number ``at_least`` and ``below`` some, or a time
+    ``from`` and ``until`` some moments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    one_of: Texts | None = None
+    none_of: Texts | None = None
+    at_least: Finite | None = None
+    below: Finite | None = None
+    since: Moment | None = Field(None, alias="from")
+    until: Moment | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Condition:
+        kinds = {
+            "one_of": self.one_of is not None,
+            "none_of": self.none_of is not None,
+            "at_least/below": self.at_least is not None or self.below is not None,
+            "from/until": self.since is not None or self.until is not None,
+        }
+        given = [kind for kind, told in kinds.items() if told]
+        if not given:
+            raise ValueError(
+                "give one_of or none_of (values), at_least and/or below (a number's range) "
+                "or from and/or until (a time's range)"
+            )
+        if len(given) > 1:
+            raise ValueError(f"give one kind of condition a column, not {' and '.join(given)}")
+        for low, high, names in (
+            (self.at_least, self.below, "at_least and below"),
+            (self.since, self.until, "from and until"),
+        ):
+            if low is not None and high is not None and low >= high:
+                raise ValueError(f"{names} leave no value between them ({low} and {high})")
+        return self
+
+    def row_filter(self, column: str) -> RowFilter:
+        return RowFilter(
+            column,
+            tuple(self.one_of or ()),
+            tuple(self.none_of or ()),
+            self.at_least,
+            self.below,
+            self.since,
+            self.until,
+        )
 
 
 class Source(_Strict):
@@ -126,6 +242,9 @@ class Source(_Strict):
     # csv: the character that makes the next one text, a delimiter too (Hive's ESCAPED BY
     # '\\': a Ctrl-A in a value written \^A; pandas' escapechar)
     escape: Annotated[str, Field(min_length=1, max_length=1)] | None = None
+    # the rows read: those where every column's condition holds (``nas/data/row_filter.py``;
+    # files whose partition folders' values fail one are not opened)
+    where: dict[Name, Condition] | None = None
 
     @property
     def text(self) -> bool:
@@ -136,6 +255,10 @@ class Source(_Strict):
     def file_format(self) -> str:
         """The format its files are read as (a Delta or Iceberg table's: Parquet)."""
         return "parquet" if self.format in TABLE_FORMATS else self.format
+
+    def row_filters(self) -> list[RowFilter]:
+        """``where``'s conditions, a column each."""
+        return [c.row_filter(column) for column, c in (self.where or {}).items()]
 
     @property
     def per_second(self) -> int:
@@ -193,6 +316,8 @@ class Source(_Strict):
             raise ValueError("a csv file without a header needs columns: [its column names]")
         if self.columns is not None and len(set(self.columns)) != len(self.columns):
             raise ValueError("columns names a column twice")
+        if self.where is not None and not self.where:
+            raise ValueError("where names no column (leave it out to read every row)")
         return self
 
 
@@ -204,8 +329,8 @@ class Label(_Strict):
 
     name: Name
     column: Name | None = None  # default: the column of that name
-    at_least: Annotated[float, Field(allow_inf_nan=False)] | None = None
-    one_of: Annotated[list[Name], Field(min_length=1, max_length=1000)] | None = None
+    at_least: Finite | None = None
+    one_of: Texts | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -222,28 +347,6 @@ class Label(_Strict):
                 f"{{name: click, column: {shown(name)}}}"
             )
         return name
-
-    @field_validator("one_of", mode="before")
-    @classmethod
-    def _values_as_text(cls, values):
-        """Each value as text, as prepare reads the column: YAML's ``yes`` or ``true`` is a
-        boolean, which the column's text would never equal."""
-        if not isinstance(values, list):
-            return values
-        for value in values:
-            if isinstance(value, bool):
-                raise ValueError(
-                    f"holds {value}, a boolean: YAML reads an unquoted yes, no, true, false, "
-                    f"on or off so; quote the value as the column writes it (one_of: "
-                    f'["yes"]): it is compared to the column\'s text'
-                )
-            if not isinstance(value, str | int):
-                hint = f' (quote it: "{value}")' if isinstance(value, float) else ""
-                raise ValueError(
-                    f"{shown(value)} is not text or an integer: a label's one_of values are "
-                    f"compared to the column's text{hint}"
-                )
-        return [str(value) for value in values]
 
     @model_validator(mode="after")
     def _one_rule(self) -> Label:
@@ -263,45 +366,6 @@ class Keys(_Strict):
     user: Name | None = None
     request: Name | None = None
     timestamp: Name | None = None
-
-
-def unix_seconds(value: object) -> int:
-    """A moment a time split cuts at, in unix seconds: given as such, or as a date or a
-    date-time (YAML reads ``2024-05-01`` as a date; ISO text too), UTC unless it names its
-    zone (a date: its midnight)."""
-    if isinstance(value, str) and value.strip().removeprefix("-").isdigit() and len(value) < 30:
-        value = int(value)  # unix seconds, quoted
-    elif isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            value = datetime.datetime.fromisoformat(value)
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        value = datetime.datetime.combine(value, datetime.time())
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.UTC)
-        return int(value.timestamp())
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
-        if value >= LATEST_SECONDS:  # (a source's time_unit is for its rows' times)
-            raise ValueError(
-                f"{value} is past the year 5000 as unix seconds: give a moment in seconds "
-                "or as a date (2024-05-01), whatever the source's time_unit"
-            )
-        return value
-    raise ValueError(
-        f"must be a date (2024-05-01), a date-time (2024-05-01 12:00:00, UTC unless it "
-        f"names its zone) or unix seconds, got {shown(value)}"
-    )
-
-
-def utc_text(seconds: int) -> str:
-    """Unix seconds as an ISO date-time in UTC (the seconds themselves beyond its range)."""
-    try:
-        return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
-    except (OverflowError, OSError, ValueError):
-        return f"{seconds} (unix seconds)"
-
-
-Moment = Annotated[int, BeforeValidator(unix_seconds)]
 
 
 class Split(_Strict):
@@ -638,18 +702,19 @@ class SchemaFile(_Strict):
         return next(f for f in self.features if column in f.columns)
 
     def required_columns(self) -> list[str]:
-        """The columns every file must hold: the labels', the keys' and the split's."""
+        """The columns every file must hold: the labels', the keys', the split's and
+        ``source.where``'s."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
         found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(found + list(self.source.where or ())))
 
     def columns(self) -> list[str]:
         """Every column the dataset reads: labels, keys, the split's, features (and a
-        history's action)."""
+        history's action), ``source.where``'s."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
         found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
         found += [c for f in self.features for c in (*f.columns, *([f.action] if f.action else []))]
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(found + list(self.source.where or ())))
 
 
 def _claim(seen: dict[str, str], column: str, owner: str) -> None:
@@ -739,7 +804,7 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     changed file is read again; hashing every byte of a large log would take minutes)."""
     digest = hashlib.sha256(f"ingest {INGEST_VERSION}\n".encode())
     # fields added since (time_unit, on_bad_lines, encoding, decimal, thousands, quoting,
-    # escape, version, tz, a label's one_of) unsaid where they are the defaults, as before
+    # escape, version, tz, a label's one_of, where) unsaid where they are the defaults, as before
     # they existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
     unsaid["labels"] = {i: {"one_of"} for i, x in enumerate(schema.labels) if x.one_of is None}
@@ -753,6 +818,7 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
         "escape": None,
         "version": None,
         "as_of": None,
+        "where": None,
     }
     unsaid["source"] = {k for k, v in defaults.items() if getattr(schema.source, k) == v}
     digest.update(

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from nas.core.disk import NO_ROOM
 from nas.core.errors import DataError, shown
+from nas.data.labels import common_values
 from nas.data.raw import (
     EVENT_KEYS,
     INT64_LIMIT,
@@ -58,6 +59,7 @@ from nas.data.row_files import (
     with_list_fields_of,
     with_partitions,
 )
+from nas.data.row_filter import RowFilter
 from nas.data.schema_file import Feature, SchemaFile
 
 BATCH_ROWS = 65_536
@@ -100,15 +102,25 @@ class Skipped:
 class Batch:
     file: Path
     first: int  # the batch's first row, counted from 0 within its file
-    start: int  # the same row, counted over every file
+    start: int  # its first row among the rows read (those source.where keeps), over every file
     columns: dict[str, pa.Array]
+    # under source.where: each row's place counted from ``first`` (the rows passed by left
+    # out); None: every row from ``first`` on
+    kept: np.ndarray | None = None
+    origin: int | None = None  # the batch's first row over every file, rows passed by too
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values())))
 
     def bad(self, column: str, index: int, problem: str) -> DataError:
         """A ``DataError`` naming the file, the row (1-based, header excluded) and column."""
-        return DataError(self.file, f"row {self.first + index + 1}: column {column!r} {problem}")
+        row = self.first + (index if self.kept is None else int(self.kept[index]))
+        return DataError(self.file, f"row {row + 1}: column {column!r} {problem}")
+
+    def source_rows(self) -> np.ndarray:
+        """Each row's place in the source, counted over every file (rows passed by too)."""
+        origin = self.start if self.origin is None else self.origin
+        return origin + (np.arange(len(self)) if self.kept is None else self.kept)
 
 
 @dataclass
@@ -133,7 +145,26 @@ class Rows:
         scratch: Path | None = None,
         views: dict | None = None,
     ):
-        self.schema, self.files = schema, files
+        self.schema = schema
+        self._kinds = schema.column_kinds()
+        self._per_second = schema.source.per_second
+        self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
+        self._thousands = schema.source.thousands  # (csv only)
+        # source.where: its conditions, and the files whose partition folders' values fail
+        # one, never opened (``_in_partitions``)
+        self.filters = schema.source.row_filters()
+        for rule in self.filters:  # a column read only for its condition: read so
+            self._kinds.setdefault(rule.column, rule.reads)
+        # rows (and partition folders) each condition held on, every pass; a text
+        # condition's first values read, and its partition folders' values
+        self.held_by: dict[RowFilter, int] = {}
+        self._values_seen: dict[str, pa.Array] = {}
+        self._folder_values: dict[str, list[str | None]] = {}
+        given = files
+        files = [p for p in files if self._in_partitions(p, (partitions or {}).get(p, {}))]
+        self.files = files
+        self.files_passed_by = len(given) - len(files)
+        self.rows_passed_by = 0  # by source.where in the last whole pass over the rows
         # Avro: per file, the columns the schema reads decoded once into Arrow's IPC format in
         # the folder ``scratch`` (prepare reads the features twice; fastavro decodes each
         # record into Python objects, several times slower than reading them back)
@@ -146,10 +177,6 @@ class Rows:
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         # per file, its top-level columns (those of _holds that are no object's field)
         self._tops: dict[Path, list[str]] = {}
-        self._kinds = schema.column_kinds()
-        self._per_second = schema.source.per_second
-        self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
-        self._thousands = schema.source.thousands  # (csv only)
         text = schema.source.text  # a blank text file: a day of no rows
         self._blank = {path for path in files if text and blank(path)}
         self._required = schema.required_columns()
@@ -244,27 +271,115 @@ class Rows:
         )
 
     def batches(self, columns: list[str]) -> Iterator[Batch]:
-        start = 0
+        """The rows' ``columns``, converted, a batch at a time: under ``source.where``, only
+        the rows its conditions keep (their columns read beside)."""
+        start = origin = passed = 0
+        read = list(dict.fromkeys([*columns, *(f.column for f in self.filters)]))
         for path in self.files:
             if path in self._blank:
                 continue
             first = 0
-            for record in self._read(path, columns):
+            for record in self._read(path, read):
                 n = record.num_rows
                 if n == 0:
                     continue
                 names = record.schema.names  # a column the file lacks: missing on every row
-                self._asked.update(columns)
-                self._keys_seen.setdefault(path, set()).update(c for c in columns if c in names)
-                raw = {c: record.column(c) if c in names else pa.nulls(n) for c in columns}
+                self._asked.update(read)
+                self._keys_seen.setdefault(path, set()).update(c for c in read if c in names)
+                raw = {c: record.column(c) if c in names else pa.nulls(n) for c in read}
                 self._keyed_held.update(
-                    c for c in columns if c in self._keyed and raw[c].null_count < n
+                    c for c in read if c in self._keyed and raw[c].null_count < n
                 )
-                batch = Batch(path, first, start, {})
-                batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
-                yield batch
+                batch = Batch(path, first, start, {}, None, origin)
+                if self.filters:
+                    batch.kept = self._kept(batch, raw, n)
+                    passed += n - len(batch.kept)
+                    raw = {c: raw[c].take(pa.array(batch.kept)) for c in columns}
                 first += n
-                start += n
+                origin += n
+                if batch.kept is not None and len(batch.kept) == 0:
+                    continue
+                batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
+                start += len(batch)
+                yield batch
+        self.rows_passed_by = passed
+
+    def _kept(self, batch: Batch, raw: dict[str, pa.Array], n: int) -> np.ndarray:
+        """The places of the rows every ``source.where`` condition keeps."""
+        keep = np.ones(n, dtype=bool)
+        for rule in self.filters:
+            try:
+                held = self._holding(batch, rule, raw[rule.column])
+            except DataError as err:  # (a value its condition cannot read)
+                said = str(err).removeprefix(f"{err.path}: ")
+                raise DataError(err.path, f"{said} (source.where: {rule})") from None
+            self.held_by[rule] = self.held_by.get(rule, 0) + int(held.sum())
+            keep &= held
+        return np.flatnonzero(keep)
+
+    def unmet(self) -> str:
+        """The ``source.where`` conditions that held on no row read, each with the values
+        its column holds where they are compared as text (a misspelt one, most likely)."""
+        said = []
+        for rule in self.filters:
+            if self.held_by.get(rule, 0) or rule not in self.held_by:
+                continue
+            if folders := self._folder_values.get(rule.column):
+                values = pa.array(folders, pa.string())
+                held = f" (its partition folders' values: {common_values(values, 12)})"
+            elif (values := self._values_seen.get(rule.column)) is not None:
+                held = (
+                    f" (its values in the first {len(values):,} rows read, the most held "
+                    f"first: {common_values(values)})"
+                )
+            else:
+                held = ""
+            said.append(f"{rule} holds on none{held}")
+        return "; ".join(said)
+
+    def _holding(
+        self, batch: Batch, rule: RowFilter, array: pa.Array, rows: bool = True
+    ) -> np.ndarray:
+        """Where a column's values meet its condition; an empty one meets ``none_of`` only
+        (a time's is left out before reading: every time read must be one). ``rows``:
+        whether the values are rows' (else a partition folder's)."""
+        if rule.reads != "timestamp":
+            values = self._convert(batch, rule.column, array, rule.reads)
+            if rule.reads == "text" and rows:
+                self._values_seen.setdefault(rule.column, values)
+            return rule.holds(values)
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            array = pc.if_else(pc.equal(pc.utf8_trim_whitespace(array), ""), None, array)
+        valid = np.asarray(array.is_valid(), dtype=bool)
+        held = np.zeros(len(array), dtype=bool)
+        if valid.any():
+            rows = np.flatnonzero(valid)
+            given = Batch(batch.file, batch.first, batch.start, {}, _within(batch, rows))
+            seconds = _seconds(given, rule.column, array.filter(valid), self._per_second)
+            held[rows] = rule.holds(seconds)
+        return held
+
+    def _in_partitions(self, path: Path, values: dict[str, str | None]) -> bool:
+        """Whether a file's partition folders' values (``date=2024-05-07/``) meet the
+        ``source.where`` conditions on them; one that cannot be read so leaves the file to
+        its rows (which name the problem)."""
+        for rule in self.filters:
+            if rule.column in values:
+                value = values[rule.column]
+                self._folder_values.setdefault(rule.column, []).append(value)
+                array = pa.array([value], pa.string())
+                try:
+                    held = bool(self._holding(Batch(path, 0, 0, {}), rule, array, False)[0])
+                except DataError:
+                    continue
+                self.held_by[rule] = self.held_by.get(rule, 0) + held
+                if not held:
+                    return False
+        return True
 
     # -- formats
 
@@ -529,12 +644,16 @@ class Rows:
 
     # -- types
 
-    def _convert(self, batch: Batch, column: str, array: pa.Array) -> pa.Array:
+    def _convert(
+        self, batch: Batch, column: str, array: pa.Array, kind: str | None = None
+    ) -> pa.Array:
+        """A column as its declaration reads it (or as ``kind``: a ``source.where``
+        condition's column)."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
-        kind = self._kinds[column]
+        kind = kind or self._kinds[column]
         if kind in ("label", "number"):
             return _numbers(batch, column, array, kind, self._decimal, self._thousands)
         if kind == "timestamp":
@@ -542,6 +661,11 @@ class Rows:
         if kind == "list":
             return _lists(batch, column, array, self.schema.reading(column), self._per_second)
         return _texts(batch, column, array)
+
+
+def _within(batch: Batch, rows: np.ndarray) -> np.ndarray:
+    """Some of a batch's rows' places counted from its ``first`` (``Batch.kept``)."""
+    return rows if batch.kept is None else batch.kept[rows]
 
 
 def json_array(path: Path) -> bool:
@@ -1185,8 +1309,8 @@ def _events(
             out.append(pc.if_else(pc.equal(values, ""), None, values))  # "": missing, id 0
             continue
         if name == "time":  # as a row's time: unix seconds, or date-times
-            out.append(_seconds(EventsOf(batch.file, batch.first, batch.start, {}, row_of),
-                                f"{column}[time]", values, per_second))  # fmt: skip
+            of = EventsOf(batch.file, batch.first, batch.start, {}, batch.kept, row_of=row_of)
+            out.append(_seconds(of, f"{column}[time]", values, per_second))
             continue
         if not pa.types.is_integer(values.type) or (
             pa.types.is_uint64(values.type) and pc.max(values).as_py() >= 2**63

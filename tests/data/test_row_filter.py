@@ -1,0 +1,265 @@
+"""A schema file's ``source.where``: the rows read are those pandas keeps by the same
+conditions, files whose partition folders fail one are never opened, and what cannot be
+read so is refused naming the condition, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nas.cli import main
+from nas.core.errors import ConfigError, DataError
+from nas.data import prepare_dataset
+from nas.data.row_files import HIVE_NULL
+
+DAYS = ["2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"]
+COUNTRIES = ["US", "DE", None]
+SITES = ["a", "b", "c", None]
+MIDNIGHT = 1_714_521_600  # 2024-05-01, UTC
+
+
+def logs(rows: int, seed: int) -> pd.DataFrame:
+    """Rows of four days and three countries (one of them missing), each with its time
+    within its day, a site (sometimes missing), a price and a click."""
+    rng = np.random.default_rng(seed)
+    day = rng.integers(0, len(DAYS), rows)
+    return pd.DataFrame(
+        {
+            "date": [DAYS[d] for d in day],
+            "country": [COUNTRIES[c] for c in rng.integers(0, len(COUNTRIES), rows)],
+            "site": [SITES[s] for s in rng.integers(0, len(SITES), rows)],
+            "price": np.round(rng.uniform(0, 100, rows), 2),
+            "ts": MIDNIGHT + day * 86_400 + rng.integers(0, 86_400, rows),
+            "user_id": [f"u{u}" for u in rng.integers(0, 30, rows)],
+            "click": rng.integers(0, 2, rows),
+        }
+    )
+
+
+def write_source(folder: Path, frame: pd.DataFrame, layout: str) -> tuple[str, list[pd.DataFrame]]:
+    """The rows as Hive-style folders of Parquet (``date=.../country=.../``, the folders'
+    values not in the files) or one CSV file; the source line, and each file's rows in the
+    order prepare reads the files, with their partition columns."""
+    if layout == "csv":
+        folder.mkdir(parents=True)
+        frame.to_csv(folder / "logs.csv", index=False)
+        return "{format: csv, path: data/logs.csv}", [frame]
+    parts = []
+    for day in DAYS:
+        for country in COUNTRIES:
+            mine = frame[
+                (frame.date == day) & (frame.country.fillna(HIVE_NULL) == (country or HIVE_NULL))
+            ]
+            if mine.empty:
+                continue
+            place = folder / f"date={day}" / f"country={country or HIVE_NULL}"
+            place.mkdir(parents=True)
+            table = pa.Table.from_pandas(
+                mine.drop(columns=["date", "country"]), preserve_index=False
+            )
+            pq.write_table(table, place / "part-0.parquet")
+            parts.append((place / "part-0.parquet", mine))
+    parts.sort(key=lambda p: p[0])
+    return "{format: parquet, path: data/**/*.parquet}", [rows for _, rows in parts]
+
+
+def schema(folder: Path, source: str, where: dict) -> Path:
+    path = folder / "logs.yaml"
+    path.write_text(
+        f"name: logs\nsource: {source[:-1]}, where: {json.dumps(where)}}}\nlabels: [click]\n"
+        "keys: {user: user_id, timestamp: ts}\nsplit: {method: random, valid: 0.1, test: 0.1}\n"
+        "features:\n  - {name: [user_id, site, country], type: categorical}\n"
+        "  - {name: price, type: dense}\n"
+    )
+    return path
+
+
+# conditions as pandas reads them: (the schema's, on the frame a mask)
+def kept_by(column: str, condition: dict, frame: pd.DataFrame) -> np.ndarray:
+    values = frame[column]
+    if "one_of" in condition:
+        return values.isin(condition["one_of"]).to_numpy()
+    if "none_of" in condition:
+        return (~values.isin(condition["none_of"])).to_numpy()  # an empty value is none
+    if column == "price":
+        low, high = condition.get("at_least", -np.inf), condition.get("below", np.inf)
+        return ((values >= low) & (values < high)).to_numpy()
+    times = (
+        (pd.to_datetime(values, utc=True) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta("1s")
+        if column == "date"
+        else values
+    ).to_numpy()
+    low, high = (
+        seconds(condition.get(k, when)) for k, when in (("from", "1970"), ("until", "2100"))
+    )
+    return (times >= low) & (times < high)
+
+
+def seconds(text: str) -> float:
+    """A moment's unix seconds, UTC unless it names its zone."""
+    moment = pd.Timestamp(text)
+    return (moment if moment.tzinfo else moment.tz_localize("UTC")).timestamp()
+
+
+def moment() -> st.SearchStrategy:
+    return st.sampled_from(
+        ["2024-05-02", "2024-05-03T12:00:00", "2024-05-04", "2024-05-02T06:30:00Z"]
+    )
+
+
+def value_set(values: list) -> st.SearchStrategy:
+    return st.lists(st.sampled_from([v for v in values if v]), min_size=1, max_size=2, unique=True)
+
+
+def conditions() -> st.SearchStrategy:
+    ranges = st.fixed_dictionaries({}, optional={"from": moment(), "until": moment()}).filter(
+        lambda c: c and (len(c) < 2 or seconds(c["from"]) < seconds(c["until"]))
+    )
+    prices = st.fixed_dictionaries(
+        {}, optional={"at_least": st.sampled_from([10, 40.5]), "below": st.sampled_from([60, 95])}
+    ).filter(bool)
+    values = {c: st.one_of(
+        st.builds(lambda v: {"one_of": v}, value_set(vals)),
+        st.builds(lambda v: {"none_of": v}, value_set(vals)),
+    ) for c, vals in (("country", COUNTRIES), ("site", SITES))}  # fmt: skip
+    return st.fixed_dictionaries(
+        {},
+        optional={"date": ranges, "ts": ranges, "price": prices, **values},
+    ).filter(bool)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(where=conditions(), layout=st.sampled_from(["hive", "csv"]), seed=st.integers(0, 3))
+def test_the_rows_read_are_those_pandas_keeps(tmp_path_factory, where, layout, seed) -> None:
+    """Random conditions on partition folders (a date as text, a country with Hive's
+    null), on the files' own columns (text with missing values, numbers, unix times), in
+    Parquet folders or one CSV file: the dataset holds exactly the rows pandas keeps, each
+    with its label, and ``source_row`` places them among the rows of the files read;
+    files whose folders fail a condition are counted as passed by, not read."""
+    folder = tmp_path_factory.mktemp("where")
+    source, files = write_source(folder / "data", logs(400, seed), layout)
+    path = schema(folder, source, where)
+    partitioned = {"date", "country"} if layout == "hive" else set()
+    read, pruned = [], 0
+    for rows in files:  # a file is passed by where a folder's value fails its condition
+        first = rows.iloc[:1]
+        if all(kept_by(c, where[c], first)[0] for c in where if c in partitioned):
+            read.append(rows)
+        else:
+            pruned += 1
+    frame = pd.concat(read, ignore_index=True) if read else logs(0, 0)
+    mask = np.ones(len(frame), dtype=bool)
+    for column, condition in where.items():
+        mask &= kept_by(column, condition, frame)
+    try:
+        dataset, _ = prepare_dataset(str(path), folder / "cache")
+    except DataError as err:  # no rows, or none of a label's values among the training rows
+        assert mask.sum() < 60, err  # too few rows for three splits and both labels
+        if mask.sum() == 0:
+            assert "has no rows where" in str(err)
+        else:
+            assert "split empty" in str(err) or "nothing to learn" in str(err), err
+        assert not (folder / "cache" / "logs").exists()
+        return
+    stored = np.asarray(dataset.array("source_row"))
+    assert sorted(stored) == np.flatnonzero(mask).tolist()
+    labels = np.asarray(dataset.array("label"))
+    assert (labels == frame.click.to_numpy()[stored]).all()
+    said = dataset.manifest["where"]
+    assert said["files_passed_by"] == pruned
+    assert said["rows_passed_by"] == len(frame) - mask.sum()
+
+
+def test_a_delta_tables_partitions_out_of_range_are_not_read(tmp_path: Path, capsys) -> None:
+    """A Delta table partitioned by day, read from one day until another: the files of the
+    other days are passed by by their partition values as the log records them, and
+    `nas data prepare` and `nas data inspect` say what was read."""
+    from deltalake import write_deltalake
+
+    frame = logs(600, 1)
+    for day in DAYS:
+        write_deltalake(
+            tmp_path / "events", frame[frame.date == day], mode="append", partition_by=["date"]
+        )
+    path = schema(
+        tmp_path, "{format: delta, path: events}", {"date": {"from": DAYS[1], "until": DAYS[3]}}
+    )
+    assert (
+        main(["data", "prepare", str(path), "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
+    )
+    said = json.loads(capsys.readouterr().out)
+    assert said["where"] == {
+        "rule": "2024-05-02 <= date < 2024-05-04",
+        "rows_passed_by": 0,
+        "files_passed_by": 2,
+    }
+    assert said["rows"] == frame.date.isin(DAYS[1:3]).sum()
+    assert main(["data", "inspect", "logs", "--cache-dir", str(tmp_path / "cache")]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    read = "rows read where 2024-05-02 <= date < 2024-05-04 (2 files by their partition folders"
+    assert f"{read} passed by)" in shown
+
+
+@pytest.mark.parametrize(
+    ("where", "words"),
+    [
+        ({"site": {}}, "source.where.site: give one_of or none_of"),
+        ({"site": {"one_of": ["a"], "at_least": 1}}, "not one_of and at_least/below"),
+        ({"price": {"at_least": 50, "below": 10}}, "leave no value between them"),
+        ({"date": {"from": "yesterday"}}, "source.where.date.from: must be a date"),
+        ({"site": {"one_of": [True]}}, "a boolean: YAML reads an unquoted yes"),
+        ({}, "where names no column"),
+    ],
+)
+def test_a_condition_that_cannot_hold_is_refused_by_its_field(tmp_path: Path, where, words) -> None:
+    path = schema(tmp_path, write_source(tmp_path / "data", logs(50, 0), "csv")[0], where)
+    with pytest.raises(ConfigError, match=words):
+        prepare_dataset(str(path), tmp_path / "cache")
+
+
+def test_rows_a_condition_cannot_read_or_that_none_meet_are_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A value a condition cannot read names its row, its column and the condition; a
+    value no row holds names the values the column holds; a column no file holds is
+    named with the files' columns; a bad value in a row read is named by its row in the
+    file, the rows passed by before it counted. Nothing is written."""
+    frame = logs(200, 2)
+    frame["price"] = frame.price.astype(object)
+    frame.loc[150, ["price", "ts"]] = "abc", MIDNIGHT + 3 * 86_400  # read by the last case
+    source = write_source(tmp_path / "data", frame, "csv")[0]
+    site = frame.site.first_valid_index()
+    cases = [
+        (
+            {"site": {"at_least": 3}},
+            f"row {site + 1}: column 'site' must be a number, got {frame.site[site]!r} "
+            "(source.where: site >= 3)",
+        ),
+        (
+            {"country": {"one_of": ["UK"]}},
+            "has no rows where country == 'UK' (source.where): 200 rows by their values passed "
+            "by; country == 'UK' holds on none (its values in the first 200 rows read, the most "
+            "held first: ",
+        ),
+        ({"contry": {"one_of": ["US"]}}, "has no column 'contry' (the schema declares it)"),
+        ({"ts": {"from": DAYS[2]}}, "row 151: column 'price' must be a number, got 'abc'"),
+    ]  # fmt: skip
+    assert (frame.ts[:150] < MIDNIGHT + 2 * 86_400).any()  # rows before it passed by
+    for where, words in cases:
+        path = schema(tmp_path, source, where)
+        with pytest.raises(DataError) as caught:
+            prepare_dataset(str(path), tmp_path / "cache")
+        assert words in " ".join(str(caught.value).split())
+        assert not (tmp_path / "cache" / "logs").exists()
