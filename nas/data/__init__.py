@@ -297,7 +297,14 @@ def _prepare_schema_file(
             key = "delta_version" if schema.source.format == "delta" else "iceberg_snapshot"
             source[key] = listed.version
         prepare_schema_file(
-            schema, files, root, source, progress, partitions=listed.partitions, views=listed.views
+            schema,
+            files,
+            root,
+            source,
+            progress,
+            partitions=listed.partitions,
+            views=listed.views,
+            passed_by=listed.passed_by,
         )
         return open_prepared(root), False
 

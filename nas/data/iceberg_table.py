@@ -15,10 +15,12 @@ data files other than Parquet, and files outside the table."""
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from pathlib import Path
 
 from nas.core.errors import ConfigError
+from nas.data.row_filter import RowFilter
 from nas.data.table_files import (
     ICEBERG_METADATA,
     METADATA_SUFFIX,
@@ -35,11 +37,14 @@ def iceberg_files(
     field: str,
     source: str | None = None,
     as_of: int | None = None,
+    filters: tuple[RowFilter, ...] = (),
+    per_second: int = 1,
 ) -> TableFiles:
     """The files of the Iceberg table at ``path`` (its folder or a metadata file) at
     ``snapshot`` (None: its current one) or at the moment ``as_of`` (unix seconds: its
-    last snapshot then); ``ConfigError`` on ``field`` (of the file ``source``) where it
-    cannot be read so."""
+    last snapshot then), but those its manifests show hold no row ``filters`` keep
+    (``pruned``); ``ConfigError`` on ``field`` (of the file ``source``) where it cannot be
+    read so."""
     from pyiceberg.table import StaticTable
 
     metadata = path if path.is_file() else current_metadata(path)
@@ -60,6 +65,8 @@ def iceberg_files(
             held = ", ".join(str(s.snapshot_id) for s in table.metadata.snapshots[-5:])
             raise refused(f"has no snapshot {snapshot}; its latest: {held or 'none'}")
         tasks = list(table.scan(snapshot_id=snapshot).plan_files())
+        every = len(tasks)
+        tasks = pruned(table, snapshot, tasks, filters, per_second)
     except ConfigError:
         raise
     except Exception as err:  # pyiceberg's errors have no common base (ValueError, OSError, ...)
@@ -88,7 +95,73 @@ def iceberg_files(
     files.sort()
     views = {file: FileView(ids=ids) for file in files}  # (names: by each file's footer)
     version = snapshot if snapshot is not None else table.metadata.current_snapshot_id
-    return TableFiles(folder, version or 0, files, {file: {} for file in files}, views)
+    partitions = {file: {} for file in files}
+    return TableFiles(folder, version or 0, files, partitions, views, every - len(tasks))
+
+
+def pruned(table, snapshot: int | None, tasks: list, filters, per_second: int) -> list:
+    """The scan's ``tasks`` but those whose files' partition values and column bounds (as
+    the manifests record them) show they hold no row ``filters`` keep: pyiceberg's own
+    planning, given the conditions it can weigh exactly as the rows are read (``_bounds``;
+    the others are left to the rows). All of them where it cannot plan so."""
+    from pyiceberg.expressions import And
+
+    schema = table.schema()
+    found = [p for rule in filters for p in _bounds(rule, schema, per_second)]
+    if not found:
+        return tasks
+    expression = found[0] if len(found) == 1 else And(*found)
+    try:
+        return list(table.scan(snapshot_id=snapshot, row_filter=expression).plan_files())
+    except Exception:  # (pyiceberg's errors have no common base): the rows decide
+        return tasks
+
+
+def _bounds(rule: RowFilter, schema, per_second: int) -> list:
+    """A condition as pyiceberg's predicates on its column's Iceberg type, where they keep
+    every file holding a row the condition keeps as ``source_rows`` reads it: an integer's
+    text (``one_of``), an integer or double number, a time floored to seconds; none where
+    they might not (a float's rounding, a date's text, ``none_of``)."""
+    from pyiceberg import types as t
+    from pyiceberg.expressions import GreaterThanOrEqual, In, LessThan
+
+    try:
+        kind = schema.find_field(rule.column).field_type
+    except ValueError:  # (a map's key, a list's objects' field: left to the rows)
+        return []
+    whole = isinstance(kind, t.IntegerType | t.LongType)
+    if rule.one_of:
+        if isinstance(kind, t.StringType):
+            return [In(rule.column, set(rule.one_of))]
+        ints = {int(v) for v in rule.one_of if re.fullmatch(r"-?[1-9]\d*|0", v)}
+        return [In(rule.column, ints)] if whole and ints else []
+    if rule.reads == "number":  # (whole: x >= 2.5 is x >= 3; x < 2.5 is x < 3)
+        if not (whole or isinstance(kind, t.DoubleType)):
+            return []
+        cast = math.ceil if whole else float
+        low, high = rule.at_least, rule.below
+    elif rule.reads == "timestamp" and (cast := _from_seconds(kind, per_second)):
+        low, high = rule.since, rule.until
+    else:
+        return []
+    out = [GreaterThanOrEqual(rule.column, cast(low))] if low is not None else []
+    return out + ([LessThan(rule.column, cast(high))] if high is not None else [])
+
+
+def _from_seconds(kind, per_second: int):
+    """Unix seconds as a bound on an Iceberg column of times (a time ``x`` floored to
+    seconds is at least ``s`` where ``x`` is at least ``s``'s value, and below ``s`` where
+    ``x`` is below it): microseconds, days (rounded up: a date is its midnight), or
+    numbers in ``per_second`` units; None for another type."""
+    from pyiceberg import types as t
+
+    if isinstance(kind, t.TimestampType | t.TimestamptzType):
+        return lambda seconds: seconds * 1_000_000
+    if isinstance(kind, t.DateType):
+        return lambda seconds: -(-seconds // 86_400)
+    if isinstance(kind, t.IntegerType | t.LongType | t.DoubleType):
+        return lambda seconds: seconds * per_second
+    return None
 
 
 def current_metadata(folder: Path) -> Path:

@@ -86,13 +86,15 @@ def prepare_schema_file(
     extra: dict | None = None,
     partitions: dict[Path, dict[str, str | None]] | None = None,
     views: dict | None = None,
+    passed_by: int = 0,
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
     ``extra`` entries in its manifest). ``partitions``: each file's partition columns'
-    values; ``views``: how a Delta or Iceberg table's files are read (``SourceFiles``)."""
+    values; ``views``: how a Delta or Iceberg table's files are read; ``passed_by``: the
+    files ``source.where`` left out by a table's metadata (``SourceFiles``)."""
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
-        rows = Rows(schema, files, partitions, scratch, views)
+        rows = Rows(schema, files, partitions, scratch, views, passed_by)
         _prepare(schema, rows, files, root, source, progress, extra)
 
 

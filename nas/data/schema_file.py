@@ -751,6 +751,7 @@ class SourceFiles:
     partitions: dict[Path, dict[str, str | None]]
     version: int | None = None
     views: dict = field(default_factory=dict)
+    passed_by: int = 0  # files ``source.where`` left out by a table's metadata (Iceberg's)
 
 
 def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
@@ -768,8 +769,19 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
                 "source.path", f"{pattern} is not {A_TABLE[fmt]} table ({holds})", where
             )
         source = schema.source
-        table = table_files(pattern, fmt, source.version, "source.path", where, source.as_of)
-        return SourceFiles(table.files, table.partitions, table.version, table.views)
+        table = table_files(
+            pattern,
+            fmt,
+            source.version,
+            "source.path",
+            where,
+            source.as_of,
+            tuple(source.row_filters()),
+            source.per_second,
+        )
+        return SourceFiles(
+            table.files, table.partitions, table.version, table.views, table.passed_by
+        )
     if found := table_above(pattern_root(pattern)):
         table, kind = found
         instead = f"declare format: {kind}, path: {quoted_path(table, schema_path)}"

@@ -144,6 +144,7 @@ class Rows:
         partitions: dict[Path, dict[str, str | None]] | None = None,
         scratch: Path | None = None,
         views: dict | None = None,
+        passed_by: int = 0,
     ):
         self.schema = schema
         self._kinds = schema.column_kinds()
@@ -163,7 +164,8 @@ class Rows:
         given = files
         files = [p for p in files if self._in_partitions(p, (partitions or {}).get(p, {}))]
         self.files = files
-        self.files_passed_by = len(given) - len(files)
+        # (``passed_by``: those a table's metadata showed hold none, not listed in ``files``)
+        self.files_passed_by = len(given) - len(files) + passed_by
         self.rows_passed_by = 0  # by source.where in the last whole pass over the rows
         # Avro: per file, the columns the schema reads decoded once into Arrow's IPC format in
         # the folder ``scratch`` (prepare reads the features twice; fastavro decodes each

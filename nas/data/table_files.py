@@ -82,6 +82,7 @@ class TableFiles:
     files: list[Path]
     partitions: dict[Path, dict[str, str | None]]
     views: dict[Path, FileView]
+    passed_by: int = 0  # files of the table left out by ``source.where`` (Iceberg's)
 
 
 def table_format(path: Path) -> str | None:
