@@ -226,6 +226,8 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
         if key in m:
             table.add_row(key, f"{m[key]:,}")
     table.add_row("label", m["label_rule"])
+    for name, joined in m.get("joined", {}).items():  # a label from another log
+        table.add_row(f"{name} from", f"{joined['rows']:,} rows of {joined['rule']}")
     rates = {f"{k} rate": v for k, v in m.get("label_rates", {}).items()}
     for name, by_split in (rates or {"positive rate": m["positive_rate"]}).items():
         table.add_row(name, "  ".join(f"{k} {v:.4f}" for k, v in by_split.items()))
@@ -329,6 +331,7 @@ def _dataset_summary(dataset, span: tuple[int, int] | None) -> dict:
         "read_by_line",
         "skipped_lines",
         "where",
+        "joined",
     )
     summary = {k: m[k] for k in keys if k in m}
     if span:

@@ -27,6 +27,7 @@ from nas.data.schema_file import (
     SchemaFile,
     fingerprint,
     is_schema_path,
+    joined_files,
     load_schema_file,
     source_files,
 )
@@ -276,8 +277,9 @@ def _prepare_schema_file(
 ) -> tuple[PreparedDataset, bool]:
     path, schema = _schema_at(path_text)
     listed = source_files(schema, path)
+    joined = joined_files(schema, path)
     files = listed.files
-    key = fingerprint(schema, files)
+    key = fingerprint(schema, files + [f for other in joined.values() for f in other.files])
     root = cache_dir / schema.name
     if found := _schema_cache_ready(path, root, key, force):
         return found, True
@@ -305,6 +307,7 @@ def _prepare_schema_file(
             partitions=listed.partitions,
             views=listed.views,
             passed_by=listed.passed_by,
+            joined=joined,
         )
         return open_prepared(root), False
 

@@ -44,13 +44,14 @@ from nas.data.encoding import (
     padded,
     stored_dense,
 )
+from nas.data.joined_labels import JoinedEvents
 from nas.data.labels import common_values
 from nas.data.prepared import SPLITS, PreparedWriter, scratch_folder, unlearnable
 from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
 from nas.data.row_filter import described, passed_by
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
-from nas.data.schema_file import SchemaFile, utc_text
+from nas.data.schema_file import SchemaFile, SourceFiles, utc_text
 from nas.data.source_rows import ACTION_MAX, Batch, Rows, event_names, first_row
 from nas.data.split import assign_split, split_codes
 
@@ -87,15 +88,17 @@ def prepare_schema_file(
     partitions: dict[Path, dict[str, str | None]] | None = None,
     views: dict | None = None,
     passed_by: int = 0,
+    joined: dict[str, SourceFiles] | None = None,
 ) -> None:
     """Read the source (three passes), then write the prepared dataset at ``root`` (with
     ``extra`` entries in its manifest). ``partitions``: each file's partition columns'
     values; ``views``: how a Delta or Iceberg table's files are read; ``passed_by``: the
-    files ``source.where`` left out by a table's metadata (``SourceFiles``)."""
+    files ``source.where`` left out by a table's metadata (``SourceFiles``); ``joined``:
+    each joined label's other log's files, by the label's name."""
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
         rows = Rows(schema, files, partitions, scratch, views, passed_by)
-        _prepare(schema, rows, files, root, source, progress, extra)
+        _prepare(schema, rows, files, root, source, progress, extra, joined or {})
 
 
 def _prepare(
@@ -106,9 +109,15 @@ def _prepare(
     source: dict,
     progress,
     extra: dict | None,
+    joined_files: dict[str, SourceFiles],
 ) -> None:
     reader.check_columns()
-    rows, split, chronology, labels = _first_pass(schema, reader, progress)
+    joined = {
+        label.name: JoinedEvents.read(label.joined, joined_files[label.name], progress)
+        for label in schema.labels
+        if label.joined is not None
+    }
+    rows, split, chronology, labels = _first_pass(schema, reader, progress, joined)
     if rows == 0:
         if reader.filters and (reader.rows_passed_by or reader.files_passed_by):
             passed = passed_by(reader.rows_passed_by, reader.files_passed_by)
@@ -141,6 +150,11 @@ def _prepare(
             "rows_passed_by": reader.rows_passed_by,
             "files_passed_by": reader.files_passed_by,
         }
+    if joined:  # each joined label's other log: its rows read, and the rows it labels 1
+        extra["joined"] = {
+            name: {"rule": str(events.joined), "rows": events.rows}
+            for name, events in joined.items()
+        }
     if reader.by_line:  # (a JSON writer's types mixed: said, so that it may be mended)
         extra["read_by_line"] = {path.name: why for path, why in reader.by_line.items()}
     if reader.skipped:  # on_bad_lines: skip
@@ -162,7 +176,7 @@ def _prepare(
         extra["csv_quoting"] = False
     if schema.source.escape is not None:  # (csv) served files read so
         extra["csv_escape"] = schema.source.escape
-    _write(schema, reader, split, plan, chronology, root, source, progress, manifest=extra or {})
+    _write(schema, reader, split, plan, chronology, root, source, progress, extra or {}, joined)
 
 
 def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
@@ -170,11 +184,19 @@ def _tick(progress, what: str, rows: int, total: int | None = None) -> None:
         progress(what, rows, total)
 
 
-def _label_values(schema: SchemaFile, batch: Batch) -> list[np.ndarray]:
+def _label_values(
+    schema: SchemaFile, batch: Batch, joined: dict[str, JoinedEvents]
+) -> list[np.ndarray]:
     """Each label of the batch's rows as 0/1, by its rule (its column read as the rule
-    reads it: a 0/1 column's values checked as it was read)."""
+    reads it: a 0/1 column's values checked as it was read), or from its other log."""
     out = []
-    for rule in schema.label_rules():
+    for label, rule in zip(schema.labels, schema.label_rules(), strict=True):
+        if label.joined is not None:
+            keys = [batch.columns[ours] for ours, _ in label.joined.pairs()]
+            times = batch.columns[schema.keys.timestamp] if label.joined.time else None
+            times = None if times is None else times.to_numpy(zero_copy_only=False)
+            out.append(joined[label.name].labels(keys, times))
+            continue
         values, empty = rule.of_array(batch.columns[rule.column])
         if empty.any():
             wants = "a number" if rule.at_least is not None else "a value"
@@ -228,7 +250,7 @@ def _check_learnable(schema: SchemaFile, split: np.ndarray, labels: np.ndarray, 
 
 
 def _first_pass(
-    schema: SchemaFile, reader: Rows, progress
+    schema: SchemaFile, reader: Rows, progress, joined: dict[str, JoinedEvents]
 ) -> tuple[int, np.ndarray, Chronology | None, np.ndarray]:
     """Every row's split, and for a history from rows every row's place in it: reads the
     labels (each checked, and returned: rows x labels) and the keys these need."""
@@ -236,13 +258,13 @@ def _first_pass(
     from_rows = schema.history is not None and schema.history.from_rows
     time_key = keys.timestamp if method in ("time", "user_time") or from_rows else None
     user_key = keys.user if method in ("hash", "user_time") or from_rows else None
-    label_columns = list(dict.fromkeys(rule.column for rule in schema.label_rules()))
     given = schema.split.column
-    columns = list(dict.fromkeys([*label_columns, *(k for k in (time_key, user_key, given) if k)]))
+    keyed = (k for k in (time_key, user_key, given) if k)
+    columns = list(dict.fromkeys([*schema.label_columns(), *keyed]))
     times, users, labels, codes, rows = [], [], [], [], 0
     for batch in reader.batches(columns):
         rows += len(batch)
-        labels.append(np.stack(_label_values(schema, batch), axis=1))
+        labels.append(np.stack(_label_values(schema, batch, joined), axis=1))
         if given:
             codes.append(_split_values(batch, given))
         if time_key:
@@ -251,7 +273,7 @@ def _first_pass(
             users.append(hashed(batch.columns[user_key], f"{schema.split.seed}:"))
         _tick(progress, "1/3 reading labels and keys", len(batch))
     if rows == 0:  # (a header, blank lines, lines passed by: prepare_schema_file says so)
-        return 0, np.zeros(0, np.int8), None, np.zeros((0, len(label_columns)), np.int8)
+        return 0, np.zeros(0, np.int8), None, np.zeros((0, len(schema.labels)), np.int8)
     all_times = np.concatenate(times) if times else None
     del times
     all_users = np.concatenate(users) if users else None
@@ -262,7 +284,7 @@ def _first_pass(
         split = assign_split(schema, rows, all_times, all_users)
     del codes
     chronology = Chronology.of(all_users, all_times) if from_rows and rows else None
-    all_labels = np.concatenate(labels) if labels else np.zeros((0, len(label_columns)), np.int8)
+    all_labels = np.concatenate(labels) if labels else np.zeros((0, len(schema.labels)), np.int8)
     return rows, split, chronology, all_labels
 
 
@@ -477,11 +499,12 @@ def _write(
     source: dict,
     progress,
     manifest: dict,
+    joined: dict[str, JoinedEvents],
 ) -> None:
     """Encode every row into the prepared files at ``root``; ``manifest``: extra entries."""
     rows, labels, keys = len(split), list(schema.label_names), schema.keys
     n_cat, n_mh, n_dense = len(plan.categorical), len(plan.multi_hot), len(plan.dense)
-    columns = list(dict.fromkeys(rule.column for rule in schema.label_rules()))
+    columns = schema.label_columns()
     columns += [e.column for e in plan.categorical + plan.multi_hot + plan.dense]
     sequence = plan.sequence
     action = sequence.feature.action if sequence is not None else None
@@ -543,7 +566,7 @@ def _write(
                     if name == "timestamp"
                     else hashed(values).view(np.int64)
                 )
-            for j, values in enumerate(_label_values(schema, batch)):
+            for j, values in enumerate(_label_values(schema, batch, joined)):
                 if j == 0:
                     label[at] = values
                 if stacked is not None:
@@ -637,7 +660,10 @@ def _write(
 
 
 def _label_rule(schema: SchemaFile) -> str:
-    rules = [str(rule) for rule in schema.label_rules()]
+    rules = [
+        f"{label.name} (from {label.joined.source.path})" if label.joined else str(label.rule())
+        for label in schema.labels
+    ]
     return rules[0] if len(rules) == 1 else f"{', '.join(rules)} (one head each)"
 
 

@@ -42,6 +42,7 @@ import datetime
 import glob
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,6 +322,72 @@ class Source(_Strict):
         return self
 
 
+SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def _span(value: object) -> int:
+    """A span of time in seconds: given as seconds (3600), or as a number and a unit
+    (``30m``, ``12h``, ``7d``, ``2w``)."""
+    text = str(value).strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in SPAN_UNITS else (text, "s")
+    try:
+        seconds = float(number) * SPAN_UNITS[unit]
+    except ValueError:
+        seconds = math.nan
+    if isinstance(value, bool) or not (0 < seconds < 2**40):
+        raise ValueError(
+            f"must be a span of time: seconds (3600), or a number and a unit (30m, 12h, 7d; "
+            f"s, m, h, d, w), got {shown(value)}"
+        )
+    return math.ceil(seconds)
+
+
+Span = Annotated[int, BeforeValidator(_span)]
+
+
+class Joined(_Strict):
+    """A label read from another log (a click's, a conversion's: ``nas/data/joined_labels.py``):
+    1 where that log holds a row of the same ``key``, at or after this row's time and
+    ``within`` a span of it where ``time`` names the other log's time column, else 0."""
+
+    source: Source  # the other log (its own where: its purchases only, say)
+    # this source's key column(s), of the same names in the other log, or {this: other}
+    key: Name | Annotated[list[Name], Field(min_length=1, max_length=8)] | dict[Name, Name]
+    time: Name | None = None  # the other log's time column: its rows at or after this row's
+    within: Span | None = None  # ... and at most this long after it (needs time)
+
+    @model_validator(mode="after")
+    def _a_key_and_a_time(self) -> Joined:
+        if isinstance(self.key, dict) and not self.key:
+            raise ValueError("key names no column")
+        if self.within is not None and self.time is None:
+            raise ValueError("within needs time (the other log's time column)")
+        if self.time in {other for _, other in self.pairs()}:
+            raise ValueError(f"time names {self.time!r}, a column of the key")
+        return self
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Each key column of this source, with the other log's column of that key."""
+        if isinstance(self.key, dict):
+            return list(self.key.items())
+        return [(k, k) for k in ([self.key] if isinstance(self.key, str) else self.key)]
+
+    def __str__(self) -> str:
+        pairs = self.pairs()
+        keys = ", ".join(a if a == b else f"{a} as {b}" for a, b in pairs)
+        said = f"{keys} in {self.source.path}"
+        if self.time:
+            after = f"within {_span_text(self.within)} after" if self.within else "at or after"
+            said += f" {after} the row (by {self.time})"
+        return said
+
+
+def _span_text(seconds: int) -> str:
+    """Seconds as the largest unit that divides them (``7d``, ``90m``)."""
+    unit = next(u for u in ("w", "d", "h", "m", "s") if seconds % SPAN_UNITS[u] == 0)
+    return f"{seconds // SPAN_UNITS[unit]}{unit}"
+
+
 class Label(_Strict):
     """A 0/1 column (written as its name, or ``{name, column}``), or a label made from a
     column: 1 where its number is at least ``at_least``, or where its value is ``one_of``
@@ -331,6 +398,8 @@ class Label(_Strict):
     column: Name | None = None  # default: the column of that name
     at_least: Finite | None = None
     one_of: Texts | None = None
+    # a label from another log (a click's, a conversion's): by a key, after the row's time
+    joined: Joined | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -350,6 +419,13 @@ class Label(_Strict):
 
     @model_validator(mode="after")
     def _one_rule(self) -> Label:
+        if self.joined is not None and (
+            self.column is not None or self.at_least is not None or self.one_of is not None
+        ):
+            raise ValueError(
+                "give joined (a label from another log) or column, at_least and one_of (a "
+                "label from this one's column), not both"
+            )
         if self.at_least is not None and self.one_of is not None:
             raise ValueError(
                 "give at_least (1 where a number is at least it) or one_of (1 where the "
@@ -358,6 +434,9 @@ class Label(_Strict):
         return self
 
     def rule(self) -> LabelRule:
+        """How a row carries the label: its column, read by its rule (a label from another
+        log as a 0/1 column of its own name: the rows ``nas data rows`` writes, a day of logs
+        scored with the labels joined)."""
         one_of = tuple(self.one_of or ())
         return LabelRule(self.name, self.column or self.name, self.at_least, one_of)
 
@@ -615,7 +694,13 @@ class SchemaFile(_Strict):
         for key in needs.get(self.split.method, ()):
             if getattr(self.keys, key) is None:
                 raise ValueError(f"split method {self.split.method} needs keys.{key}")
-        label_columns = {rule.column for rule in self.label_rules()}
+        label_columns = {rule.column for rule in self.source_label_rules()}
+        for label in self.labels:
+            if label.joined and label.joined.time and not self.keys.timestamp:
+                raise ValueError(
+                    f"label {label.name}: joined.time needs keys.timestamp (each row's time, "
+                    "which the other log's rows follow)"
+                )
         for i, feature in enumerate(self.features):
             leaked = label_columns & set(feature.columns)
             if leaked:
@@ -658,8 +743,22 @@ class SchemaFile(_Strict):
         return tuple(label.name for label in self.labels)
 
     def label_rules(self) -> list[LabelRule]:
-        """How each label is read from its column."""
+        """How each label is read from a row's column."""
         return [label.rule() for label in self.labels]
+
+    def source_label_rules(self) -> list[LabelRule]:
+        """How each label read from the source's own columns (not ``joined``) reads them."""
+        return [label.rule() for label in self.labels if label.joined is None]
+
+    def label_columns(self) -> list[str]:
+        """The source columns its labels read: their own, a joined label's keys, and the
+        time a joined label's rows follow."""
+        found = [rule.column for rule in self.source_label_rules()]
+        for label in self.labels:
+            if label.joined is not None:
+                found += [ours for ours, _ in label.joined.pairs()]
+                found += [self.keys.timestamp] if label.joined.time else []
+        return list(dict.fromkeys(found))
 
     @property
     def history(self) -> Feature | None:
@@ -678,8 +777,11 @@ class SchemaFile(_Strict):
                 )
             kinds[column] = (kind, owner)
 
-        for rule in self.label_rules():
+        for rule in self.source_label_rules():
             read(rule.column, rule.reads, f"label {rule.name}")
+        for label in self.labels:
+            for ours, _ in label.joined.pairs() if label.joined else ():
+                read(ours, "text", f"label {label.name}'s key")
         for key in ("user", "request"):
             if getattr(self.keys, key):
                 read(getattr(self.keys, key), "text", f"keys.{key}")
@@ -705,14 +807,14 @@ class SchemaFile(_Strict):
         """The columns every file must hold: the labels', the keys', the split's and
         ``source.where``'s."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
-        found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
+        found = self.label_columns() + [k for k in keys if k]
         return list(dict.fromkeys(found + list(self.source.where or ())))
 
     def columns(self) -> list[str]:
         """Every column the dataset reads: labels, keys, the split's, features (and a
         history's action), ``source.where``'s."""
         keys = (self.keys.user, self.keys.request, self.keys.timestamp, self.split.column)
-        found = [rule.column for rule in self.label_rules()] + [k for k in keys if k]
+        found = self.label_columns() + [k for k in keys if k]
         found += [c for f in self.features for c in (*f.columns, *([f.action] if f.action else []))]
         return list(dict.fromkeys(found + list(self.source.where or ())))
 
@@ -759,21 +861,33 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
     ``_SUCCESS``, as ``row_files`` passes them by); a Delta or Iceberg table's, those its
     log or metadata names; ``ConfigError`` when the path matches none, or is (in) such a
     table not declared so."""
-    where = str(schema_path)
-    pattern = _source_pattern(schema, schema_path)
-    fmt = schema.source.format
+    return files_of(schema.source, schema_path, "source")
+
+
+def joined_files(schema: SchemaFile, schema_path: Path) -> dict[str, SourceFiles]:
+    """Each joined label's other log's files (``source_files``), by the label's name."""
+    return {
+        label.name: files_of(label.joined.source, schema_path, f"labels[{i}].joined.source")
+        for i, label in enumerate(schema.labels)
+        if label.joined is not None
+    }
+
+
+def files_of(source: Source, schema_path: Path, field: str) -> SourceFiles:
+    """The files of a ``source`` the schema file at ``schema_path`` declares at ``field``
+    (``source_files``)."""
+    where, at = str(schema_path), f"{field}.path"
+    pattern = _source_pattern(source, schema_path)
+    fmt = source.format
     if fmt in TABLE_FORMATS:
         if table_format(pattern) != fmt:
             holds = "a folder holding _delta_log" if fmt == "delta" else "a folder of metadata/"
-            raise ConfigError(
-                "source.path", f"{pattern} is not {A_TABLE[fmt]} table ({holds})", where
-            )
-        source = schema.source
+            raise ConfigError(at, f"{pattern} is not {A_TABLE[fmt]} table ({holds})", where)
         table = table_files(
             pattern,
             fmt,
             source.version,
-            "source.path",
+            at,
             where,
             source.as_of,
             tuple(source.row_filters()),
@@ -785,12 +899,12 @@ def source_files(schema: SchemaFile, schema_path: Path) -> SourceFiles:
     if found := table_above(pattern_root(pattern)):
         table, kind = found
         instead = f"declare format: {kind}, path: {quoted_path(table, schema_path)}"
-        raise ConfigError("source.path", inside_table(pattern, table, kind, instead), where)
+        raise ConfigError(at, inside_table(pattern, table, kind, instead), where)
     found = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
     named = not glob.has_magic(str(pattern))  # one file, by its name: whatever its name
     files = [p for p in found if p.is_file() and (named or not p.name.startswith(("_", ".")))]
     if not files:
-        raise ConfigError("source.path", f"matches no file ({pattern})", where)
+        raise ConfigError(at, f"matches no file ({pattern})", where)
     root = pattern_root(pattern)
     return SourceFiles(files, {path: partitions(path, root) for path in files})
 
@@ -800,8 +914,8 @@ def quoted_path(path: Path, schema_path: Path) -> str:
     return json.dumps(os.path.relpath(path, schema_path.resolve().parent))
 
 
-def _source_pattern(schema: SchemaFile, schema_path: Path) -> Path:
-    pattern = Path(schema.source.path).expanduser()
+def _source_pattern(source: Source, schema_path: Path) -> Path:
+    pattern = Path(source.path).expanduser()
     return pattern if pattern.is_absolute() else schema_path.resolve().parent / pattern
 
 
@@ -819,7 +933,10 @@ def fingerprint(schema: SchemaFile, files: list[Path]) -> str:
     # escape, version, tz, a label's one_of, where) unsaid where they are the defaults, as before
     # they existed: caches prepared before stay current
     unsaid: dict = {"features": {i: {"tz"} for i, f in enumerate(schema.features) if f.tz is None}}
-    unsaid["labels"] = {i: {"one_of"} for i, x in enumerate(schema.labels) if x.one_of is None}
+    unsaid["labels"] = {
+        i: {k for k in ("one_of", "joined") if getattr(x, k) is None}
+        for i, x in enumerate(schema.labels)
+    }
     defaults = {
         "time_unit": "s",
         "on_bad_lines": "error",
