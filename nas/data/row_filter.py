@@ -111,9 +111,10 @@ def _moment(seconds: int) -> str:
 
 
 def passed_by(rows: int, files: int) -> str:
-    """What the conditions passed by, as a manifest counts it: files unopened (by their
-    partition folders, or an Iceberg table's metadata), rows by their values."""
-    said = [f"{files:,} file{'s' * (files != 1)} unopened"] if files else []
+    """What the conditions passed by, as a manifest counts it: whole files (by their
+    partition folders, their statistics, an Iceberg table's metadata), rows by their
+    values."""
+    said = [f"{files:,} whole file{'s' * (files != 1)}"] if files else []
     said += [f"{rows:,} row{'s' * (rows != 1)} by their values"] if rows or not files else []
     return " and ".join(said) + " passed by"
 

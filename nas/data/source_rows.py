@@ -8,6 +8,7 @@ line in Python), numbers, text, lists, histories of events and times as ``conver
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import itertools
 import json
@@ -22,6 +23,7 @@ from typing import NoReturn
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from nas.core.disk import NO_ROOM
 from nas.core.errors import DataError, shown
@@ -151,8 +153,9 @@ class Rows:
         self._per_second = schema.source.per_second
         self._decimal = schema.source.decimal if schema.source.format == "csv" else "."
         self._thousands = schema.source.thousands  # (csv only)
-        # source.where: its conditions, and the files whose partition folders' values fail
-        # one, never opened (``_in_partitions``)
+        # source.where: its conditions, and the files whose partition folders' values or
+        # Parquet statistics fail one, their rows never read (``_in_partitions``,
+        # ``_in_statistics``)
         self.filters = schema.source.row_filters()
         for rule in self.filters:  # a column read only for its condition: read so
             self._kinds.setdefault(rule.column, rule.reads)
@@ -162,7 +165,12 @@ class Rows:
         self._values_seen: dict[str, pa.Array] = {}
         self._folder_values: dict[str, list[str | None]] = {}
         given = files
-        files = [p for p in files if self._in_partitions(p, (partitions or {}).get(p, {}))]
+        self.views = views or {}  # how a Delta or Iceberg table's file is read (``ColumnarFile``)
+        files = [
+            p
+            for p in files
+            if self._in_partitions(p, (partitions or {}).get(p, {})) and self._in_statistics(p)
+        ]
         self.files = files
         # (``passed_by``: those a table's metadata showed hold none, not listed in ``files``)
         self.files_passed_by = len(given) - len(files) + passed_by
@@ -175,7 +183,6 @@ class Rows:
         # per file, its partition columns' values (Hive-style folders, date=2024-05-07/, or
         # a Delta table's log: ``SourceFiles``)
         self.partitions = {path: (partitions or {}).get(path, {}) for path in files}
-        self.views = views or {}  # how a Delta or Iceberg table's file is read (``ColumnarFile``)
         self._holds: dict[Path, list[str]] = {}  # per file, the columns it holds itself
         # per file, its top-level columns (those of _holds that are no object's field)
         self._tops: dict[Path, list[str]] = {}
@@ -364,6 +371,35 @@ class Rows:
             seconds = _seconds(given, rule.column, array.filter(valid), self._per_second)
             held[rows] = rule.holds(seconds)
         return held
+
+    def _in_statistics(self, path: Path) -> bool:
+        """Whether a Parquet file's statistics (each row group's least and greatest value
+        of a column, in its footer) leave room for a row the number and time conditions
+        keep; a file whose statistics cannot tell (none written, a column renamed by a
+        table's view, Spark's INT96 times, text) is read."""
+        bounded = [rule for rule in self.filters if rule.reads in ("number", "timestamp")]
+        view = self.views.get(path)
+        if (
+            not bounded
+            or self.schema.source.file_format != "parquet"
+            or (view is not None and (view.names is not None or view.ids is not None))
+        ):
+            return True
+        try:
+            footer = pq.read_metadata(path)
+        except (pa.ArrowException, OSError):
+            return True  # (its reading names the problem)
+        for rule in bounded:
+            span = _column_span(footer, rule, self._per_second)
+            low, high = (
+                (rule.at_least, rule.below) if rule.reads == "number" else (rule.since, rule.until)
+            )
+            if span is not None and (
+                (low is not None and span[1] < low) or (high is not None and span[0] >= high)
+            ):
+                self.held_by.setdefault(rule, 0)
+                return False
+        return True
 
     def _in_partitions(self, path: Path, values: dict[str, str | None]) -> bool:
         """Whether a file's partition folders' values (``date=2024-05-07/``) meet the
@@ -663,6 +699,47 @@ class Rows:
         if kind == "list":
             return _lists(batch, column, array, self.schema.reading(column), self._per_second)
         return _texts(batch, column, array)
+
+
+def _column_span(footer, rule: RowFilter, per_second: int) -> tuple[float, float] | None:
+    """The least and greatest value of ``rule``'s column over a Parquet footer's row
+    groups, as ``Rows`` reads them for the rule (numbers as floats, times as unix seconds
+    floored); None where a row group has no statistics of it or they are not so read."""
+    at = next(
+        (i for i in range(footer.num_columns) if footer.schema.column(i).path == rule.column),
+        None,
+    )
+    if at is None or footer.num_row_groups == 0:
+        return None
+    least, most = math.inf, -math.inf
+    for group in range(footer.num_row_groups):
+        chunk = footer.row_group(group).column(at)
+        stats = chunk.statistics
+        if stats is None or not stats.has_min_max or chunk.physical_type == "INT96":
+            return None
+        low, high = (_as_read(v, rule.reads, per_second) for v in (stats.min, stats.max))
+        if low is None or high is None:
+            return None
+        least, most = min(least, low), max(most, high)
+    return least, most
+
+
+def _as_read(value, reads: str, per_second: int) -> float | None:
+    """A statistic's value as a condition reads its column's: a number, or a time's unix
+    seconds (a timestamp's, naive as UTC; a date's midnight; a number in the source's
+    ``per_second`` units, floored); None for another kind of value."""
+    if isinstance(value, bool):
+        return None
+    if reads == "number":
+        return float(value) if isinstance(value, int | float) else None
+    if isinstance(value, datetime.datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+        return math.floor(moment.timestamp())
+    if isinstance(value, datetime.date):
+        return (value - datetime.date(1970, 1, 1)).days * 86_400
+    if isinstance(value, int | float) and math.isfinite(value):
+        return math.floor(value / per_second) if isinstance(value, float) else value // per_second
+    return None
 
 
 def _within(batch: Batch, rows: np.ndarray) -> np.ndarray:
