@@ -109,7 +109,7 @@ class Batch:
     # under source.where: each row's place counted from ``first`` (the rows passed by left
     # out); None: every row from ``first`` on
     kept: np.ndarray | None = None
-    origin: int | None = None  # the batch's first row over every file, rows passed by too
+    origin: int | None = None  # its first row over the files read, rows passed by too
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values())))
@@ -120,7 +120,8 @@ class Batch:
         return DataError(self.file, f"row {row + 1}: column {column!r} {problem}")
 
     def source_rows(self) -> np.ndarray:
-        """Each row's place in the source, counted over every file (rows passed by too)."""
+        """Each row's place in the source, counted over the files read (the rows
+        ``source.where`` passed by in them too)."""
         origin = self.start if self.origin is None else self.origin
         return origin + (np.arange(len(self)) if self.kept is None else self.kept)
 
