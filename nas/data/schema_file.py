@@ -186,12 +186,16 @@ class Condition(_Strict):
             )
         if len(given) > 1:
             raise ValueError(f"give one kind of condition a column, not {' and '.join(given)}")
-        for low, high, names in (
-            (self.at_least, self.below, "at_least and below"),
-            (self.since, self.until, "from and until"),
-        ):
-            if low is not None and high is not None and low >= high:
-                raise ValueError(f"{names} leave no value between them ({low} and {high})")
+        if None not in (self.at_least, self.below) and self.at_least >= self.below:
+            raise ValueError(
+                f"at_least and below leave no value between them ({self.at_least:g} and "
+                f"{self.below:g})"
+            )
+        if None not in (self.since, self.until) and self.since >= self.until:
+            raise ValueError(
+                f"from and until leave no moment between them ({utc_text(self.since)} and "
+                f"{utc_text(self.until)})"
+            )
         return self
 
     def row_filter(self, column: str) -> RowFilter:
@@ -244,7 +248,7 @@ class Source(_Strict):
     # '\\': a Ctrl-A in a value written \^A; pandas' escapechar)
     escape: Annotated[str, Field(min_length=1, max_length=1)] | None = None
     # the rows read: those where every column's condition holds (``nas/data/row_filter.py``;
-    # files whose partition folders' values fail one are not opened)
+    # files whose partition folders' values or Parquet statistics fail one are not read)
     where: dict[Name, Condition] | None = None
 
     @property

@@ -273,7 +273,11 @@ def test_a_delta_tables_partitions_out_of_range_are_not_read(tmp_path: Path, cap
     [
         ({"site": {}}, "source.where.site: give one_of or none_of"),
         ({"site": {"one_of": ["a"], "at_least": 1}}, "not one_of and at_least/below"),
-        ({"price": {"at_least": 50, "below": 10}}, "leave no value between them"),
+        ({"price": {"at_least": 50, "below": 10}}, r"leave no value between them \(50 and 10\)"),
+        (
+            {"ts": {"from": "2024-05-02", "until": "2024-05-01T12:00:00"}},
+            r"leave no moment between them \(2024-05-02T00:00:00\+00:00 and 2024-05-01T12",
+        ),
         ({"date": {"from": "yesterday"}}, "source.where.date.from: must be a date"),
         ({"site": {"one_of": [True]}}, "a boolean: YAML reads an unquoted yes"),
         ({}, "where names no column"),
