@@ -144,8 +144,9 @@ def _bounds(rule: RowFilter, schema, per_second: int) -> list:
         low, high = rule.since, rule.until
     else:
         return []
-    out = [GreaterThanOrEqual(rule.column, cast(low))] if low is not None else []
-    return out + ([LessThan(rule.column, cast(high))] if high is not None else [])
+    low, high = (None if x is None or abs(x) >= 2**62 else cast(x) for x in (low, high))
+    out = [GreaterThanOrEqual(rule.column, low)] if low is not None else []
+    return out + ([LessThan(rule.column, high)] if high is not None else [])
 
 
 def _from_seconds(kind, per_second: int):

@@ -15,7 +15,8 @@ an item's), and optionally the other log's time column and a span:
 
 A row's label is 1 where the other log holds a row of the same key (all of its columns
 given, compared as text) that is, with ``time``, at or after the row's time and, with
-``within``, at most that long after it; else 0 (a row whose key is empty: 0). The other
+``within``, at most that long after it; else 0 (a row whose key is empty: 0). A row of the
+other log whose key (or time) is empty is passed by. The other
 log's keys (hashed, 8 bytes each) and times are read once, before prepare's first pass,
 and held in memory sorted, so a row's label is a binary search.
 """
@@ -29,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from nas.data.encoding import hashed
-from nas.data.schema_file import Joined, Source, SourceFiles
+from nas.data.schema_file import Condition, Joined, Source, SourceFiles
 from nas.data.source_rows import Rows
 
 MIXER = np.uint64(0x9E3779B97F4A7C15)  # (a key of several columns: their hashes mixed)
@@ -74,7 +75,7 @@ class JoinedEvents:
 
     joined: Joined
     keys: np.ndarray  # uint64, sorted (with a time: by key, then time)
-    rows: int  # the other log's rows read
+    rows: int  # the other log's rows read that can label one (a key and a time given)
     times: np.ndarray | None = None  # int64 unix seconds
     distinct: np.ndarray | None = None  # the keys, each once
     order: np.ndarray | None = None  # per row: its key's rank in distinct, then its time
@@ -88,8 +89,15 @@ class JoinedEvents:
         others = [other for _, other in joined.pairs()]
         kinds = {other: "text" for other in others}
         kinds |= {joined.time: "timestamp"} if joined.time else {}
+        source = joined.source
+        if joined.time and joined.time not in (source.where or {}):
+            # a row without a time follows no row: passed by (as one whose key is empty)
+            timed = Condition.model_construct(since=-(2**63))
+            source = source.model_copy(
+                update={"where": {**(source.where or {}), joined.time: timed}}
+            )
         reader = Rows(
-            ColumnsOf(joined.source, kinds),
+            ColumnsOf(source, kinds),
             files.files,
             files.partitions,
             None,
@@ -103,7 +111,7 @@ class JoinedEvents:
             keys.append(key[~missing])
             if joined.time:
                 times.append(batch.columns[joined.time].to_numpy(zero_copy_only=False)[~missing])
-            rows += len(batch)
+            rows += int((~missing).sum())
             if progress is not None:
                 progress(f"0/3 reading {joined.source.path}", len(batch), None)
         key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)

@@ -89,14 +89,16 @@ def schema(folder: Path, labels: str, source: str = "{format: parquet, path: row
 def test_each_rows_label_is_what_a_search_of_the_other_log_gives(
     tmp_path_factory, seed, composite, timed, span, renamed, fmt
 ) -> None:
-    """Random rows and another log of the same users and items (some keys empty, times
-    before and after), a key of one column or two, named alike or not, with or without a
-    time and a span, in Parquet or CSV: each stored label equals a brute-force search."""
+    """Random rows and another log of the same users and items (some keys and times empty,
+    times before and after), a key of one column or two, named alike or not, with or
+    without a time and a span, in Parquet or CSV: each stored label equals a brute-force
+    search."""
     folder = tmp_path_factory.mktemp("joined")
     rng = np.random.default_rng(seed)
     rows = impressions(300, seed)
     other = rows.sample(120, replace=True, random_state=seed)[["user_id", "item_id", "ts"]]
     other = other.assign(ts=other.ts + rng.integers(-3_600, 3 * 86_400, len(other)))
+    other["ts"] = other.ts.where(rng.random(len(other)) > 0.05)  # a row without a time
     name = {"user_id": "uid", "item_id": "iid", "ts": "event_ts"} if renamed else {}
     other = other.rename(columns={"ts": "event_ts", **name})
     columns = ["user_id", "item_id"] if composite else ["user_id"]
@@ -121,7 +123,8 @@ def test_each_rows_label_is_what_a_search_of_the_other_log_gives(
         assert "nothing to learn" in str(err) and want.sum() < 30, err
         return
     assert (stored_labels(dataset) == want).all()
-    assert dataset.manifest["joined"]["bought"]["rows"] == len(other)
+    usable = other[[theirs for _, theirs in pairs] + (["event_ts"] if told else [])].notna()
+    assert dataset.manifest["joined"]["bought"]["rows"] == usable.all(axis=1).sum()
 
 
 def test_views_labelled_by_purchases_of_the_same_log_and_prepared_again_when_it_changes(
@@ -155,7 +158,7 @@ def test_views_labelled_by_purchases_of_the_same_log_and_prepared_again_when_it_
     assert main(["data", "prepare", str(path), "--cache-dir", str(cache), "--json"]) == 0
     said = json.loads(capsys.readouterr().out)
     assert said["rows"] == len(views) and not said["reused_cache"]
-    assert said["joined"]["purchase"]["rows"] == len(bought)
+    assert said["joined"]["purchase"]["rows"] == bought.user_id.notna().sum()  # (a key each)
     dataset, _ = prepare_dataset(str(path), cache)
     purchases = bought.rename(columns={"ts": "bought_at"})
     pairs = [("user_id", "user_id"), ("item_id", "item_id")]
