@@ -52,7 +52,14 @@ from nas.data.row_filter import described, passed_by
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import SchemaFile, SourceFiles, utc_text
-from nas.data.source_rows import ACTION_MAX, Batch, Rows, event_names, first_row
+from nas.data.source_rows import (
+    ACTION_MAX,
+    Batch,
+    Rows,
+    event_names,
+    first_row,
+    with_last_resolved,
+)
 from nas.data.split import assign_split, split_codes
 
 DEFAULT_MAX_LEN = {"multi_hot": 16, "sequence": 64}
@@ -95,6 +102,8 @@ def prepare_schema_file(
     values; ``views``: how a Delta or Iceberg table's files are read; ``passed_by``: the
     files ``source.where`` left out by a table's metadata (``SourceFiles``); ``joined``:
     each joined label's other log's files, by the label's name."""
+    listed = SourceFiles(files, partitions or {}, None, views or {}, passed_by)
+    schema = schema.model_copy(update={"source": with_last_resolved(schema.source, listed)})
     avro = schema.source.format == "avro"  # (decoded once for prepare's three passes)
     with scratch_folder(root) if avro else contextlib.nullcontext() as scratch:
         rows = Rows(schema, files, partitions, scratch, views, passed_by)

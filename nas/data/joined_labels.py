@@ -24,37 +24,16 @@ and held in memory sorted, so a row's label is a binary search.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from nas.data.encoding import hashed
-from nas.data.schema_file import Condition, Joined, Source, SourceFiles
-from nas.data.source_rows import Rows
+from nas.data.schema_file import Condition, Joined, SourceFiles
+from nas.data.source_rows import ColumnsOf, Rows, with_last_resolved
 
 MIXER = np.uint64(0x9E3779B97F4A7C15)  # (a key of several columns: their hashes mixed)
 TIME_BITS = 34  # a time's place in an event's sort key: 2**34 s, some 544 years
-
-
-@dataclass(frozen=True)
-class ColumnsOf:
-    """A source read for some of its columns, each as a kind (``Rows``' reading of a
-    schema file, for a log that is no dataset of its own)."""
-
-    source: Source
-    kinds: dict[str, str]
-
-    def columns(self) -> list[str]:
-        return list(dict.fromkeys([*self.kinds, *(self.source.where or ())]))
-
-    required_columns = columns
-
-    def column_kinds(self) -> dict[str, str]:
-        return dict(self.kinds)
-
-    def reading(self, column: str) -> Any:
-        raise KeyError(column)  # (no list is read)
 
 
 def key_hashes(arrays: list[pa.Array]) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +68,7 @@ class JoinedEvents:
         others = [other for _, other in joined.pairs()]
         kinds = {other: "text" for other in others}
         kinds |= {joined.time: "timestamp"} if joined.time else {}
-        source = joined.source
+        source = with_last_resolved(joined.source, files)
         if joined.time and joined.time not in (source.where or {}):
             # a row without a time follows no row: passed by (as one whose key is empty)
             timed = Condition.model_construct(since=-(2**63))

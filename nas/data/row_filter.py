@@ -7,6 +7,9 @@ a model is searched on the last weeks of one):
                                                      the second (a date, a date-time or unix
                                                      seconds; a column of times, of dates'
                                                      text, or numbers in source.time_unit)
+      ts: {last: 30d}                                a time: the last 30 days before the newest
+                                                     the files hold (``source_rows.
+                                                     with_last_resolved``)
       price: {at_least: 1, below: 500}               a number: at least the one, below the other
       country: {one_of: [US, DE]}                    a value among these (as text)
       event_name: {none_of: [session_start]}         a value not among these
@@ -31,6 +34,7 @@ import pyarrow.compute as pc
 from nas.core.errors import shown
 
 DAY = 86_400
+SPAN_UNITS = {"w": 7 * DAY, "d": DAY, "h": 3600, "m": 60, "s": 1}  # a span's, largest first
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class RowFilter:
     below: float | None = None
     since: int | None = None
     until: int | None = None
+    last: int | None = None  # a span before the newest time (``since`` made from it)
 
     @property
     def reads(self) -> str:
@@ -70,6 +75,10 @@ class RowFilter:
         else:
             low, high = self.since, self.until
         shown_as = _moment if self.reads == "timestamp" else (lambda x: f"{x:g}")
+        if self.last is not None and self.since is not None:  # (resolved: its newest time known)
+            return f"{self.column} >= {shown_as(self.since)} (the last {span_text(self.last)})"
+        if self.last is not None:
+            return f"{self.column} in the last {span_text(self.last)}"
         if low is not None and high is not None:
             return f"{shown_as(low)} <= {self.column} < {shown_as(high)}"
         return (
@@ -99,6 +108,12 @@ class RowFilter:
         if high is not None:
             held &= x < high
         return held
+
+
+def span_text(seconds: int) -> str:
+    """Seconds as the largest unit that divides them (``7d``, ``90m``)."""
+    unit = next(u for u, size in SPAN_UNITS.items() if seconds % size == 0)
+    return f"{seconds // SPAN_UNITS[unit]}{unit}"
 
 
 def _moment(seconds: int) -> str:

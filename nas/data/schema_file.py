@@ -66,7 +66,7 @@ from nas.data.labels import LabelRule
 from nas.data.lakehouse import table_files
 from nas.data.raw import LATEST_SECONDS, PER_SECOND
 from nas.data.row_files import partitions, pattern_root
-from nas.data.row_filter import RowFilter
+from nas.data.row_filter import SPAN_UNITS, RowFilter, span_text
 from nas.data.table_files import A_TABLE, TABLE_FORMATS, inside_table, table_above, table_format
 
 SCHEMA_SUFFIXES = (".yaml", ".yml")
@@ -156,6 +156,26 @@ Texts = Annotated[list[Name], BeforeValidator(_as_texts), Field(min_length=1, ma
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
+def _span(value: object) -> int:
+    """A span of time in seconds: given as seconds (3600), or as a number and a unit
+    (``30m``, ``12h``, ``7d``, ``2w``)."""
+    text = str(value).strip().lower()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in SPAN_UNITS else (text, "s")
+    try:
+        seconds = float(number) * SPAN_UNITS[unit]
+    except ValueError:
+        seconds = math.nan
+    if isinstance(value, bool) or not (0 < seconds < 2**40):
+        raise ValueError(
+            f"must be a span of time: seconds (3600), or a number and a unit (30m, 12h, 7d; "
+            f"s, m, h, d, w), got {shown(value)}"
+        )
+    return math.ceil(seconds)
+
+
+Span = Annotated[int, BeforeValidator(_span)]
+
+
 class Condition(_Strict):
     """``source.where``'s condition on one column (``nas/data/row_filter.py``): its value
     ``one_of`` or ``none_of`` some, a number ``at_least`` and ``below`` some, or a time
@@ -169,6 +189,9 @@ class Condition(_Strict):
     below: Finite | None = None
     since: Moment | None = Field(None, alias="from")
     until: Moment | None = None
+    # a time: in the last span before the newest time the source holds (a day's logs
+    # added, the window moves with them: ``source_rows.with_last_resolved``)
+    last: Span | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Condition:
@@ -177,12 +200,13 @@ class Condition(_Strict):
             "none_of": self.none_of is not None,
             "at_least/below": self.at_least is not None or self.below is not None,
             "from/until": self.since is not None or self.until is not None,
+            "last": self.last is not None,
         }
         given = [kind for kind, told in kinds.items() if told]
         if not given:
             raise ValueError(
-                "give one_of or none_of (values), at_least and/or below (a number's range) "
-                "or from and/or until (a time's range)"
+                "give one_of or none_of (values), at_least and/or below (a number's range), "
+                "from and/or until (a time's range) or last (a span before the newest time)"
             )
         if len(given) > 1:
             raise ValueError(f"give one kind of condition a column, not {' and '.join(given)}")
@@ -207,6 +231,7 @@ class Condition(_Strict):
             self.below,
             self.since,
             self.until,
+            self.last,
         )
 
 
@@ -326,29 +351,6 @@ class Source(_Strict):
         return self
 
 
-SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
-
-def _span(value: object) -> int:
-    """A span of time in seconds: given as seconds (3600), or as a number and a unit
-    (``30m``, ``12h``, ``7d``, ``2w``)."""
-    text = str(value).strip().lower()
-    number, unit = (text[:-1], text[-1]) if text[-1:] in SPAN_UNITS else (text, "s")
-    try:
-        seconds = float(number) * SPAN_UNITS[unit]
-    except ValueError:
-        seconds = math.nan
-    if isinstance(value, bool) or not (0 < seconds < 2**40):
-        raise ValueError(
-            f"must be a span of time: seconds (3600), or a number and a unit (30m, 12h, 7d; "
-            f"s, m, h, d, w), got {shown(value)}"
-        )
-    return math.ceil(seconds)
-
-
-Span = Annotated[int, BeforeValidator(_span)]
-
-
 class Joined(_Strict):
     """A label read from another log (a click's, a conversion's: ``nas/data/joined_labels.py``):
     1 where that log holds a row of the same ``key``, at or after this row's time and
@@ -381,15 +383,9 @@ class Joined(_Strict):
         keys = ", ".join(a if a == b else f"{a} as {b}" for a, b in pairs)
         said = f"{keys} in {self.source.path}"
         if self.time:
-            after = f"within {_span_text(self.within)} after" if self.within else "at or after"
+            after = f"within {span_text(self.within)} after" if self.within else "at or after"
             said += f" {after} the row (by {self.time})"
         return said
-
-
-def _span_text(seconds: int) -> str:
-    """Seconds as the largest unit that divides them (``7d``, ``90m``)."""
-    unit = next(u for u in ("w", "d", "h", "m", "s") if seconds % SPAN_UNITS[u] == 0)
-    return f"{seconds // SPAN_UNITS[unit]}{unit}"
 
 
 class Label(_Strict):

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -61,8 +61,14 @@ from nas.data.row_files import (
     with_list_fields_of,
     with_partitions,
 )
-from nas.data.row_filter import RowFilter
-from nas.data.schema_file import Feature, SchemaFile
+from nas.data.row_filter import RowFilter, span_text
+from nas.data.schema_file import (
+    Condition,
+    Feature,
+    SchemaFile,
+    Source,
+    SourceFiles,
+)
 
 BATCH_ROWS = 65_536
 BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
@@ -134,6 +140,87 @@ class EventsOf(Batch):
 
     def bad(self, column: str, index: int, problem: str) -> DataError:
         return super().bad(column, int(self.row_of[index]), problem)
+
+
+@dataclass(frozen=True)
+class ColumnsOf:
+    """A source read for some of its columns, each as a kind (``Rows``' reading of a
+    schema file, for a log that is no dataset of its own)."""
+
+    source: Source
+    kinds: dict[str, str]
+
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.kinds, *(self.source.where or ())]))
+
+    required_columns = columns
+
+    def column_kinds(self) -> dict[str, str]:
+        return dict(self.kinds)
+
+    def reading(self, column: str) -> Any:
+        raise KeyError(column)  # (no list is read)
+
+
+def with_last_resolved(source: Source, files: SourceFiles) -> Source:
+    """``source`` with each ``where`` condition on the ``last`` span of a time made a
+    ``from``: a span before the newest time its files hold (the column's greatest value:
+    from Parquet footers' statistics or partition folders where they give it, else a pass
+    over the column), so that ``Rows`` reads it as any range of times."""
+    if not any(c.last is not None for c in (source.where or {}).values()):
+        return source
+    where = dict(source.where)
+    for column, condition in source.where.items():
+        if condition.last is None:
+            continue
+        newest = newest_time(source, files, column)
+        if newest is None:
+            raise DataError(
+                source.path,
+                f"has no row with a time in {column!r} (source.where: {column} in the last "
+                f"{span_text(condition.last)})",
+            )
+        where[column] = Condition.model_construct(
+            since=newest - condition.last + 1, last=condition.last
+        )
+    return source.model_copy(update={"where": where})
+
+
+def newest_time(source: Source, files: SourceFiles, column: str) -> int | None:
+    """The greatest time in ``column`` over a source's files (unix seconds, as ``Rows``
+    reads it; empty values passed by), None where none holds one."""
+    rule = RowFilter(column, since=-(2**63))
+    folders = [files.partitions.get(p, {}) for p in files.files]
+    if folders and all(column in f for f in folders):  # a partition column: its folders' values
+        values = pa.array([f[column] for f in folders], pa.string())
+        held = values.filter(pc.is_valid(values))
+        seconds = _seconds(Batch(Path(source.path), 0, 0, {}), column, held, source.per_second)
+        return int(pc.max(seconds).as_py()) if len(seconds) else None
+    if source.file_format == "parquet" and not any(
+        (v := files.views.get(p)) is not None and (v.names is not None or v.ids is not None)
+        for p in files.files
+    ):
+        spans = []
+        for path in files.files:
+            try:
+                spans.append(_column_span(pq.read_metadata(path), rule, source.per_second))
+            except (pa.ArrowException, OSError):
+                spans.append(None)
+        if spans and None not in spans:
+            return int(max(high for _, high in spans))
+    reading = ColumnsOf(source.model_copy(update={"where": {column: _any_time()}}), {})
+    rows = Rows(reading, files.files, files.partitions, None, files.views, files.passed_by)
+    rows.check_columns()
+    newest = None
+    for batch in rows.batches([column]):
+        most = int(pc.max(batch.columns[column]).as_py())
+        newest = most if newest is None else max(newest, most)
+    return newest
+
+
+def _any_time() -> Condition:
+    """A condition every time meets (a row without one passed by)."""
+    return Condition.model_construct(since=-(2**63))
 
 
 class Rows:

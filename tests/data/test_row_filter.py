@@ -323,3 +323,52 @@ def test_rows_a_condition_cannot_read_or_that_none_meet_are_refused_naming_it(
             prepare_dataset(str(path), tmp_path / "cache")
         assert words in " ".join(str(caught.value).split())
         assert not (tmp_path / "cache" / "logs").exists()
+
+
+@pytest.mark.parametrize("layout", ["hive", "csv", "parquet without statistics"])
+def test_the_last_span_of_times_moves_with_the_newest_time(tmp_path: Path, layout) -> None:
+    """``{last: 36h}`` reads the rows of the 36 hours before the newest time the source
+    holds, whichever way that time is found (Parquet footers' statistics, partition folders'
+    dates, a pass over a CSV file or over Parquet written without statistics); a day of
+    logs added moves the window, and a prepare reads it."""
+    frame = logs(400, 5)
+    place = tmp_path / "data"
+    if layout == "parquet without statistics":
+        place.mkdir()
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, place / "part-0.parquet", write_statistics=False)
+        source = "{format: parquet, path: data/*.parquet}"
+    else:
+        source = write_source(place, frame, layout)[0]
+    for column, span in (("ts", 36 * 3600), ("date", 2 * 86_400)):
+        path = schema(tmp_path, source, {column: {"last": "36h" if column == "ts" else "2d"}})
+        dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+        times = frame.ts if column == "ts" else frame.date.map(seconds)
+        kept = times >= times.max() - span + 1
+        stored = np.asarray(dataset.array("label"))
+        assert len(stored) == kept.sum() and stored.sum() == frame.click[kept].sum()
+        assert (
+            f"(the last {'36h' if column == 'ts' else '2d'})" in dataset.manifest["where"]["rule"]
+        )
+    if layout == "csv":  # a later day's rows: the window moves to them
+        later = frame.assign(ts=frame.ts + 86_400, date="2024-05-05")
+        pd.concat([frame, later]).to_csv(place / "logs.csv", index=False)
+        path = schema(tmp_path, source, {"ts": {"last": "36h"}})
+        dataset, reused = prepare_dataset(str(path), tmp_path / "cache")
+        assert (
+            not reused
+            and dataset.manifest["rows"]
+            == (later.ts >= later.ts.max() - 36 * 3600 + 1).sum()
+            + (frame.ts >= later.ts.max() - 36 * 3600 + 1).sum()
+        )
+
+
+def test_the_last_span_of_a_column_without_times_is_refused(tmp_path: Path) -> None:
+    frame = logs(50, 0).assign(seen="")
+    path = schema(
+        tmp_path, write_source(tmp_path / "data", frame, "csv")[0], {"seen": {"last": "1d"}}
+    )
+    with pytest.raises(
+        DataError, match=r"has no row with a time in 'seen' \(source.where: seen in the last 1d\)"
+    ):
+        prepare_dataset(str(path), tmp_path / "cache")
