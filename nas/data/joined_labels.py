@@ -16,9 +16,9 @@ an item's), and optionally the other log's time column and a span:
 A row's label is 1 where the other log holds a row of the same key (all of its columns
 given, compared as text) that is, with ``time``, at or after the row's time and, with
 ``within``, at most that long after it; else 0 (a row whose key is empty: 0). A row of the
-other log whose key (or time) is empty is passed by. The other
-log's keys (hashed, 8 bytes each) and times are read once, before prepare's first pass,
-and held in memory sorted, so a row's label is a binary search.
+other log whose key (or time) is empty is passed by. The other log's keys (hashed, 8 bytes
+each) and times are read once, before prepare's first pass, and held in memory sorted, so
+a row's label is a binary search.
 """
 
 from __future__ import annotations

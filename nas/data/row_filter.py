@@ -19,7 +19,9 @@ them). Values compare as ``nas/data/labels.py``'s ``one_of`` compares them: as t
 prepare reads (an integer's digits, ``true``/``false``). ``nas/data/source_rows.py`` reads
 each condition's column beside the columns a pass asks for and passes the other rows by, and
 passes by whole files whose partition folders' values (``date=2024-05-07/``, a Delta
-table's log) no condition keeps, without opening them.
+table's log) or Parquet statistics (each row group's least and greatest value) leave no
+room for a row, their rows unread; ``iceberg_table.py`` lets pyiceberg's planning pass by
+an Iceberg table's files likewise.
 """
 
 from __future__ import annotations
@@ -58,11 +60,6 @@ class RowFilter:
             return "text"
         return "number" if self.at_least is not None or self.below is not None else "timestamp"
 
-    @property
-    def keeps_empty(self) -> bool:
-        """Whether a row whose column is empty is read (under ``none_of``)."""
-        return bool(self.none_of)
-
     def __str__(self) -> str:
         if self.one_of or self.none_of:
             values = self.one_of or self.none_of
@@ -86,10 +83,6 @@ class RowFilter:
             if low is not None
             else (f"{self.column} < {shown_as(high)}")
         )
-
-    def to_dict(self) -> dict:
-        """As a manifest records it (the fields given)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self).items() if v}
 
     def holds(self, values: pa.Array) -> np.ndarray:
         """Whether each value (none empty; as ``reads`` reads them: text, float64, int64
