@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from avro_inputs import run, same_arrays  # (a fresh process timed; two caches compared)
 from rich.console import Console
 from rich.table import Table
 
@@ -66,31 +66,6 @@ def write_month(folder: Path, days: int, rows: int) -> None:
         table = table.set_column(table.schema.get_field_index("ts"), "ts", pa.array(times))
         pq.write_table(table, tmp / f"part-{day:05d}.parquet", row_group_size=16_384)
     tmp.rename(folder)
-
-
-def run(command: list[str], env: dict[str, str]) -> tuple[str, float, float]:
-    """stdout, seconds and the peak RSS (GB) of a command, read from GNU time's ``%M``."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        ["/usr/bin/time", "-f", "RSS_KB %M", *command],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    kb = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("RSS"))
-    return done.stdout, seconds, kb / 2**20
-
-
-def same_arrays(left: Path, right: Path) -> bool:
-    names = sorted(p.name for p in left.glob("*.npy"))
-    return names == sorted(p.name for p in right.glob("*.npy")) and all(
-        np.array_equal(np.load(left / n, mmap_mode="r"), np.load(right / n, mmap_mode="r"))
-        for n in names
-    )
 
 
 def main() -> None:
