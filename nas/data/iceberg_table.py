@@ -8,9 +8,11 @@ Iceberg finds a file's columns by their field ids, not their names: a file writt
 before a column was renamed holds it under its old name, which its ``FileView`` reads by
 the table's (a dropped column not at all). A table copied from object storage (``aws s3
 sync``) reads as the same table: a file the metadata names under the table's location
-(``s3://bucket/events/data/...``) is that file in the folder. Refused: delete files (a
-merge-on-read DELETE's; rewrite them first: Spark's ``rewrite_position_delete_files``),
-data files other than Parquet, and files outside the table."""
+(``s3://bucket/events/data/...``) is that file in the folder. Rows a merge-on-read
+DELETE, UPDATE or MERGE marked gone in position delete files (Spark's: Parquet files of
+``file_path`` and ``pos``) are passed by, as its ``FileView`` keeps them. Refused: equality
+delete files (Flink's upserts; pyiceberg does not plan them), data files other than
+Parquet, and files outside the table."""
 
 from __future__ import annotations
 
@@ -18,6 +20,11 @@ import datetime
 import math
 import re
 from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from nas.core.errors import ConfigError
 from nas.data.row_filter import RowFilter
@@ -28,6 +35,12 @@ from nas.data.table_files import (
     TableFiles,
     local_path,
     outside,
+)
+
+EQUALITY_DELETES = (
+    "marks rows deleted by their values (equality delete files, as Flink's upserts write "
+    "them), which recnas does not read; rewrite them into the data files first (Spark: CALL "
+    "catalog.system.rewrite_data_files)"
 )
 
 
@@ -71,29 +84,31 @@ def iceberg_files(
         raise
     except Exception as err:  # pyiceberg's errors have no common base (ValueError, OSError, ...)
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "equality deletes" in text:
+            raise refused(EQUALITY_DELETES) from None
         raise refused(f"cannot be read ({text})") from None
     location = table.metadata.location.rstrip("/")
     ids = {f.field_id: f.name for f in _fields(table.schema())}
-    files = []
+
+    def local(named: str) -> Path:
+        """A file the metadata names, in the table's folder (``ConfigError`` outside)."""
+        if named.startswith(location + "/"):  # (a table copied from where it was written)
+            file = local_path(folder, named[len(location) + 1 :])
+        else:
+            file = local_path(folder, named)
+        if file is None:
+            raise ConfigError(field, outside(folder, "iceberg", named), source)
+        return file
+
+    deletes = PositionDeletes(local, refused)
+    views = {}
     for task in tasks:
         named = task.file.file_path
-        if task.delete_files:
-            raise refused(
-                f"marks rows deleted in delete files ({len(task.delete_files)} for "
-                f"{Path(named).name}), which recnas does not read; rewrite them into the data "
-                "files first (Spark: CALL catalog.system.rewrite_position_delete_files, or "
-                "rewrite_data_files)"
-            )
         if str(task.file.file_format).rsplit(".", 1)[-1].upper() != "PARQUET":
             raise refused(f"holds a data file of {task.file.file_format} ({named}): read Parquet")
-        if named.startswith(location + "/"):  # (a table copied from where it was written)
-            named = named[len(location) + 1 :]
-        file = local_path(folder, named)
-        if file is None:
-            raise ConfigError(field, outside(folder, "iceberg", task.file.file_path), source)
-        files.append(file)
-    files.sort()
-    views = {file: FileView(ids=ids) for file in files}  # (names: by each file's footer)
+        kept = deletes.kept(task) if task.delete_files else None
+        views[local(named)] = FileView(kept=kept, ids=ids)  # (names: by each file's footer)
+    files = sorted(views)
     version = snapshot if snapshot is not None else table.metadata.current_snapshot_id
     partitions = {file: {} for file in files}
     return TableFiles(folder, version or 0, files, partitions, views, every - len(tasks))
@@ -163,6 +178,49 @@ def _from_seconds(kind, per_second: int):
     if isinstance(kind, t.IntegerType | t.LongType | t.DoubleType):
         return lambda seconds: seconds * per_second
     return None
+
+
+class PositionDeletes:
+    """The rows of a table's data files that its position delete files mark deleted (a
+    merge-on-read DELETE, UPDATE or MERGE's, as Spark writes them: Parquet files of
+    ``file_path`` and ``pos``), each delete file read once."""
+
+    def __init__(self, local, refused):
+        self._local, self._refused = local, refused
+        self._read: dict[str, dict[str, object]] = {}  # per delete file: positions by file
+
+    def kept(self, task):
+        """A data file's rows kept (a boolean array) by the delete files planned with it;
+        delete files other than Parquet position deletes refused."""
+        from pyiceberg.manifest import DataFileContent, FileFormat
+
+        kept = np.ones(task.file.record_count, dtype=bool)
+        for delete in task.delete_files:  # (equality deletes: pyiceberg's planning refuses)
+            if delete.content != DataFileContent.POSITION_DELETES or (
+                delete.file_format != FileFormat.PARQUET
+            ):
+                raise self._refused(
+                    f"marks rows deleted in a delete file of {delete.file_format} "
+                    f"({delete.file_path}): read Parquet position deletes"
+                )
+            positions = self._positions(delete.file_path).get(task.file.file_path)
+            if positions is not None:
+                kept[positions[positions < len(kept)]] = False
+        return kept
+
+    def _positions(self, named: str) -> dict:
+        """A position delete file's positions, by the data file they are in."""
+        if named not in self._read:
+            try:
+                table = pq.read_table(self._local(named), columns=["file_path", "pos"])
+            except (pa.ArrowException, OSError) as err:
+                raise self._refused(f"cannot read its delete file {named} ({err})") from None
+            found = {}
+            for path in pc.unique(table.column("file_path")).to_pylist():
+                mine = table.filter(pc.equal(table.column("file_path"), path))
+                found[path] = np.asarray(mine.column("pos").to_numpy(), dtype=np.int64)
+            self._read[named] = found
+        return self._read[named]
 
 
 def current_metadata(folder: Path) -> Path:

@@ -10,6 +10,9 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -122,3 +125,67 @@ def test_files_in_an_iceberg_table_are_refused_and_its_folder_is_drafted(
     assert drafted["source"]["format"] == "iceberg" and "price" not in out.read_text()
     dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
     assert dataset.manifest["split_ranges"]["test"][1] == now.num_rows
+
+
+def commit_deletes(table, deletes: pa.Table, content) -> None:
+    """Delete files committed as Spark's merge-on-read writes them: a Parquet file of
+    position deletes (``file_path``, ``pos``) or of equality deletes, in a manifest of
+    deletes. (PyIceberg writes none itself: its own writer of manifests, made to say
+    ``deletes``.)"""
+    from unittest import mock
+
+    from pyiceberg.manifest import DataFile, FileFormat, ManifestContent, ManifestWriterV2
+    from pyiceberg.typedef import Record
+
+    path = (
+        Path(table.metadata.location.removeprefix("file://"))
+        / "data"
+        / f"deletes-{content}.parquet"
+    )
+    pq.write_table(deletes, path)
+    ids = [1] if "equality" in str(content).lower() else None
+    file = DataFile.from_args(
+        content=content, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
+        partition=Record(), record_count=deletes.num_rows,
+        file_size_in_bytes=path.stat().st_size, equality_ids=ids,
+    )  # fmt: skip
+    file.spec_id = 0
+    with (
+        mock.patch.object(ManifestWriterV2, "content", lambda self: ManifestContent.DELETES),
+        table.transaction() as transaction,
+        transaction.update_snapshot().fast_append() as append,
+    ):
+        append.append_data_file(file)
+
+
+def test_rows_a_merge_on_read_delete_marked_gone_are_passed_by(tmp_path, table, capsys) -> None:
+    """Position delete files (a merge-on-read DELETE's, Spark's): the rows they mark in
+    each data file, some past its end, are passed by in prepare and in `nas predict`'s
+    reading of the table, as pyiceberg's own scan passes them by; equality delete files
+    are refused, naming what to do."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.manifest import DataFileContent
+
+    folder, _, before = table
+    catalog = SqlCatalog("local", uri=f"sqlite:///{folder.parent.parent}/catalog.db",
+                         warehouse=folder.parent.parent.as_uri())  # fmt: skip
+    events = catalog.load_table("db.events")
+    files = sorted(task.file.file_path for task in events.scan().plan_files())
+    rng = np.random.default_rng(3)
+    marked = [(f, int(p)) for f in files[:2] for p in rng.choice(400, 40, replace=False)]
+    fields = [
+        pa.field("file_path", pa.string(), False, {"PARQUET:field_id": "2147483546"}),
+        pa.field("pos", pa.int64(), False, {"PARQUET:field_id": "2147483545"}),
+    ]
+    deletes = pa.table([[f for f, _ in marked], [p for _, p in marked]], schema=pa.schema(fields))
+    commit_deletes(events, deletes, DataFileContent.POSITION_DELETES)
+    now = catalog.load_table("db.events").scan().to_arrow()
+    assert 0 < before.num_rows - now.num_rows < len(marked)  # (some marked past a file's end)
+    dataset, _ = prepare_dataset(str(schema(tmp_path, folder, "kept")), tmp_path / "cache")
+    assert dataset.manifest["split_ranges"]["test"][1] == now.num_rows
+    served = [row for batch in RowFiles(folder).batches() for row in batch.rows]
+    assert by_time(served) == by_time(now.to_pylist())
+    equal = pa.table({"user_id": pa.array(["u3"])})
+    commit_deletes(catalog.load_table("db.events"), equal, DataFileContent.EQUALITY_DELETES)
+    with pytest.raises(ConfigError, match="equality delete files, as Flink's upserts"):
+        prepare_dataset(str(schema(tmp_path, folder, "equal")), tmp_path / "cache")
