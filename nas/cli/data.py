@@ -550,6 +550,8 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
     figures = {**profile(dataset), "version": dataset.version}
     if where := dataset.manifest.get("where"):  # source.where
         figures["where"] = where
+    if joined := dataset.manifest.get("joined"):  # labels from other logs
+        figures["joined"] = joined
     if args.json:
         emit_json(figures)
         return
@@ -575,6 +577,12 @@ def cmd_data_inspect(args: argparse.Namespace) -> None:
     )
     if where := figures.get("where"):
         out.print(f"rows read {_where_line(where)}", highlight=False, soft_wrap=True)
+    for name, joined in figures.get("joined", {}).items():
+        out.print(
+            f"label {name} from {joined['rows']:,} rows of {joined['rule']}",
+            highlight=False,
+            soft_wrap=True,
+        )
     table = Table(title="fields", title_justify="left")
     for column in (
         "field",

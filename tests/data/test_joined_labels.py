@@ -159,6 +159,9 @@ def test_views_labelled_by_purchases_of_the_same_log_and_prepared_again_when_it_
     said = json.loads(capsys.readouterr().out)
     assert said["rows"] == len(views) and not said["reused_cache"]
     assert said["joined"]["purchase"]["rows"] == bought.user_id.notna().sum()  # (a key each)
+    assert main(["data", "inspect", str(path), "--cache-dir", str(cache)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "label click from 100 rows of impression_id in clicks.jsonl" in shown
     dataset, _ = prepare_dataset(str(path), cache)
     purchases = bought.rename(columns={"ts": "bought_at"})
     pairs = [("user_id", "user_id"), ("item_id", "item_id")]
