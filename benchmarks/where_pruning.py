@@ -8,6 +8,8 @@ prepare below runs in a fresh process (seconds, peak RSS by GNU time's ``%M``):
 - the reference: a folder of links to the last week's files, read whole (no ``where``);
 - ``where: {ts: {from: DAY}}`` over every file: the files whose Parquet statistics put
   their times before DAY are passed by whole, the others read;
+- the same ``where`` on the month written as one file in time order: the row groups whose
+  statistics put their times before DAY passed by, the others read;
 - the whole month, for scale.
 
 The first two must prepare the same dataset (every array byte for byte: the same rows,
@@ -78,6 +80,10 @@ def main() -> None:
     data = args.folder / f"month-{args.days}x{args.rows_per_day}"
     if not data.exists():
         write_month(data, args.days, args.rows_per_day)
+    whole = data.with_name(f"{data.name}-one-file.parquet")
+    if not whole.exists():  # the month as one file, its row groups in time order
+        parts = [pq.read_table(p) for p in sorted(data.glob("*.parquet"))]
+        pq.write_table(pa.concat_tables(parts), whole, row_group_size=16_384)
     first = args.days - args.last
     day = time.strftime("%Y-%m-%d", time.gmtime(START + first * 86_400))
     week = args.folder / f"last-{args.last}"  # the reference: links to the week's files
@@ -88,6 +94,8 @@ def main() -> None:
     sources = {  # (name, the source line)
         "last week, named": f"{{format: parquet, path: {week}/*.parquet}}",
         "last week, where": f"{{format: parquet, path: {data}/*.parquet, where: "
+        f"{{ts: {{from: {day}}}}}}}",
+        "one file, where": f"{{format: parquet, path: {whole}, where: "
         f"{{ts: {{from: {day}}}}}}}",
         "the month": f"{{format: parquet, path: {data}/*.parquet}}",
     }
@@ -108,10 +116,11 @@ def main() -> None:
         out, seconds, rss = run([*command, "--json"], env)
         said = json.loads(out)
         passed = said.get("where", {}).get("files_passed_by", 0)
+        read = f"{said['source']['files'] - passed}"
         caches[name] = args.folder / "cache" / f"where_{number}"
         table.add_row(
             name,
-            f"{said['source']['files'] - passed}",
+            read,
             f"{said['rows']:,}",
             f"{seconds:.1f}",
             f"{rss:.2f}",

@@ -20,8 +20,8 @@ prepare reads (an integer's digits, ``true``/``false``). ``nas/data/source_rows.
 each condition's column beside the columns a pass asks for and passes the other rows by, and
 passes by whole files whose partition folders' values (``date=2024-05-07/``, a Delta
 table's log) or Parquet statistics (each row group's least and greatest value) leave no
-room for a row, their rows unread; ``iceberg_table.py`` lets pyiceberg's planning pass by
-an Iceberg table's files likewise.
+room for a row, their rows unread, and such row groups of the files it reads;
+``iceberg_table.py`` lets pyiceberg's planning pass by an Iceberg table's files likewise.
 """
 
 from __future__ import annotations

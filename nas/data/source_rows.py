@@ -252,6 +252,8 @@ class Rows:
         self.held_by: dict[RowFilter, int] = {}
         self._values_seen: dict[str, pa.Array] = {}
         self._folder_values: dict[str, list[str | None]] = {}
+        # per Parquet file read in part: which row groups to read, and each group's rows
+        self._groups: dict[Path, tuple[np.ndarray, list[int]]] = {}
         given = files
         self.views = views or {}  # how a Delta or Iceberg table's file is read (``ColumnarFile``)
         files = [
@@ -376,29 +378,33 @@ class Rows:
             if path in self._blank:
                 continue
             first = 0
-            for record in self._read(path, read):
-                n = record.num_rows
-                if n == 0:
+            for groups, skipped in self._group_runs(path):
+                if skipped:  # row groups whose statistics leave no room for a row
+                    first, origin, passed = first + skipped, origin + skipped, passed + skipped
                     continue
-                names = record.schema.names  # a column the file lacks: missing on every row
-                self._asked.update(read)
-                self._keys_seen.setdefault(path, set()).update(c for c in read if c in names)
-                raw = {c: record.column(c) if c in names else pa.nulls(n) for c in read}
-                self._keyed_held.update(
-                    c for c in read if c in self._keyed and raw[c].null_count < n
-                )
-                batch = Batch(path, first, start, {}, None, origin)
-                if self.filters:
-                    batch.kept = self._kept(batch, raw, n)
-                    passed += n - len(batch.kept)
-                    raw = {c: raw[c].take(pa.array(batch.kept)) for c in columns}
-                first += n
-                origin += n
-                if batch.kept is not None and len(batch.kept) == 0:
-                    continue
-                batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
-                start += len(batch)
-                yield batch
+                for record in self._read(path, read, groups, first):
+                    n = record.num_rows
+                    if n == 0:
+                        continue
+                    names = record.schema.names  # a column the file lacks: missing on every row
+                    self._asked.update(read)
+                    self._keys_seen.setdefault(path, set()).update(c for c in read if c in names)
+                    raw = {c: record.column(c) if c in names else pa.nulls(n) for c in read}
+                    self._keyed_held.update(
+                        c for c in read if c in self._keyed and raw[c].null_count < n
+                    )
+                    batch = Batch(path, first, start, {}, None, origin)
+                    if self.filters:
+                        batch.kept = self._kept(batch, raw, n)
+                        passed += n - len(batch.kept)
+                        raw = {c: raw[c].take(pa.array(batch.kept)) for c in columns}
+                    first += n
+                    origin += n
+                    if batch.kept is not None and len(batch.kept) == 0:
+                        continue
+                    batch.columns = {c: self._convert(batch, c, raw[c]) for c in columns}
+                    start += len(batch)
+                    yield batch
         self.rows_passed_by = passed
 
     def _kept(self, batch: Batch, raw: dict[str, pa.Array], n: int) -> np.ndarray:
@@ -463,8 +469,9 @@ class Rows:
     def _in_statistics(self, path: Path) -> bool:
         """Whether a Parquet file's statistics (each row group's least and greatest value
         of a column, in its footer) leave room for a row the number and time conditions
-        keep; a file whose statistics cannot tell (none written, a column renamed by a
-        table's view, Spark's INT96 times, text) is read."""
+        keep in some row group; those that leave none are noted to be passed by
+        (``_group_runs``). A group whose statistics cannot tell (none written, a column
+        renamed by a table's view, Spark's INT96 times, text) is read."""
         bounded = [rule for rule in self.filters if rule.reads in ("number", "timestamp")]
         view = self.views.get(path)
         if (
@@ -477,17 +484,43 @@ class Rows:
             footer = pq.read_metadata(path)
         except (pa.ArrowException, OSError):
             return True  # (its reading names the problem)
+        keep = np.ones(footer.num_row_groups, dtype=bool)
         for rule in bounded:
-            span = _column_span(footer, rule, self._per_second)
             low, high = (
                 (rule.at_least, rule.below) if rule.reads == "number" else (rule.since, rule.until)
             )
-            if span is not None and (
-                (low is not None and span[1] < low) or (high is not None and span[0] >= high)
-            ):
-                self.held_by.setdefault(rule, 0)
-                return False
-        return True
+            for group, span in enumerate(_group_spans(footer, rule, self._per_second)):
+                if span is not None and (
+                    (low is not None and span[1] < low) or (high is not None and span[0] >= high)
+                ):
+                    keep[group] = False
+                    self.held_by.setdefault(rule, 0)
+        if keep.all():
+            return True
+        if keep.any():
+            rows = [footer.row_group(g).num_rows for g in range(footer.num_row_groups)]
+            self._groups[path] = (keep, rows)
+        return bool(keep.any())
+
+    def _group_runs(self, path: Path) -> Iterator[tuple[list[int] | None, int]]:
+        """How a file is read: runs of its row groups to read (None: the whole file), each
+        with 0, or a count of rows passed by in row groups ``_in_statistics`` ruled out
+        (those of a table's deletion vector not counted, as they are not read)."""
+        if path not in self._groups:
+            yield None, 0
+            return
+        keep, rows = self._groups[path]
+        kept = getattr(self.views.get(path), "kept", None)
+        start = 0
+        for read, run in itertools.groupby(range(len(keep)), key=lambda g: bool(keep[g])):
+            groups = list(run)
+            count = sum(rows[g] for g in groups)
+            if read:
+                yield groups, 0
+            else:  # (a deletion vector's rows left out: the reading of a group leaves them)
+                gone = 0 if kept is None else int((~kept[start : start + count]).sum())
+                yield [], count - gone
+            start += count
 
     def _in_partitions(self, path: Path, values: dict[str, str | None]) -> bool:
         """Whether a file's partition folders' values (``date=2024-05-07/``) meet the
@@ -550,7 +583,11 @@ class Rows:
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(path, f"is not readable as {fmt}: {arrow_reason(err)}") from None
 
-    def _read(self, path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    def _read(
+        self, path: Path, columns: list[str], groups: list[int] | None = None, start: int = 0
+    ) -> Iterator[pa.RecordBatch]:
+        """A file's ``columns`` in record batches (a Parquet file's row ``groups`` only,
+        where given, the first of them at row ``start``)."""
         fmt = self.schema.source.file_format
         absent = self.absent.get(path, ())
         found = self.partitions[path]  # its folders' columns, added to each batch
@@ -569,12 +606,13 @@ class Rows:
             if self.scratch is not None:
                 batches = self._decoded_batches(path, roots)
             elif not self.schema.source.text:
-                batches = ColumnarFile(path, fmt, self.views.get(path)).batches(BATCH_ROWS, roots)
+                columnar = ColumnarFile(path, fmt, self.views.get(path))
+                batches = columnar.batches(BATCH_ROWS, roots, groups)
             elif fmt == "csv":  # Arrow's CSV reader refuses text that is not UTF-8 itself
                 batches = self._open_csv(path, columns, passed)
             else:
                 batches = self._json(path, columns, roots, passed)
-            first = 1
+            first = start + 1
             for batch in batches:
                 if nested:
                     batch = with_fields(batch, columns)
@@ -791,25 +829,32 @@ class Rows:
 
 def _column_span(footer, rule: RowFilter, per_second: int) -> tuple[float, float] | None:
     """The least and greatest value of ``rule``'s column over a Parquet footer's row
-    groups, as ``Rows`` reads them for the rule (numbers as floats, times as unix seconds
-    floored); None where a row group has no statistics of it or they are not so read."""
+    groups (``_group_spans``); None where a group's statistics cannot tell."""
+    spans = _group_spans(footer, rule, per_second)
+    if not spans or None in spans:
+        return None
+    return min(low for low, _ in spans), max(high for _, high in spans)
+
+
+def _group_spans(footer, rule: RowFilter, per_second: int) -> list[tuple[float, float] | None]:
+    """Each row group's least and greatest value of ``rule``'s column, as ``Rows`` reads
+    them for the rule (numbers as floats, times as unix seconds floored); None for a group
+    whose statistics cannot tell (none written, Spark's INT96 times, text), and for every
+    group where the footer has no such column."""
     at = next(
         (i for i in range(footer.num_columns) if footer.schema.column(i).path == rule.column),
         None,
     )
-    if at is None or footer.num_row_groups == 0:
-        return None
-    least, most = math.inf, -math.inf
+    spans: list[tuple[float, float] | None] = []
     for group in range(footer.num_row_groups):
-        chunk = footer.row_group(group).column(at)
-        stats = chunk.statistics
+        chunk = footer.row_group(group).column(at) if at is not None else None
+        stats = chunk.statistics if chunk is not None else None
         if stats is None or not stats.has_min_max or chunk.physical_type == "INT96":
-            return None
+            spans.append(None)
+            continue
         low, high = (_as_read(v, rule.reads, per_second) for v in (stats.min, stats.max))
-        if low is None or high is None:
-            return None
-        least, most = min(least, low), max(most, high)
-    return least, most
+        spans.append(None if low is None or high is None else (low, high))
+    return spans
 
 
 def _as_read(value, reads: str, per_second: int) -> float | None:

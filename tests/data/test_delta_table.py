@@ -202,12 +202,20 @@ def mark_deleted(folder: Path, gone: list[int]) -> None:
 
 
 def test_rows_a_delete_marked_gone_in_a_file_that_stays_are_not_read(tmp_path, capsys) -> None:
-    """Deletion vectors (Databricks' default): a DELETE marks rows gone inside the file."""
-    from deltalake import DeltaTable, write_deltalake
+    """Deletion vectors (Databricks' default): a DELETE marks rows gone inside the file.
+    Read from a moment on (``source.where``), the row groups whose times are all before it
+    are passed by, and each row read keeps its place among the rows the vector keeps."""
+    from deltalake import DeltaTable, WriterProperties, write_deltalake
 
     rows = events(100, 1_700_000_000, 2)
     folder = tmp_path / "table"
-    write_deltalake(folder, rows, configuration={"delta.enableDeletionVectors": "true"})
+    groups = WriterProperties(max_row_group_size=10)  # (each group its own times)
+    write_deltalake(
+        folder,
+        rows,
+        configuration={"delta.enableDeletionVectors": "true"},
+        writer_properties=groups,
+    )
     gone = [0, 5, 17, 64, 99]
     mark_deleted(folder, gone)
     assert DeltaTable(folder).version() == 1
@@ -221,6 +229,13 @@ def test_rows_a_delete_marked_gone_in_a_file_that_stays_are_not_read(tmp_path, c
     assert json.loads(capsys.readouterr().out)["out"] == str(out)
     drafted, _ = prepare_dataset(str(out), tmp_path / "cache")
     assert count(drafted) == len(kept)
+    late = schema(tmp_path, "late")
+    late.write_text(
+        late.read_text().replace("path: table}", "path: table, where: {ts: {from: 1700000045}}}")
+    )
+    dataset, _ = prepare_dataset(str(late), tmp_path / "cache")
+    places = sorted(np.asarray(dataset.array("source_row")).tolist())
+    assert places == [i for i, t in enumerate(kept) if t >= 1_700_000_045]
 
 
 def rename_columns(folder: Path, renamed: dict[str, str], dropped: str) -> None:

@@ -24,6 +24,7 @@ DAYS = ["2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"]
 COUNTRIES = ["US", "DE", None]
 SITES = ["a", "b", "c", None]
 MIDNIGHT = 1_714_521_600  # 2024-05-01, UTC
+GROUP = 8  # rows a Parquet row group holds
 
 
 def logs(rows: int, seed: int) -> pd.DataFrame:
@@ -57,7 +58,7 @@ def write_source(folder: Path, frame: pd.DataFrame, layout: str) -> tuple[str, l
         for country in COUNTRIES:
             mine = frame[
                 (frame.date == day) & (frame.country.fillna(HIVE_NULL) == (country or HIVE_NULL))
-            ]
+            ].sort_values("ts", kind="stable")  # (row groups of GROUP rows, each its own times)
             if mine.empty:
                 continue
             place = folder / f"date={day}" / f"country={country or HIVE_NULL}"
@@ -65,7 +66,7 @@ def write_source(folder: Path, frame: pd.DataFrame, layout: str) -> tuple[str, l
             table = pa.Table.from_pandas(
                 mine.drop(columns=["date", "country"]), preserve_index=False
             )
-            pq.write_table(table, place / "part-0.parquet")
+            pq.write_table(table, place / "part-0.parquet", row_group_size=GROUP)
             parts.append((place / "part-0.parquet", mine))
     parts.sort(key=lambda p: p[0])
     return "{format: parquet, path: data/**/*.parquet}", [rows for _, rows in parts]
@@ -168,10 +169,11 @@ def test_the_rows_read_are_those_pandas_keeps(tmp_path_factory, where, layout, s
     partitioned = {"date", "country"} if layout == "hive" else set()
     read, pruned = [], 0
     for rows in files:  # passed by: a folder's value fails its condition, or a range out
-        first = rows.iloc[:1]  # of a Parquet file's least and greatest value
+        first = rows.iloc[:1]  # of each of a Parquet file's row groups' least and greatest
         folders = all(kept_by(c, where[c], first)[0] for c in where if c in partitioned)
         ranges = [c for c in ("ts", "price") if c in where] if layout == "hive" else []
-        if folders and all(overlaps(rows[c], where[c]) for c in ranges):
+        groups = [rows.iloc[i : i + GROUP] for i in range(0, len(rows), GROUP)]
+        if folders and any(all(overlaps(g[c], where[c]) for c in ranges) for g in groups):
             read.append(rows)
         else:
             pruned += 1
