@@ -293,9 +293,9 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
 
 def _where_line(where: dict) -> str:
     """The rows a dataset read from its source (a manifest's ``where``)."""
-    from nas.data.row_filter import passed_by
+    from nas.data.row_filter import passed_text
 
-    passed = passed_by(where["rows_passed_by"], where["files_passed_by"])
+    passed = passed_text(where["rows_passed_by"], where["files_passed_by"])
     return f"where {where['rule']} ({passed})"
 
 

@@ -48,7 +48,7 @@ from nas.data.joined_labels import JoinedEvents
 from nas.data.labels import common_values
 from nas.data.prepared import SPLITS, PreparedWriter, scratch_folder, unlearnable
 from nas.data.raw import DERIVED, EVENT_KEYS, RawForm
-from nas.data.row_filter import described, passed_by
+from nas.data.row_filter import described, passed_text
 from nas.data.schema import LABEL, Field
 from nas.data.schema import Schema as ModelSchema
 from nas.data.schema_file import SchemaFile, SourceFiles, utc_text
@@ -129,7 +129,7 @@ def _prepare(
     rows, split, chronology, labels = _first_pass(schema, reader, progress, joined)
     if rows == 0:
         if reader.filters and (reader.rows_passed_by or reader.files_passed_by):
-            passed = passed_by(reader.rows_passed_by, reader.files_passed_by)
+            passed = passed_text(reader.rows_passed_by, reader.files_passed_by)
             raise DataError(
                 schema.source.path,
                 f"has no rows where {described(reader.filters)} (source.where): "
@@ -159,7 +159,7 @@ def _prepare(
             "rows_passed_by": reader.rows_passed_by,
             "files_passed_by": reader.files_passed_by,
         }
-    if joined:  # each joined label's other log: its rows read, and the rows it labels 1
+    if joined:  # each joined label's other log: the rows of it read
         extra["joined"] = {
             name: {"rule": str(events.joined), "rows": events.rows}
             for name, events in joined.items()

@@ -118,7 +118,7 @@ def _moment(seconds: int) -> str:
     return moment.date().isoformat() if seconds % DAY == 0 else moment.isoformat()
 
 
-def passed_by(rows: int, files: int) -> str:
+def passed_text(rows: int, files: int) -> str:
     """What the conditions passed by, as a manifest counts it: whole files (by their
     partition folders, their statistics, an Iceberg table's metadata), rows by their
     values."""
