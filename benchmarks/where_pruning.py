@@ -95,8 +95,7 @@ def main() -> None:
         "last week, named": f"{{format: parquet, path: {week}/*.parquet}}",
         "last week, where": f"{{format: parquet, path: {data}/*.parquet, where: "
         f"{{ts: {{from: {day}}}}}}}",
-        "one file, where": f"{{format: parquet, path: {whole}, where: "
-        f"{{ts: {{from: {day}}}}}}}",
+        "one file, where": f"{{format: parquet, path: {whole}, where: {{ts: {{from: {day}}}}}}}",
         "the month": f"{{format: parquet, path: {data}/*.parquet}}",
     }
     env = dict(os.environ, RECNAS_CACHE_DIR=str(args.folder / "cache"))
