@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -72,7 +73,9 @@ def add_commands(commands) -> None:
         action="append",
         help="the labels, joined by commas or each its own --labels: a 0/1 column (click), "
         "NAME=COLUMN>=NUMBER (like=rating>=4), or NAME=COLUMN==VALUE|VALUE... "
-        "(purchase=event_name==purchase) (default: the 0/1 columns named as labels are: "
+        "(purchase=event_name==purchase), or NAME=KEY in PATH, a label from another log "
+        "(click=impression_id in clicks/: 1 where it holds a row of that key; add its time "
+        "and a span in the file) (default: the 0/1 columns named as labels are: "
         "click, label, like, conversion, ...); a CSV file without a header has its columns "
         "named c1, c2, ...",
     )
@@ -365,23 +368,15 @@ DELIMITER_NAMES = {
 }
 
 
-def cmd_data_schema(args: argparse.Namespace) -> None:
-    import os
+# --labels NAME=KEY in PATH: a label from another log (``joined``), by a key column both hold
+JOINED = re.compile(r"(?P<name>[^=\s]+)=(?P<key>\S+) in (?P<path>.+)")
 
-    from nas.core.disk import new_file as new_path
-    from nas.core.names import is_name
-    from nas.data.infer import found_source, infer_schema, quoted, read_sample
-    from nas.data.row_files import HIVE_DELIMITER, pattern_root
-    from nas.data.schema_file import load_schema_file, not_a_zone, time_zone
 
-    name = args.name or args.out.stem
-    if not is_name(name):
-        raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
-    if args.tz is not None and not time_zone(args.tz):
-        raise ConfigError("--tz", not_a_zone(args.tz))
-    source = found_source(args.source)
-    root = pattern_root(source.pattern)
-    sample = read_sample(
+def _sample_of(source):
+    """Rows spread over a found source's files (``read_sample``)."""
+    from nas.data.infer import read_sample
+
+    return read_sample(
         source.files,
         source.format,
         source.delimiter,
@@ -392,7 +387,17 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         thousands=source.thousands,
         escape=source.escape,
     )
-    path = os.path.relpath(source.pattern, args.out.absolute().parent)
+
+
+def _declared(source, sample, out: Path) -> str:
+    """A found source as a schema file at ``out`` declares it: its format and path
+    (relative to ``out``'s folder), and what its sample showed of how to read it."""
+    import os
+
+    from nas.data.infer import quoted
+    from nas.data.row_files import HIVE_DELIMITER
+
+    path = os.path.relpath(source.pattern, out.absolute().parent)
     declared = f"format: {source.format}, path: {quoted(path)}"
     if source.delimiter != ",":
         declared += f", delimiter: {json.dumps(source.delimiter)}"
@@ -406,14 +411,66 @@ def cmd_data_schema(args: argparse.Namespace) -> None:
         declared += f", thousands: {json.dumps(source.thousands)}"
     if source.columns:
         declared += f", header: false, columns: [{', '.join(source.columns)}]"
-    skipped = sample.skipped
-    if skipped.lines:  # lines that are not rows: prepare would refuse the source
+    if sample.skipped.lines:  # lines that are not rows: prepare would refuse the source
         declared += ", on_bad_lines: skip"
     if sample.encoding != "utf-8":  # text that is not UTF-8: prepare would refuse it
         declared += f", encoding: {sample.encoding}"
-    labels = [x.strip() for given in args.labels or () for x in given.split(",") if x.strip()]
+    return declared
+
+
+def _joined_label(text: str, sample, out: Path) -> tuple[str, str, str]:
+    """``--labels NAME=KEY in PATH``: the label's name, its key column, and its entry in a
+    draft's labels (``{name, joined: {source, key}}``); the key refused where either
+    log's sample lacks it."""
+    from nas.core.names import is_name
+    from nas.data.infer import found_source, quoted
+
+    match = JOINED.fullmatch(text)
+    name, key, path = match["name"], match["key"], match["path"].strip()
+    if not is_name(name):
+        raise ConfigError("--labels", f"{shown(name)} is no label name (letters, digits, _.-)")
     try:
-        draft = infer_schema(sample, name, declared, labels or None, args.tz)
+        other = found_source(path)
+        other_sample = _sample_of(other)
+    except ConfigError as err:  # (said of the source: here, of the other log)
+        raise ConfigError("--labels", f"{shown(text)}: {err.message}") from None
+    for log, held in ((sample, "the source"), (other_sample, path)):
+        columns = log.table.column_names
+        if key not in columns:
+            raise ConfigError(
+                "--labels",
+                f"{shown(text)}: {key!r} is not a column of {held}; its columns: "
+                f"{', '.join(columns)}",
+            )
+    entry = (
+        f"{{name: {name}, joined: {{source: {{{_declared(other, other_sample, out)}}}, "
+        f"key: {quoted(key)}}}}}"
+    )
+    return name, key, entry
+
+
+def cmd_data_schema(args: argparse.Namespace) -> None:
+    from nas.core.disk import new_file as new_path
+    from nas.core.names import is_name
+    from nas.data.infer import found_source, infer_schema
+    from nas.data.row_files import pattern_root
+    from nas.data.schema_file import load_schema_file, not_a_zone, time_zone
+
+    name = args.name or args.out.stem
+    if not is_name(name):
+        raise ConfigError("--name", f"{shown(name)} is not a dataset name (letters, digits, _.-)")
+    if args.tz is not None and not time_zone(args.tz):
+        raise ConfigError("--tz", not_a_zone(args.tz))
+    source = found_source(args.source)
+    root = pattern_root(source.pattern)
+    sample = _sample_of(source)
+    declared = _declared(source, sample, args.out)
+    skipped = sample.skipped
+    labels = [x.strip() for given in args.labels or () for x in given.split(",") if x.strip()]
+    joined = [_joined_label(text, sample, args.out) for text in labels if JOINED.fullmatch(text)]
+    labels = [text for text in labels if not JOINED.fullmatch(text)]
+    try:
+        draft = infer_schema(sample, name, declared, labels or None, args.tz, joined)
     except ConfigError as err:
         if not (source.columns and err.field == "--labels"):
             raise

@@ -784,12 +784,18 @@ def _first_rows(reader, rows: int) -> pa.Table:
 
 
 def infer_schema(
-    sample: Sample, name: str, source: str, labels: list[str] | None = None, tz: str | None = None
+    sample: Sample,
+    name: str,
+    source: str,
+    labels: list[str] | None = None,
+    tz: str | None = None,
+    joined: list[tuple[str, str, str]] = (),
 ) -> Draft:
     """A schema file for rows like ``sample``'s; ``source``: the schema's source mapping's
     inside (``format: csv, path: ...``); ``labels``: the label columns, else those 0/1
-    columns named as labels are; ``tz``: the zone of the hours and weekdays derived (UTC
-    without one)."""
+    columns named as labels are (none where ``joined`` gives labels); ``tz``: the zone of
+    the hours and weekdays derived (UTC without one); ``joined``: labels from other logs,
+    each its name, its key column and its entry."""
     draft = Draft("")
     table = sample.table
     columns = {c: _readable(table.column(c).combine_chunks()) for c in table.column_names}
@@ -801,9 +807,9 @@ def infer_schema(
     # labels and keys: columns every file holds (a feature may be missing from a file)
     whole = {c: a for c, a in columns.items() if c not in sample.absent}
     binary = [c for c, a in whole.items() if _binary(a)]
-    chosen = _labels(labels, whole, binary, fields)
+    chosen = _labels(labels, whole, binary, fields) if labels or not joined else []
     labels = list(dict.fromkeys(rule.column for rule in chosen))
-    entries = []
+    entries = [entry for _, _, entry in joined]  # (their keys drafted as any column)
     for rule in chosen:
         column, kind = rule.column, str(columns[rule.column].type)
         named = f"name: {rule.name}, column: {quoted(column)}"
@@ -1020,7 +1026,10 @@ CODES_SEEN = 10  # values of one width, each grouped, that make a column codes (
 LABEL_FLAG = re.compile(
     r"(?:(?P<name>[^=>]+)=)?(?P<column>[^=>]+?)(?:(?P<op>>=|==)(?P<operand>.+))?"
 )
-LABEL_FORMS = "COLUMN, NAME=COLUMN>=NUMBER or NAME=COLUMN==VALUE|VALUE..."
+LABEL_FORMS = (
+    "COLUMN, NAME=COLUMN>=NUMBER, NAME=COLUMN==VALUE|VALUE... or NAME=KEY in PATH (a label "
+    "from another log)"
+)
 EVENT_KINDS = ("event", "action", "outcome", "result", "status", "type")  # most telling first
 
 
@@ -1036,7 +1045,8 @@ def _labels(
             have = f"0/1 columns: {', '.join(binary)}" if binary else "no column holds only 0/1"
             raise ConfigError(
                 "--labels", f"name the label column(s) ({have}; a label from a number: "
-                f"--labels like=rating>=4; {_text_label_hint(columns)})"
+                f"--labels like=rating>=4; {_text_label_hint(columns)}; a label from another "
+                "log: --labels click=KEY in PATH)"
             )  # fmt: skip
         return found
     out = []

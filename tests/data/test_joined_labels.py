@@ -246,3 +246,36 @@ def test_a_joined_label_with_a_column_of_its_own_is_refused(tmp_path: Path) -> N
     )
     with pytest.raises(ConfigError, match="give joined .* or column, at_least and one_of"):
         prepare_dataset(str(path), tmp_path / "cache")
+
+
+def test_a_draft_takes_a_label_from_another_log(tmp_path: Path, capsys) -> None:
+    """Impressions without a label column, and a click log beside them: `nas data schema
+    --labels "click=impression_id in clicks/"` drafts the joined label (the click log's
+    format and path as its own draft would declare them), which prepares to the
+    impressions the log holds; a key either log lacks, and a log that is not there, are
+    refused naming them, nothing written."""
+    rows = impressions(300, 4)
+    pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), tmp_path / "rows.parquet")
+    (tmp_path / "clicks").mkdir()
+    clicked = rows.sample(60, random_state=4)[["impression_id"]].assign(at=START)
+    clicked.to_csv(tmp_path / "clicks" / "part-0.csv.gz", index=False)
+    out = tmp_path / "drafts" / "logs.yaml"
+    source = str(tmp_path / "rows.parquet")
+    flag = f"click=impression_id in {tmp_path / 'clicks'}"
+    assert main(["data", "schema", source, "--labels", flag, "--out", str(out)]) == 0
+    drafted = out.read_text()
+    told = "{format: csv, path: ../clicks/**/*.csv.gz}, key: impression_id"
+    assert f"{{name: click, joined: {{source: {told}}}}}" in drafted
+    dataset, _ = prepare_dataset(str(out), tmp_path / "cache")
+    want = rows.impression_id.isin(clicked.impression_id).to_numpy().astype(np.int8)
+    assert (stored_labels(dataset) == want).all()
+    capsys.readouterr()
+    clicks, nowhere = tmp_path / "clicks", tmp_path / "nowhere"
+    for flag, words in (
+        (f"click=impresion_id in {clicks}", "'impresion_id' is not a column of the source"),
+        (f"click=user_id in {clicks}", "its columns: impression_id, at"),
+        (f"click=impression_id in {nowhere}", f"{nowhere} matches no file"),
+    ):
+        again = tmp_path / "again.yaml"
+        assert main(["data", "schema", source, "--labels", flag, "--out", str(again)]) == 2
+        assert words in " ".join(capsys.readouterr().err.split()) and not again.exists()

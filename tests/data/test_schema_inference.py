@@ -81,7 +81,7 @@ def test_labels_named_otherwise_are_given_and_bad_ones_are_refused(tmp_path: Pat
         (["--name", "a b"], "is not a dataset name"),
         (["--labels", "x=site>=1"], "a threshold is a number on a numeric column"),
         (["--labels", "x=price>=soon"], "a threshold is a number on a numeric column"),
-        (["--labels", "a=b=c"], "is not COLUMN, NAME=COLUMN>=NUMBER or NAME=COLUMN==VALUE"),
+        (["--labels", "a=b=c"], "is not COLUMN, NAME=COLUMN>=NUMBER, NAME=COLUMN==VALUE|VALUE..."),
         (["--labels", "x=site==nowhere"], "no row of the sample has site 'nowhere'; its values"),
         (["--labels", "x=site=="], "'x=site==' names no value after == (VALUE|VALUE...)"),
         (["--labels", "x=price==3"], "are of a column of text or integers; 'price' is of double"),
