@@ -78,6 +78,10 @@ def test_a_local_search_listens_on_loopback_or_behind_its_token_and_leaves_nothi
         wait_for(runs, lambda trials: any(t.status == "running" for t in trials))
         time.sleep(2)  # the workers' own servers
         processes = _search_processes(submit.pid)
+        commands = [" ".join(p.cmdline()) for p in processes if p.is_running()]
+        # one local node: nothing to stream to a driver that asks for no logs, nor to scale
+        assert not [c for c in commands if "monitor.py" in c], commands  # log, autoscaler
+        assert any("dashboard/agent.py" in c or "DashboardAgent" in c for c in commands)
         sockets = _listening(processes)
         assert sockets, "a running search listens somewhere (Ray's GCS at least)"
         exposed = [s for s in sockets if not _loopback(s[1])]

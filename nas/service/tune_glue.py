@@ -103,7 +103,7 @@ def init_ray(address: str | None) -> bool:
     global _throwaway_temp
     temp = private_temp_dir()
     _throwaway_temp = None if temp.parent == ray_dir() else temp.parent
-    with _sigterm_kept(), _marked_as_ours():
+    with _sigterm_kept(), _marked_as_ours(), _without_monitors():
         ray.init(
             num_cpus=os.cpu_count(),
             include_dashboard=False,
@@ -318,6 +318,30 @@ def _marked_as_ours():
             os.environ.pop(DRIVER_MARK, None)
         else:
             os.environ[DRIVER_MARK] = kept
+
+
+@contextlib.contextmanager
+def _without_monitors():
+    """A local Ray started in this block runs without its log monitor and its autoscaler
+    monitor: the first streams workers' output to the driver, which ``log_to_driver=False``
+    turns away, and the second scales a cluster that a search's one local node is not. Each
+    is a Python process (0.5-0.6 CPU-s to start, about 60 MB) that ``ray.init`` has no option
+    to leave out, though Ray's own ``RayParams`` has one for each (``include_log_monitor``,
+    ``no_monitor``): they are set on the parameters ``ray.init`` hands its head node."""
+    from ray._private.node import Node
+
+    start = Node.__init__
+
+    def without(node, ray_params, *args, **kwargs):
+        ray_params.include_log_monitor = False
+        ray_params.no_monitor = True
+        start(node, ray_params, *args, **kwargs)
+
+    Node.__init__ = without
+    try:
+        yield
+    finally:
+        Node.__init__ = start
 
 
 @contextlib.contextmanager
