@@ -325,9 +325,10 @@ def _without_monitors():
     """A local Ray started in this block runs without its log monitor and its autoscaler
     monitor: the first streams workers' output to the driver, which ``log_to_driver=False``
     turns away, and the second scales a cluster that a search's one local node is not. Each
-    is a Python process (0.5-0.6 CPU-s to start, about 60 MB) that ``ray.init`` has no option
-    to leave out, though Ray's own ``RayParams`` has one for each (``include_log_monitor``,
-    ``no_monitor``): they are set on the parameters ``ray.init`` hands its head node."""
+    is a Python process (0.5-0.6 CPU-s to start, about 80 MB resident) that ``ray.init`` has
+    no option to leave out, though Ray's own ``RayParams`` has one for each
+    (``include_log_monitor``, ``no_monitor``): they are set on the parameters ``ray.init``
+    hands its head node."""
     from ray._private.node import Node
 
     start = Node.__init__
