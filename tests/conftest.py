@@ -22,6 +22,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # the others hold: a training test took 10x its time alone. One thread per process, and
     # per `nas` process the tests start (they inherit it; a trial sets its own).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Where a test or a process it starts runs on two threads all the same (a determinism
+    # test, a `nas train`), OpenMP's threads spin for a while at each barrier waiting for a
+    # core another process holds: a two-thread training test took 25 s beside two busy
+    # processes, 12 s with waiting threads put to sleep at once.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 # The test files whose end-to-end searches take longest in the suite, longest first (their
