@@ -17,6 +17,13 @@ date32; ``time-millis``/``-micros`` time32/time64; ``timestamp-millis``/``-micro
 timestamps in UTC; ``local-timestamp-*`` timestamps without a zone; ``decimal`` decimal128
 (decimal256 past 38 digits); ``uuid`` text.
 
+Decoding is fastavro's Python objects, one core's work (about 25,000 rows/s of a click log's
+rows with a history), where Arrow reads Parquet on every core. So a read of many blocks is
+cut into chunks of whole blocks (``CHUNK_ROWS`` rows or more) that processes of their own
+decode on every core this process may use (``workers``): each reads the file's header and
+its chunk's blocks as an Avro file of their own and sends back Arrow's table, in order. A
+read of one chunk, or on one core, is decoded here.
+
 A damaged file, a codec that is not installed, a schema of no records: ``pyarrow.ArrowInvalid``
 naming what is wrong, as Arrow's readers of Parquet and ORC raise, so every reader of a
 team's files handles them alike.
@@ -24,13 +31,22 @@ team's files handles them alike.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
-from collections.abc import Callable, Iterator
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nas.core.errors import DataError
+
 MAGIC = b"Obj\x01"  # an object container file's first bytes
+# The rows a process decodes at a time, in whole blocks: enough that sending a chunk's table
+# back costs little beside its decoding (about 3 s of one core for a click log's rows).
+CHUNK_ROWS = 65_536
 # Avro's primitive types: Arrow's (by their name: pyarrow is imported when a file is read)
 PRIMITIVES = {
     "null": "null",
@@ -66,51 +82,140 @@ class AvroFile:
                 raise pa.ArrowInvalid("its first bytes are not an Avro file's")
             file.seek(0)
             reader = fastavro.block_reader(file)  # (reads the header)
+            self._header = file.tell()
             self._writer = reader.writer_schema
             self.schema = arrow_schema(self._writer)
-            blocks = [block.num_records for block in reader]
-        self.rows, self.groups = sum(blocks), len(blocks)
+            # each block's place in the file (its count, size and sync marker included)
+            self._blocks = [(block.offset, block.size, block.num_records) for block in reader]
+        self.rows, self.groups = sum(b[2] for b in self._blocks), len(self._blocks)
 
     def batches(self, size: int, columns: list[str] | None = None, blocks=None) -> Iterator[Any]:
         """Arrow record batches of up to ``size`` rows of ``columns`` (default: all), of the
         ``blocks`` (their numbers; default: all)."""
-        import fastavro
-        import pyarrow as pa
-
         names = [c for c in columns if c in self.schema.names] if columns else self.schema.names
-        schema = pa.schema([self.schema.field(c) for c in names])
-        fields = {f["name"]: f for f in self._writer["fields"]}
-        wanted = [fields[c] for c in names]
-        named = _named(self._writer)
-        converters = {f["name"]: c for f in wanted if (c := _converter(f["type"], named))}
-        # every field: the writer's schema (resolving it against a reader's costs a third)
-        projected = None if names == self.schema.names else _projected(self._writer, wanted)
+        chosen = range(self.groups) if blocks is None else sorted(set(blocks))
+        spans = [self._blocks[i][:2] for i in chosen if i < self.groups]
+        chunks = list(_chunks(spans, [self._blocks[i][2] for i in chosen if i < self.groups]))
+        read = functools.partial(_decoded, str(self.path), self._header, self._writer, names)
+        pool = _pool() if len(chunks) > 1 and workers() > 1 else None
+        tables = map(read, chunks) if pool is None else _in_order(pool, read, chunks, self.path)
+        yield from _rebatched(tables, size)
 
-        def batch(rows: list[dict]) -> pa.RecordBatch:  # (by column: twice from_pylist's speed)
-            arrays = []
-            for field in schema:
-                values = [row[field.name] for row in rows]
-                if convert := converters.get(field.name):
-                    values = [convert(value) for value in values]
-                arrays.append(pa.array(values, field.type))
-            return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-        rows: list[dict] = []
-        with _as_arrow_errors(), self.path.open("rb") as file:
-            reader = fastavro.block_reader(file, reader_schema=projected)
-            chosen = None if blocks is None else set(blocks)
-            last = max(chosen, default=-1) if chosen is not None else None
-            for index, block in enumerate(reader):
-                if last is not None and index > last:
-                    break
-                if chosen is not None and index not in chosen:
-                    continue
-                rows.extend(block)
-                while len(rows) >= size:
-                    yield batch(rows[:size])
-                    del rows[:size]
-            if rows:
-                yield batch(rows)
+def workers() -> int:
+    """The cores this process may use (its CPU affinity where the system says it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (macOS)
+        return os.cpu_count() or 1
+
+
+def _chunks(spans: list[tuple[int, int]], rows: list[int]) -> Iterator[list[tuple[int, int]]]:
+    """Runs of consecutive blocks (by their spans in the file) of ``CHUNK_ROWS`` rows or more
+    (the last: what is left), neighbours in the file joined into one span."""
+    chunk: list[tuple[int, int]] = []
+    held = 0
+    for (start, length), count in zip(spans, rows, strict=True):
+        if chunk and chunk[-1][0] + chunk[-1][1] == start:
+            chunk[-1] = (chunk[-1][0], chunk[-1][1] + length)
+        else:
+            chunk.append((start, length))
+        held += count
+        if held >= CHUNK_ROWS:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
+def _decoded(path: str, header: int, writer: dict, names: list[str], spans) -> Any:
+    """The rows of the blocks at ``spans`` of the Avro file at ``path`` (whose header is its
+    first ``header`` bytes, its schema ``writer``), of the fields ``names``, as an Arrow
+    table: the header and those blocks read as an Avro file of their own."""
+    import fastavro
+    import pyarrow as pa
+
+    schema = arrow_schema(writer)
+    schema = pa.schema([schema.field(c) for c in names])
+    fields = {f["name"]: f for f in writer["fields"]}
+    wanted = [fields[c] for c in names]
+    named = _named(writer)
+    converters = {f["name"]: c for f in wanted if (c := _converter(f["type"], named))}
+    # every field: the writer's schema (resolving it against a reader's costs a third)
+    every = names == [f["name"] for f in writer["fields"]]
+    projected = None if every else _projected(writer, wanted)
+    with _as_arrow_errors(), open(path, "rb") as file:
+        parts = [file.read(header)]
+        for start, length in spans:
+            file.seek(start)
+            parts.append(file.read(length))
+        rows = [row for block in fastavro.block_reader(io.BytesIO(b"".join(parts)), projected)
+                for row in block]  # fmt: skip
+    arrays = []  # (by column: twice from_pylist's speed)
+    for field in schema:
+        values = [row[field.name] for row in rows]
+        if convert := converters.get(field.name):
+            values = [convert(value) for value in values]
+        arrays.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@functools.cache
+def _pool() -> Any:
+    """Processes that decode chunks, one per core this process may use; started once, on
+    the first read that needs them, and ended with this process. Spawned, not forked: a
+    fork of a process that has started threads (torch's, Arrow's) may hang. None where the
+    system has no room for them (no semaphores in some sandboxes): the chunks are then
+    decoded here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        return ProcessPoolExecutor(workers(), mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ImportError, NotImplementedError):
+        return None
+
+
+def _in_order(pool: Any, read: Callable[[Any], Any], chunks: list, path: Path) -> Iterator[Any]:
+    """``read`` of each chunk in the ``pool``'s processes, the results in the chunks' order;
+    twice as many chunks under way as there are processes (the memory of that many
+    tables), and those not yet started cancelled if the reader stops early. A process that
+    died (killed, out of memory) ends the read with a ``DataError`` naming the file, and the
+    next read starts new processes."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    ahead = 2 * workers()
+    pending: deque = deque()
+    try:
+        for chunk in chunks:
+            pending.append(pool.submit(read, chunk))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except BrokenProcessPool:
+        _pool.cache_clear()
+        raise DataError(
+            path, "a process decoding its Avro blocks died (killed? out of memory?)"
+        ) from None
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _rebatched(tables: Iterable[Any], size: int) -> Iterator[Any]:
+    """Record batches of ``size`` rows (the last: what is left) of the tables' rows in
+    order."""
+    import pyarrow as pa
+
+    held = None
+    for table in tables:
+        held = table if held is None else pa.concat_tables([held, table])
+        while held.num_rows >= size:
+            yield held.slice(0, size).combine_chunks().to_batches()[0]
+            held = held.slice(size)
+    if held is not None and held.num_rows:
+        yield held.combine_chunks().to_batches()[0]
 
 
 def is_avro(head: bytes) -> bool:

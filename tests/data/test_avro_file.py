@@ -13,7 +13,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from nas.core.errors import ConfigError
+from nas.core.errors import ConfigError, DataError
 from nas.data.row_files import ColumnarFile, RowFiles
 
 UTC = datetime.UTC
@@ -92,6 +92,55 @@ def test_each_avro_type_reads_as_its_arrow_type_and_value(tmp_path: Path) -> Non
     table = pa.Table.from_batches(read)
     assert table.column("home").to_pylist() == [{"country": "FR", "zip": 75001}] * 300
     assert table.column("request").to_pylist()[0] == "12345678-1234-5678-1234-567812345678"
+
+
+def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of many blocks is decoded in chunks by processes of their own: the same rows
+    in the same order and batches as one process decodes, for every column or a few, every
+    block or some (apart in the file), and a damaged block is named from there as here."""
+    from nas.data import avro_file
+
+    path = tmp_path / "logs.avro"
+    fields = [{"name": name, "type": kind} for name, kind, *_ in TYPES]
+    rows = [{**{name: value for name, _, value, *_ in TYPES}, "big": i} for i in range(3000)]
+    write(path, fields, rows, "deflate", block=2048)
+    file = avro_file.AvroFile(path)
+    assert file.groups > 20
+    monkeypatch.setattr(avro_file, "CHUNK_ROWS", 97)  # blocks of about 40 rows: 3 a chunk
+    reads = [(1000, None, None), (128, ["mixed", "big", "home"], None)]
+    reads.append((50, ["big", "request"], [0, 1, 2, 7, 8, 15, 16, 17, file.groups - 1]))
+    seen = {}
+    for processes in (1, 2):
+        monkeypatch.setattr(avro_file, "workers", lambda processes=processes: processes)
+        seen[processes] = [list(file.batches(*read)) for read in reads]
+    assert avro_file._pool()._processes, "the chunks were decoded in other processes"
+    for one, two in zip(seen[1], seen[2], strict=True):
+        assert [b.num_rows for b in one] == [b.num_rows for b in two]
+        assert all(a.equals(b) for a, b in zip(one, two, strict=True))
+    whole, _, some = seen[2]
+    assert [b.num_rows for b in whole] == [1000, 1000, 1000]
+    assert pa.Table.from_batches(whole).column("big").to_pylist() == list(range(3000))
+    blocks = [b[2] for b in file._blocks]
+    starts = [sum(blocks[:i]) for i in range(len(blocks) + 1)]
+    wanted = [n for i in reads[2][2] for n in range(starts[i], starts[i + 1])]
+    assert pa.Table.from_batches(some).column("big").to_pylist() == wanted
+    data = path.read_bytes()  # a block past the first chunk, damaged
+    offset, size, _ = file._blocks[10]
+    bad = data[: offset + 8] + bytes(b ^ 0x5A for b in data[offset + 8 : offset + size - 16])
+    (tmp_path / "bad.avro").write_bytes(bad + data[offset + size - 16 :])
+    with pytest.raises(pa.ArrowInvalid, match="a damaged or cut-short Avro file"):
+        list(avro_file.AvroFile(tmp_path / "bad.avro").batches(1000))
+    # a decoding process killed mid-read (the kernel's OOM killer): the read ends naming the
+    # file, and the next read starts processes again
+    reading = file.batches(40)
+    next(reading)
+    for process in list(avro_file._pool()._processes.values()):
+        process.kill()
+    with pytest.raises(DataError, match=r"logs.avro: a process decoding its Avro blocks died"):
+        list(reading)
+    assert pa.Table.from_batches(file.batches(1000)).equals(pa.Table.from_batches(whole))
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"])
