@@ -534,6 +534,13 @@ class ColumnarFile:
                 self.names[p][0]: p for p in self._plain_schema.names if p in self.names
             }
 
+    def stored_name(self, column: str) -> str | None:
+        """The name this file stores a column of its table under (a Delta or Iceberg
+        table's file may store it under another: ``names``); None where it holds none."""
+        if self.names:
+            return self._physical.get(column)
+        return column if column in self.schema.names else None
+
     def batches(self, size: int, columns: list[str] | None = None, groups=None) -> Iterator:
         """The rows of ``groups`` (default: all), ``size`` at a time, of ``columns``."""
         if self.kind == "avro":

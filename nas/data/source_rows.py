@@ -8,6 +8,7 @@ line in Python), numbers, text, lists, histories of events and times as ``conver
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import io
 import itertools
@@ -69,6 +70,7 @@ from nas.data.schema_file import (
     Source,
     SourceFiles,
 )
+from nas.data.table_files import FileView
 
 BATCH_ROWS = 65_536
 BLOCK_BYTES = 8 << 20  # csv and jsonl: bytes parsed at a time
@@ -188,7 +190,10 @@ def with_last_resolved(source: Source, files: SourceFiles) -> Source:
 
 def newest_time(source: Source, files: SourceFiles, column: str) -> int | None:
     """The greatest time in ``column`` over a source's files (unix seconds, as ``Rows``
-    reads it; empty values passed by), None where none holds one."""
+    reads it; empty values passed by), None where none holds one: from the partition
+    folders where every file has one; else each Parquet file's footer statistics where they
+    tell (a table's file by the name it stores the column under; not one with rows deleted,
+    whose greatest time may be a deleted row's), and a pass over the column of the others."""
     rule = RowFilter(column, since=-(2**63))
     folders = [files.partitions.get(p, {}) for p in files.files]
     if folders and all(column in f for f in folders):  # a partition column: its folders' values
@@ -196,26 +201,42 @@ def newest_time(source: Source, files: SourceFiles, column: str) -> int | None:
         held = values.filter(pc.is_valid(values))
         seconds = _seconds(Batch(Path(source.path), 0, 0, {}), column, held, source.per_second)
         return int(pc.max(seconds).as_py()) if len(seconds) else None
-    if source.file_format == "parquet" and not any(
-        (v := files.views.get(p)) is not None and (v.names is not None or v.ids is not None)
-        for p in files.files
-    ):
-        spans = []
+    newest, unread = None, list(files.files)
+    if source.file_format == "parquet":
+        unread = []
         for path in files.files:
+            view = files.views.get(path)
+            stored = _stored_rule(rule, path, view) if view is None or view.kept is None else None
             try:
-                spans.append(_column_span(pq.read_metadata(path), rule, source.per_second))
+                span = stored and _column_span(pq.read_metadata(path), stored, source.per_second)
             except (pa.ArrowException, OSError):
-                spans.append(None)
-        if spans and None not in spans:
-            return int(max(high for _, high in spans))
+                span = None  # (the pass names the problem)
+            if span is None:
+                unread.append(path)
+            else:
+                newest = int(span[1]) if newest is None else max(newest, int(span[1]))
+    if not unread:
+        return newest
     reading = ColumnsOf(source.model_copy(update={"where": {column: _any_time()}}), {})
-    rows = Rows(reading, files.files, files.partitions, None, files.views, files.passed_by)
+    rows = Rows(reading, unread, files.partitions, None, files.views, files.passed_by)
     rows.check_columns()
-    newest = None
     for batch in rows.batches([column]):
         most = int(pc.max(batch.columns[column]).as_py())
         newest = most if newest is None else max(newest, most)
     return newest
+
+
+def _stored_rule(rule: RowFilter, path: Path, view: FileView | None) -> RowFilter | None:
+    """``rule`` on the column as a Parquet file stores it: a Delta or Iceberg table's file
+    may store a column under another name (column mapping, a rename: ``view``); None where
+    the file does not hold it (a column the table added later) or cannot be read."""
+    if view is None or (view.names is None and view.ids is None):
+        return rule
+    try:
+        stored = ColumnarFile(path, "parquet", view).stored_name(rule.column)
+    except (pa.ArrowException, OSError):
+        return None
+    return None if stored is None else dataclasses.replace(rule, column=stored)
 
 
 def _any_time() -> Condition:
@@ -471,25 +492,26 @@ class Rows:
         of a column, in its footer) leave room for a row the number and time conditions
         keep in some row group; those that leave none are noted to be passed by
         (``_group_runs``). A group whose statistics cannot tell (none written, a column
-        renamed by a table's view, Spark's INT96 times, text) is read."""
-        bounded = [rule for rule in self.filters if rule.reads in ("number", "timestamp")]
+        the table's file does not hold, Spark's INT96 times, text) is read. A table's file
+        storing a column under another name is weighed by that name."""
         view = self.views.get(path)
-        if (
-            not bounded
-            or self.schema.source.file_format != "parquet"
-            or (view is not None and (view.names is not None or view.ids is not None))
-        ):
+        bounded = [
+            (rule, stored)
+            for rule in self.filters
+            if rule.reads in ("number", "timestamp") and (stored := _stored_rule(rule, path, view))
+        ]
+        if not bounded or self.schema.source.file_format != "parquet":
             return True
         try:
             footer = pq.read_metadata(path)
         except (pa.ArrowException, OSError):
             return True  # (its reading names the problem)
         keep = np.ones(footer.num_row_groups, dtype=bool)
-        for rule in bounded:
+        for rule, stored in bounded:
             low, high = (
                 (rule.at_least, rule.below) if rule.reads == "number" else (rule.since, rule.until)
             )
-            for group, span in enumerate(_group_spans(footer, rule, self._per_second)):
+            for group, span in enumerate(_group_spans(footer, stored, self._per_second)):
                 if span is not None and (
                     (low is not None and span[1] < low) or (high is not None and span[0] >= high)
                 ):

@@ -241,6 +241,64 @@ def test_an_iceberg_tables_files_its_metadata_rules_out_are_not_read(tmp_path: P
     assert passed["rows_passed_by"] == opened.sum() - mask.sum()
 
 
+def test_a_tables_renamed_time_is_weighed_by_the_statistics_of_the_files_storing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Iceberg table whose time column was renamed after its files were written (they
+    store it under its old name): ``last`` finds the newest time in their footers'
+    statistics, with no pass over the column, and in each file read the row groups whose
+    times all fall before the window are passed by; the rows read are those pandas keeps."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from nas.data import source_rows
+
+    catalog = SqlCatalog(
+        "local", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=tmp_path.as_uri()
+    )
+    catalog.create_namespace("db")
+    frame = logs(800, 5).sort_values("ts", kind="stable")
+    table = pa.Table.from_pandas(
+        frame.assign(ts=pd.to_datetime(frame.ts, unit="s").astype("datetime64[us]")),
+        preserve_index=False,
+    )
+    created = catalog.create_table(
+        "db.events", schema=table.schema, properties={"write.parquet.row-group-limit": "16"}
+    )
+    for day in DAYS:
+        created.append(table.filter(pa.compute.equal(table["date"], day)))
+    with created.update_schema() as update:
+        update.rename_column("ts", "seen_at")
+    folder = Path(created.metadata.location.removeprefix("file://"))
+    path = tmp_path / "logs.yaml"
+    path.write_text(
+        f"name: logs\nsource: {{format: iceberg, path: {folder}, "
+        "where: {seen_at: {last: 36h}}}\nlabels: [click]\n"
+        "keys: {user: user_id, timestamp: seen_at}\n"
+        "split: {method: random, valid: 0.1, test: 0.1}\n"
+        "features:\n  - {name: [user_id, site, country], type: categorical}\n"
+    )
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a pass over the column to find its newest time")
+
+    read, groups_of = [], {}
+    reading = source_rows.Rows._read
+
+    def recorded(self, file, columns, groups=None, start=0):
+        total = groups_of.setdefault(file, pq.read_metadata(file).num_row_groups)
+        read.append((total, total if groups is None else len(groups)))
+        return reading(self, file, columns, groups, start)
+
+    monkeypatch.setattr(source_rows, "ColumnsOf", no_pass)
+    monkeypatch.setattr(source_rows.Rows, "_read", recorded)
+    dataset, _ = prepare_dataset(str(path), tmp_path / "cache")
+    kept = frame.ts >= frame.ts.max() - 36 * 3600 + 1
+    stored = np.asarray(dataset.array("label"))
+    assert len(stored) == kept.sum() and stored.sum() == frame.click[kept].sum()
+    assert "(the last 36h)" in dataset.manifest["where"]["rule"]
+    assert any(some < total for total, some in read), "no row group was passed by"
+
+
 def test_a_delta_tables_partitions_out_of_range_are_not_read(tmp_path: Path, capsys) -> None:
     """A Delta table partitioned by day, read from one day until another: the files of the
     other days are passed by by their partition values as the log records them, and
