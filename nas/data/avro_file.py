@@ -22,7 +22,8 @@ rows with a history), where Arrow reads Parquet on every core. So a read of many
 cut into chunks of whole blocks (``CHUNK_ROWS`` rows or more) that processes of their own
 decode on every core this process may use (``workers``): each reads the file's header and
 its chunk's blocks as an Avro file of their own and sends back Arrow's table, in order. A
-read of one chunk, or on one core, is decoded here.
+read of one chunk, or on one core, is decoded here, and so is every chunk once processes
+cannot be started or have died.
 
 A damaged file, a codec that is not installed, a schema of no records: ``pyarrow.ArrowInvalid``
 naming what is wrong, as Arrow's readers of Parquet and ORC raise, so every reader of a
@@ -40,8 +41,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-from nas.core.errors import DataError
 
 MAGIC = b"Obj\x01"  # an object container file's first bytes
 # The rows a process decodes at a time, in whole blocks: enough that sending a chunk's table
@@ -98,7 +97,7 @@ class AvroFile:
         chunks = list(_chunks(spans, [self._blocks[i][2] for i in chosen if i < self.groups]))
         read = functools.partial(_decoded, str(self.path), self._header, self._writer, names)
         pool = _pool() if len(chunks) > 1 and workers() > 1 else None
-        tables = map(read, chunks) if pool is None else _in_order(pool, read, chunks, self.path)
+        tables = map(read, chunks) if pool is None else _in_order(pool, read, chunks)
         yield from _rebatched(tables, size)
 
 
@@ -160,44 +159,52 @@ def _decoded(path: str, header: int, writer: dict, names: list[str], spans) -> A
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-@functools.cache
+# The processes that decode chunks, once started: [the pool], or [None] where none can be
+# started or they died (the chunks are then decoded in the reading process)
+_decoders: list = []
+
+
 def _pool() -> Any:
     """Processes that decode chunks, one per core this process may use; started once, on
     the first read that needs them, and ended with this process. Spawned, not forked: a
-    fork of a process that has started threads (torch's, Arrow's) may hang. None where the
-    system has no room for them (no semaphores in some sandboxes): the chunks are then
-    decoded here."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    fork of a process that has started threads (torch's, Arrow's) may hang."""
+    if not _decoders:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
-    try:
-        return ProcessPoolExecutor(workers(), mp_context=multiprocessing.get_context("spawn"))
-    except (OSError, ImportError, NotImplementedError):
-        return None
+        try:
+            spawn = multiprocessing.get_context("spawn")
+            _decoders.append(ProcessPoolExecutor(workers(), mp_context=spawn))
+        except (OSError, ImportError, NotImplementedError):  # (no semaphores in a sandbox)
+            _decoders.append(None)
+    return _decoders[0]
 
 
-def _in_order(pool: Any, read: Callable[[Any], Any], chunks: list, path: Path) -> Iterator[Any]:
+def _in_order(pool: Any, read: Callable[[Any], Any], chunks: list) -> Iterator[Any]:
     """``read`` of each chunk in the ``pool``'s processes, the results in the chunks' order;
     twice as many chunks under way as there are processes (the memory of that many
-    tables), and those not yet started cancelled if the reader stops early. A process that
-    died (killed, out of memory) ends the read with a ``DataError`` naming the file, and the
-    next read starts new processes."""
+    tables), and those not yet started cancelled if the reader stops early. Processes that
+    cannot start (a limit on a user's processes) or that die (the OOM killer) leave the
+    chunks not yet read to this process, from then on."""
     from concurrent.futures.process import BrokenProcessPool
 
     ahead = 2 * workers()
     pending: deque = deque()
+    done = 0
     try:
         for chunk in chunks:
             pending.append(pool.submit(read, chunk))
             if len(pending) >= ahead:
                 yield pending.popleft().result()
+                done += 1
         while pending:
             yield pending.popleft().result()
-    except BrokenProcessPool:
-        _pool.cache_clear()
-        raise DataError(
-            path, "a process decoding its Avro blocks died (killed? out of memory?)"
-        ) from None
+            done += 1
+    except (BrokenProcessPool, OSError):  # (a file's own error is the file's: ArrowInvalid)
+        _decoders[0] = None
+        pool.shutdown(wait=False, cancel_futures=True)
+        pending.clear()
+        yield from map(read, chunks[done:])
     finally:
         for future in pending:
             future.cancel()

@@ -7,13 +7,14 @@ import datetime
 import decimal
 import io
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import fastavro
 import pyarrow as pa
 import pytest
 
-from nas.core.errors import ConfigError, DataError
+from nas.core.errors import ConfigError
 from nas.data.row_files import ColumnarFile, RowFiles
 
 UTC = datetime.UTC
@@ -99,7 +100,8 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
 ) -> None:
     """A read of many blocks is decoded in chunks by processes of their own: the same rows
     in the same order and batches as one process decodes, for every column or a few, every
-    block or some (apart in the file), and a damaged block is named from there as here."""
+    block or some (apart in the file); a damaged block is named from there as here, and
+    where those processes die or cannot start, the chunks are decoded here."""
     from nas.data import avro_file
 
     path = tmp_path / "logs.avro"
@@ -111,6 +113,7 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
     monkeypatch.setattr(avro_file, "CHUNK_ROWS", 97)  # blocks of about 40 rows: 3 a chunk
     reads = [(1000, None, None), (128, ["mixed", "big", "home"], None)]
     reads.append((50, ["big", "request"], [0, 1, 2, 7, 8, 15, 16, 17, file.groups - 1]))
+    monkeypatch.setattr(avro_file, "_decoders", [])  # (processes of its own)
     seen = {}
     for processes in (1, 2):
         monkeypatch.setattr(avro_file, "workers", lambda processes=processes: processes)
@@ -132,15 +135,23 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
     (tmp_path / "bad.avro").write_bytes(bad + data[offset + size - 16 :])
     with pytest.raises(pa.ArrowInvalid, match="a damaged or cut-short Avro file"):
         list(avro_file.AvroFile(tmp_path / "bad.avro").batches(1000))
-    # a decoding process killed mid-read (the kernel's OOM killer): the read ends naming the
-    # file, and the next read starts processes again
+    # decoding processes killed mid-read (the kernel's OOM killer): the rest of the read is
+    # decoded here, the same rows, and so are later reads
     reading = file.batches(40)
-    next(reading)
+    first = next(reading)
     for process in list(avro_file._pool()._processes.values()):
         process.kill()
-    with pytest.raises(DataError, match=r"logs.avro: a process decoding its Avro blocks died"):
-        list(reading)
-    assert pa.Table.from_batches(file.batches(1000)).equals(pa.Table.from_batches(whole))
+    rest = pa.Table.from_batches([first, *reading])
+    assert rest.equals(pa.Table.from_batches(whole)) and avro_file._pool() is None
+    # processes that cannot be started (a limit on the user's processes): the same
+    monkeypatch.setattr(avro_file, "_decoders", [])
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", refused)
+    assert pa.Table.from_batches(file.batches(1000)).equals(rest)
+    assert avro_file._pool() is None
+
+
+def refused(*args, **kwargs):
+    raise BlockingIOError(11, "Resource temporarily unavailable")
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard", "bzip2", "xz"])
