@@ -166,9 +166,11 @@ _decoders: list = []
 
 def _pool() -> Any:
     """Processes that decode chunks, one per core this process may use; started once, on
-    the first read that needs them, and ended with this process. Spawned, not forked: a
-    fork of a process that has started threads (torch's, Arrow's) may hang."""
+    the first read that needs them, and ended before this process ends (left to the
+    interpreter's teardown, the pool's own clean-up prints a traceback). Spawned, not
+    forked: a fork of a process that has started threads (torch's, Arrow's) may hang."""
     if not _decoders:
+        import atexit
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -177,6 +179,8 @@ def _pool() -> Any:
             _decoders.append(ProcessPoolExecutor(workers(), mp_context=spawn))
         except (OSError, ImportError, NotImplementedError):  # (no semaphores in a sandbox)
             _decoders.append(None)
+        else:
+            atexit.register(_decoders[0].shutdown, cancel_futures=True)
     return _decoders[0]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import subprocess
+import sys
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -148,6 +150,20 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
     monkeypatch.setattr(ProcessPoolExecutor, "submit", refused)
     assert pa.Table.from_batches(file.batches(1000)).equals(rest)
     assert avro_file._pool() is None
+    # a command that read so ends quietly (the processes ended before the interpreter is)
+    done = subprocess.run(
+        [sys.executable, "-c", ENDS_QUIETLY, str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout == "3000\n" and not done.stderr, done.stderr
+
+
+ENDS_QUIETLY = """
+import sys
+from pathlib import Path
+from nas.data import avro_file
+avro_file.CHUNK_ROWS, avro_file.workers = 97, lambda: 2
+print(sum(b.num_rows for b in avro_file.AvroFile(Path(sys.argv[1])).batches(1000)))
+"""
 
 
 def refused(*args, **kwargs):
