@@ -95,7 +95,9 @@ class AvroFile:
         chosen = range(self.groups) if blocks is None else sorted(set(blocks))
         spans = [self._blocks[i][:2] for i in chosen if i < self.groups]
         chunks = list(_chunks(spans, [self._blocks[i][2] for i in chosen if i < self.groups]))
-        read = functools.partial(_decoded, str(self.path), self._header, self._writer, names)
+        # (by its absolute path: the decoding processes keep the folder they started in)
+        where = os.path.abspath(self.path)
+        read = functools.partial(_decoded, where, self._header, self._writer, names)
         pool = _pool() if len(chunks) > 1 and workers() > 1 else None
         tables = map(read, chunks) if pool is None else _in_order(pool, read, chunks)
         yield from _rebatched(tables, size)

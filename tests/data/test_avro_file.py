@@ -121,6 +121,10 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
         monkeypatch.setattr(avro_file, "workers", lambda processes=processes: processes)
         seen[processes] = [list(file.batches(*read)) for read in reads]
     assert avro_file._pool()._processes, "the chunks were decoded in other processes"
+    monkeypatch.chdir(tmp_path)  # a file named relative to a folder changed to since
+    named = avro_file.AvroFile(Path("logs.avro"))
+    assert pa.Table.from_batches(named.batches(1000)).equals(pa.Table.from_batches(seen[2][0]))
+    assert avro_file._pool() is not None, "the processes found the file"
     for one, two in zip(seen[1], seen[2], strict=True):
         assert [b.num_rows for b in one] == [b.num_rows for b in two]
         assert all(a.equals(b) for a, b in zip(one, two, strict=True))
