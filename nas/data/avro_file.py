@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nas.core.processes import end_with_parent
+
 MAGIC = b"Obj\x01"  # an object container file's first bytes
 # The rows a process decodes at a time, in whole blocks: enough that sending a chunk's table
 # back costs little beside its decoding (about 3 s of one core for a click log's rows).
@@ -176,9 +178,12 @@ def _pool() -> Any:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        # each ends with this process, however it ends (kill -9, the OOM killer): left
+        # behind, they would wait for work for good, holding its stderr open
+        ending = functools.partial(end_with_parent, os.getpid())
         try:
             spawn = multiprocessing.get_context("spawn")
-            _decoders.append(ProcessPoolExecutor(workers(), mp_context=spawn))
+            _decoders.append(ProcessPoolExecutor(workers(), spawn, initializer=ending))
         except (OSError, ImportError, NotImplementedError):  # (no semaphores in a sandbox)
             _decoders.append(None)
         else:

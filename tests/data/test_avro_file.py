@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import fastavro
+import psutil
 import pyarrow as pa
 import pytest
 
@@ -159,8 +160,25 @@ def test_chunks_decoded_in_other_processes_are_the_rows_decoded_here(
         [sys.executable, "-c", ENDS_QUIETLY, str(path)], capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout == "3000\n" and not done.stderr, done.stderr
+    # and one killed mid-read leaves none of them behind
+    command = [sys.executable, "-c", KILLED_READING, str(path)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as reader:
+        decoding = [psutil.Process(int(pid)) for pid in reader.stdout.readline().split()]
+        assert len(decoding) == 2
+        reader.kill()
+    _, alive = psutil.wait_procs(decoding, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
 
 
+KILLED_READING = """
+import sys, time
+from pathlib import Path
+from nas.data import avro_file
+avro_file.CHUNK_ROWS, avro_file.workers = 97, lambda: 2
+next(avro_file.AvroFile(Path(sys.argv[1])).batches(40))
+print(*avro_file._pool()._processes, flush=True)
+time.sleep(600)
+"""
 ENDS_QUIETLY = """
 import sys
 from pathlib import Path
