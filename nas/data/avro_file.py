@@ -94,9 +94,10 @@ class AvroFile:
         """Arrow record batches of up to ``size`` rows of ``columns`` (default: all), of the
         ``blocks`` (their numbers; default: all)."""
         names = [c for c in columns if c in self.schema.names] if columns else self.schema.names
-        chosen = range(self.groups) if blocks is None else sorted(set(blocks))
-        spans = [self._blocks[i][:2] for i in chosen if i < self.groups]
-        chunks = list(_chunks(spans, [self._blocks[i][2] for i in chosen if i < self.groups]))
+        every = range(self.groups)
+        chosen = every if blocks is None else sorted(set(blocks).intersection(every))
+        spans = [self._blocks[i][:2] for i in chosen]
+        chunks = list(_chunks(spans, [self._blocks[i][2] for i in chosen]))
         # (by its absolute path: the decoding processes keep the folder they started in)
         where = os.path.abspath(self.path)
         read = functools.partial(_decoded, where, self._header, self._writer, names)

@@ -206,9 +206,12 @@ def newest_time(source: Source, files: SourceFiles, column: str) -> int | None:
         unread = []
         for path in files.files:
             view = files.views.get(path)
-            stored = _stored_rule(rule, path, view) if view is None or view.kept is None else None
+            # (not a file with rows deleted: the greatest time may be a deleted row's)
+            weighed = _stored_rules([rule], path, view) if view is None or view.kept is None else []
+            span = None
             try:
-                span = stored and _column_span(pq.read_metadata(path), stored, source.per_second)
+                for _, stored in weighed:
+                    span = _column_span(pq.read_metadata(path), stored, source.per_second)
             except (pa.ArrowException, OSError):
                 span = None  # (the pass names the problem)
             if span is None:
@@ -226,17 +229,21 @@ def newest_time(source: Source, files: SourceFiles, column: str) -> int | None:
     return newest
 
 
-def _stored_rule(rule: RowFilter, path: Path, view: FileView | None) -> RowFilter | None:
-    """``rule`` on the column as a Parquet file stores it: a Delta or Iceberg table's file
-    may store a column under another name (column mapping, a rename: ``view``); None where
-    the file does not hold it (a column the table added later) or cannot be read."""
+def _stored_rules(
+    rules: list[RowFilter], path: Path, view: FileView | None
+) -> list[tuple[RowFilter, RowFilter]]:
+    """Each rule with the same rule on its column as a Parquet file stores it: a Delta or
+    Iceberg table's file may store a column under another name (column mapping, a rename:
+    ``view``; the file opened once to find them); a rule whose column the file does not hold
+    (one the table added later), or all where it cannot be read, left out."""
     if view is None or (view.names is None and view.ids is None):
-        return rule
+        return [(rule, rule) for rule in rules]
     try:
-        stored = ColumnarFile(path, "parquet", view).stored_name(rule.column)
+        file = ColumnarFile(path, "parquet", view)
     except (pa.ArrowException, OSError):
-        return None
-    return None if stored is None else dataclasses.replace(rule, column=stored)
+        return []
+    stored = [(rule, file.stored_name(rule.column)) for rule in rules]
+    return [(rule, dataclasses.replace(rule, column=name)) for rule, name in stored if name]
 
 
 def _any_time() -> Condition:
@@ -495,11 +502,8 @@ class Rows:
         the table's file does not hold, Spark's INT96 times, text) is read. A table's file
         storing a column under another name is weighed by that name."""
         view = self.views.get(path)
-        bounded = [
-            (rule, stored)
-            for rule in self.filters
-            if rule.reads in ("number", "timestamp") and (stored := _stored_rule(rule, path, view))
-        ]
+        weighable = [rule for rule in self.filters if rule.reads in ("number", "timestamp")]
+        bounded = _stored_rules(weighable, path, view) if weighable else []
         if not bounded or self.schema.source.file_format != "parquet":
             return True
         try:
